@@ -1,0 +1,1167 @@
+/*
+ * config — turns ferry's INI text into a validated struct cfg.
+ *
+ * inih does the key = value splitting and inline-comment stripping. Our own
+ * line reader feeds it the text one line at a time, which gives us line
+ * numbers (the Debian inih handler has none), lets us reject lines inih
+ * would silently split, and lets us handle section headers ourselves (inih
+ * truncates section names and does not report empty sections). Every
+ * problem is appended to a cfg_errors list as "file:line: message"; parsing
+ * continues so that all problems are reported at once. After the text is
+ * read, cross-checks run over the whole file: required keys, defaults that
+ * depend on other keys, and listening port conflicts.
+ */
+#include "common/config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ini.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/log.h"
+#include "common/units.h"
+
+#ifndef FERRY_DEFAULT_SOCKET
+#define FERRY_DEFAULT_SOCKET "/run/ferry/ferry.sock"
+#endif
+
+#define CFGP_ERRLEN	512
+#define CFGP_FILE_MAX	(16 * 1024 * 1024)
+#define CFGP_USER_MAX	32
+#define CFGP_DEF_ADMIN_HOST "127.0.0.1"
+#define CFGP_DEF_ADMIN_PORT 9190
+
+enum cfgp_section {
+	CFGP_SEC_NONE = 0,	/* before the first header */
+	CFGP_SEC_FERRY,
+	CFGP_SEC_CLUSTER,
+	CFGP_SEC_SKIP,		/* a rejected header: ignore its keys */
+};
+
+enum cfgp_fkey {
+	FK_CONTROL_SOCKET = 0, FK_ADMIN_LISTEN, FK_USER, FK_STARTUP_POLICY,
+	FK_RELOAD_POLICY, FK_DRAIN_TIMEOUT, FK_INIT_TIMEOUT, FK_LOG_LEVEL,
+	FK_LOG_FORMAT, FK_COUNT,
+};
+
+enum cfgp_ckey {
+	CK_UPSTREAM = 0, CK_BOOTSTRAP, CK_ADVERTISED_HOST, CK_BROKER_PORTS,
+	CK_NODE_IDS, CK_MAX_CONNECTIONS, CK_MAX_FRAME_BYTES, CK_IDLE_TIMEOUT,
+	CK_COUNT,
+};
+
+/* Where each key of one cluster section was set and whether it parsed. */
+struct cfgp_meta {
+	int line[CK_COUNT];
+	int ok[CK_COUNT];
+};
+
+/* Parser state; lives on the stack of cfg_parse_string. */
+struct cfgp {
+	const char *path;
+	const char *text;
+	size_t len, pos;
+	int lineno;			/* line last handed to inih */
+	struct cfg *cfg;
+	struct cfg_errors *errs;
+	enum cfgp_section sec;
+	int ferry_line;			/* header of [ferry]; 0 when absent */
+	int fline[FK_COUNT];
+	int fok[FK_COUNT];
+	struct cfgp_meta *meta;		/* parallel to cfg->clusters */
+	size_t cap;
+	int n_cluster_headers;		/* including rejected ones */
+};
+
+struct cfgp_fkeydef {
+	const char *name;
+	int (*set)(struct cfg *, const char *, char *, size_t);
+};
+
+struct cfgp_ckeydef {
+	const char *name;
+	int (*set)(struct cfg_cluster *, const char *, char *, size_t);
+};
+
+/* One listening address, for the port conflict check. */
+struct cfgp_listener {
+	const char *host;
+	uint16_t first, last;
+	size_t owner;			/* cluster index; SIZE_MAX = admin */
+	const char *key;
+	int line;			/* 0 = default admin_listen */
+};
+
+static void cfg_errors_vadd(struct cfg_errors *e, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
+static void cfgp_err(struct cfgp *p, int line, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* ---- error list ---- */
+
+void
+cfg_errors_init(struct cfg_errors *e)
+{
+	memset(e, 0, sizeof *e);
+}
+
+void
+cfg_errors_free(struct cfg_errors *e)
+{
+	size_t i;
+
+	for (i = 0; i < e->n; i++)
+		free(e->msg[i]);
+	free(e->msg);
+	memset(e, 0, sizeof *e);
+}
+
+static void
+cfg_errors_vadd(struct cfg_errors *e, const char *fmt, va_list ap)
+{
+	va_list ap2;
+	char **nm;
+	char *s;
+	size_t ncap;
+	int n;
+
+	va_copy(ap2, ap);
+	n = vsnprintf(NULL, 0, fmt, ap2);
+	va_end(ap2);
+	if (n < 0)
+		abort();
+	if ((s = malloc((size_t)n + 1)) == NULL)
+		abort();
+	vsnprintf(s, (size_t)n + 1, fmt, ap);
+	if (e->n == e->cap) {
+		ncap = e->cap ? e->cap * 2 : 8;
+		if ((nm = realloc(e->msg, ncap * sizeof *nm)) == NULL)
+			abort();
+		e->msg = nm;
+		e->cap = ncap;
+	}
+	e->msg[e->n++] = s;
+}
+
+void
+cfg_errors_add(struct cfg_errors *e, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	cfg_errors_vadd(e, fmt, ap);
+	va_end(ap);
+}
+
+/* Appends "path:line: " + the formatted message. */
+static void
+cfgp_err(struct cfgp *p, int line, const char *fmt, ...)
+{
+	char msg[CFGP_ERRLEN];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	cfg_errors_add(p->errs, "%s:%d: %s", p->path, line, msg);
+}
+
+/* ---- small helpers ---- */
+
+static int
+cfgp_is_blank(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+static int
+cfgp_host_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	    (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_' ||
+	    c == ':';
+}
+
+/* True for the any-address of either family ("0.0.0.0", "::", ...). */
+static int
+cfgp_host_wildcard(const char *h)
+{
+	static const unsigned char zero[16];
+	unsigned char a[16];
+
+	if (inet_pton(AF_INET, h, a) == 1)
+		return memcmp(a, zero, 4) == 0;
+	if (inet_pton(AF_INET6, h, a) == 1)
+		return memcmp(a, zero, 16) == 0;
+	return 0;
+}
+
+/* Two listeners on the same port collide if their hosts are equal or
+ * either one is a wildcard. Literal addresses compare in binary form. */
+static int
+cfgp_hosts_conflict(const char *a, const char *b)
+{
+	unsigned char x[16], y[16];
+
+	if (cfgp_host_wildcard(a) || cfgp_host_wildcard(b))
+		return 1;
+	if (inet_pton(AF_INET, a, x) == 1 && inet_pton(AF_INET, b, y) == 1)
+		return memcmp(x, y, 4) == 0;
+	if (inet_pton(AF_INET6, a, x) == 1 && inet_pton(AF_INET6, b, y) == 1)
+		return memcmp(x, y, 16) == 0;
+	return strcasecmp(a, b) == 0;
+}
+
+/* Index of v in names, or -1 with a "use ..." hint in err. */
+static int
+cfgp_enum(const char *v, const char *const *names, int n, char *err,
+    size_t errlen, const char *hint)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (strcmp(v, names[i]) == 0)
+			return i;
+	snprintf(err, errlen, "invalid value '%s' (use %s)", v, hint);
+	return -1;
+}
+
+/* 1..max characters of [A-Za-z0-9._-]: cluster and user names. */
+static int
+cfgp_name_ok(const char *s, size_t max)
+{
+	size_t n = strlen(s), i;
+
+	if (n == 0 || n > max)
+		return 0;
+	for (i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+/* ---- [ferry] keys ---- */
+
+static const char *const cfgp_startup_names[] = { "fail-fast", "best-effort" };
+static const char *const cfgp_reload_names[] = {
+	"all-or-nothing", "per-cluster",
+};
+static const char *const cfgp_level_names[] = {
+	"debug", "info", "warn", "error",
+};
+static const char *const cfgp_format_names[] = { "logfmt", "json" };
+
+static int
+cfgp_set_control_socket(struct cfg *c, const char *v, char *err, size_t len)
+{
+	size_t n = strlen(v);
+
+	if (v[0] != '/') {
+		snprintf(err, len, "'%s' is not an absolute path", v);
+		return -1;
+	}
+	if (n >= sizeof c->control_socket) {
+		snprintf(err, len, "path too long (%zu bytes, max %zu)", n,
+		    sizeof c->control_socket - 1);
+		return -1;
+	}
+	memcpy(c->control_socket, v, n + 1);
+	return 0;
+}
+
+static int
+cfgp_set_admin_listen(struct cfg *c, const char *v, char *err, size_t len)
+{
+	struct cfg_addr a;
+
+	if (strcmp(v, "off") == 0) {
+		c->admin_enabled = false;
+		return 0;
+	}
+	if (units_parse_addr(v, &a, 0, err, len) != 0)
+		return -1;
+	c->admin_listen = a;
+	c->admin_enabled = true;
+	return 0;
+}
+
+static int
+cfgp_set_user(struct cfg *c, const char *v, char *err, size_t len)
+{
+	if (v[0] == '-' || !cfgp_name_ok(v, CFGP_USER_MAX)) {
+		snprintf(err, len, "invalid user name '%s'", v);
+		return -1;
+	}
+	snprintf(c->user, sizeof c->user, "%s", v);
+	return 0;
+}
+
+static int
+cfgp_set_startup_policy(struct cfg *c, const char *v, char *err, size_t len)
+{
+	int i = cfgp_enum(v, cfgp_startup_names, 2, err, len,
+	    "fail-fast or best-effort");
+
+	if (i >= 0)
+		c->startup_policy = (enum cfg_policy_startup)i;
+	return i < 0 ? -1 : 0;
+}
+
+static int
+cfgp_set_reload_policy(struct cfg *c, const char *v, char *err, size_t len)
+{
+	int i = cfgp_enum(v, cfgp_reload_names, 2, err, len,
+	    "all-or-nothing or per-cluster");
+
+	if (i >= 0)
+		c->reload_policy = (enum cfg_policy_reload)i;
+	return i < 0 ? -1 : 0;
+}
+
+static int
+cfgp_positive_duration(const char *v, uint64_t *out, char *err, size_t len)
+{
+	uint64_t ms;
+
+	if (units_parse_duration_ms(v, &ms, err, len) != 0)
+		return -1;
+	if (ms == 0) {
+		snprintf(err, len, "must be greater than 0");
+		return -1;
+	}
+	*out = ms;
+	return 0;
+}
+
+static int
+cfgp_set_drain_timeout(struct cfg *c, const char *v, char *err, size_t len)
+{
+	return cfgp_positive_duration(v, &c->drain_timeout_ms, err, len);
+}
+
+static int
+cfgp_set_init_timeout(struct cfg *c, const char *v, char *err, size_t len)
+{
+	return cfgp_positive_duration(v, &c->init_timeout_ms, err, len);
+}
+
+static int
+cfgp_set_log_level(struct cfg *c, const char *v, char *err, size_t len)
+{
+	int i = cfgp_enum(v, cfgp_level_names, 4, err, len,
+	    "debug, info, warn or error");
+
+	if (i >= 0)
+		c->log_level = LOG_DEBUG + i;
+	return i < 0 ? -1 : 0;
+}
+
+static int
+cfgp_set_log_format(struct cfg *c, const char *v, char *err, size_t len)
+{
+	int i = cfgp_enum(v, cfgp_format_names, 2, err, len, "logfmt or json");
+
+	if (i >= 0)
+		c->log_format = (enum cfg_log_format)i;
+	return i < 0 ? -1 : 0;
+}
+
+static const struct cfgp_fkeydef cfgp_fkeys[FK_COUNT] = {
+	[FK_CONTROL_SOCKET] = { "control_socket", cfgp_set_control_socket },
+	[FK_ADMIN_LISTEN] = { "admin_listen", cfgp_set_admin_listen },
+	[FK_USER] = { "user", cfgp_set_user },
+	[FK_STARTUP_POLICY] = { "startup_policy", cfgp_set_startup_policy },
+	[FK_RELOAD_POLICY] = { "reload_policy", cfgp_set_reload_policy },
+	[FK_DRAIN_TIMEOUT] = { "drain_timeout", cfgp_set_drain_timeout },
+	[FK_INIT_TIMEOUT] = { "init_timeout", cfgp_set_init_timeout },
+	[FK_LOG_LEVEL] = { "log_level", cfgp_set_log_level },
+	[FK_LOG_FORMAT] = { "log_format", cfgp_set_log_format },
+};
+
+/* ---- [cluster NAME] keys ---- */
+
+static int
+cfgp_set_upstream(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	struct cfg_addr *list;
+	const char *s, *comma;
+	char item[CFGP_ERRLEN];
+	size_t n = 1, i = 0, ilen;
+
+	for (s = v; *s != '\0'; s++)
+		if (*s == ',')
+			n++;
+	if ((list = calloc(n, sizeof *list)) == NULL)
+		abort();
+	for (s = v;; s = comma + 1) {
+		comma = strchr(s, ',');
+		ilen = comma ? (size_t)(comma - s) : strlen(s);
+		if (ilen >= sizeof item)
+			ilen = sizeof item - 1;
+		memcpy(item, s, ilen);
+		item[ilen] = '\0';
+		if (units_parse_addr(item, &list[i], 0, err, len) != 0) {
+			free(list);
+			return -1;
+		}
+		i++;
+		if (comma == NULL)
+			break;
+	}
+	cl->upstream = list;
+	cl->n_upstream = n;
+	return 0;
+}
+
+static int
+cfgp_set_bootstrap(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return units_parse_addr(v, &cl->bootstrap, 0, err, len);
+}
+
+static int
+cfgp_set_advertised_host(struct cfg_cluster *cl, const char *v, char *err,
+    size_t len)
+{
+	const char *b = v;
+	size_t n = strlen(v), i;
+
+	if (n >= 2 && v[0] == '[' && v[n - 1] == ']') {
+		b++;
+		n -= 2;
+	}
+	if (n == 0) {
+		snprintf(err, len, "empty host");
+		return -1;
+	}
+	if (n >= CFG_HOST_MAX) {
+		snprintf(err, len, "host longer than %d characters",
+		    CFG_HOST_MAX - 1);
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		if (!cfgp_host_char(b[i])) {
+			snprintf(err, len, "invalid host '%s'", v);
+			return -1;
+		}
+	}
+	memcpy(cl->advertised_host, b, n);
+	cl->advertised_host[n] = '\0';
+	if (cfgp_host_wildcard(cl->advertised_host)) {
+		snprintf(err, len, "'%s' is a wildcard address; clients need "
+		    "a reachable host", v);
+		cl->advertised_host[0] = '\0';
+		return -1;
+	}
+	return 0;
+}
+
+static int
+cfgp_set_broker_ports(struct cfg_cluster *cl, const char *v, char *err,
+    size_t len)
+{
+	return units_parse_port_range(v, &cl->broker_port_first,
+	    &cl->broker_port_last, err, len);
+}
+
+/* Stores the ids; n_brokers temporarily holds their count until
+ * cfgp_finish_cluster compares it with the port range. */
+static int
+cfgp_set_node_ids(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return units_parse_int_list(v, &cl->node_ids, &cl->n_brokers, err, len);
+}
+
+static int
+cfgp_set_max_connections(struct cfg_cluster *cl, const char *v, char *err,
+    size_t len)
+{
+	uint64_t n;
+
+	if (units_parse_u64(v, 1, 1000000, &n, err, len) != 0)
+		return -1;
+	cl->max_connections = (uint32_t)n;
+	return 0;
+}
+
+static int
+cfgp_set_max_frame_bytes(struct cfg_cluster *cl, const char *v, char *err,
+    size_t len)
+{
+	uint64_t n;
+
+	if (units_parse_size(v, &n, err, len) != 0)
+		return -1;
+	if (n < 1024 || n > (1ULL << 30)) {
+		snprintf(err, len, "%s out of range (1KiB-1GiB)", v);
+		return -1;
+	}
+	cl->max_frame_bytes = n;
+	return 0;
+}
+
+static int
+cfgp_set_idle_timeout(struct cfg_cluster *cl, const char *v, char *err,
+    size_t len)
+{
+	return units_parse_duration_ms(v, &cl->idle_timeout_ms, err, len);
+}
+
+static const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT] = {
+	[CK_UPSTREAM] = { "upstream", cfgp_set_upstream },
+	[CK_BOOTSTRAP] = { "bootstrap", cfgp_set_bootstrap },
+	[CK_ADVERTISED_HOST] = { "advertised_host", cfgp_set_advertised_host },
+	[CK_BROKER_PORTS] = { "broker_ports", cfgp_set_broker_ports },
+	[CK_NODE_IDS] = { "node_ids", cfgp_set_node_ids },
+	[CK_MAX_CONNECTIONS] = { "max_connections", cfgp_set_max_connections },
+	[CK_MAX_FRAME_BYTES] = { "max_frame_bytes", cfgp_set_max_frame_bytes },
+	[CK_IDLE_TIMEOUT] = { "idle_timeout", cfgp_set_idle_timeout },
+};
+
+/* ---- sections ---- */
+
+static void
+cfgp_add_cluster(struct cfgp *p, const char *name)
+{
+	struct cfg *c = p->cfg;
+	struct cfg_cluster *cl;
+	size_t ncap;
+	void *np;
+
+	if (c->n_clusters == p->cap) {
+		ncap = p->cap ? p->cap * 2 : 4;
+		np = realloc(c->clusters, ncap * sizeof *c->clusters);
+		if (np == NULL)
+			abort();
+		c->clusters = np;
+		if ((np = realloc(p->meta, ncap * sizeof *p->meta)) == NULL)
+			abort();
+		p->meta = np;
+		p->cap = ncap;
+	}
+	cl = &c->clusters[c->n_clusters];
+	memset(cl, 0, sizeof *cl);
+	memset(&p->meta[c->n_clusters], 0, sizeof *p->meta);
+	c->n_clusters++;
+	snprintf(cl->name, sizeof cl->name, "%s", name);
+	cl->line = p->lineno;
+	cl->max_connections = 10000;
+	cl->max_frame_bytes = 100ULL << 20;
+	cl->idle_timeout_ms = 10 * 60 * 1000;
+}
+
+/* Handles one header line "[...]" (leading blanks already removed). */
+static void
+cfgp_section(struct cfgp *p, char *line)
+{
+	char *close, *in, *end, *name;
+	const struct cfg_cluster *dup;
+
+	p->sec = CFGP_SEC_SKIP;
+	if ((close = strchr(line, ']')) == NULL) {
+		cfgp_err(p, p->lineno, "syntax error: missing ']'");
+		return;
+	}
+	for (end = close + 1; cfgp_is_blank(*end); end++)
+		;
+	if (*end != '\0' && *end != ';' && *end != '#') {
+		cfgp_err(p, p->lineno, "syntax error: text after ']'");
+		return;
+	}
+	*close = '\0';
+	for (in = line + 1; cfgp_is_blank(*in); in++)
+		;
+	for (end = close; end > in && cfgp_is_blank(end[-1]); end--)
+		;
+	*end = '\0';
+
+	if (strcmp(in, "ferry") == 0) {
+		if (p->ferry_line != 0) {
+			cfgp_err(p, p->lineno, "duplicate section [ferry] "
+			    "(first at line %d)", p->ferry_line);
+			return;
+		}
+		p->ferry_line = p->lineno;
+		p->sec = CFGP_SEC_FERRY;
+		return;
+	}
+	if (strncmp(in, "cluster", 7) != 0 ||
+	    (in[7] != '\0' && !cfgp_is_blank(in[7]))) {
+		cfgp_err(p, p->lineno, "unknown section [%s]", in);
+		return;
+	}
+	p->n_cluster_headers++;
+	for (name = in + 7; cfgp_is_blank(*name); name++)
+		;
+	if (*name == '\0') {
+		cfgp_err(p, p->lineno, "missing cluster name: [cluster NAME]");
+		return;
+	}
+	if (!cfgp_name_ok(name, CFG_NAME_MAX - 1)) {
+		cfgp_err(p, p->lineno, "invalid cluster name '%s' (1-%d "
+		    "characters of A-Z a-z 0-9 . _ -)", name, CFG_NAME_MAX - 1);
+		return;
+	}
+	if ((dup = cfg_find_cluster(p->cfg, name)) != NULL) {
+		cfgp_err(p, p->lineno, "duplicate cluster '%s' (first defined "
+		    "at line %d)", name, dup->line);
+		return;
+	}
+	cfgp_add_cluster(p, name);
+	p->sec = CFGP_SEC_CLUSTER;
+}
+
+/* Mirrors inih's test for a key line: a '=' or ':' before any inline
+ * comment, and a non-empty name before it. */
+static int
+cfgp_key_line_ok(const char *s)
+{
+	const char *b = s;
+	int was_space = 0;
+
+	for (; *s != '\0' && *s != '=' && *s != ':'; s++) {
+		if (was_space && *s == ';')
+			return 0;
+		was_space = cfgp_is_blank(*s);
+	}
+	if (*s == '\0')
+		return 0;
+	while (b < s && cfgp_is_blank(*b))
+		b++;
+	return b < s;
+}
+
+/*
+ * inih line reader over the in-memory text: one line per call, without its
+ * line terminator and leading blanks (so inih never sees a "continuation
+ * line"). Lines that are too long, section headers and malformed lines are
+ * handled here and passed on as empty lines.
+ */
+static char *
+cfgp_reader(char *buf, int num, void *stream)
+{
+	struct cfgp *p = stream;
+	const char *s, *e, *nl;
+	size_t max, n;
+
+	if (p->pos >= p->len || num < 1)
+		return NULL;
+	s = p->text + p->pos;
+	nl = memchr(s, '\n', p->len - p->pos);
+	e = nl != NULL ? nl : p->text + p->len;
+	p->pos = (size_t)(e - p->text) + (nl != NULL);
+	p->lineno++;
+	buf[0] = '\0';
+
+	if (e > s && e[-1] == '\r')
+		e--;
+	if (p->lineno == 1 && e - s >= 3 && memcmp(s, "\xef\xbb\xbf", 3) == 0)
+		s += 3;
+	max = (size_t)num - 1;
+	n = (size_t)(e - s);
+	if (n > max) {
+		cfgp_err(p, p->lineno, "line too long (max %zu characters)",
+		    max);
+		while (s < e && cfgp_is_blank(*s))
+			s++;
+		if (s < e && *s == '[')
+			p->sec = CFGP_SEC_SKIP;
+		return buf;
+	}
+	if (memchr(s, '\0', n) != NULL) {
+		cfgp_err(p, p->lineno, "NUL byte in line");
+		return buf;
+	}
+	while (s < e && cfgp_is_blank(*s))
+		s++;
+	n = (size_t)(e - s);
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	if (buf[0] == '\0' || buf[0] == ';' || buf[0] == '#')
+		return buf;
+	if (buf[0] == '[') {
+		cfgp_section(p, buf);
+		buf[0] = '\0';
+	} else if (!cfgp_key_line_ok(buf)) {
+		cfgp_err(p, p->lineno, "syntax error: expected 'key = value'");
+		buf[0] = '\0';
+	}
+	return buf;
+}
+
+static void
+cfgp_ferry_key(struct cfgp *p, const char *name, const char *value)
+{
+	char err[CFGP_ERRLEN];
+	size_t i;
+
+	for (i = 0; i < FK_COUNT; i++)
+		if (strcmp(name, cfgp_fkeys[i].name) == 0)
+			break;
+	if (i == FK_COUNT) {
+		cfgp_err(p, p->lineno, "unknown key '%s' in [ferry]", name);
+		return;
+	}
+	if (p->fline[i] != 0) {
+		cfgp_err(p, p->lineno, "duplicate key '%s' in [ferry] (first "
+		    "at line %d)", name, p->fline[i]);
+		return;
+	}
+	p->fline[i] = p->lineno;
+	err[0] = '\0';
+	if (cfgp_fkeys[i].set(p->cfg, value, err, sizeof err) == 0)
+		p->fok[i] = 1;
+	else
+		cfgp_err(p, p->lineno, "%s: %s", name, err);
+}
+
+static void
+cfgp_cluster_key(struct cfgp *p, const char *name, const char *value)
+{
+	struct cfg_cluster *cl = &p->cfg->clusters[p->cfg->n_clusters - 1];
+	struct cfgp_meta *m = &p->meta[p->cfg->n_clusters - 1];
+	char err[CFGP_ERRLEN];
+	size_t i;
+
+	for (i = 0; i < CK_COUNT; i++)
+		if (strcmp(name, cfgp_ckeys[i].name) == 0)
+			break;
+	if (i == CK_COUNT) {
+		cfgp_err(p, p->lineno, "unknown key '%s' in [cluster %s]",
+		    name, cl->name);
+		return;
+	}
+	if (m->line[i] != 0) {
+		cfgp_err(p, p->lineno, "duplicate key '%s' in [cluster %s] "
+		    "(first at line %d)", name, cl->name, m->line[i]);
+		return;
+	}
+	m->line[i] = p->lineno;
+	err[0] = '\0';
+	if (cfgp_ckeys[i].set(cl, value, err, sizeof err) == 0)
+		m->ok[i] = 1;
+	else
+		cfgp_err(p, p->lineno, "%s: %s", name, err);
+}
+
+static void
+cfgp_key(struct cfgp *p, const char *name, const char *value)
+{
+	switch (p->sec) {
+	case CFGP_SEC_NONE:
+		cfgp_err(p, p->lineno, "key '%s' outside of any section", name);
+		break;
+	case CFGP_SEC_FERRY:
+		cfgp_ferry_key(p, name, value);
+		break;
+	case CFGP_SEC_CLUSTER:
+		cfgp_cluster_key(p, name, value);
+		break;
+	case CFGP_SEC_SKIP:
+		break;
+	}
+}
+
+#if defined(INI_HANDLER_LINENO) && INI_HANDLER_LINENO
+static int
+cfgp_handler(void *user, const char *section, const char *name,
+    const char *value, int lineno)
+{
+	(void)section;
+	(void)lineno;
+	cfgp_key(user, name, value);
+	return 1;
+}
+#else
+static int
+cfgp_handler(void *user, const char *section, const char *name,
+    const char *value)
+{
+	(void)section;
+	cfgp_key(user, name, value);
+	return 1;
+}
+#endif
+
+/* ---- cross-checks ---- */
+
+/* Required keys, defaults that depend on other keys, node ids. */
+static void
+cfgp_finish_cluster(struct cfgp *p, size_t idx)
+{
+	struct cfg_cluster *cl = &p->cfg->clusters[idx];
+	const struct cfgp_meta *m = &p->meta[idx];
+	static const enum cfgp_ckey required[] = {
+		CK_UPSTREAM, CK_BOOTSTRAP, CK_BROKER_PORTS,
+	};
+	size_t i, nports;
+
+	for (i = 0; i < sizeof required / sizeof required[0]; i++)
+		if (m->line[required[i]] == 0)
+			cfgp_err(p, cl->line, "missing required key '%s' in "
+			    "[cluster %s]", cfgp_ckeys[required[i]].name,
+			    cl->name);
+
+	if (m->line[CK_ADVERTISED_HOST] == 0 && m->ok[CK_BOOTSTRAP]) {
+		if (cfgp_host_wildcard(cl->bootstrap.host))
+			cfgp_err(p, m->line[CK_BOOTSTRAP], "advertised_host "
+			    "is required when bootstrap listens on a wildcard "
+			    "address");
+		else
+			memcpy(cl->advertised_host, cl->bootstrap.host,
+			    sizeof cl->advertised_host);
+	}
+
+	if (!m->ok[CK_BROKER_PORTS])
+		return;
+	nports = (size_t)cl->broker_port_last - cl->broker_port_first + 1;
+	if (m->ok[CK_BOOTSTRAP] &&
+	    cl->bootstrap.port >= cl->broker_port_first &&
+	    cl->bootstrap.port <= cl->broker_port_last)
+		cfgp_err(p, m->line[CK_BROKER_PORTS], "broker_ports: range "
+		    "%u-%u contains the bootstrap port %u",
+		    (unsigned)cl->broker_port_first,
+		    (unsigned)cl->broker_port_last, (unsigned)cl->bootstrap.port);
+	if (m->line[CK_NODE_IDS] != 0) {
+		if (m->ok[CK_NODE_IDS] && cl->n_brokers != nports)
+			cfgp_err(p, m->line[CK_NODE_IDS], "node_ids: %zu ids "
+			    "for %zu broker ports (%u-%u)", cl->n_brokers,
+			    nports, (unsigned)cl->broker_port_first,
+			    (unsigned)cl->broker_port_last);
+		return;
+	}
+	if ((cl->node_ids = calloc(nports, sizeof *cl->node_ids)) == NULL)
+		abort();
+	for (i = 0; i < nports; i++)
+		cl->node_ids[i] = (int32_t)i;
+	cl->n_brokers = nports;
+}
+
+static void
+cfgp_listener_desc(const struct cfgp *p, const struct cfgp_listener *l,
+    char *buf, size_t len)
+{
+	char addr[CFG_HOST_MAX + 16];
+
+	if (l->owner != SIZE_MAX) {
+		snprintf(buf, len, "%s of [cluster %s]", l->key,
+		    p->cfg->clusters[l->owner].name);
+	} else if (l->line != 0) {
+		snprintf(buf, len, "admin_listen");
+	} else {
+		units_fmt_addr(&p->cfg->admin_listen, addr, sizeof addr);
+		snprintf(buf, len, "admin_listen (default %s)", addr);
+	}
+}
+
+/* Every listening port must be unique across the file. Ports inside one
+ * cluster are checked by cfgp_finish_cluster. The admin listener is only
+ * considered when the text has a [ferry] section: a worker parses the
+ * canonical text of its cluster alone, where admin_listen is a default
+ * that may not reflect the real file. */
+static void
+cfgp_check_ports(struct cfgp *p)
+{
+	struct cfg *c = p->cfg;
+	struct cfgp_listener *l;
+	char da[CFGP_ERRLEN], db[CFGP_ERRLEN];
+	size_t n = 0, i, j;
+
+	if ((l = calloc(1 + 2 * c->n_clusters, sizeof *l)) == NULL)
+		abort();
+	if (p->ferry_line != 0 && c->admin_enabled &&
+	    (p->fline[FK_ADMIN_LISTEN] == 0 || p->fok[FK_ADMIN_LISTEN]))
+		l[n++] = (struct cfgp_listener){ c->admin_listen.host,
+		    c->admin_listen.port, c->admin_listen.port, SIZE_MAX,
+		    "admin_listen", p->fline[FK_ADMIN_LISTEN] };
+	for (i = 0; i < c->n_clusters; i++) {
+		const struct cfg_cluster *cl = &c->clusters[i];
+		const struct cfgp_meta *m = &p->meta[i];
+
+		if (!m->ok[CK_BOOTSTRAP])
+			continue;
+		l[n++] = (struct cfgp_listener){ cl->bootstrap.host,
+		    cl->bootstrap.port, cl->bootstrap.port, i, "bootstrap",
+		    m->line[CK_BOOTSTRAP] };
+		if (m->ok[CK_BROKER_PORTS])
+			l[n++] = (struct cfgp_listener){ cl->bootstrap.host,
+			    cl->broker_port_first, cl->broker_port_last, i,
+			    "broker_ports", m->line[CK_BROKER_PORTS] };
+	}
+	for (j = 1; j < n; j++) {
+		for (i = 0; i < j; i++) {
+			uint16_t lo, hi;
+
+			if (l[i].owner == l[j].owner)
+				continue;
+			lo = l[i].first > l[j].first ? l[i].first : l[j].first;
+			hi = l[i].last < l[j].last ? l[i].last : l[j].last;
+			if (lo > hi || !cfgp_hosts_conflict(l[i].host, l[j].host))
+				continue;
+			cfgp_listener_desc(p, &l[j], da, sizeof da);
+			cfgp_listener_desc(p, &l[i], db, sizeof db);
+			if (l[i].line != 0)
+				cfgp_err(p, l[j].line, "%s: port %u already "
+				    "used by %s (line %d)", da, (unsigned)lo,
+				    db, l[i].line);
+			else
+				cfgp_err(p, l[j].line, "%s: port %u already "
+				    "used by %s", da, (unsigned)lo, db);
+		}
+	}
+	free(l);
+}
+
+static void
+cfgp_finish(struct cfgp *p)
+{
+	size_t i;
+
+	for (i = 0; i < p->cfg->n_clusters; i++)
+		cfgp_finish_cluster(p, i);
+	cfgp_check_ports(p);
+	if (p->n_cluster_headers == 0)
+		cfgp_err(p, 1, "no [cluster NAME] section: at least one "
+		    "cluster is required");
+}
+
+/* ---- public API ---- */
+
+static void
+cfgp_defaults(struct cfg *c, const char *path)
+{
+	memset(c, 0, sizeof *c);
+	if ((c->path = strdup(path)) == NULL)
+		abort();
+	snprintf(c->control_socket, sizeof c->control_socket, "%s",
+	    FERRY_DEFAULT_SOCKET);
+	c->admin_enabled = true;
+	snprintf(c->admin_listen.host, sizeof c->admin_listen.host, "%s",
+	    CFGP_DEF_ADMIN_HOST);
+	c->admin_listen.port = CFGP_DEF_ADMIN_PORT;
+	snprintf(c->user, sizeof c->user, "ferry");
+	c->startup_policy = CFG_STARTUP_FAIL_FAST;
+	c->reload_policy = CFG_RELOAD_ALL_OR_NOTHING;
+	c->drain_timeout_ms = 30 * 1000;
+	c->init_timeout_ms = 10 * 1000;
+	c->log_level = LOG_INFO;
+	c->log_format = CFG_LOG_LOGFMT;
+}
+
+int
+cfg_parse_string(const char *path, const char *text, size_t len,
+    struct cfg *out, struct cfg_errors *errs)
+{
+	struct cfg_errors local;
+	struct cfgp p;
+	struct cfg c;
+	size_t n0;
+	int rc;
+
+	memset(out, 0, sizeof *out);
+	cfg_errors_init(&local);
+	if (errs == NULL)
+		errs = &local;
+	n0 = errs->n;
+	if (path == NULL)
+		path = "<config>";
+	cfgp_defaults(&c, path);
+
+	memset(&p, 0, sizeof p);
+	p.path = c.path;
+	p.text = text;
+	p.len = text != NULL ? len : 0;
+	p.cfg = &c;
+	p.errs = errs;
+	rc = ini_parse_stream(cfgp_reader, &p, cfgp_handler, &p);
+	if (rc > 0)
+		cfgp_err(&p, rc, "syntax error");
+	else if (rc < 0)
+		cfgp_err(&p, p.lineno, "cannot parse (inih error %d)", rc);
+	cfgp_finish(&p);
+	free(p.meta);
+
+	if (errs->n != n0) {
+		cfg_free(&c);
+		cfg_errors_free(&local);
+		return -1;
+	}
+	*out = c;
+	return 0;
+}
+
+int
+cfg_parse_file(const char *path, struct cfg *out, struct cfg_errors *errs)
+{
+	struct cfg_errors local;
+	FILE *f;
+	char *buf = NULL, *nb;
+	size_t len = 0, cap = 0, r;
+	int rc, saved;
+
+	memset(out, 0, sizeof *out);
+	if (errs == NULL) {
+		cfg_errors_init(&local);
+		rc = cfg_parse_file(path, out, &local);
+		cfg_errors_free(&local);
+		return rc;
+	}
+	if ((f = fopen(path, "rb")) == NULL) {
+		cfg_errors_add(errs, "%s: cannot read: %s", path,
+		    strerror(errno));
+		return -1;
+	}
+	for (;;) {
+		if (len == cap) {
+			if (cap >= CFGP_FILE_MAX) {
+				cfg_errors_add(errs, "%s: cannot read: file "
+				    "larger than %d bytes", path, CFGP_FILE_MAX);
+				free(buf);
+				fclose(f);
+				return -1;
+			}
+			cap = cap ? cap * 2 : 8192;
+			if ((nb = realloc(buf, cap)) == NULL)
+				abort();
+			buf = nb;
+		}
+		r = fread(buf + len, 1, cap - len, f);
+		len += r;
+		if (r == 0)
+			break;
+	}
+	if (ferror(f)) {
+		saved = errno;
+		cfg_errors_add(errs, "%s: cannot read: %s", path,
+		    strerror(saved));
+		free(buf);
+		fclose(f);
+		return -1;
+	}
+	fclose(f);
+	rc = cfg_parse_string(path, buf, len, out, errs);
+	free(buf);
+	return rc;
+}
+
+void
+cfg_free(struct cfg *c)
+{
+	size_t i;
+
+	if (c == NULL)
+		return;
+	for (i = 0; i < c->n_clusters; i++) {
+		free(c->clusters[i].upstream);
+		free(c->clusters[i].node_ids);
+	}
+	free(c->clusters);
+	free(c->path);
+	memset(c, 0, sizeof *c);
+}
+
+/* Writes ids as a comma list, runs of three or more as "a-b". */
+static void
+cfgp_fmt_ids(FILE *f, const int32_t *ids, size_t n)
+{
+	size_t i = 0, j;
+
+	while (i < n) {
+		for (j = i; j + 1 < n && ids[j + 1] == ids[j] + 1; j++)
+			;
+		if (i != 0)
+			fputc(',', f);
+		if (j - i >= 2) {
+			fprintf(f, "%ld-%ld", (long)ids[i], (long)ids[j]);
+			i = j + 1;
+		} else {
+			fprintf(f, "%ld", (long)ids[i]);
+			i++;
+		}
+	}
+}
+
+char *
+cfg_cluster_canonical(const struct cfg_cluster *cl)
+{
+	char buf[CFG_HOST_MAX + 16];
+	char *out = NULL;
+	size_t len = 0, i;
+	FILE *f;
+
+	if ((f = open_memstream(&out, &len)) == NULL)
+		abort();
+	fprintf(f, "[cluster %s]\n", cl->name);
+	fprintf(f, "upstream = ");
+	for (i = 0; i < cl->n_upstream; i++) {
+		units_fmt_addr(&cl->upstream[i], buf, sizeof buf);
+		fprintf(f, "%s%s", i ? "," : "", buf);
+	}
+	units_fmt_addr(&cl->bootstrap, buf, sizeof buf);
+	fprintf(f, "\nbootstrap = %s\n", buf);
+	fprintf(f, "advertised_host = %s\n", cl->advertised_host);
+	if (cl->broker_port_first == cl->broker_port_last)
+		fprintf(f, "broker_ports = %u\n",
+		    (unsigned)cl->broker_port_first);
+	else
+		fprintf(f, "broker_ports = %u-%u\n",
+		    (unsigned)cl->broker_port_first,
+		    (unsigned)cl->broker_port_last);
+	fprintf(f, "node_ids = ");
+	cfgp_fmt_ids(f, cl->node_ids, cl->n_brokers);
+	fprintf(f, "\nmax_connections = %lu\n",
+	    (unsigned long)cl->max_connections);
+	units_fmt_size(cl->max_frame_bytes, buf, sizeof buf);
+	fprintf(f, "max_frame_bytes = %s\n", buf);
+	units_fmt_duration(cl->idle_timeout_ms, buf, sizeof buf);
+	fprintf(f, "idle_timeout = %s\n", buf);
+	if (fclose(f) != 0 || out == NULL)
+		abort();
+	return out;
+}
+
+const struct cfg_cluster *
+cfg_find_cluster(const struct cfg *c, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < c->n_clusters; i++)
+		if (strcmp(c->clusters[i].name, name) == 0)
+			return &c->clusters[i];
+	return NULL;
+}
+
+int
+cfg_node_index(const struct cfg_cluster *cl, int32_t node_id)
+{
+	size_t i;
+
+	for (i = 0; i < cl->n_brokers; i++)
+		if (cl->node_ids[i] == node_id)
+			return (int)i;
+	return -1;
+}
+
+const char *
+cfg_policy_startup_str(enum cfg_policy_startup p)
+{
+	if ((unsigned)p >= 2)
+		return "unknown";
+	return cfgp_startup_names[p];
+}
+
+const char *
+cfg_policy_reload_str(enum cfg_policy_reload p)
+{
+	if ((unsigned)p >= 2)
+		return "unknown";
+	return cfgp_reload_names[p];
+}

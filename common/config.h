@@ -1,0 +1,112 @@
+/*
+ * config — the ferry configuration model and its INI parser.
+ *
+ * One parser serves every role: the supervisor parses the operator's file,
+ * `ferryd -t` validates it, and each worker parses the canonical text of its
+ * own cluster that the supervisor sends over IPC. Parsing has no side
+ * effects (no sockets, no files besides the one read). Every problem is
+ * reported as "file:line: message" and all problems are collected, not just
+ * the first.
+ *
+ * Return convention: 0 on success, -1 when the config is invalid (errors are
+ * then in the cfg_errors list) or could not be read.
+ */
+#ifndef FERRY_COMMON_CONFIG_H
+#define FERRY_COMMON_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CFG_NAME_MAX 64    /* cluster names: [A-Za-z0-9._-]{1,63} */
+#define CFG_HOST_MAX 256   /* host names / literal addresses */
+
+enum cfg_policy_startup { CFG_STARTUP_FAIL_FAST = 0, CFG_STARTUP_BEST_EFFORT };
+enum cfg_policy_reload { CFG_RELOAD_ALL_OR_NOTHING = 0, CFG_RELOAD_PER_CLUSTER };
+enum cfg_log_format { CFG_LOG_LOGFMT = 0, CFG_LOG_JSON };
+
+/* A host:port pair. host is a name or a literal address, IPv6 without the
+ * brackets ("::1"), "0.0.0.0" / "::" for wildcards. */
+struct cfg_addr {
+	char host[CFG_HOST_MAX];
+	uint16_t port;
+};
+
+struct cfg_cluster {
+	char name[CFG_NAME_MAX];
+	int line;                        /* line of the [cluster NAME] header */
+
+	struct cfg_addr *upstream;       /* bootstrap servers, tried in order */
+	size_t n_upstream;
+	struct cfg_addr bootstrap;       /* listener clients bootstrap to */
+	char advertised_host[CFG_HOST_MAX];
+	uint16_t broker_port_first;      /* broker_ports = first-last inclusive */
+	uint16_t broker_port_last;
+	int32_t *node_ids;               /* n_brokers entries; default 0..n-1 */
+	size_t n_brokers;                /* = last - first + 1 */
+	uint32_t max_connections;        /* default 10000 */
+	uint64_t max_frame_bytes;        /* default 100 MiB */
+	uint64_t idle_timeout_ms;        /* default 10 min; 0 = never */
+};
+
+struct cfg {
+	char *path;                      /* file name used in messages */
+
+	/* [ferry] */
+	char control_socket[108];        /* default FERRY_DEFAULT_SOCKET */
+	bool admin_enabled;              /* admin_listen != "off" */
+	struct cfg_addr admin_listen;    /* default 127.0.0.1:9190 */
+	char user[64];                   /* default "ferry" */
+	enum cfg_policy_startup startup_policy;
+	enum cfg_policy_reload reload_policy;
+	uint64_t drain_timeout_ms;       /* default 30s */
+	uint64_t init_timeout_ms;        /* default 10s */
+	int log_level;                   /* enum log_level from common/log.h; default info */
+	enum cfg_log_format log_format;
+
+	struct cfg_cluster *clusters;    /* in file order */
+	size_t n_clusters;
+};
+
+/* A growable list of "file:line: message" strings. */
+struct cfg_errors {
+	char **msg;
+	size_t n, cap;
+};
+
+void cfg_errors_init(struct cfg_errors *e);
+void cfg_errors_free(struct cfg_errors *e);
+/* printf-style append; never fails silently (aborts only on OOM). */
+void cfg_errors_add(struct cfg_errors *e, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Parse and validate `text` (len bytes, need not be NUL-terminated); `path`
+ * names it in error messages. On success fills *out (caller frees with
+ * cfg_free) and returns 0. On failure returns -1, *out is left zeroed and
+ * every error is appended to errs. */
+int cfg_parse_string(const char *path, const char *text, size_t len,
+		     struct cfg *out, struct cfg_errors *errs);
+
+/* Read the file and call cfg_parse_string. An unreadable file is one error
+ * "path: cannot read: strerror". */
+int cfg_parse_file(const char *path, struct cfg *out, struct cfg_errors *errs);
+
+void cfg_free(struct cfg *c);
+
+/* Canonical text of one cluster: "[cluster NAME]\n" then every key, in a
+ * fixed order, with normalised values ("key = value\n"), defaults written
+ * out. Feeding it back to cfg_parse_string yields an equal cluster. Used for
+ * IPC and (later) per-cluster hashing. Returns malloc'd NUL-terminated text. */
+char *cfg_cluster_canonical(const struct cfg_cluster *cl);
+
+/* Find a cluster by name; NULL if absent. */
+const struct cfg_cluster *cfg_find_cluster(const struct cfg *c, const char *name);
+
+/* Index of node_id in cl->node_ids, or -1. The broker port of node id k is
+ * broker_port_first + cfg_node_index(cl, k). */
+int cfg_node_index(const struct cfg_cluster *cl, int32_t node_id);
+
+const char *cfg_policy_startup_str(enum cfg_policy_startup p);
+const char *cfg_policy_reload_str(enum cfg_policy_reload p);
+
+#endif

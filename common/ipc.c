@@ -1,0 +1,188 @@
+/*
+ * ipc — envelope encode/decode and the one SCM_RIGHTS send/receive pair;
+ * see ipc.h for the message set and the trust rules.
+ */
+#include "common/ipc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static const char *const ipc_names[IPC_TYPE_COUNT] = {
+	[IPC_NONE] = "none",
+	[IPC_CONFIG] = "config",
+	[IPC_LISTENERS] = "listeners",
+	[IPC_ACCEPT] = "accept",
+	[IPC_DRAIN] = "drain",
+	[IPC_STOP] = "stop",
+	[IPC_READY] = "ready",
+	[IPC_UPSTREAM] = "upstream",
+	[IPC_FAILED] = "failed",
+};
+
+const char *
+ipc_type_str(enum ipc_type t)
+{
+	if ((unsigned)t >= IPC_TYPE_COUNT)
+		return "unknown";
+	return ipc_names[t];
+}
+
+/* Payload size rule per type: exact size, or a range for text payloads. */
+static int
+ipc_payload_ok(uint32_t type, uint32_t len)
+{
+	switch (type) {
+	case IPC_CONFIG:
+		return len >= 1 && len <= IPC_MAX_PAYLOAD;
+	case IPC_LISTENERS:
+		return len == sizeof(struct ipc_listeners);
+	case IPC_DRAIN:
+		return len == sizeof(struct ipc_drain);
+	case IPC_UPSTREAM:
+		return len == sizeof(struct ipc_upstream);
+	case IPC_FAILED:
+		return len <= 1024;
+	case IPC_ACCEPT:
+	case IPC_STOP:
+	case IPC_READY:
+		return len == 0;
+	default:
+		return 0;
+	}
+}
+
+ssize_t
+ipc_encode(uint8_t *buf, size_t cap, enum ipc_type type, uint64_t generation,
+	   const void *payload, size_t len)
+{
+	if (len > IPC_MAX_PAYLOAD || cap < sizeof(struct ipc_hdr) + len) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	struct ipc_hdr h = { .type = (uint32_t)type, .len = (uint32_t)len, .generation = generation };
+	memcpy(buf, &h, sizeof h);
+	if (len)
+		memcpy(buf + sizeof h, payload, len);
+	return (ssize_t)(sizeof h + len);
+}
+
+int
+ipc_decode(const uint8_t *buf, size_t len, struct ipc_msg *msg, char *err, size_t errlen)
+{
+	if (len < sizeof(struct ipc_hdr)) {
+		snprintf(err, errlen, "short message (%zu bytes)", len);
+		return -1;
+	}
+	memcpy(&msg->hdr, buf, sizeof msg->hdr);
+	if (msg->hdr.type == IPC_NONE || msg->hdr.type >= IPC_TYPE_COUNT) {
+		snprintf(err, errlen, "unknown message type %u", msg->hdr.type);
+		return -1;
+	}
+	if ((size_t)msg->hdr.len != len - sizeof(struct ipc_hdr)) {
+		snprintf(err, errlen, "%s: length %u does not match datagram (%zu)",
+		    ipc_type_str(msg->hdr.type), msg->hdr.len, len - sizeof(struct ipc_hdr));
+		return -1;
+	}
+	if (!ipc_payload_ok(msg->hdr.type, msg->hdr.len)) {
+		snprintf(err, errlen, "%s: bad payload size %u", ipc_type_str(msg->hdr.type),
+		    msg->hdr.len);
+		return -1;
+	}
+	msg->payload = (uint8_t *)buf + sizeof(struct ipc_hdr);
+	return 0;
+}
+
+int
+ipc_send(int sock, enum ipc_type type, uint64_t generation,
+	 const void *payload, size_t len, const int *fds, size_t nfds)
+{
+	struct ipc_hdr h = { .type = (uint32_t)type, .len = (uint32_t)len, .generation = generation };
+	if (len > IPC_MAX_PAYLOAD || nfds > IPC_MAX_FDS) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	struct iovec iov[2] = {
+		{ .iov_base = &h, .iov_len = sizeof h },
+		{ .iov_base = (void *)payload, .iov_len = len },
+	};
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * IPC_MAX_FDS)];
+		struct cmsghdr align;
+	} cbuf;
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1 };
+	if (nfds) {
+		memset(&cbuf, 0, sizeof cbuf);
+		mh.msg_control = cbuf.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(cm), fds, sizeof(int) * nfds);
+	}
+	ssize_t n;
+	do
+		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+	while (n == -1 && errno == EINTR);
+	if (n == -1)
+		return -1;
+	if ((size_t)n != sizeof h + len) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	return 0;
+}
+
+void
+ipc_close_fds(struct ipc_msg *msg)
+{
+	for (size_t i = 0; i < msg->nfds; i++)
+		if (msg->fds[i] >= 0)
+			close(msg->fds[i]);
+	msg->nfds = 0;
+}
+
+int
+ipc_recv(int sock, uint8_t *buf, size_t cap, struct ipc_msg *msg, char *err, size_t errlen)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * IPC_MAX_FDS)];
+		struct cmsghdr align;
+	} cbuf;
+	struct iovec iov = { .iov_base = buf, .iov_len = cap };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = cbuf.buf, .msg_controllen = sizeof cbuf.buf };
+	ssize_t n;
+	memset(msg, 0, sizeof *msg);
+	do
+		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	while (n == -1 && errno == EINTR);
+	if (n == -1)
+		return -1;
+	/* Collect fds first so they are never leaked, whatever else is wrong. */
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k && msg->nfds < IPC_MAX_FDS; i++)
+			memcpy(&msg->fds[msg->nfds++], CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+	}
+	if (n == 0 && msg->nfds == 0)
+		return 0;
+	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+		snprintf(err, errlen, "truncated message (%s)",
+		    (mh.msg_flags & MSG_CTRUNC) ? "file descriptors" : "payload");
+		goto bad;
+	}
+	if (ipc_decode(buf, (size_t)n, msg, err, errlen) == -1)
+		goto bad;
+	return 1;
+bad:
+	ipc_close_fds(msg);
+	errno = EBADMSG;
+	return -1;
+}

@@ -1,0 +1,100 @@
+/*
+ * ipc — typed messages between the supervisor and its workers.
+ *
+ * Transport: one SOCK_SEQPACKET socketpair per worker, so every message is
+ * one datagram with preserved boundaries. Each message is an envelope
+ * { type, len, generation } followed by len payload bytes, and may carry
+ * file descriptors (SCM_RIGHTS) through ipc_send()/ipc_recv(), the only two
+ * functions that touch ancillary data. Sizes are checked exactly on
+ * receipt: a message whose length does not match its type is malformed.
+ * A truncated datagram (MSG_TRUNC) or truncated fd list (MSG_CTRUNC) is an
+ * error; fds that did arrive with a bad message are closed.
+ *
+ * Every message carries the worker's generation, so the supervisor never
+ * lets the report of an old generation overwrite a newer one's.
+ *
+ * Encode/decode (ipc_encode/ipc_decode) are pure and unit-tested; send/recv
+ * are the thin I/O layer around them.
+ */
+#ifndef FERRY_COMMON_IPC_H
+#define FERRY_COMMON_IPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define IPC_MAX_PAYLOAD (256 * 1024)
+#define IPC_MAX_FDS 64
+
+enum ipc_type {
+	IPC_NONE = 0,
+	/* supervisor -> worker */
+	IPC_CONFIG,      /* payload: canonical cluster text; fds: [metrics memfd] */
+	IPC_LISTENERS,   /* payload: struct ipc_listeners; fds: bootstrap, brokers... */
+	IPC_ACCEPT,      /* start accepting on the listeners */
+	IPC_DRAIN,       /* payload: struct ipc_drain */
+	IPC_STOP,        /* close everything and exit now */
+	/* worker -> supervisor */
+	IPC_READY,       /* config parsed, listeners received; held until ACCEPT */
+	IPC_UPSTREAM,    /* payload: struct ipc_upstream */
+	IPC_FAILED,      /* payload: reason text; worker exits with WORKER_EXIT_CONFIG */
+	IPC_TYPE_COUNT,
+};
+
+const char *ipc_type_str(enum ipc_type t);
+
+struct ipc_hdr {
+	uint32_t type;
+	uint32_t len;          /* payload bytes after this header */
+	uint64_t generation;
+};
+
+struct ipc_listeners {
+	uint32_t count;        /* number of fds that came with the message */
+};
+
+struct ipc_drain {
+	uint64_t deadline_ms;  /* relative: drain_timeout */
+};
+
+struct ipc_upstream {
+	uint32_t reachable;    /* 1 / 0 */
+	char error[188];       /* NUL-terminated, last error when unreachable */
+};
+
+struct ipc_msg {
+	struct ipc_hdr hdr;
+	uint8_t *payload;      /* points into the receive buffer */
+	int fds[IPC_MAX_FDS];
+	size_t nfds;
+};
+
+/* Exit status a worker uses when its configuration is not viable (do not
+ * restart it in a loop). EX_CONFIG from sysexits.h. */
+#define WORKER_EXIT_CONFIG 78
+
+/* Encode header + payload into buf (cap bytes). Returns total length or -1
+ * (EMSGSIZE) when it does not fit or exceeds IPC_MAX_PAYLOAD. */
+ssize_t ipc_encode(uint8_t *buf, size_t cap, enum ipc_type type, uint64_t generation,
+		   const void *payload, size_t len);
+
+/* Decode one datagram. 0 on success (msg->payload points into buf); -1 with
+ * a reason in err for a short header, unknown type, length that does not
+ * match the datagram, or a payload size wrong for its type. */
+int ipc_decode(const uint8_t *buf, size_t len, struct ipc_msg *msg, char *err, size_t errlen);
+
+/* Send one message with optional fds (the fds stay owned by the caller).
+ * Blocking semantics on a blocking socket; on a non-blocking one, -1/EAGAIN
+ * may be returned. Returns 0 or -1 (errno). */
+int ipc_send(int sock, enum ipc_type type, uint64_t generation,
+	     const void *payload, size_t len, const int *fds, size_t nfds);
+
+/* Receive one message into buf (cap ≥ sizeof hdr + IPC_MAX_PAYLOAD). Returns
+ * 1 on a message, 0 on EOF, -1 on error (errno; EAGAIN when nothing is
+ * there; EBADMSG for a malformed message with the reason in err). Received
+ * fds are O_CLOEXEC and owned by the caller (closed on error). */
+int ipc_recv(int sock, uint8_t *buf, size_t cap, struct ipc_msg *msg, char *err, size_t errlen);
+
+void ipc_close_fds(struct ipc_msg *msg);
+
+#endif

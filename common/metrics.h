@@ -1,0 +1,63 @@
+/*
+ * metrics — the shared-memory counter block of one worker generation.
+ *
+ * The supervisor creates the block (memfd + mmap), passes the memfd to the
+ * worker over IPC, and reads it for /metrics and cluster status without any
+ * message round trip. Counters survive a worker crash because the
+ * supervisor keeps its mapping. Workers only ever add (atomic, relaxed);
+ * gauges are add/sub pairs.
+ *
+ * The layout is versioned by METRICS_MAGIC; both sides are the same binary.
+ */
+#ifndef FERRY_COMMON_METRICS_H
+#define FERRY_COMMON_METRICS_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define METRICS_MAGIC 0x66657272790001ULL /* "ferry" v1 */
+
+/* X-macro: name, type ("counter"/"gauge"), help. Order is ABI. */
+#define METRICS_FIELDS(X) \
+	X(connections_accepted, counter, "Client connections accepted") \
+	X(connections_active, gauge, "Client connections open") \
+	X(connections_rejected, counter, "Client connections closed at once because max_connections was reached") \
+	X(connections_idle_closed, counter, "Client connections closed by idle_timeout") \
+	X(connections_drained, counter, "Client connections closed cleanly during drain") \
+	X(connections_forced, counter, "Client connections force-closed at drain_timeout") \
+	X(requests, counter, "Requests forwarded upstream") \
+	X(responses, counter, "Responses delivered to clients") \
+	X(in_flight, gauge, "Requests forwarded that still owe a response") \
+	X(bytes_client_to_upstream, counter, "Bytes forwarded from clients to upstream") \
+	X(bytes_upstream_to_client, counter, "Bytes forwarded from upstream to clients") \
+	X(responses_rewritten, counter, "Responses whose broker addresses were rewritten") \
+	X(malformed_requests, counter, "Connections closed for a malformed or refused request") \
+	X(malformed_responses, counter, "Connections closed for a malformed upstream response") \
+	X(correlation_mismatch, counter, "Connections closed for an upstream response out of order") \
+	X(frame_too_large, counter, "Connections closed for a frame above max_frame_bytes") \
+	X(unknown_node, counter, "Broker entries whose node id has no broker port (dropped)") \
+	X(upstream_connect_errors, counter, "Upstream connection attempts that failed") \
+	X(upstream_closed, counter, "Client connections closed because upstream closed or failed") \
+	X(metadata_fetches, counter, "Metadata requests made by the worker itself to learn broker addresses")
+
+struct metrics {
+	uint64_t magic;
+	uint64_t generation;
+#define METRICS_DECL(name, type, help) _Atomic uint64_t name;
+	METRICS_FIELDS(METRICS_DECL)
+#undef METRICS_DECL
+};
+
+/* Create an anonymous shared block; returns the memfd and maps it at *out.
+ * -1 on error (errno). */
+int metrics_create(uint64_t generation, struct metrics **out);
+/* Map a block received over IPC. -1 on error or wrong size/magic. */
+int metrics_map(int fd, struct metrics **out);
+void metrics_unmap(struct metrics *m);
+
+#define METRIC_ADD(m, f, v) atomic_fetch_add_explicit(&(m)->f, (uint64_t)(v), memory_order_relaxed)
+#define METRIC_SUB(m, f, v) atomic_fetch_sub_explicit(&(m)->f, (uint64_t)(v), memory_order_relaxed)
+#define METRIC_GET(m, f) atomic_load_explicit(&(m)->f, memory_order_relaxed)
+
+#endif
