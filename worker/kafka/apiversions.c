@@ -1,0 +1,369 @@
+/*
+ * apiversions — the proxy's version policy (caps of parsed APIs, refused
+ * keys) and the ApiVersions messages that carry it to clients: intersection
+ * of upstream responses, the synthetic UNSUPPORTED_VERSION reply, and the
+ * requests of the worker's own metadata fetch.
+ *
+ * Sources: apache/kafka ApiVersionsRequest/Response.json (0-4, flexible 3+,
+ * response header always v0), KIP-511 (v0-body fallback on
+ * UNSUPPORTED_VERSION), MetadataRequest.json (field versions), and the
+ * "listeners" of each message schema for the refused list.
+ */
+#include "worker/kafka/apiversions.h"
+
+#include <string.h>
+
+#include "worker/kafka/codec.h"
+
+/*
+ * Versions the proxy can parse, per API it parses.  Raising a cap is a
+ * one-line change here (once the parser handles the new version).
+ */
+static const struct kc_api_cap {
+	int16_t key, min, max;
+} kc_caps[] = {
+	{ 0, 0, 9 },	/* Produce (acks); v10+ responses carry NodeEndpoints */
+	{ 1, 0, 15 },	/* Fetch; v16+ responses carry NodeEndpoints */
+	{ 3, 0, 13 },	/* Metadata (rewritten) */
+	{ 10, 0, 6 },	/* FindCoordinator (rewritten) */
+	{ 17, 0, 1 },	/* SaslHandshake */
+	{ 18, 0, 4 },	/* ApiVersions (intersected) */
+	{ 36, 0, 2 },	/* SaslAuthenticate */
+};
+
+/* Refused keys; see apiversions.h for why each is here. */
+static const int16_t kc_refused[] = {
+	4, 5, 6, 7,		/* LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown */
+	27,			/* WriteTxnMarkers */
+	52, 53, 54, 55, 56,	/* Vote, Begin/EndQuorumEpoch, DescribeQuorum, AlterPartition */
+	58, 59,			/* Envelope, FetchSnapshot */
+	60,			/* DescribeCluster: broker addresses not rewritten yet */
+	62, 63,			/* BrokerRegistration, BrokerHeartbeat */
+	67,			/* AllocateProducerIds */
+	70,			/* ControllerRegistration */
+	73,			/* AssignReplicasToDirs */
+	78, 79,			/* ShareFetch, ShareAcknowledge: NodeEndpoints */
+	80, 81, 82,		/* Add/Remove/UpdateRaftVoter */
+	83, 84, 85, 86, 87,	/* share-group state (share coordinator RPCs) */
+};
+
+#define NELEM(a)	(sizeof(a) / sizeof((a)[0]))
+
+bool
+kc_api_refused(int16_t api_key)
+{
+	size_t i;
+
+	for (i = 0; i < NELEM(kc_refused); i++)
+		if (kc_refused[i] == api_key)
+			return true;
+	return false;
+}
+
+bool
+kc_api_cap(int16_t api_key, int16_t *min, int16_t *max)
+{
+	size_t i;
+
+	for (i = 0; i < NELEM(kc_caps); i++) {
+		if (kc_caps[i].key != api_key)
+			continue;
+		if (min != NULL)
+			*min = kc_caps[i].min;
+		if (max != NULL)
+			*max = kc_caps[i].max;
+		return true;
+	}
+	return false;
+}
+
+bool
+kc_request_allowed(int16_t api_key, int16_t api_version)
+{
+	int16_t min, max;
+
+	if (api_key < 0 || api_version < 0 || kc_api_refused(api_key))
+		return false;
+	if (kc_api_cap(api_key, &min, &max))
+		return api_version >= min && api_version <= max;
+	return true;
+}
+
+/* ---- parsing ---- */
+
+struct av_pos {
+	int16_t error_code;
+	int v;			/* body layout actually parsed */
+	int32_t n;
+	size_t count_off, count_width, entries_off, rest_off;
+};
+
+static void
+av_entry(struct kc_reader *r, int v, int16_t *key, int16_t *min, int16_t *max)
+{
+	*key = kc_rd_i16(r);
+	*min = kc_rd_i16(r);
+	*max = kc_rd_i16(r);
+	if (v >= 3)
+		kc_rd_tags(r);
+}
+
+/* Parses the body as version v (0-4); KC_OK or KC_MALFORMED with *why. */
+static int
+av_layout(const uint8_t *frame, size_t len, int v, struct av_pos *pos, const char **why)
+{
+	struct kc_reader r;
+	bool flex = v >= 3;
+	int16_t k, lo, hi;
+	int32_t i;
+
+	kc_rd_init(&r, frame, len);
+	kc_rd_skip(&r, 8);		/* size, correlation id; header v0 always */
+	pos->v = v;
+	pos->error_code = kc_rd_i16(&r);
+	pos->count_off = (size_t)(r.p - frame);
+	pos->n = kc_rd_array(&r, flex, false, flex ? 7 : 6);
+	pos->count_width = (size_t)(r.p - frame) - pos->count_off;
+	pos->entries_off = (size_t)(r.p - frame);
+	for (i = 0; i < pos->n && kc_rd_ok(&r); i++)
+		av_entry(&r, v, &k, &lo, &hi);
+	pos->rest_off = (size_t)(r.p - frame);
+	if (v >= 1)
+		(void)kc_rd_i32(&r);	/* throttle_time_ms */
+	if (flex)
+		kc_rd_tags(&r);		/* features etc., preserved verbatim */
+	if (r.status == KC_OK && r.p != r.end)
+		kc_rd_fail(&r, KC_MALFORMED, "trailing bytes after message");
+	if (r.status != KC_OK) {
+		*why = r.err;
+		return KC_MALFORMED;
+	}
+	return KC_OK;
+}
+
+static int
+av_parse(const uint8_t *frame, size_t len, int16_t rv, struct av_pos *pos,
+    char *err, size_t errlen)
+{
+	const char *why = "unsupported ApiVersions version", *why0 = NULL;
+
+	if (frame == NULL || len < 8) {
+		kc_set_err(err, errlen, "response shorter than 8 bytes");
+		return KC_MALFORMED;
+	}
+	if (kc_get_i32(frame) < 0 || (uint64_t)kc_get_i32(frame) != (uint64_t)len - 4) {
+		kc_set_err(err, errlen, "size prefix does not match frame length");
+		return KC_MALFORMED;
+	}
+	if (rv < 0) {
+		kc_set_err(err, errlen, why);
+		return KC_MALFORMED;
+	}
+	if (rv <= 4 && av_layout(frame, len, rv, pos, &why) == KC_OK)
+		return KC_OK;
+	/* KIP-511: a version the broker does not know is answered with a v0 body */
+	if (rv > 0 && av_layout(frame, len, 0, pos, &why0) == KC_OK &&
+	    pos->error_code == KC_ERR_UNSUPPORTED_VERSION)
+		return KC_OK;
+	kc_set_err(err, errlen, why);
+	return KC_MALFORMED;
+}
+
+/* Whether an entry survives, and with which range. */
+static bool
+av_keep(int16_t key, int16_t *min, int16_t *max)
+{
+	int16_t cmin, cmax;
+
+	if (kc_api_refused(key))
+		return false;
+	if (kc_api_cap(key, &cmin, &cmax)) {
+		if (*min < cmin)
+			*min = cmin;
+		if (*max > cmax)
+			*max = cmax;
+		if (*min > *max)
+			return false;
+	}
+	return true;
+}
+
+int
+kc_apiversions_intersect(const uint8_t *frame, size_t len, int16_t request_version,
+    uint8_t *out, size_t out_cap, size_t *out_len, char *err, size_t errlen)
+{
+	struct av_pos pos;
+	struct kc_reader r;
+	const uint8_t *start;
+	int16_t k, lo, hi;
+	uint32_t kept = 0;
+	size_t o, esz;
+	int32_t i;
+
+	/*
+	 * An error response (e.g. 35 UNSUPPORTED_VERSION) only tells the client
+	 * which ApiVersions version to retry with; it carries no addresses and
+	 * its body encoding varies between brokers (librdkafka's mock answers a
+	 * v3 request with a compact count but no tags). Relay it unchanged: the
+	 * retry's successful response is intersected, and a retry above our cap
+	 * is answered by the proxy itself.
+	 */
+	if (len >= 10 && (frame[8] | frame[9]) != 0 && kc_get_i32(frame) == (int32_t)(len - 4)) {
+		if (out == NULL || out_cap < len) {
+			kc_set_err(err, errlen, "output buffer too small");
+			return KC_MALFORMED;
+		}
+		memcpy(out, frame, len);
+		*out_len = len;
+		return KC_OK;
+	}
+	if (av_parse(frame, len, request_version, &pos, err, errlen) != KC_OK)
+		return KC_MALFORMED;
+	if (out == NULL || out_cap < len) {
+		kc_set_err(err, errlen, "output buffer too small");
+		return KC_MALFORMED;
+	}
+	/* count the survivors first: the count precedes the entries */
+	kc_rd_init(&r, frame, len);
+	r.p += pos.entries_off;
+	for (i = 0; i < pos.n; i++) {
+		av_entry(&r, pos.v, &k, &lo, &hi);
+		if (av_keep(k, &lo, &hi))
+			kept++;
+	}
+
+	memcpy(out, frame, pos.count_off);	/* size, corr, error_code */
+	o = pos.count_off;
+	if (pos.v >= 3)
+		o += kc_put_uvarint(out + o, kept + 1);
+	else {
+		kc_put_i32(out + o, (int32_t)kept);
+		o += 4;
+	}
+	kc_rd_init(&r, frame, len);
+	r.p += pos.entries_off;
+	for (i = 0; i < pos.n; i++) {
+		start = r.p;
+		av_entry(&r, pos.v, &k, &lo, &hi);
+		if (!av_keep(k, &lo, &hi))
+			continue;
+		esz = (size_t)(r.p - start);
+		memcpy(out + o, start, esz);	/* with the entry's tags */
+		kc_put_i16(out + o + 2, lo);
+		kc_put_i16(out + o + 4, hi);
+		o += esz;
+	}
+	memcpy(out + o, frame + pos.rest_off, len - pos.rest_off);
+	o += len - pos.rest_off;
+	kc_put_i32(out, (int32_t)(o - 4));
+	*out_len = o;
+	return KC_OK;
+}
+
+int
+kc_apiversions_find(const uint8_t *frame, size_t len, int16_t request_version,
+    int16_t api_key, int16_t *min, int16_t *max)
+{
+	struct av_pos pos;
+	struct kc_reader r;
+	int16_t k, lo, hi;
+	int32_t i;
+
+	if (av_parse(frame, len, request_version, &pos, NULL, 0) != KC_OK)
+		return KC_MALFORMED;
+	kc_rd_init(&r, frame, len);
+	r.p += pos.entries_off;
+	for (i = 0; i < pos.n; i++) {
+		av_entry(&r, pos.v, &k, &lo, &hi);
+		if (k == api_key) {
+			if (min != NULL)
+				*min = lo;
+			if (max != NULL)
+				*max = hi;
+			return KC_OK;
+		}
+	}
+	return KC_APIVERSIONS_ABSENT;
+}
+
+/* ---- building ---- */
+
+/* Size placeholder and a request header v1/v2 (client_id INT16 string). */
+static void
+kc_wr_req_header(struct kc_writer *w, int16_t key, int16_t version, int32_t corr,
+    const char *client_id)
+{
+	kc_wr_i32(w, 0);
+	kc_wr_i16(w, key);
+	kc_wr_i16(w, version);
+	kc_wr_i32(w, corr);
+	kc_wr_string(w, false, client_id, client_id != NULL ? strlen(client_id) : 0);
+	if (kc_request_header_version(key, version) >= 2)
+		kc_wr_uvarint(w, 0);	/* header tags */
+}
+
+static size_t
+kc_wr_finish(struct kc_writer *w, uint8_t *buf)
+{
+	size_t n;
+
+	if (w->overflow)
+		return 0;
+	n = (size_t)(w->p - buf);
+	kc_put_i32(buf, (int32_t)(n - 4));
+	return n;
+}
+
+size_t
+kc_build_apiversions_request(uint8_t *buf, size_t cap, int32_t corr, const char *client_id)
+{
+	struct kc_writer w;
+
+	kc_wr_init(&w, buf, cap);
+	kc_wr_req_header(&w, KC_API_API_VERSIONS, 0, corr, client_id);
+	return kc_wr_finish(&w, buf);
+}
+
+size_t
+kc_build_metadata_request(uint8_t *buf, size_t cap, int16_t version, int32_t corr,
+    const char *client_id)
+{
+	struct kc_writer w;
+	bool flex = version >= 9;
+
+	if (version < 1 || version > 13)
+		return 0;
+	kc_wr_init(&w, buf, cap);
+	kc_wr_req_header(&w, KC_API_METADATA, version, corr, client_id);
+	if (flex)
+		kc_wr_uvarint(&w, 1);	/* topics: empty compact array */
+	else
+		kc_wr_i32(&w, 0);	/* topics: empty array */
+	if (version >= 4)
+		kc_wr_i8(&w, 0);	/* allow_auto_topic_creation */
+	if (version >= 8 && version <= 10)
+		kc_wr_i8(&w, 0);	/* include_cluster_authorized_operations */
+	if (version >= 8)
+		kc_wr_i8(&w, 0);	/* include_topic_authorized_operations */
+	if (flex)
+		kc_wr_uvarint(&w, 0);	/* tags */
+	return kc_wr_finish(&w, buf);
+}
+
+size_t
+kc_build_apiversions_unsupported(uint8_t *buf, size_t cap, int32_t corr)
+{
+	struct kc_writer w;
+	int16_t min = 0, max = 0;
+
+	(void)kc_api_cap(KC_API_API_VERSIONS, &min, &max);
+	kc_wr_init(&w, buf, cap);
+	kc_wr_i32(&w, 0);
+	kc_wr_i32(&w, corr);
+	kc_wr_i16(&w, KC_ERR_UNSUPPORTED_VERSION);
+	kc_wr_i32(&w, 1);		/* api_keys: one entry */
+	kc_wr_i16(&w, KC_API_API_VERSIONS);
+	kc_wr_i16(&w, min);
+	kc_wr_i16(&w, max);
+	return kc_wr_finish(&w, buf);
+}

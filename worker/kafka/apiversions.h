@@ -1,0 +1,100 @@
+/*
+ * apiversions — which API versions ferry lets through, and the ApiVersions
+ * (key 18) messages that enforce it: intersection of upstream ApiVersions
+ * responses with the proxy's caps, the synthetic v0 UNSUPPORTED_VERSION reply
+ * for clients ahead of the proxy, and the ApiVersions / Metadata requests the
+ * worker builds for its own metadata fetch.
+ *
+ * Policy (one table each in apiversions.c):
+ *  - Parsed APIs are capped to the versions the proxy can parse:
+ *    Produce 0-9 and Fetch 0-15 (Produce v10+ / Fetch v16+ responses carry
+ *    KIP-951 NodeEndpoints, not rewritten yet), Metadata 0-13,
+ *    FindCoordinator 0-6, SaslHandshake 0-1, ApiVersions 0-4,
+ *    SaslAuthenticate 0-2.
+ *  - Refused APIs are dropped from ApiVersions and kc_request_allowed() is
+ *    false for them: the ZooKeeper-era inter-broker APIs LeaderAndIsr,
+ *    StopReplica, UpdateMetadata, ControlledShutdown (4-7); WriteTxnMarkers
+ *    (27, coordinator to partition leader); the KRaft controller and quorum
+ *    APIs Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum (its
+ *    response carries controller listener addresses), AlterPartition,
+ *    Envelope, FetchSnapshot (52-56, 58, 59), BrokerRegistration,
+ *    BrokerHeartbeat (62, 63), AllocateProducerIds (67),
+ *    ControllerRegistration (70), AssignReplicasToDirs (73), AddRaftVoter,
+ *    RemoveRaftVoter, UpdateRaftVoter (80-82); the share-coordinator
+ *    inter-broker state APIs (83-87); and the APIs whose responses carry
+ *    broker addresses the proxy does not rewrite yet: DescribeCluster (60),
+ *    ShareFetch (78), ShareAcknowledge (79).
+ *    UpdateFeatures (57) and UnregisterBroker (64) are Admin-client APIs
+ *    served by brokers and carry no addresses: they are forwarded.
+ *  - Every other key, including keys newer than this table, is forwarded
+ *    with the broker's range.
+ */
+#ifndef FERRY_WORKER_KAFKA_APIVERSIONS_H
+#define FERRY_WORKER_KAFKA_APIVERSIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* kc_apiversions_find: the key is not in the response. */
+#define KC_APIVERSIONS_ABSENT		(-2)
+/* UNSUPPORTED_VERSION */
+#define KC_ERR_UNSUPPORTED_VERSION	35
+
+/*
+ * false: refused key, negative key or version, or a version outside the cap
+ * of a parsed API.  For key 18 above its cap the worker answers with
+ * kc_build_apiversions_unsupported() instead of refusing.
+ */
+bool kc_request_allowed(int16_t api_key, int16_t api_version);
+/* true for the refused keys listed above. */
+bool kc_api_refused(int16_t api_key);
+/* true and [*min,*max] (either may be NULL) when the proxy caps this key. */
+bool kc_api_cap(int16_t api_key, int16_t *min, int16_t *max);
+
+/*
+ * Intersects an ApiVersions response frame (size prefix included, response
+ * header v0) to a request of version request_version: refused keys are
+ * dropped, capped keys get [max(min,cap_min), min(max,cap_max)] and are
+ * dropped when that is empty, other keys are kept as they are.  Entry tags
+ * (v3+), throttle_time_ms and the top-level tagged fields (SupportedFeatures,
+ * FinalizedFeatures, ...) are copied byte for byte; the array count is
+ * re-encoded (its varint may get narrower) and the size prefix recomputed.
+ * A response whose body does not parse at request_version is accepted as a
+ * v0 body when it carries error 35 (the broker's answer to a version it does
+ * not support, KIP-511); request versions above 4 are accepted only that way.
+ * The output is never longer than the input: out_cap >= len always suffices
+ * (out must not overlap frame).  KC_OK with *out_len, or KC_MALFORMED.
+ */
+int kc_apiversions_intersect(const uint8_t *frame, size_t len, int16_t request_version,
+			     uint8_t *out, size_t out_cap, size_t *out_len,
+			     char *err, size_t errlen);
+
+/* ApiVersions v0 request (header v1, empty body); client_id NULL = null.
+ * Returns the frame length incl. size prefix, 0 if cap is too small. */
+size_t kc_build_apiversions_request(uint8_t *buf, size_t cap, int32_t corr, const char *client_id);
+
+/*
+ * Parses an ApiVersions response frame of any version (same parsing and v0
+ * fallback as kc_apiversions_intersect) and finds api_key: KC_OK with the
+ * broker's raw *min,*max (not capped), KC_APIVERSIONS_ABSENT (-2) when the
+ * key is not listed, KC_MALFORMED.
+ */
+int kc_apiversions_find(const uint8_t *frame, size_t len, int16_t request_version,
+			int16_t api_key, int16_t *min, int16_t *max);
+
+/*
+ * Metadata request with an empty topic list (brokers only), versions 1-13
+ * (v0 would mean all topics), header v1 or v2 as the version requires,
+ * allow_auto_topic_creation and the authorized-operations flags false.
+ * client_id NULL = null.  Returns the frame length, 0 if cap is too small or
+ * the version is out of range.
+ */
+size_t kc_build_metadata_request(uint8_t *buf, size_t cap, int16_t version, int32_t corr,
+				 const char *client_id);
+
+/* The v0-body UNSUPPORTED_VERSION reply to an ApiVersions request ahead of
+ * the proxy: header v0 corr, error 35, api_keys [{18, 0, cap max}] (20 bytes). */
+size_t kc_build_apiversions_unsupported(uint8_t *buf, size_t cap, int32_t corr);
+
+#endif

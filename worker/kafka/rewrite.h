@@ -1,0 +1,69 @@
+/*
+ * rewrite — replaces upstream broker addresses in Kafka responses with the
+ * addresses the client must see (Metadata v0-13 brokers, FindCoordinator
+ * v0-6 coordinators) and applies the ApiVersions intersection (key 18 v0-4).
+ *
+ * A response is validated completely before anything is emitted or any
+ * callback runs: every field of every version is walked to the exact end of
+ * the frame, lengths are checked against the frame end, and unknown tagged
+ * fields anywhere are copied byte for byte.  The only allocation is the
+ * output frame.
+ */
+#ifndef FERRY_WORKER_KAFKA_REWRITE_H
+#define FERRY_WORKER_KAFKA_REWRITE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct kc_broker_map {
+	/*
+	 * Called once for every broker (Metadata) / coordinator
+	 * (FindCoordinator) entry with node_id >= 0, only after the whole frame
+	 * validated.  Return 0 and set *host,*host_len,*port to the address the
+	 * client must see (host need only stay valid until the next call;
+	 * host_len <= 0x7fff); return -1 when the node has no proxy address:
+	 * the Metadata broker entry is then DROPPED from the array; a
+	 * FindCoordinator entry gets error_code 15 (COORDINATOR_NOT_AVAILABLE),
+	 * node_id -1, host "", port -1 (and error_message null where the
+	 * version has one).
+	 */
+	int (*map)(void *ctx, int32_t node_id, const char *up_host, size_t up_host_len,
+		   int32_t up_port, const char **host, size_t *host_len, int32_t *port);
+	void *ctx;
+};
+
+/* true for Metadata 0-13, FindCoordinator 0-6, ApiVersions 0-4. */
+bool kc_response_needs_rewrite(int16_t api_key, int16_t api_version);
+
+/*
+ * frame = whole response including the size prefix (len bytes); version =
+ * the REQUEST's api_version.  On KC_OK *out is a malloc'd new frame (with a
+ * recomputed size prefix), *out_len its length.  For ApiVersions it applies
+ * kc_apiversions_intersect (map unused, may be NULL).  KC_MALFORMED (err set)
+ * on anything that does not parse exactly to the end of the frame, on a
+ * (key, version) outside kc_response_needs_rewrite (except that an
+ * ApiVersions response to a v5+ request is accepted when it is the v0
+ * UNSUPPORTED_VERSION body), on a size prefix that is not len - 4, on a
+ * mapped host longer than 0x7fff, and on allocation failure ("out of
+ * memory").
+ */
+int kc_rewrite_response(int16_t api_key, int16_t api_version, const uint8_t *frame, size_t len,
+			const struct kc_broker_map *map, uint8_t **out, size_t *out_len,
+			char *err, size_t errlen);
+
+/* Called by kc_metadata_walk for every broker entry, whatever its node id. */
+typedef void (*kc_broker_fn)(void *ctx, int32_t node_id, const char *host, size_t host_len,
+			     int32_t port);
+
+/*
+ * Learns upstream addresses without producing output: validates a whole
+ * Metadata response frame (version = the request's, 0-13) exactly like
+ * kc_rewrite_response and, only if it is valid, calls fn for each broker.
+ * *controller_id (may be NULL) gets controller_id (-1 for v0).
+ * KC_OK or KC_MALFORMED (err set).
+ */
+int kc_metadata_walk(int16_t version, const uint8_t *frame, size_t len, kc_broker_fn fn,
+		     void *ctx, int32_t *controller_id, char *err, size_t errlen);
+
+#endif
