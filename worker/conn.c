@@ -1,0 +1,855 @@
+/*
+ * conn — client connections and the Kafka-aware forwarding path; see conn.h.
+ *
+ * Buffer bookkeeping of one direction (struct dir):
+ *
+ *   buf: [ consumed | fwd: parsed, to write | unparsed ... | free ]
+ *          0      start             start+fwd            end      cap
+ *
+ * frame_left counts bytes of the current pass-through frame that have not
+ * reached the buffer yet; they join fwd as they arrive, so a large frame is
+ * streamed and never needs to fit in the buffer. A rewritten frame is moved
+ * into `acc`, rewritten into `out`, and written from there; the pass-through
+ * bytes before it are flushed first so order is kept.
+ */
+#include "worker/conn.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "worker/kafka/apiversions.h"
+#include "worker/kafka/codec.h"
+#include "worker/kafka/rewrite.h"
+#include "worker/transport.h"
+#include "worker/upstream.h"
+
+enum conn_state {
+	CONN_CONNECTING = 0,   /* resolving / connecting upstream */
+	CONN_WAIT_METADATA,    /* broker port, upstream address unknown yet */
+	CONN_OPEN,
+	CONN_STATE_COUNT,
+};
+
+static const char *
+conn_state_str(enum conn_state s)
+{
+	switch (s) {
+	case CONN_CONNECTING: return "connecting";
+	case CONN_WAIT_METADATA: return "wait-metadata";
+	case CONN_OPEN: return "open";
+	default: return "unknown";
+	}
+}
+
+struct inflight {
+	int32_t corr;
+	int16_t key;
+	int16_t ver;
+	uint8_t synthetic;     /* answered by the proxy itself */
+};
+
+struct dir {
+	uint8_t *buf;
+	size_t start, end, fwd;
+	uint64_t frame_left;   /* pass-through bytes not yet in the buffer */
+	uint64_t skip_left;    /* bytes to drop (request answered locally) */
+	uint8_t *acc;          /* whole frame being collected for rewrite */
+	size_t acc_len, acc_need;
+	int16_t acc_key, acc_ver;
+	uint8_t *out;          /* rewritten/synthetic frame being written */
+	size_t out_len, out_off;
+	bool out_owned;        /* out is malloc'd (else points to small[]) */
+	uint8_t small[64];
+};
+
+struct conn {
+	struct worker *w;
+	struct conn *prev, *next;
+	struct transport cli, up;
+	ev_io cli_io, up_io;
+	ev_timer timer;
+	enum conn_state state;
+	int broker_index;
+	size_t upstream_try;
+	struct upstream_connect *uc;
+	struct dir req, resp;
+	struct inflight *fifo;
+	size_t fifo_cap, fifo_head, fifo_len;
+	ev_tstamp last_active;
+	bool draining;
+	bool waiting_metadata;
+	char why[160];         /* reason of the pending close */
+};
+
+/* ---- FIFO of in-flight requests ---------------------------------------- */
+
+static int
+fifo_push(struct conn *c, int32_t corr, int16_t key, int16_t ver, bool synthetic)
+{
+	if (c->fifo_len == c->fifo_cap) {
+		size_t ncap = c->fifo_cap ? c->fifo_cap * 2 : 16;
+		if (ncap > WORKER_MAX_INFLIGHT)
+			return -1;
+		struct inflight *n = malloc(ncap * sizeof *n);
+		if (!n)
+			return -1;
+		for (size_t i = 0; i < c->fifo_len; i++)
+			n[i] = c->fifo[(c->fifo_head + i) % c->fifo_cap];
+		free(c->fifo);
+		c->fifo = n;
+		c->fifo_cap = ncap;
+		c->fifo_head = 0;
+	}
+	struct inflight *e = &c->fifo[(c->fifo_head + c->fifo_len) % c->fifo_cap];
+	e->corr = corr;
+	e->key = key;
+	e->ver = ver;
+	e->synthetic = synthetic;
+	c->fifo_len++;
+	if (!synthetic)
+		METRIC_ADD(c->w->m, in_flight, 1);
+	return 0;
+}
+
+static struct inflight *
+fifo_head(struct conn *c)
+{
+	return c->fifo_len ? &c->fifo[c->fifo_head] : NULL;
+}
+
+static void
+fifo_pop(struct conn *c)
+{
+	if (!c->fifo[c->fifo_head].synthetic)
+		METRIC_SUB(c->w->m, in_flight, 1);
+	c->fifo_head = (c->fifo_head + 1) % c->fifo_cap;
+	c->fifo_len--;
+}
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static int
+conn_fail(struct conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int
+conn_fail(struct conn *c, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->why, sizeof c->why, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static void
+dir_release(struct worker *w, struct dir *d)
+{
+	if (d->buf)
+		worker_buf_put(w, d->buf);
+	d->buf = NULL;
+	free(d->acc);
+	d->acc = NULL;
+	if (d->out_owned)
+		free(d->out);
+	d->out = NULL;
+	d->out_owned = false;
+}
+
+static bool
+dir_has_room(const struct dir *d)
+{
+	return !d->buf || d->end < WORKER_BUF_SIZE || d->start > 0;
+}
+
+static bool
+conn_owes_nothing(const struct conn *c)
+{
+	return c->fifo_len == 0 && c->req.frame_left == 0 && c->req.fwd == 0 &&
+	       c->resp.fwd == 0 && c->resp.frame_left == 0 && !c->resp.acc && !c->resp.out;
+}
+
+static void
+conn_free(struct conn *c)
+{
+	struct worker *w = c->w;
+	ev_io_stop(w->loop, &c->cli_io);
+	ev_io_stop(w->loop, &c->up_io);
+	ev_timer_stop(w->loop, &c->timer);
+	if (c->uc)
+		upstream_connect_cancel(c->uc);
+	transport_close(&c->cli);
+	transport_close(&c->up);
+	dir_release(w, &c->req);
+	dir_release(w, &c->resp);
+	/* Requests still owed a response are no longer in flight. */
+	while (c->fifo_len)
+		fifo_pop(c);
+	free(c->fifo);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		w->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	w->n_conns--;
+	METRIC_SUB(w->m, connections_active, 1);
+	free(c);
+	worker_conn_closed(w);
+}
+
+static void
+conn_close(struct conn *c, enum log_level lvl, const char *what)
+{
+	struct worker *w = c->w;
+	uint64_t sup = 0;
+	if (lvl >= LOG_WARN) {
+		if (log_ratelimit_ok(&w->rl_proto, 10, 20, &sup))
+			log_msg(lvl, what, "reason=\"%s\" state=%s in_flight=%zu suppressed=%llu",
+			    c->why, conn_state_str(c->state), c->fifo_len,
+			    (unsigned long long)sup);
+	} else {
+		log_debug(what, "reason=\"%s\"", c->why);
+	}
+	conn_free(c);
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+/* Write the parsed pass-through bytes of d to t. 1 progress, 0 blocked or
+ * nothing to do, -1 error. */
+static int
+dir_flush(struct conn *c, struct dir *d, struct transport *t, bool to_upstream)
+{
+	int progress = 0;
+	while (d->fwd) {
+		struct iovec iov = { d->buf + d->start, d->fwd };
+		ssize_t n = transport_writev(t, &iov, 1);
+		if (n == -1) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return progress;
+			return conn_fail(c, "write to %s: %s", to_upstream ? "upstream" : "client",
+			    strerror(errno));
+		}
+		d->start += (size_t)n;
+		d->fwd -= (size_t)n;
+		progress = 1;
+		if (to_upstream)
+			METRIC_ADD(c->w->m, bytes_client_to_upstream, n);
+		else
+			METRIC_ADD(c->w->m, bytes_upstream_to_client, n);
+	}
+	if (d->buf && d->start == d->end) {
+		/* Idle connections hold no buffer (it goes back to the pool). */
+		worker_buf_put(c->w, d->buf);
+		d->buf = NULL;
+		d->start = d->end = 0;
+	}
+	if (d->out && d->fwd == 0) {
+		while (d->out_off < d->out_len) {
+			struct iovec iov = { d->out + d->out_off, d->out_len - d->out_off };
+			ssize_t n = transport_writev(t, &iov, 1);
+			if (n == -1) {
+				if (errno == EAGAIN || errno == EWOULDBLOCK)
+					return progress;
+				return conn_fail(c, "write to client: %s", strerror(errno));
+			}
+			d->out_off += (size_t)n;
+			METRIC_ADD(c->w->m, bytes_upstream_to_client, n);
+			progress = 1;
+		}
+		if (d->out_owned)
+			free(d->out);
+		d->out = NULL;
+		d->out_owned = false;
+		progress = 1;
+	}
+	return progress;
+}
+
+/* ---- reading ------------------------------------------------------------ */
+
+/* 1 read bytes, 0 nothing (EAGAIN or no room), -1 EOF/error (why set). */
+static int
+dir_read(struct conn *c, struct dir *d, struct transport *t, bool from_client, bool *filled)
+{
+	*filled = false;
+	if (!d->buf) {
+		d->buf = worker_buf_get(c->w);
+		if (!d->buf)
+			return conn_fail(c, "out of memory");
+		d->start = d->end = 0;
+	}
+	if (d->end == WORKER_BUF_SIZE) {
+		if (d->start == 0)
+			return 0;
+		memmove(d->buf, d->buf + d->start, d->end - d->start);
+		d->end -= d->start;
+		d->start = 0;
+	}
+	size_t room = WORKER_BUF_SIZE - d->end;
+	ssize_t n = transport_read(t, d->buf + d->end, room);
+	if (n == -1) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		return conn_fail(c, "read from %s: %s", from_client ? "client" : "upstream",
+		    strerror(errno));
+	}
+	if (n == 0)
+		return conn_fail(c, "%s closed the connection", from_client ? "client" : "upstream");
+	d->end += (size_t)n;
+	*filled = (size_t)n == room;
+	return 1;
+}
+
+/* ---- requests: client -> upstream -------------------------------------- */
+
+static int
+req_parse(struct conn *c)
+{
+	struct worker *w = c->w;
+	struct dir *d = &c->req;
+	if (!d->buf)
+		return 0;
+	size_t at = d->start + d->fwd;
+	size_t avail = d->end - at;
+	if (d->frame_left) {
+		size_t take = avail < d->frame_left ? avail : (size_t)d->frame_left;
+		d->fwd += take;
+		d->frame_left -= take;
+		return take > 0;
+	}
+	if (d->skip_left) {
+		if (d->fwd)
+			return 0;
+		size_t take = avail < d->skip_left ? avail : (size_t)d->skip_left;
+		d->start += take;
+		d->skip_left -= take;
+		return take > 0;
+	}
+	if (avail == 0 || c->draining || c->fifo_len >= WORKER_MAX_INFLIGHT)
+		return 0;
+
+	const uint8_t *p = d->buf + at;
+	if (avail >= 4) {
+		int32_t size = (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+					 (uint32_t)p[2] << 8 | p[3]);
+		if (size > 0 && (uint64_t)size > w->cl->max_frame_bytes) {
+			METRIC_ADD(w->m, frame_too_large, 1);
+			return conn_fail(c, "request of %d bytes exceeds max_frame_bytes", size);
+		}
+	}
+	struct kc_req_header h;
+	char err[128];
+	int r = kc_parse_request_header(p, avail, w->cl->max_frame_bytes, &h, err, sizeof err);
+	if (r == KC_NEED_MORE)
+		goto need_more;
+	if (r != KC_OK) {
+		METRIC_ADD(w->m, malformed_requests, 1);
+		return conn_fail(c, "malformed request: %s", err);
+	}
+	if (h.api_key == 18 && !kc_request_allowed(18, h.api_version)) {
+		/* Client ahead of the proxy: answer UNSUPPORTED_VERSION ourselves,
+		 * in order, so it retries at a version we parse. */
+		if (fifo_push(c, h.correlation_id, h.api_key, h.api_version, true) == -1)
+			return conn_fail(c, "in-flight queue full");
+		d->skip_left = 4 + (uint64_t)h.size;
+		return 1;
+	}
+	if (!kc_request_allowed(h.api_key, h.api_version)) {
+		METRIC_ADD(w->m, malformed_requests, 1);
+		return conn_fail(c, "refused request %s (key %d) v%d", kc_api_name(h.api_key),
+		    h.api_key, h.api_version);
+	}
+	bool expects_response = true;
+	if (h.api_key == 0) {
+		int16_t acks;
+		r = kc_produce_acks(p, avail, &h, &acks);
+		if (r == KC_NEED_MORE)
+			goto need_more;
+		if (r != KC_OK) {
+			METRIC_ADD(w->m, malformed_requests, 1);
+			return conn_fail(c, "malformed Produce request");
+		}
+		expects_response = acks != 0;
+	}
+	if (expects_response &&
+	    fifo_push(c, h.correlation_id, h.api_key, h.api_version, false) == -1)
+		return conn_fail(c, "in-flight queue full");
+	METRIC_ADD(w->m, requests, 1);
+	d->frame_left = 4 + (uint64_t)h.size;
+	return 1;
+
+need_more:
+	/* The header must fit in one buffer; compaction happens in dir_read. */
+	if (at == 0 && d->end == WORKER_BUF_SIZE) {
+		METRIC_ADD(w->m, malformed_requests, 1);
+		return conn_fail(c, "request header larger than %d bytes", WORKER_BUF_SIZE);
+	}
+	return 0;
+}
+
+/* ---- responses: upstream -> client ------------------------------------- */
+
+static int
+conn_map_broker(void *ctx, int32_t node_id, const char *up_host, size_t up_host_len,
+		int32_t up_port, const char **host, size_t *host_len, int32_t *port)
+{
+	struct conn *c = ctx;
+	struct worker *w = c->w;
+	upstream_learn_node(w, node_id, up_host, up_host_len, up_port);
+	int idx = cfg_node_index(w->cl, node_id);
+	if (idx < 0) {
+		METRIC_ADD(w->m, unknown_node, 1);
+		uint64_t sup = 0;
+		if (log_ratelimit_ok(&w->rl_proto, 10, 20, &sup))
+			log_warn("upstream broker has no broker port: dropped from metadata",
+			    "node_id=%d upstream=%.*s:%d hint=\"add it to node_ids and broker_ports\" suppressed=%llu",
+			    node_id, (int)up_host_len, up_host, up_port, (unsigned long long)sup);
+		return -1;
+	}
+	*host = w->cl->advertised_host;
+	*host_len = strlen(w->cl->advertised_host);
+	*port = (int32_t)w->cl->broker_port_first + idx;
+	return 0;
+}
+
+static int
+resp_finish_rewrite(struct conn *c)
+{
+	struct worker *w = c->w;
+	struct dir *d = &c->resp;
+	struct kc_broker_map map = { conn_map_broker, c };
+	uint8_t *out = NULL;
+	size_t out_len = 0;
+	char err[128];
+	int r = kc_rewrite_response(d->acc_key, d->acc_ver, d->acc, d->acc_len, &map, &out,
+	    &out_len, err, sizeof err);
+	free(d->acc);
+	d->acc = NULL;
+	if (r != KC_OK) {
+		METRIC_ADD(w->m, malformed_responses, 1);
+		return conn_fail(c, "malformed %s v%d response from upstream: %s",
+		    kc_api_name(d->acc_key), d->acc_ver, err);
+	}
+	d->out = out;
+	d->out_len = out_len;
+	d->out_off = 0;
+	d->out_owned = true;
+	METRIC_ADD(w->m, responses_rewritten, 1);
+	return 1;
+}
+
+static int
+resp_parse(struct conn *c)
+{
+	struct worker *w = c->w;
+	struct dir *d = &c->resp;
+	if (d->out)
+		return 0;
+	size_t avail = d->buf ? d->end - (d->start + d->fwd) : 0;
+	if (d->frame_left) {
+		size_t take = avail < d->frame_left ? avail : (size_t)d->frame_left;
+		d->fwd += take;
+		d->frame_left -= take;
+		return take > 0;
+	}
+	if (d->acc) {
+		size_t take = d->acc_need - d->acc_len;
+		if (take > avail)
+			take = avail;
+		memcpy(d->acc + d->acc_len, d->buf + d->start, take);
+		d->acc_len += take;
+		d->start += take;
+		if (d->acc_len == d->acc_need)
+			return resp_finish_rewrite(c);
+		return take > 0;
+	}
+	struct inflight *head = fifo_head(c);
+	if (head && head->synthetic) {
+		if (d->fwd)
+			return 0;
+		size_t n = kc_build_apiversions_unsupported(d->small, sizeof d->small, head->corr);
+		d->out = d->small;
+		d->out_len = n;
+		d->out_off = 0;
+		d->out_owned = false;
+		fifo_pop(c);
+		METRIC_ADD(w->m, responses, 1);
+		return 1;
+	}
+	if (avail == 0)
+		return 0;
+	const uint8_t *p = d->buf + d->start + d->fwd;
+	int32_t size, corr;
+	char err[128];
+	int r = kc_parse_response_prefix(p, avail, w->cl->max_frame_bytes, &size, &corr, err,
+	    sizeof err);
+	if (r == KC_NEED_MORE)
+		return 0;
+	if (r != KC_OK) {
+		if (avail >= 4 && size > 0 && (uint64_t)size > w->cl->max_frame_bytes)
+			METRIC_ADD(w->m, frame_too_large, 1);
+		else
+			METRIC_ADD(w->m, malformed_responses, 1);
+		return conn_fail(c, "malformed response from upstream: %s", err);
+	}
+	if (!head) {
+		METRIC_ADD(w->m, correlation_mismatch, 1);
+		return conn_fail(c, "upstream sent a response (correlation id %d) nobody asked for",
+		    corr);
+	}
+	if (corr != head->corr) {
+		METRIC_ADD(w->m, correlation_mismatch, 1);
+		return conn_fail(c, "response correlation id %d does not match request %d (%s)",
+		    corr, head->corr, kc_api_name(head->key));
+	}
+	if (kc_response_needs_rewrite(head->key, head->ver)) {
+		if (d->fwd)
+			return 0;  /* flush what precedes it first */
+		d->acc_need = 4 + (size_t)size;
+		d->acc = malloc(d->acc_need);
+		if (!d->acc)
+			return conn_fail(c, "out of memory for a %zu byte response", d->acc_need);
+		d->acc_len = 0;
+		d->acc_key = head->key;
+		d->acc_ver = head->ver;
+	} else {
+		d->frame_left = 4 + (uint64_t)size;
+	}
+	fifo_pop(c);
+	METRIC_ADD(w->m, responses, 1);
+	return 1;
+}
+
+/* ---- the driver ---------------------------------------------------------- */
+
+static void conn_update_watchers(struct conn *c);
+
+/* Move bytes both ways until nothing progresses. Returns -1 when the
+ * connection must close (reason in c->why). */
+static int
+conn_pump(struct conn *c, bool cli_readable, bool up_readable)
+{
+	bool open = c->state == CONN_OPEN;
+	for (int rounds = 0; rounds < 64; rounds++) {
+		int progress = 0, r;
+		bool filled;
+		if (open) {
+			while ((r = req_parse(c)) > 0)
+				progress = 1;
+			if (r < 0)
+				return -1;
+			if ((r = dir_flush(c, &c->req, &c->up, true)) < 0)
+				return -1;
+			progress |= r;
+			while ((r = resp_parse(c)) > 0)
+				progress = 1;
+			if (r < 0)
+				return -1;
+			if ((r = dir_flush(c, &c->resp, &c->cli, false)) < 0)
+				return -1;
+			progress |= r;
+		}
+		if (cli_readable && !c->draining && dir_has_room(&c->req)) {
+			r = dir_read(c, &c->req, &c->cli, true, &filled);
+			if (r < 0)
+				return -1;
+			progress |= r;
+			cli_readable = filled;
+			if (r)
+				c->last_active = ev_now(c->w->loop);
+		}
+		if (open && up_readable && dir_has_room(&c->resp)) {
+			r = dir_read(c, &c->resp, &c->up, false, &filled);
+			if (r < 0) {
+				METRIC_ADD(c->w->m, upstream_closed, 1);
+				return -1;
+			}
+			progress |= r;
+			up_readable = filled;
+			if (r)
+				c->last_active = ev_now(c->w->loop);
+		}
+		if (!progress)
+			break;
+	}
+	if (c->draining && conn_owes_nothing(c)) {
+		METRIC_ADD(c->w->m, connections_drained, 1);
+		snprintf(c->why, sizeof c->why, "drained");
+		return -1;
+	}
+	return 0;
+}
+
+static void
+conn_step(struct conn *c, bool cli_readable, bool up_readable)
+{
+	if (conn_pump(c, cli_readable, up_readable) == -1) {
+		bool clean = strcmp(c->why, "drained") == 0 ||
+			     strcmp(c->why, "client closed the connection") == 0;
+		conn_close(c, clean ? LOG_DEBUG : LOG_WARN, "connection closed");
+		return;
+	}
+	conn_update_watchers(c);
+}
+
+static void
+conn_set_io(struct conn *c, ev_io *io, int fd, int events)
+{
+	struct ev_loop *loop = c->w->loop;
+	if (fd < 0 || events == 0) {
+		ev_io_stop(loop, io);
+		return;
+	}
+	if (ev_is_active(io) && (io->events & (EV_READ | EV_WRITE)) == events)
+		return;
+	ev_io_stop(loop, io);
+	ev_io_set(io, fd, events);
+	ev_io_start(loop, io);
+}
+
+static void
+conn_update_watchers(struct conn *c)
+{
+	int ce = 0, ue = 0;
+	if (!c->draining && dir_has_room(&c->req) && c->req.skip_left == 0)
+		ce |= EV_READ;
+	if (c->resp.fwd || c->resp.out)
+		ce |= EV_WRITE;
+	if (c->state == CONN_OPEN) {
+		if (dir_has_room(&c->resp))
+			ue |= EV_READ;
+		if (c->req.fwd)
+			ue |= EV_WRITE;
+	}
+	/* While the FIFO is full, stop reading requests but keep the bytes. */
+	if (c->fifo_len >= WORKER_MAX_INFLIGHT)
+		ce &= ~EV_READ;
+	conn_set_io(c, &c->cli_io, c->cli.fd, ce);
+	conn_set_io(c, &c->up_io, c->up.fd, ue);
+}
+
+static void
+conn_cli_cb(struct ev_loop *loop, ev_io *io, int revents)
+{
+	(void)loop;
+	struct conn *c = io->data;
+	conn_step(c, revents & EV_READ, false);
+}
+
+static void
+conn_up_cb(struct ev_loop *loop, ev_io *io, int revents)
+{
+	(void)loop;
+	struct conn *c = io->data;
+	conn_step(c, false, revents & EV_READ);
+}
+
+/* Connect timeout while connecting; idle timeout once open. */
+static void
+conn_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)revents;
+	struct conn *c = t->data;
+	struct worker *w = c->w;
+	if (c->state == CONN_WAIT_METADATA) {
+		snprintf(c->why, sizeof c->why, "timed out waiting for broker addresses");
+		conn_close(c, LOG_WARN, "connection closed");
+		return;
+	}
+	if (c->state != CONN_OPEN || w->cl->idle_timeout_ms == 0)
+		return;
+	ev_tstamp idle = (ev_tstamp)w->cl->idle_timeout_ms / 1000.0;
+	ev_tstamp due = c->last_active + idle;
+	if (c->fifo_len == 0 && due <= ev_now(loop)) {
+		METRIC_ADD(w->m, connections_idle_closed, 1);
+		snprintf(c->why, sizeof c->why, "idle for %llus",
+		    (unsigned long long)(w->cl->idle_timeout_ms / 1000));
+		conn_close(c, LOG_DEBUG, "connection closed");
+		return;
+	}
+	ev_timer_set(t, due > ev_now(loop) ? due - ev_now(loop) : idle, 0.);
+	ev_timer_start(loop, t);
+}
+
+/* ---- upstream connection ------------------------------------------------ */
+
+static int conn_connect_next(struct conn *c);
+
+static void
+conn_connected(void *arg, int fd, const char *err)
+{
+	struct conn *c = arg;
+	struct worker *w = c->w;
+	c->uc = NULL;
+	if (fd < 0) {
+		METRIC_ADD(w->m, upstream_connect_errors, 1);
+		uint64_t sup = 0;
+		if (log_ratelimit_ok(&w->rl_upstream, 5, 10, &sup))
+			log_warn("upstream connect failed", "error=\"%s\" suppressed=%llu", err,
+			    (unsigned long long)sup);
+		if (c->broker_index < 0 && c->upstream_try + 1 < w->cl->n_upstream) {
+			c->upstream_try++;
+			if (conn_connect_next(c) == 0)
+				conn_update_watchers(c);
+			return;
+		}
+		worker_upstream_report(w, false, err);
+		snprintf(c->why, sizeof c->why, "no upstream reachable: %s", err);
+		METRIC_ADD(w->m, upstream_closed, 1);
+		conn_close(c, LOG_DEBUG, "connection closed");
+		return;
+	}
+	worker_upstream_report(w, true, NULL);
+	transport_plain_init(&c->up, fd);
+	c->state = CONN_OPEN;
+	c->last_active = ev_now(w->loop);
+	ev_timer_stop(w->loop, &c->timer);
+	if (w->cl->idle_timeout_ms) {
+		ev_timer_set(&c->timer, (ev_tstamp)w->cl->idle_timeout_ms / 1000.0, 0.);
+		ev_timer_start(w->loop, &c->timer);
+	}
+	conn_step(c, false, false);
+}
+
+/* Start (or wait for) the upstream connection. -1 if c was closed. */
+static int
+conn_connect_next(struct conn *c)
+{
+	struct worker *w = c->w;
+	const char *host;
+	uint16_t port;
+	if (c->broker_index < 0) {
+		host = w->cl->upstream[c->upstream_try].host;
+		port = w->cl->upstream[c->upstream_try].port;
+	} else {
+		struct worker_node *n = &w->nodes[c->broker_index];
+		if (!n->known) {
+			c->state = CONN_WAIT_METADATA;
+			if (!c->waiting_metadata) {
+				c->waiting_metadata = true;
+				ev_timer_set(&c->timer, WORKER_METADATA_TIMEOUT_MS / 1000.0 + 1, 0.);
+				ev_timer_start(w->loop, &c->timer);
+			}
+			upstream_fetch_metadata(w);
+			return 0;
+		}
+		host = n->host;
+		port = (uint16_t)n->port;
+	}
+	c->state = CONN_CONNECTING;
+	c->uc = upstream_connect_start(w, host, port, WORKER_CONNECT_TIMEOUT_MS, conn_connected, c);
+	if (!c->uc) {
+		snprintf(c->why, sizeof c->why, "out of memory");
+		conn_close(c, LOG_ERROR, "connection closed");
+		return -1;
+	}
+	return 0;
+}
+
+void
+conn_metadata_ready(struct worker *w)
+{
+	struct conn *c = w->conns, *next;
+	for (; c; c = next) {
+		next = c->next;
+		if (!c->waiting_metadata)
+			continue;
+		c->waiting_metadata = false;
+		ev_timer_stop(w->loop, &c->timer);
+		if (!w->nodes[c->broker_index].known) {
+			snprintf(c->why, sizeof c->why,
+			    "upstream metadata has no broker with node id %d",
+			    w->cl->node_ids[c->broker_index]);
+			METRIC_ADD(w->m, upstream_closed, 1);
+			conn_close(c, LOG_WARN, "connection closed");
+			continue;
+		}
+		if (conn_connect_next(c) == 0)
+			conn_update_watchers(c);
+	}
+}
+
+/* ---- lifecycle ------------------------------------------------------------ */
+
+void
+conn_accept(struct worker *w, int fd, int broker_index)
+{
+	if (w->n_conns >= w->cl->max_connections) {
+		METRIC_ADD(w->m, connections_rejected, 1);
+		close(fd);
+		return;
+	}
+	struct conn *c = calloc(1, sizeof *c);
+	if (!c) {
+		close(fd);
+		return;
+	}
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	c->w = w;
+	c->broker_index = broker_index;
+	transport_plain_init(&c->cli, fd);
+	c->up.fd = -1;
+	ev_io_init(&c->cli_io, conn_cli_cb, fd, EV_READ);
+	c->cli_io.data = c;
+	ev_io_init(&c->up_io, conn_up_cb, 0, EV_READ);
+	c->up_io.data = c;
+	ev_timer_init(&c->timer, conn_timer_cb, 0., 0.);
+	c->timer.data = c;
+	c->next = w->conns;
+	if (w->conns)
+		w->conns->prev = c;
+	w->conns = c;
+	w->n_conns++;
+	METRIC_ADD(w->m, connections_accepted, 1);
+	METRIC_ADD(w->m, connections_active, 1);
+	c->last_active = ev_now(w->loop);
+	if (w->draining) {
+		/* Accepted just before the listener closed: nothing owed. */
+		c->draining = true;
+		snprintf(c->why, sizeof c->why, "drained");
+		METRIC_ADD(w->m, connections_drained, 1);
+		conn_free(c);
+		return;
+	}
+	if (conn_connect_next(c) == 0)
+		conn_update_watchers(c);
+}
+
+void
+conn_drain_all(struct worker *w)
+{
+	struct conn *c = w->conns, *next;
+	for (; c; c = next) {
+		next = c->next;
+		c->draining = true;
+		if (c->state != CONN_OPEN) {
+			/* Not connected upstream yet: nothing forwarded, nothing owed. */
+			METRIC_ADD(w->m, connections_drained, 1);
+			snprintf(c->why, sizeof c->why, "drained");
+			conn_close(c, LOG_DEBUG, "connection closed");
+			continue;
+		}
+		conn_step(c, false, false);
+	}
+}
+
+void
+conn_close_all(struct worker *w, bool forced)
+{
+	while (w->conns) {
+		struct conn *c = w->conns;
+		if (forced)
+			METRIC_ADD(w->m, connections_forced, 1);
+		snprintf(c->why, sizeof c->why, forced ? "drain deadline" : "shutdown");
+		conn_close(c, forced ? LOG_INFO : LOG_DEBUG, "connection closed");
+	}
+}

@@ -1,0 +1,685 @@
+/*
+ * upstream — resolution, connects and the worker's own metadata fetch;
+ * see upstream.h.
+ *
+ * Callbacks of upstream_connect_start() always run from the event loop,
+ * never from inside the start call, so callers need no re-entrancy care.
+ */
+#include "worker/upstream.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "worker/conn.h"
+#include "worker/kafka/apiversions.h"
+#include "worker/kafka/codec.h"
+#include "worker/kafka/rewrite.h"
+
+#define UC_MAX_ADDRS 8
+
+/* ---- c-ares on libev ------------------------------------------------------ */
+
+struct worker_ares_io {
+	ev_io io;
+	struct worker *w;
+	int fd;
+	struct worker_ares_io *next;
+};
+
+static void
+dns_arm_timer(struct worker *w)
+{
+	struct timeval tv, *tvp = ares_timeout(w->ares, NULL, &tv);
+	ev_timer_stop(w->loop, &w->ares_timer);
+	if (tvp) {
+		ev_timer_set(&w->ares_timer, tvp->tv_sec + tvp->tv_usec / 1e6 + 0.001, 0.);
+		ev_timer_start(w->loop, &w->ares_timer);
+	}
+}
+
+static void
+dns_io_cb(struct ev_loop *loop, ev_io *io, int revents)
+{
+	(void)loop;
+	struct worker_ares_io *a = (struct worker_ares_io *)io;
+	struct worker *w = a->w;
+	ares_process_fd(w->ares, (revents & EV_READ) ? a->fd : ARES_SOCKET_BAD,
+	    (revents & EV_WRITE) ? a->fd : ARES_SOCKET_BAD);
+	dns_arm_timer(w);
+}
+
+static void
+dns_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct worker *w = t->data;
+	ares_process_fd(w->ares, ARES_SOCKET_BAD, ARES_SOCKET_BAD);
+	dns_arm_timer(w);
+}
+
+static void
+dns_sock_state_cb(void *data, ares_socket_t fd, int readable, int writable)
+{
+	struct worker *w = data;
+	struct worker_ares_io **pp = &w->ares_ios, *a;
+	for (; (a = *pp); pp = &a->next)
+		if (a->fd == fd)
+			break;
+	if (!readable && !writable) {
+		if (a) {
+			ev_io_stop(w->loop, &a->io);
+			*pp = a->next;
+			free(a);
+		}
+		return;
+	}
+	if (!a) {
+		a = calloc(1, sizeof *a);
+		if (!a)
+			return;
+		a->w = w;
+		a->fd = fd;
+		a->next = w->ares_ios;
+		w->ares_ios = a;
+	} else {
+		ev_io_stop(w->loop, &a->io);
+	}
+	ev_io_init(&a->io, dns_io_cb, fd, (readable ? EV_READ : 0) | (writable ? EV_WRITE : 0));
+	ev_io_start(w->loop, &a->io);
+}
+
+int
+upstream_dns_init(struct worker *w, char *err, size_t errlen)
+{
+	int r = ares_library_init(ARES_LIB_INIT_ALL);
+	if (r != ARES_SUCCESS) {
+		snprintf(err, errlen, "c-ares init: %s", ares_strerror(r));
+		return -1;
+	}
+	struct ares_options o = { 0 };
+	o.sock_state_cb = dns_sock_state_cb;
+	o.sock_state_cb_data = w;
+	o.timeout = 2000;
+	o.tries = 2;
+	r = ares_init_options(&w->ares, &o,
+	    ARES_OPT_SOCK_STATE_CB | ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES);
+	if (r != ARES_SUCCESS) {
+		snprintf(err, errlen, "c-ares channel: %s", ares_strerror(r));
+		return -1;
+	}
+	ev_timer_init(&w->ares_timer, dns_timer_cb, 0., 0.);
+	w->ares_timer.data = w;
+	return 0;
+}
+
+static void fetch_discard(struct upstream_fetch *f);
+
+void
+upstream_dns_free(struct worker *w)
+{
+	if (w->fetch)
+		fetch_discard(w->fetch);
+	w->fetch = NULL;
+	if (!w->ares)
+		return;
+	ares_destroy(w->ares);  /* runs pending callbacks with ARES_EDESTRUCTION */
+	w->ares = NULL;
+	while (w->ares_ios) {
+		struct worker_ares_io *a = w->ares_ios;
+		ev_io_stop(w->loop, &a->io);
+		w->ares_ios = a->next;
+		free(a);
+	}
+	ev_timer_stop(w->loop, &w->ares_timer);
+	ares_library_cleanup();
+}
+
+/* ---- connects --------------------------------------------------------------- */
+
+struct upstream_connect {
+	struct worker *w;
+	upstream_connect_cb cb;
+	void *arg;
+	char host[CFG_HOST_MAX];
+	uint16_t port;
+	struct sockaddr_storage addrs[UC_MAX_ADDRS];
+	socklen_t lens[UC_MAX_ADDRS];
+	size_t n, i;
+	int fd;
+	ev_io io;
+	ev_timer timer;      /* whole-connect deadline */
+	ev_timer defer;      /* deliver a result from the loop */
+	bool resolving;
+	bool cancelled;
+	bool done;
+	char err[400];
+};
+
+static void
+uc_free(struct upstream_connect *uc)
+{
+	struct ev_loop *loop = uc->w->loop;
+	ev_io_stop(loop, &uc->io);
+	ev_timer_stop(loop, &uc->timer);
+	ev_timer_stop(loop, &uc->defer);
+	if (uc->fd >= 0)
+		close(uc->fd);
+	free(uc);
+}
+
+/* Deliver the outcome through the loop (never synchronously). */
+static void
+uc_finish(struct upstream_connect *uc)
+{
+	uc->done = true;
+	ev_io_stop(uc->w->loop, &uc->io);
+	ev_timer_stop(uc->w->loop, &uc->timer);
+	ev_timer_set(&uc->defer, 0., 0.);
+	ev_timer_start(uc->w->loop, &uc->defer);
+}
+
+static void
+uc_defer_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct upstream_connect *uc = t->data;
+	int fd = uc->fd;
+	uc->fd = -1;
+	upstream_connect_cb cb = uc->cb;
+	void *arg = uc->arg;
+	char err[400];
+	snprintf(err, sizeof err, "%s", uc->err);
+	uc_free(uc);
+	cb(arg, fd, err);
+}
+
+static void
+uc_addr_str(const struct sockaddr_storage *ss, char *buf, size_t len)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+	int port = 0;
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
+		inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof ip);
+		port = ntohs(s4->sin_port);
+		snprintf(buf, len, "%s:%d", ip, port);
+	} else {
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+		inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof ip);
+		port = ntohs(s6->sin6_port);
+		snprintf(buf, len, "[%s]:%d", ip, port);
+	}
+}
+
+static void uc_io_cb(struct ev_loop *loop, ev_io *io, int revents);
+
+/* Try addresses from uc->i on until one is in progress; else finish with
+ * the last error. */
+static void
+uc_try(struct upstream_connect *uc)
+{
+	for (; uc->i < uc->n; uc->i++) {
+		char as[80];
+		uc_addr_str(&uc->addrs[uc->i], as, sizeof as);
+		int fd = socket(uc->addrs[uc->i].ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd == -1) {
+			snprintf(uc->err, sizeof uc->err, "%s: socket: %s", as, strerror(errno));
+			continue;
+		}
+		int one = 1;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+		if (connect(fd, (struct sockaddr *)&uc->addrs[uc->i], uc->lens[uc->i]) == 0 ||
+		    errno == EINPROGRESS) {
+			uc->fd = fd;
+			ev_io_init(&uc->io, uc_io_cb, fd, EV_WRITE);
+			uc->io.data = uc;
+			ev_io_start(uc->w->loop, &uc->io);
+			return;
+		}
+		snprintf(uc->err, sizeof uc->err, "connect %s: %s", as, strerror(errno));
+		close(fd);
+	}
+	uc_finish(uc);
+}
+
+static void
+uc_io_cb(struct ev_loop *loop, ev_io *io, int revents)
+{
+	(void)revents;
+	struct upstream_connect *uc = io->data;
+	int soerr = 0;
+	socklen_t sl = sizeof soerr;
+	ev_io_stop(loop, io);
+	if (getsockopt(uc->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == -1)
+		soerr = errno;
+	if (soerr == 0) {
+		uc->err[0] = 0;
+		uc_finish(uc);  /* fd handed over in uc_defer_cb */
+		return;
+	}
+	char as[80];
+	uc_addr_str(&uc->addrs[uc->i], as, sizeof as);
+	snprintf(uc->err, sizeof uc->err, "connect %s: %s", as, strerror(soerr));
+	close(uc->fd);
+	uc->fd = -1;
+	uc->i++;
+	uc_try(uc);
+}
+
+static void
+uc_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct upstream_connect *uc = t->data;
+	if (uc->resolving) {
+		snprintf(uc->err, sizeof uc->err, "resolving %s: timed out", uc->host);
+		/* The DNS callback owns uc now; it sees `done` and frees it. */
+		uc->cancelled = true;
+		upstream_connect_cb cb = uc->cb;
+		void *arg = uc->arg;
+		char err[400];
+		snprintf(err, sizeof err, "%s", uc->err);
+		ev_timer_stop(uc->w->loop, &uc->timer);
+		cb(arg, -1, err);
+		return;
+	}
+	snprintf(uc->err, sizeof uc->err, "connect %s:%u: timed out", uc->host, uc->port);
+	if (uc->fd >= 0) {
+		close(uc->fd);
+		uc->fd = -1;
+	}
+	uc_finish(uc);
+}
+
+static void
+uc_resolved(void *arg, int status, int timeouts, struct ares_addrinfo *res)
+{
+	(void)timeouts;
+	struct upstream_connect *uc = arg;
+	uc->resolving = false;
+	if (uc->cancelled) {
+		if (res)
+			ares_freeaddrinfo(res);
+		uc_free(uc);
+		return;
+	}
+	if (status != ARES_SUCCESS || !res) {
+		snprintf(uc->err, sizeof uc->err, "resolving %s: %s", uc->host, ares_strerror(status));
+		if (res)
+			ares_freeaddrinfo(res);
+		uc_finish(uc);
+		return;
+	}
+	for (struct ares_addrinfo_node *n = res->nodes; n && uc->n < UC_MAX_ADDRS; n = n->ai_next) {
+		if (n->ai_addrlen > sizeof(struct sockaddr_storage))
+			continue;
+		memcpy(&uc->addrs[uc->n], n->ai_addr, n->ai_addrlen);
+		uc->lens[uc->n] = n->ai_addrlen;
+		uc->n++;
+	}
+	ares_freeaddrinfo(res);
+	if (uc->n == 0) {
+		snprintf(uc->err, sizeof uc->err, "resolving %s: no address", uc->host);
+		uc_finish(uc);
+		return;
+	}
+	uc_try(uc);
+}
+
+struct upstream_connect *
+upstream_connect_start(struct worker *w, const char *host, uint16_t port, uint64_t timeout_ms,
+		       upstream_connect_cb cb, void *arg)
+{
+	struct upstream_connect *uc = calloc(1, sizeof *uc);
+	if (!uc)
+		return NULL;
+	uc->w = w;
+	uc->cb = cb;
+	uc->arg = arg;
+	uc->fd = -1;
+	uc->port = port;
+	snprintf(uc->host, sizeof uc->host, "%s", host);
+	ev_timer_init(&uc->timer, uc_timeout_cb, (ev_tstamp)timeout_ms / 1000.0, 0.);
+	uc->timer.data = uc;
+	ev_timer_init(&uc->defer, uc_defer_cb, 0., 0.);
+	uc->defer.data = uc;
+	ev_timer_start(w->loop, &uc->timer);
+
+	struct sockaddr_in *s4 = (struct sockaddr_in *)&uc->addrs[0];
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&uc->addrs[0];
+	if (inet_pton(AF_INET, host, &s4->sin_addr) == 1) {
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(port);
+		uc->lens[0] = sizeof *s4;
+		uc->n = 1;
+		uc_try(uc);
+		return uc;
+	}
+	if (inet_pton(AF_INET6, host, &s6->sin6_addr) == 1) {
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(port);
+		uc->lens[0] = sizeof *s6;
+		uc->n = 1;
+		uc_try(uc);
+		return uc;
+	}
+	char service[8];
+	snprintf(service, sizeof service, "%u", port);
+	struct ares_addrinfo_hints hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+					     .ai_flags = ARES_AI_NUMERICSERV };
+	uc->resolving = true;
+	ares_getaddrinfo(w->ares, host, service, &hints, uc_resolved, uc);
+	/* The callback may have run already (hosts file, cache). */
+	if (w->ares)
+		dns_arm_timer(w);
+	return uc;
+}
+
+void
+upstream_connect_cancel(struct upstream_connect *uc)
+{
+	if (!uc)
+		return;
+	if (uc->resolving) {
+		/* The DNS callback frees it. */
+		uc->cancelled = true;
+		ev_timer_stop(uc->w->loop, &uc->timer);
+		return;
+	}
+	uc_free(uc);
+}
+
+/* ---- learning broker addresses -------------------------------------------- */
+
+void
+upstream_learn_node(struct worker *w, int32_t node_id, const char *host, size_t host_len,
+		    int32_t port)
+{
+	int idx = cfg_node_index(w->cl, node_id);
+	if (idx < 0 || host_len == 0 || host_len >= CFG_HOST_MAX || port <= 0 || port > 65535)
+		return;
+	struct worker_node *n = &w->nodes[idx];
+	if (n->known && n->port == port && strlen(n->host) == host_len &&
+	    memcmp(n->host, host, host_len) == 0)
+		return;
+	bool moved = n->known;
+	memcpy(n->host, host, host_len);
+	n->host[host_len] = 0;
+	n->port = port;
+	n->known = true;
+	log_info(moved ? "upstream broker moved" : "upstream broker learned",
+	    "node_id=%d upstream=%s:%d", node_id, n->host, port);
+}
+
+/* ---- the worker's own metadata fetch ------------------------------------- */
+
+enum fetch_phase { FETCH_CONNECTING = 0, FETCH_APIVERSIONS, FETCH_METADATA };
+
+struct upstream_fetch {
+	struct worker *w;
+	enum fetch_phase phase;
+	struct upstream_connect *uc;
+	size_t try;
+	int fd;
+	ev_io io;
+	ev_timer timer;
+	uint8_t req[256];
+	size_t req_len, req_off;
+	uint8_t *buf;
+	size_t len, cap;
+	int16_t md_version;
+	char err[400];
+};
+
+static void fetch_connect(struct upstream_fetch *f);
+
+/* Free a fetch without resuming anyone (worker exit). */
+static void
+fetch_discard(struct upstream_fetch *f)
+{
+	struct worker *w = f->w;
+	ev_io_stop(w->loop, &f->io);
+	ev_timer_stop(w->loop, &f->timer);
+	if (f->uc)
+		upstream_connect_cancel(f->uc);
+	if (f->fd >= 0)
+		close(f->fd);
+	free(f->buf);
+	free(f);
+}
+
+static void
+fetch_end(struct upstream_fetch *f, bool ok)
+{
+	struct worker *w = f->w;
+	if (!ok) {
+		log_warn("metadata fetch failed", "error=\"%s\"", f->err);
+		worker_upstream_report(w, false, f->err);
+	} else {
+		worker_upstream_report(w, true, NULL);
+	}
+	fetch_discard(f);
+	w->fetch = NULL;
+	conn_metadata_ready(w);
+}
+
+/* This fetch failed against one bootstrap server: try the next one. */
+static void
+fetch_next(struct upstream_fetch *f)
+{
+	struct worker *w = f->w;
+	ev_io_stop(w->loop, &f->io);
+	if (f->fd >= 0) {
+		close(f->fd);
+		f->fd = -1;
+	}
+	if (++f->try >= w->cl->n_upstream) {
+		fetch_end(f, false);
+		return;
+	}
+	fetch_connect(f);
+}
+
+static int
+fetch_learn(void *ctx, int32_t node_id, const char *up_host, size_t up_host_len,
+	    int32_t up_port, const char **host, size_t *host_len, int32_t *port)
+{
+	struct worker *w = ctx;
+	upstream_learn_node(w, node_id, up_host, up_host_len, up_port);
+	*host = up_host;
+	*host_len = up_host_len;
+	*port = up_port;
+	return 0;
+}
+
+static void
+fetch_send(struct upstream_fetch *f)
+{
+	f->req_off = 0;
+	f->len = 0;
+	ev_io_stop(f->w->loop, &f->io);
+	ev_io_set(&f->io, f->fd, EV_WRITE);
+	ev_io_start(f->w->loop, &f->io);
+}
+
+/* A whole response frame is in f->buf. */
+static void
+fetch_handle(struct upstream_fetch *f)
+{
+	struct worker *w = f->w;
+	if (f->phase == FETCH_APIVERSIONS) {
+		int16_t min = 0, max = 0;
+		int r = kc_apiversions_find(f->buf, f->len, 0, 3, &min, &max);
+		if (r != KC_OK) {
+			snprintf(f->err, sizeof f->err, "upstream ApiVersions response %s",
+			    r == -2 ? "lists no Metadata" : "is malformed");
+			fetch_next(f);
+			return;
+		}
+		int16_t v = max > 12 ? 12 : max;
+		if (v < 1)
+			v = 1;
+		if (v < min || !kc_response_needs_rewrite(3, v)) {
+			snprintf(f->err, sizeof f->err, "upstream Metadata versions %d-%d unsupported",
+			    min, max);
+			fetch_next(f);
+			return;
+		}
+		f->md_version = v;
+		f->req_len = kc_build_metadata_request(f->req, sizeof f->req, v, 2, "ferry");
+		f->phase = FETCH_METADATA;
+		fetch_send(f);
+		return;
+	}
+	struct kc_broker_map map = { fetch_learn, w };
+	uint8_t *out = NULL;
+	size_t out_len = 0;
+	char err[128];
+	METRIC_ADD(w->m, metadata_fetches, 1);
+	if (kc_rewrite_response(3, f->md_version, f->buf, f->len, &map, &out, &out_len, err,
+	    sizeof err) != KC_OK) {
+		snprintf(f->err, sizeof f->err, "upstream Metadata v%d response malformed: %s",
+		    f->md_version, err);
+		fetch_next(f);
+		return;
+	}
+	free(out);
+	fetch_end(f, true);
+}
+
+static void
+fetch_io_cb(struct ev_loop *loop, ev_io *io, int revents)
+{
+	(void)loop;
+	struct upstream_fetch *f = io->data;
+	if (revents & EV_WRITE) {
+		ssize_t n = send(f->fd, f->req + f->req_off, f->req_len - f->req_off, MSG_NOSIGNAL);
+		if (n == -1 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n == -1) {
+			snprintf(f->err, sizeof f->err, "metadata fetch: send: %s", strerror(errno));
+			fetch_next(f);
+			return;
+		}
+		f->req_off += (size_t)n;
+		if (f->req_off == f->req_len) {
+			ev_io_stop(f->w->loop, &f->io);
+			ev_io_set(&f->io, f->fd, EV_READ);
+			ev_io_start(f->w->loop, &f->io);
+		}
+		return;
+	}
+	/* Read a size-prefixed frame. */
+	size_t need = 4;
+	if (f->len >= 4) {
+		uint32_t sz = (uint32_t)f->buf[0] << 24 | (uint32_t)f->buf[1] << 16 |
+			      (uint32_t)f->buf[2] << 8 | f->buf[3];
+		if (sz < 4 || sz > f->w->cl->max_frame_bytes) {
+			snprintf(f->err, sizeof f->err, "metadata fetch: bad response size %u", sz);
+			fetch_next(f);
+			return;
+		}
+		need = 4 + (size_t)sz;
+	}
+	if (f->cap < need) {
+		size_t ncap = need < 4096 ? 4096 : need;
+		uint8_t *nb = realloc(f->buf, ncap);
+		if (!nb) {
+			snprintf(f->err, sizeof f->err, "metadata fetch: out of memory");
+			fetch_next(f);
+			return;
+		}
+		f->buf = nb;
+		f->cap = ncap;
+	}
+	ssize_t n = recv(f->fd, f->buf + f->len, need - f->len, 0);
+	if (n == -1 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		snprintf(f->err, sizeof f->err, "metadata fetch: %s",
+		    n == 0 ? "upstream closed the connection" : strerror(errno));
+		fetch_next(f);
+		return;
+	}
+	f->len += (size_t)n;
+	if (f->len >= 4 && need == 4)
+		return;  /* size known now; read the rest on the next event */
+	if (f->len == need)
+		fetch_handle(f);
+}
+
+static void
+fetch_connected(void *arg, int fd, const char *err)
+{
+	struct upstream_fetch *f = arg;
+	f->uc = NULL;
+	if (fd < 0) {
+		METRIC_ADD(f->w->m, upstream_connect_errors, 1);
+		snprintf(f->err, sizeof f->err, "%s", err);
+		fetch_next(f);
+		return;
+	}
+	f->fd = fd;
+	f->phase = FETCH_APIVERSIONS;
+	f->req_len = kc_build_apiversions_request(f->req, sizeof f->req, 1, "ferry");
+	ev_io_init(&f->io, fetch_io_cb, fd, EV_WRITE);
+	f->io.data = f;
+	fetch_send(f);
+}
+
+static void
+fetch_connect(struct upstream_fetch *f)
+{
+	struct worker *w = f->w;
+	const struct cfg_addr *a = &w->cl->upstream[f->try];
+	f->phase = FETCH_CONNECTING;
+	f->uc = upstream_connect_start(w, a->host, a->port, WORKER_CONNECT_TIMEOUT_MS,
+	    fetch_connected, f);
+	if (!f->uc) {
+		snprintf(f->err, sizeof f->err, "out of memory");
+		fetch_end(f, false);
+	}
+}
+
+static void
+fetch_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct upstream_fetch *f = t->data;
+	snprintf(f->err, sizeof f->err, "metadata fetch timed out");
+	fetch_end(f, false);
+}
+
+void
+upstream_fetch_metadata(struct worker *w)
+{
+	if (w->fetch)
+		return;
+	struct upstream_fetch *f = calloc(1, sizeof *f);
+	if (!f) {
+		conn_metadata_ready(w);
+		return;
+	}
+	f->w = w;
+	f->fd = -1;
+	ev_init(&f->io, fetch_io_cb);
+	f->io.data = f;
+	ev_timer_init(&f->timer, fetch_timeout_cb, WORKER_METADATA_TIMEOUT_MS / 1000.0, 0.);
+	f->timer.data = f;
+	ev_timer_start(w->loop, &f->timer);
+	w->fetch = f;
+	log_debug("fetching upstream metadata", "upstreams=%zu", w->cl->n_upstream);
+	fetch_connect(f);
+}

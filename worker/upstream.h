@@ -1,0 +1,43 @@
+/*
+ * upstream — everything the worker does towards the upstream Kafka cluster
+ * besides forwarding bytes: non-blocking name resolution (c-ares on the
+ * worker's libev loop), non-blocking connects with a timeout over every
+ * resolved address, and the worker's own metadata fetch that learns the
+ * upstream address of each broker (needed when a client connects straight
+ * to a broker port before any Metadata response has passed through, e.g.
+ * right after a worker restart).
+ */
+#ifndef FERRY_WORKER_UPSTREAM_H
+#define FERRY_WORKER_UPSTREAM_H
+
+#include <stdint.h>
+
+#include "worker/worker.h"
+
+struct upstream_connect;
+
+/* Called exactly once per started connect (never after cancel): fd >= 0 is a
+ * connected non-blocking socket now owned by the callee; fd == -1 means
+ * failure with a reason in err. */
+typedef void (*upstream_connect_cb)(void *arg, int fd, const char *err);
+
+/* Resolve host (literal addresses skip DNS) and connect to port, trying every
+ * address, within timeout_ms. NULL only on allocation failure. */
+struct upstream_connect *upstream_connect_start(struct worker *w, const char *host,
+						uint16_t port, uint64_t timeout_ms,
+						upstream_connect_cb cb, void *arg);
+void upstream_connect_cancel(struct upstream_connect *uc);
+
+/* Start a metadata fetch unless one is running; when it ends every
+ * connection waiting for broker addresses is resumed (conn_metadata_ready). */
+void upstream_fetch_metadata(struct worker *w);
+
+/* Record what a Metadata response says about node_id (learned addresses). */
+void upstream_learn_node(struct worker *w, int32_t node_id, const char *host, size_t host_len,
+			 int32_t port);
+
+/* c-ares on libev. */
+int upstream_dns_init(struct worker *w, char *err, size_t errlen);
+void upstream_dns_free(struct worker *w);
+
+#endif

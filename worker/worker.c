@@ -1,0 +1,409 @@
+/*
+ * worker — process entry point, IPC with the supervisor, listeners, drain;
+ * see worker.h.
+ */
+#include "worker/worker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/ipc.h"
+#include "worker/conn.h"
+#include "worker/upstream.h"
+
+/* ---- buffer pool ------------------------------------------------------------ */
+
+void *
+worker_buf_get(struct worker *w)
+{
+	if (w->n_pool)
+		return w->pool[--w->n_pool];
+	return malloc(WORKER_BUF_SIZE);
+}
+
+void
+worker_buf_put(struct worker *w, void *buf)
+{
+	if (w->n_pool < WORKER_BUF_POOL)
+		w->pool[w->n_pool++] = buf;
+	else
+		free(buf);
+}
+
+/* ---- reporting ---------------------------------------------------------------- */
+
+void
+worker_upstream_report(struct worker *w, bool reachable, const char *error)
+{
+	int now = reachable ? 1 : 0;
+	if (w->upstream_reachable == now &&
+	    (reachable || strcmp(w->upstream_error, error ? error : "") == 0))
+		return;
+	if (w->upstream_reachable != now)
+		log_msg(reachable ? LOG_INFO : LOG_WARN,
+		    reachable ? "upstream reachable" : "upstream unreachable",
+		    "error=\"%s\"", error ? error : "");
+	w->upstream_reachable = now;
+	struct ipc_upstream u = { .reachable = (uint32_t)now };
+	snprintf(u.error, sizeof u.error, "%s", error ? error : "");
+	snprintf(w->upstream_error, sizeof w->upstream_error, "%s", u.error);
+	if (w->ipc_fd >= 0 &&
+	    ipc_send(w->ipc_fd, IPC_UPSTREAM, w->generation, &u, sizeof u, NULL, 0) == -1 &&
+	    errno != EAGAIN)
+		log_warn("cannot report to supervisor", "error=\"%s\"", strerror(errno));
+}
+
+/* ---- shutdown and drain ---------------------------------------------------------- */
+
+static void
+worker_close_listeners(struct worker *w)
+{
+	for (size_t i = 0; i < w->n_listeners; i++) {
+		ev_io_stop(w->loop, &w->listeners[i].io);
+		if (w->listeners[i].fd >= 0)
+			close(w->listeners[i].fd);
+		w->listeners[i].fd = -1;
+	}
+	ev_timer_stop(w->loop, &w->accept_backoff);
+	w->accepting = false;
+}
+
+void
+worker_conn_closed(struct worker *w)
+{
+	if (w->draining && w->n_conns == 0)
+		ev_break(w->loop, EVBREAK_ALL);
+}
+
+static void
+worker_drain_deadline_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct worker *w = t->data;
+	log_info("drain deadline reached", "connections=%llu", (unsigned long long)w->n_conns);
+	conn_close_all(w, true);
+	ev_break(w->loop, EVBREAK_ALL);
+}
+
+static void
+worker_drain(struct worker *w, uint64_t deadline_ms, const char *why)
+{
+	if (w->draining)
+		return;
+	w->draining = true;
+	log_info("draining", "why=\"%s\" connections=%llu deadline_ms=%llu", why,
+	    (unsigned long long)w->n_conns, (unsigned long long)deadline_ms);
+	worker_close_listeners(w);
+	ev_timer_init(&w->drain_timer, worker_drain_deadline_cb, (ev_tstamp)deadline_ms / 1000.0, 0.);
+	w->drain_timer.data = w;
+	ev_timer_start(w->loop, &w->drain_timer);
+	conn_drain_all(w);
+	if (w->n_conns == 0)
+		ev_break(w->loop, EVBREAK_ALL);
+}
+
+/* ---- accepting ------------------------------------------------------------------- */
+
+static void
+worker_accept_resume_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)revents;
+	struct worker *w = t->data;
+	if (!w->accepting || w->draining)
+		return;
+	for (size_t i = 0; i < w->n_listeners; i++)
+		ev_io_start(loop, &w->listeners[i].io);
+}
+
+static void
+worker_accept_cb(struct ev_loop *loop, ev_io *io, int revents)
+{
+	(void)revents;
+	struct worker_listener *l = io->data;
+	struct worker *w = l->w;
+	for (int i = 0; i < 64 && !w->draining; i++) {
+		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd == -1) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
+			    errno == ECONNABORTED)
+				return;
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+				/* Out of descriptors: pause accepting instead of spinning. */
+				log_warn("accept paused", "error=\"%s\" retry_ms=100", strerror(errno));
+				for (size_t k = 0; k < w->n_listeners; k++)
+					ev_io_stop(loop, &w->listeners[k].io);
+				ev_timer_set(&w->accept_backoff, 0.1, 0.);
+				ev_timer_start(loop, &w->accept_backoff);
+				return;
+			}
+			log_error("accept failed", "error=\"%s\"", strerror(errno));
+			return;
+		}
+		conn_accept(w, fd, l->broker_index);
+	}
+}
+
+static void
+worker_start_accepting(struct worker *w)
+{
+	if (w->accepting || w->draining)
+		return;
+	w->accepting = true;
+	for (size_t i = 0; i < w->n_listeners; i++)
+		ev_io_start(w->loop, &w->listeners[i].io);
+	log_info("accepting", "listeners=%zu", w->n_listeners);
+}
+
+/* ---- IPC ------------------------------------------------------------------------ */
+
+static void
+worker_ipc_cb(struct ev_loop *loop, ev_io *io, int revents)
+{
+	(void)revents;
+	struct worker *w = io->data;
+	for (;;) {
+		struct ipc_msg msg;
+		char err[128] = "";
+		int r = ipc_recv(w->ipc_fd, w->ipc_buf, sizeof w->ipc_buf, &msg, err, sizeof err);
+		if (r == -1 && errno == EAGAIN)
+			return;
+		if (r <= 0) {
+			/* Supervisor gone (EOF) or the channel is broken: close the
+			 * listeners at once, give connections a short drain, exit. */
+			log_warn("control channel closed", "error=\"%s\"",
+			    r == 0 ? "EOF" : (err[0] ? err : strerror(errno)));
+			ev_io_stop(loop, io);
+			close(w->ipc_fd);
+			w->ipc_fd = -1;
+			worker_drain(w, WORKER_ORPHAN_DRAIN_MS, "supervisor gone");
+			return;
+		}
+		switch (msg.hdr.type) {
+		case IPC_ACCEPT:
+			worker_start_accepting(w);
+			break;
+		case IPC_DRAIN: {
+			struct ipc_drain d;
+			memcpy(&d, msg.payload, sizeof d);
+			worker_drain(w, d.deadline_ms, "supervisor request");
+			break;
+		}
+		case IPC_STOP:
+			log_info("stopping", "%s", "");
+			worker_close_listeners(w);
+			conn_close_all(w, false);
+			ev_break(loop, EVBREAK_ALL);
+			break;
+		default:
+			log_error("unexpected control message", "type=%s", ipc_type_str(msg.hdr.type));
+			break;
+		}
+		ipc_close_fds(&msg);
+	}
+}
+
+/* Blocking receive of one expected message during start-up. */
+static int
+worker_expect(struct worker *w, enum ipc_type type, uint8_t *buf, size_t cap, struct ipc_msg *msg)
+{
+	char err[128] = "";
+	int r = ipc_recv(w->ipc_fd, buf, cap, msg, err, sizeof err);
+	if (r <= 0) {
+		log_error("no configuration from supervisor", "error=\"%s\"",
+		    r == 0 ? "EOF" : (err[0] ? err : strerror(errno)));
+		return -1;
+	}
+	if (msg->hdr.type != type) {
+		log_error("unexpected control message", "type=%s expected=%s",
+		    ipc_type_str(msg->hdr.type), ipc_type_str(type));
+		ipc_close_fds(msg);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+worker_fail(struct worker *w, const char *reason)
+{
+	log_error("configuration not viable", "reason=\"%s\"", reason);
+	ipc_send(w->ipc_fd, IPC_FAILED, w->generation, reason, strlen(reason), NULL, 0);
+	exit(WORKER_EXIT_CONFIG);
+}
+
+static void
+worker_signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct worker *w = s->data;
+	if (s->signum == SIGHUP)
+		return;  /* reloads are the supervisor's business */
+	worker_drain(w, WORKER_ORPHAN_DRAIN_MS, s->signum == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+/* Receive CONFIG and LISTENERS, set everything up. -1: exit. */
+static int
+worker_setup(struct worker *w)
+{
+	uint8_t *buf = w->ipc_buf;
+	size_t cap = sizeof w->ipc_buf;
+	struct ipc_msg msg;
+	char reason[256];
+
+	if (worker_expect(w, IPC_CONFIG, buf, cap, &msg) == -1)
+		return -1;
+	if (msg.nfds != 1 || metrics_map(msg.fds[0], &w->m) == -1) {
+		ipc_close_fds(&msg);
+		worker_fail(w, "no usable metrics block");
+	}
+	ipc_close_fds(&msg);
+	struct cfg_errors errs;
+	cfg_errors_init(&errs);
+	if (cfg_parse_string("<cluster config>", (const char *)msg.payload, msg.hdr.len, &w->cfg,
+	    &errs) == -1 || w->cfg.n_clusters != 1) {
+		snprintf(reason, sizeof reason, "%s", errs.n ? errs.msg[0] : "not one cluster");
+		cfg_errors_free(&errs);
+		worker_fail(w, reason);
+	}
+	cfg_errors_free(&errs);
+	w->cl = &w->cfg.clusters[0];
+
+	if (worker_expect(w, IPC_LISTENERS, buf, cap, &msg) == -1)
+		return -1;
+	struct ipc_listeners li;
+	memcpy(&li, msg.payload, sizeof li);
+	if (li.count != msg.nfds || msg.nfds != 1 + w->cl->n_brokers) {
+		ipc_close_fds(&msg);
+		snprintf(reason, sizeof reason, "expected %zu listening sockets, got %zu",
+		    1 + w->cl->n_brokers, msg.nfds);
+		worker_fail(w, reason);
+	}
+	w->n_listeners = msg.nfds;
+	w->listeners = calloc(w->n_listeners, sizeof *w->listeners);
+	w->nodes = calloc(w->cl->n_brokers, sizeof *w->nodes);
+	if (!w->listeners || !w->nodes)
+		worker_fail(w, "out of memory");
+	for (size_t i = 0; i < w->n_listeners; i++) {
+		struct worker_listener *l = &w->listeners[i];
+		l->w = w;
+		l->fd = msg.fds[i];
+		l->broker_index = (int)i - 1;
+		fcntl(l->fd, F_SETFL, fcntl(l->fd, F_GETFL) | O_NONBLOCK);
+		ev_io_init(&l->io, worker_accept_cb, l->fd, EV_READ);
+		l->io.data = l;
+	}
+	for (size_t i = 0; i < w->cl->n_brokers; i++)
+		w->nodes[i].node_id = w->cl->node_ids[i];
+
+	if (upstream_dns_init(w, reason, sizeof reason) == -1)
+		worker_fail(w, reason);
+	return 0;
+}
+
+int
+worker_main(int argc, char **argv)
+{
+	static struct worker wk;
+	struct worker *w = &wk;
+	const char *cluster = "?";
+	static const struct option opts[] = {
+		{ "worker", no_argument, NULL, 'W' },
+		{ "cluster", required_argument, NULL, 'n' },
+		{ "generation", required_argument, NULL, 'g' },
+		{ "ppid", required_argument, NULL, 'p' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "log-json", no_argument, NULL, 'j' },
+		{ 0, 0, 0, 0 },
+	};
+	int level = LOG_INFO, c;
+	bool json = false;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'W': break;
+		case 'n': cluster = optarg; break;
+		case 'g': w->generation = strtoull(optarg, NULL, 10); break;
+		case 'p': w->supervisor_pid = (pid_t)strtol(optarg, NULL, 10); break;
+		case 'l': level = log_level_parse(optarg) < 0 ? LOG_INFO : log_level_parse(optarg); break;
+		case 'j': json = true; break;
+		default:
+			fprintf(stderr, "ferryd --worker is started by ferryd itself\n");
+			return 2;
+		}
+	}
+	char role[32];
+	snprintf(role, sizeof role, "worker");
+	log_init(role, cluster, (enum log_level)level, json);
+	w->ipc_fd = WORKER_IPC_FD;
+	w->upstream_reachable = -1;
+
+	/* Backstop for supervisor death (set after the credential change,
+	 * which happened before exec; PDEATHSIG survives exec). */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	/* exec of /proc/self/exe names the process "exe": let ps -C ferryd
+	 * and pkill find workers too. */
+	prctl(PR_SET_NAME, "ferryd", 0, 0, 0);
+	if (w->supervisor_pid && getppid() != w->supervisor_pid) {
+		log_error("supervisor already gone", "%s", "");
+		return 1;
+	}
+	if (fcntl(w->ipc_fd, F_GETFD) == -1) {
+		fprintf(stderr, "ferryd --worker: no control channel on fd %d\n", WORKER_IPC_FD);
+		return 2;
+	}
+	fcntl(w->ipc_fd, F_SETFD, FD_CLOEXEC);
+	signal(SIGPIPE, SIG_IGN);
+
+	w->loop = ev_default_loop(EVFLAG_AUTO);
+	if (worker_setup(w) == -1)
+		return 1;
+
+	ev_timer_init(&w->accept_backoff, worker_accept_resume_cb, 0.1, 0.);
+	w->accept_backoff.data = w;
+	ev_signal_init(&w->sig_term, worker_signal_cb, SIGTERM);
+	ev_signal_init(&w->sig_int, worker_signal_cb, SIGINT);
+	ev_signal_init(&w->sig_hup, worker_signal_cb, SIGHUP);
+	w->sig_term.data = w->sig_int.data = w->sig_hup.data = w;
+	ev_signal_start(w->loop, &w->sig_term);
+	ev_signal_start(w->loop, &w->sig_int);
+	ev_signal_start(w->loop, &w->sig_hup);
+
+	fcntl(w->ipc_fd, F_SETFL, fcntl(w->ipc_fd, F_GETFL) | O_NONBLOCK);
+	ev_io_init(&w->ipc_io, worker_ipc_cb, w->ipc_fd, EV_READ);
+	w->ipc_io.data = w;
+	ev_io_start(w->loop, &w->ipc_io);
+
+	if (ipc_send(w->ipc_fd, IPC_READY, w->generation, NULL, 0, NULL, 0) == -1) {
+		log_error("cannot report ready", "error=\"%s\"", strerror(errno));
+		return 1;
+	}
+	log_info("ready", "generation=%llu bootstrap=%s:%u brokers=%zu",
+	    (unsigned long long)w->generation, w->cl->bootstrap.host, w->cl->bootstrap.port,
+	    w->cl->n_brokers);
+
+	ev_run(w->loop, 0);
+
+	log_info("exiting", "connections=%llu", (unsigned long long)w->n_conns);
+	conn_close_all(w, false);
+	worker_close_listeners(w);
+	ev_timer_stop(w->loop, &w->drain_timer);
+	upstream_dns_free(w);
+	while (w->n_pool)
+		free(w->pool[--w->n_pool]);
+	free(w->listeners);
+	free(w->nodes);
+	metrics_unmap(w->m);
+	cfg_free(&w->cfg);
+	if (w->ipc_fd >= 0)
+		close(w->ipc_fd);
+	return 0;
+}

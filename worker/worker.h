@@ -1,0 +1,110 @@
+/*
+ * worker — the per-virtual-cluster proxy process.
+ *
+ * `ferryd --worker` enters worker_main(): it receives its cluster's
+ * canonical config, its metrics block and its listening sockets from the
+ * supervisor over the IPC socket on fd 3, answers READY, and only starts
+ * accepting when told ACCEPT. On DRAIN (or when the supervisor goes away)
+ * it closes its listeners, lets every connection finish what it owes and
+ * exits. The worker never binds a socket and never includes supervisor
+ * headers: everything it knows arrives over IPC.
+ *
+ * struct worker is the worker's one process context; conn.c (client
+ * connections and the Kafka-aware data path) and upstream.c (name
+ * resolution, connects, the worker's own metadata fetch) share it.
+ */
+#ifndef FERRY_WORKER_WORKER_H
+#define FERRY_WORKER_WORKER_H
+
+#include <ares.h>
+#include <ev.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/config.h"
+#include "common/ipc.h"
+#include "common/log.h"
+#include "common/metrics.h"
+
+#define WORKER_IPC_FD 3
+#define WORKER_CONNECT_TIMEOUT_MS 10000
+#define WORKER_METADATA_TIMEOUT_MS 10000
+#define WORKER_ORPHAN_DRAIN_MS 5000     /* drain budget when the supervisor is gone */
+#define WORKER_BUF_SIZE (64 * 1024)     /* per-direction I/O buffer */
+#define WORKER_MAX_INFLIGHT 1024        /* per connection; reading stops beyond */
+#define WORKER_BUF_POOL 256             /* idle buffers kept for reuse */
+
+struct conn;
+struct upstream_fetch;
+
+/* What the worker knows of an upstream broker: learned from every Metadata
+ * response that passes through (and from its own fetches). */
+struct worker_node {
+	int32_t node_id;
+	char host[CFG_HOST_MAX];
+	int32_t port;
+	bool known;
+};
+
+struct worker_listener {
+	struct worker *w;
+	ev_io io;
+	int fd;
+	int broker_index;           /* -1 = bootstrap, else index into node_ids */
+};
+
+struct worker {
+	struct ev_loop *loop;
+	struct cfg cfg;             /* parsed from the canonical text */
+	struct cfg_cluster *cl;     /* = &cfg.clusters[0] */
+	uint64_t generation;
+	pid_t supervisor_pid;
+	struct metrics *m;
+	int ipc_fd;
+	ev_io ipc_io;
+
+	struct worker_listener *listeners;
+	size_t n_listeners;
+	bool accepting;
+	ev_timer accept_backoff;    /* EMFILE/ENFILE: pause accepting */
+
+	struct worker_node *nodes;  /* parallel to cl->node_ids */
+	struct upstream_fetch *fetch; /* in-flight metadata fetch, or NULL */
+
+	struct conn *conns;         /* doubly linked list of live connections */
+	uint64_t n_conns;
+
+	/* buffer pool: WORKER_BUF_SIZE blocks */
+	void *pool[WORKER_BUF_POOL];
+	size_t n_pool;
+
+	/* DNS */
+	ares_channel ares;
+	ev_timer ares_timer;
+	struct worker_ares_io *ares_ios;
+
+	/* upstream condition as last reported */
+	int upstream_reachable;     /* -1 unknown, 0, 1 */
+	char upstream_error[188];
+
+	bool draining;
+	ev_timer drain_timer;
+	ev_signal sig_term, sig_int, sig_hup;
+	struct log_ratelimit rl_proto;  /* protocol errors */
+	struct log_ratelimit rl_upstream;
+	uint8_t ipc_buf[sizeof(struct ipc_hdr) + IPC_MAX_PAYLOAD];
+};
+
+int worker_main(int argc, char **argv);
+
+/* Buffer pool (no allocation per request in steady state). */
+void *worker_buf_get(struct worker *w);
+void worker_buf_put(struct worker *w, void *buf);
+
+/* Report the upstream condition to the supervisor when it changes. */
+void worker_upstream_report(struct worker *w, bool reachable, const char *error);
+
+/* Called by conn.c when a connection is gone (drain bookkeeping). */
+void worker_conn_closed(struct worker *w);
+
+#endif
