@@ -1,0 +1,967 @@
+/*
+ * admin — HTTP servers of the admin API on the supervisor's libev loop; see
+ * admin.h for the model.
+ *
+ * Listeners: the control socket is created with mode 0600 in a directory
+ * made on demand (0755). A socket file left behind by a dead ferryd is
+ * replaced only when connecting to it is refused; if something answers, we
+ * refuse to start rather than steal a live daemon's socket.
+ *
+ * Connections move through reading -> (deferred) -> writing -> lingering:
+ * after the response the write side is shut down and unread input is
+ * drained for a moment before close(), so a client whose request we refused
+ * early (413) still gets the response instead of a reset. At most
+ * ADMIN_MAX_CONNS connections per listener: when full, or when accept() runs
+ * out of descriptors, the listener stops watching (a timer re-arms it after
+ * EMFILE) so the loop never spins on a readable listening socket.
+ */
+#include "supervisor/admin.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/config.h"
+#include "common/log.h"
+#include "common/units.h"
+#include "supervisor/status.h"
+#include "supervisor/supervisor.h"
+
+#define ADMIN_LINGER_TIMEOUT 2.0    /* seconds to drain input after the response */
+#define ADMIN_ACCEPT_BACKOFF 1.0    /* seconds to pause accept() after EMFILE */
+#define ADMIN_ACCEPT_BATCH   16
+#define ADMIN_PARAM_MAX      256
+
+enum admin_conn_state {
+	ADMIN_CONN_READING = 0,
+	ADMIN_CONN_DEFERRED,
+	ADMIN_CONN_WRITING,
+	ADMIN_CONN_LINGERING,
+};
+
+struct admin_server {
+	struct admin *admin;
+	const char *kind;               /* "control" or "http", for logs */
+	int fd;
+	ev_io io;
+	ev_timer backoff;
+	bool backing_off;
+	unsigned n_conns;
+};
+
+struct admin_conn {
+	struct admin_server *srv;
+	int fd;
+	enum admin_conn_state state;
+	ev_io io;
+	ev_timer timer;
+	struct http_parser parser;
+	bool continue_sent;
+	bool head_only;                 /* HEAD: headers without the body */
+	char *out;
+	size_t out_len, out_off;
+	struct admin_conn *prev, *next;
+};
+
+struct admin {
+	struct sup *sup;
+	struct admin_server control;
+	struct admin_server http;
+	char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	dev_t socket_dev;               /* to unlink only our own socket */
+	ino_t socket_ino;
+	struct admin_conn *conns;
+};
+
+struct admin_route {
+	const char *method;
+	const char *pattern;
+	admin_handler_fn handler;
+};
+
+static enum admin_handler_result admin_h_health(struct admin_request *, struct admin_response *);
+static enum admin_handler_result admin_h_ready(struct admin_request *, struct admin_response *);
+static enum admin_handler_result admin_h_clusters(struct admin_request *, struct admin_response *);
+static enum admin_handler_result admin_h_cluster(struct admin_request *, struct admin_response *);
+static enum admin_handler_result admin_h_validate(struct admin_request *, struct admin_response *);
+static enum admin_handler_result admin_h_metrics(struct admin_request *, struct admin_response *);
+
+/* The routes of DESIGN §7 served so far. */
+static const struct admin_route admin_routes[] = {
+	{ "GET", "/admin/health", admin_h_health },
+	{ "GET", "/admin/ready", admin_h_ready },
+	{ "GET", "/admin/clusters", admin_h_clusters },
+	{ "GET", "/admin/clusters/*", admin_h_cluster },
+	{ "POST", "/admin/config/validate", admin_h_validate },
+	{ "GET", "/metrics", admin_h_metrics },
+};
+
+static void admin_conn_close(struct admin_conn *c);
+static void admin_server_update(struct admin_server *srv);
+static void admin_seterr(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static const char *
+admin_conn_state_str(enum admin_conn_state s)
+{
+	switch (s) {
+	case ADMIN_CONN_READING:
+		return "reading";
+	case ADMIN_CONN_DEFERRED:
+		return "deferred";
+	case ADMIN_CONN_WRITING:
+		return "writing";
+	case ADMIN_CONN_LINGERING:
+		return "lingering";
+	}
+	return "unknown";
+}
+
+static void
+admin_seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* A client-supplied string made safe for a quoted logfmt value. */
+static void
+admin_sanitize(const char *in, char *out, size_t len)
+{
+	size_t i;
+
+	for (i = 0; in[i] != '\0' && i + 1 < len; i++) {
+		unsigned char ch = (unsigned char)in[i];
+		out[i] = (ch < 0x20 || ch >= 0x7f || ch == '"' || ch == '\\') ? '?' : (char)ch;
+	}
+	out[i] = '\0';
+}
+
+/* --- responses ---------------------------------------------------------- */
+
+void
+admin_response_json(struct admin_response *resp, int status, json_t *body)
+{
+	free(resp->body);
+	resp->body = status_dump(body, &resp->body_len);
+	json_decref(body);
+	resp->status = status;
+	resp->content_type = "application/json";
+	if (resp->body == NULL) {
+		static const char oom[] = "{\"error\":\"out of memory\"}\n";
+
+		resp->status = 500;
+		resp->body = strdup(oom);
+		resp->body_len = resp->body ? sizeof oom - 1 : 0;
+	}
+}
+
+void
+admin_response_error(struct admin_response *resp, int status, const char *fmt, ...)
+{
+	char msg[512];
+	json_t *j;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	/* json_string refuses invalid UTF-8 (e.g. echoed from a path) */
+	if ((j = json_pack("{s:s}", "error", msg)) == NULL)
+		j = json_pack("{s:s}", "error", http_status_reason(status));
+	admin_response_json(resp, status, j);
+}
+
+/* --- routing ------------------------------------------------------------ */
+
+/* Match path against pattern segment by segment; '*' matches one non-empty
+ * segment, copied into param. */
+static bool
+admin_route_match(const char *pattern, const char *path, char *param, size_t plen)
+{
+	while (*pattern != '\0') {
+		if (*pattern == '*') {
+			size_t n = strcspn(path, "/");
+
+			if (n == 0 || n >= plen)
+				return false;
+			memcpy(param, path, n);
+			param[n] = '\0';
+			path += n;
+			pattern++;
+			continue;
+		}
+		if (*pattern != *path)
+			return false;
+		pattern++;
+		path++;
+	}
+	return *path == '\0';
+}
+
+static enum admin_handler_result
+admin_dispatch(struct admin_conn *c, struct admin_response *resp)
+{
+	const struct http_request *hr = &c->parser.req;
+	struct admin_request req = { c->srv->admin->sup, c, hr, NULL };
+	const char *method = hr->method;
+	char param[ADMIN_PARAM_MAX], allow[128] = "";
+	size_t i;
+	bool path_known = false;
+
+	if (strcmp(method, "HEAD") == 0) {
+		c->head_only = true;
+		method = "GET";
+	}
+	for (i = 0; i < sizeof admin_routes / sizeof admin_routes[0]; i++) {
+		const struct admin_route *r = &admin_routes[i];
+
+		if (!admin_route_match(r->pattern, hr->path, param, sizeof param))
+			continue;
+		if (strcmp(r->method, method) == 0) {
+			req.param = strchr(r->pattern, '*') ? param : NULL;
+			return r->handler(&req, resp);
+		}
+		if (strstr(allow, r->method) == NULL) {
+			size_t n = strlen(allow);
+
+			snprintf(allow + n, sizeof allow - n, "%s%s%s", n ? ", " : "",
+			    r->method, strcmp(r->method, "GET") == 0 ? ", HEAD" : "");
+		}
+		path_known = true;
+	}
+	if (path_known) {
+		admin_response_error(resp, 405, "method %s not allowed for %s", hr->method, hr->path);
+		snprintf(resp->extra_headers, sizeof resp->extra_headers, "Allow: %s\r\n", allow);
+		return ADMIN_RESPOND;
+	}
+	admin_response_error(resp, 404, "no such endpoint: %s", hr->path);
+	return ADMIN_RESPOND;
+}
+
+/* --- handlers ----------------------------------------------------------- */
+
+static enum admin_handler_result
+admin_h_health(struct admin_request *req, struct admin_response *resp)
+{
+	admin_response_json(resp, 200, status_health_json(req->sup, clock_wall_ms()));
+	return ADMIN_RESPOND;
+}
+
+static enum admin_handler_result
+admin_h_ready(struct admin_request *req, struct admin_response *resp)
+{
+	admin_response_json(resp, sup_ready(req->sup) ? 200 : 503, status_ready_json(req->sup));
+	return ADMIN_RESPOND;
+}
+
+static enum admin_handler_result
+admin_h_clusters(struct admin_request *req, struct admin_response *resp)
+{
+	admin_response_json(resp, 200, status_clusters_json(req->sup));
+	return ADMIN_RESPOND;
+}
+
+static enum admin_handler_result
+admin_h_cluster(struct admin_request *req, struct admin_response *resp)
+{
+	struct sup_cluster *c = sup_find_cluster(req->sup, req->param);
+
+	if (c == NULL)
+		admin_response_error(resp, 404, "no cluster named '%s'", req->param);
+	else
+		admin_response_json(resp, 200, status_cluster_json(c));
+	return ADMIN_RESPOND;
+}
+
+static enum admin_handler_result
+admin_h_metrics(struct admin_request *req, struct admin_response *resp)
+{
+	resp->body = status_metrics_text(req->sup, &resp->body_len);
+	if (resp->body == NULL) {
+		admin_response_error(resp, 500, "out of memory");
+		return ADMIN_RESPOND;
+	}
+	resp->status = 200;
+	resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
+	return ADMIN_RESPOND;
+}
+
+/* Read the whole config file (at most HTTP_MAX_BODY bytes) into *out. */
+static int
+admin_read_file(const char *path, char **out, size_t *len, char *err, size_t errlen)
+{
+	char *buf = NULL;
+	size_t n = 0, cap = 0;
+	ssize_t r;
+	int fd;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
+		admin_seterr(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+		return -1;
+	}
+	for (;;) {
+		if (n == cap) {
+			char *nb;
+
+			if (cap >= HTTP_MAX_BODY) {
+				admin_seterr(err, errlen, "%s: file larger than %u bytes", path,
+				    HTTP_MAX_BODY);
+				goto fail;
+			}
+			cap = cap ? cap * 2 : 8192;
+			if ((nb = realloc(buf, cap + 1)) == NULL) {
+				admin_seterr(err, errlen, "%s: out of memory", path);
+				goto fail;
+			}
+			buf = nb;
+		}
+		r = read(fd, buf + n, cap - n);
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r == -1) {
+			admin_seterr(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+			goto fail;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	if (buf == NULL && (buf = malloc(1)) == NULL) {
+		admin_seterr(err, errlen, "%s: out of memory", path);
+		return -1;
+	}
+	buf[n] = '\0';
+	*out = buf;
+	*len = n;
+	return 0;
+fail:
+	close(fd);
+	free(buf);
+	return -1;
+}
+
+static json_t *
+admin_invalid(const char *msg)
+{
+	json_t *errs = json_array();
+
+	if (json_array_append_new(errs, json_string(msg)) == -1)
+		json_array_append_new(errs, json_string("invalid configuration"));
+	return json_pack("{s:b, s:o}", "valid", 0, "errors", errs);
+}
+
+static enum admin_handler_result
+admin_h_validate(struct admin_request *req, struct admin_response *resp)
+{
+	const struct http_request *hr = req->http;
+	const char *name = "<request>", *text = hr->body;
+	size_t len = hr->body_len, i;
+	char *file = NULL, err[512];
+	unsigned char hash[crypto_hash_sha256_BYTES];
+	char version[8 + 2 * crypto_hash_sha256_BYTES + 1];
+	struct cfg_errors errs;
+	struct cfg cfg;
+	json_t *a;
+
+	if (len == 0) {
+		name = req->sup->config_path;
+		if (name == NULL) {
+			admin_response_json(resp, 400, admin_invalid("no configuration file to validate"));
+			return ADMIN_RESPOND;
+		}
+		if (admin_read_file(name, &file, &len, err, sizeof err) == -1) {
+			admin_response_json(resp, 400, admin_invalid(err));
+			return ADMIN_RESPOND;
+		}
+		text = file;
+	}
+	crypto_hash_sha256(hash, (const unsigned char *)text, len);
+	memcpy(version, "sha256:", 7);
+	sodium_bin2hex(version + 7, sizeof version - 7, hash, sizeof hash);
+
+	cfg_errors_init(&errs);
+	memset(&cfg, 0, sizeof cfg);
+	if (cfg_parse_string(name, text, len, &cfg, &errs) == 0) {
+		admin_response_json(resp, 200, json_pack("{s:b, s:s, s:I}",
+		    "valid", 1, "configVersion", version,
+		    "clusters", (json_int_t)cfg.n_clusters));
+		cfg_free(&cfg);
+	} else {
+		a = json_array();
+		for (i = 0; i < errs.n; i++) {
+			json_t *m = json_string(errs.msg[i]);
+
+			/* posted text may not be UTF-8; keep the message visible */
+			if (m == NULL)
+				m = json_string("(error message is not valid UTF-8)");
+			json_array_append_new(a, m);
+		}
+		if (errs.n == 0)
+			json_array_append_new(a, json_string("invalid configuration"));
+		admin_response_json(resp, 400, json_pack("{s:b, s:o}", "valid", 0, "errors", a));
+	}
+	cfg_errors_free(&errs);
+	free(file);
+	return ADMIN_RESPOND;
+}
+
+/* --- connections -------------------------------------------------------- */
+
+static void
+admin_conn_close(struct admin_conn *c)
+{
+	struct admin_server *srv = c->srv;
+	struct ev_loop *loop = srv->admin->sup->loop;
+
+	ev_io_stop(loop, &c->io);
+	ev_timer_stop(loop, &c->timer);
+	close(c->fd);
+	http_parser_free(&c->parser);
+	free(c->out);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		srv->admin->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	free(c);
+	srv->n_conns--;
+	admin_server_update(srv);
+}
+
+static void
+admin_conn_set_timer(struct admin_conn *c, double seconds)
+{
+	struct ev_loop *loop = c->srv->admin->sup->loop;
+
+	ev_timer_stop(loop, &c->timer);
+	if (seconds > 0) {
+		ev_timer_set(&c->timer, seconds, 0.);
+		ev_timer_start(loop, &c->timer);
+	}
+}
+
+static void
+admin_conn_linger(struct admin_conn *c)
+{
+	struct ev_loop *loop = c->srv->admin->sup->loop;
+
+	if (shutdown(c->fd, SHUT_WR) == -1) {
+		admin_conn_close(c);
+		return;
+	}
+	c->state = ADMIN_CONN_LINGERING;
+	ev_io_stop(loop, &c->io);
+	ev_io_set(&c->io, c->fd, EV_READ);
+	ev_io_start(loop, &c->io);
+	admin_conn_set_timer(c, ADMIN_LINGER_TIMEOUT);
+}
+
+static void
+admin_conn_write(struct admin_conn *c)
+{
+	ssize_t n;
+
+	while (c->out_off < c->out_len) {
+		n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n == -1) {
+			log_debug("admin client write failed", "listener=%s error=\"%s\"",
+			    c->srv->kind, strerror(errno));
+			admin_conn_close(c);
+			return;
+		}
+		c->out_off += (size_t)n;
+	}
+	admin_conn_linger(c);
+}
+
+/* Format resp and start sending it; takes over resp->body. */
+static void
+admin_conn_send(struct admin_conn *c, struct admin_response *resp)
+{
+	struct ev_loop *loop = c->srv->admin->sup->loop;
+	char path[128];
+
+	admin_sanitize(c->parser.req.path ? c->parser.req.path : "-", path, sizeof path);
+	log_debug("admin request", "listener=%s method=%s path=\"%s\" status=%d",
+	    c->srv->kind, c->parser.req.method[0] ? c->parser.req.method : "-",
+	    path, resp->status);
+	free(c->out);
+	c->out = http_format_response(resp->status, resp->content_type,
+	    resp->extra_headers[0] ? resp->extra_headers : NULL,
+	    resp->body, resp->body_len, c->head_only, &c->out_len);
+	free(resp->body);
+	resp->body = NULL;
+	if (c->out == NULL) {
+		admin_conn_close(c);
+		return;
+	}
+	c->out_off = 0;
+	c->state = ADMIN_CONN_WRITING;
+	ev_io_stop(loop, &c->io);
+	ev_io_set(&c->io, c->fd, EV_WRITE);
+	ev_io_start(loop, &c->io);
+	admin_conn_set_timer(c, ADMIN_WRITE_TIMEOUT);
+	admin_conn_write(c);
+}
+
+void
+admin_conn_respond(struct admin_conn *c, struct admin_response *resp)
+{
+	if (c->state != ADMIN_CONN_DEFERRED) {
+		free(resp->body);
+		resp->body = NULL;
+		return;
+	}
+	admin_conn_send(c, resp);
+}
+
+static void
+admin_conn_request(struct admin_conn *c)
+{
+	struct ev_loop *loop = c->srv->admin->sup->loop;
+	struct admin_response resp;
+
+	memset(&resp, 0, sizeof resp);
+	if (admin_dispatch(c, &resp) == ADMIN_DEFERRED) {
+		/* deferred: wait for admin_conn_respond(), read no further */
+		c->state = ADMIN_CONN_DEFERRED;
+		ev_io_stop(loop, &c->io);
+		admin_conn_set_timer(c, 0);
+		free(resp.body);
+		return;
+	}
+	admin_conn_send(c, &resp);
+}
+
+static void
+admin_conn_fail(struct admin_conn *c, int status, const char *msg)
+{
+	struct admin_response resp;
+
+	memset(&resp, 0, sizeof resp);
+	admin_response_error(&resp, status, "%s", msg);
+	admin_conn_send(c, &resp);
+}
+
+static void
+admin_conn_readable(struct admin_conn *c)
+{
+	char buf[16384];
+	ssize_t n;
+	enum http_result rc;
+
+	n = recv(c->fd, buf, sizeof buf, 0);
+	if (n == -1 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+		return;
+	if (n <= 0) {
+		/* EOF or error; in lingering this is the normal end */
+		admin_conn_close(c);
+		return;
+	}
+	if (c->state == ADMIN_CONN_LINGERING)
+		return;         /* discard */
+
+	rc = http_parser_feed(&c->parser, buf, (size_t)n);
+	if (rc == HTTP_ERROR) {
+		admin_conn_fail(c, c->parser.status, c->parser.error);
+		return;
+	}
+	if (rc == HTTP_DONE) {
+		admin_conn_request(c);
+		return;
+	}
+	if (!c->continue_sent && http_parser_wants_continue(&c->parser)) {
+		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+		/* best effort: a client that misses it sends the body anyway */
+		c->continue_sent = true;
+		(void)send(c->fd, cont, sizeof cont - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+	}
+}
+
+static void
+admin_conn_io_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct admin_conn *c = w->data;
+
+	(void)loop;
+	if (c->state == ADMIN_CONN_WRITING) {
+		if (revents & EV_WRITE)
+			admin_conn_write(c);
+		return;
+	}
+	if (revents & EV_READ)
+		admin_conn_readable(c);
+}
+
+static void
+admin_conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct admin_conn *c = w->data;
+
+	(void)loop;
+	(void)revents;
+	log_debug("admin client timed out", "listener=%s state=%s", c->srv->kind,
+	    admin_conn_state_str(c->state));
+	if (c->state == ADMIN_CONN_READING && c->parser.len > 0) {
+		admin_conn_fail(c, 408, "request not received in time");
+		return;
+	}
+	admin_conn_close(c);
+}
+
+/* --- listeners ---------------------------------------------------------- */
+
+/* Watch the listening socket only while there is room and no back-off. */
+static void
+admin_server_update(struct admin_server *srv)
+{
+	struct ev_loop *loop = srv->admin->sup->loop;
+
+	if (srv->fd == -1)
+		return;
+	if (!srv->backing_off && srv->n_conns < ADMIN_MAX_CONNS)
+		ev_io_start(loop, &srv->io);
+	else
+		ev_io_stop(loop, &srv->io);
+}
+
+static void
+admin_backoff_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct admin_server *srv = w->data;
+
+	(void)loop;
+	(void)revents;
+	srv->backing_off = false;
+	admin_server_update(srv);
+}
+
+static void
+admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct admin_server *srv = w->data;
+	struct admin *a = srv->admin;
+	struct admin_conn *c;
+	int fd, i;
+
+	(void)revents;
+	for (i = 0; i < ADMIN_ACCEPT_BATCH && srv->n_conns < ADMIN_MAX_CONNS; i++) {
+		fd = accept4(srv->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd == -1) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				log_warn("admin accept paused", "listener=%s error=\"%s\" retry_s=%g",
+				    srv->kind, strerror(errno), ADMIN_ACCEPT_BACKOFF);
+				srv->backing_off = true;
+				ev_timer_set(&srv->backoff, ADMIN_ACCEPT_BACKOFF, 0.);
+				ev_timer_start(loop, &srv->backoff);
+				break;
+			}
+			log_warn("admin accept failed", "listener=%s error=\"%s\"", srv->kind,
+			    strerror(errno));
+			break;
+		}
+		if ((c = calloc(1, sizeof *c)) == NULL) {
+			close(fd);
+			break;
+		}
+		c->srv = srv;
+		c->fd = fd;
+		c->state = ADMIN_CONN_READING;
+		http_parser_init(&c->parser);
+		ev_io_init(&c->io, admin_conn_io_cb, fd, EV_READ);
+		c->io.data = c;
+		ev_timer_init(&c->timer, admin_conn_timer_cb, ADMIN_READ_TIMEOUT, 0.);
+		c->timer.data = c;
+		ev_io_start(loop, &c->io);
+		ev_timer_start(loop, &c->timer);
+		c->next = a->conns;
+		if (a->conns)
+			a->conns->prev = c;
+		a->conns = c;
+		srv->n_conns++;
+	}
+	admin_server_update(srv);
+}
+
+static void
+admin_server_init(struct admin *a, struct admin_server *srv, const char *kind)
+{
+	srv->admin = a;
+	srv->kind = kind;
+	srv->fd = -1;
+	ev_timer_init(&srv->backoff, admin_backoff_cb, ADMIN_ACCEPT_BACKOFF, 0.);
+	srv->backoff.data = srv;
+}
+
+static void
+admin_server_start(struct admin_server *srv, int fd)
+{
+	srv->fd = fd;
+	ev_io_init(&srv->io, admin_accept_cb, fd, EV_READ);
+	srv->io.data = srv;
+	admin_server_update(srv);
+}
+
+/* mkdir -p of the directory part of path, new directories 0755. */
+static int
+admin_mkdir_parent(const char *path, char *err, size_t errlen)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char *p;
+	struct stat st;
+
+	snprintf(dir, sizeof dir, "%s", path);
+	if ((p = strrchr(dir, '/')) == NULL || p == dir)
+		return 0;
+	*p = '\0';
+	if (stat(dir, &st) == 0)
+		return 0;
+	for (p = dir + 1; ; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char save = *p;
+
+		*p = '\0';
+		if (mkdir(dir, 0755) == -1 && errno != EEXIST) {
+			admin_seterr(err, errlen, "cannot create directory %s: %s", dir,
+			    strerror(errno));
+			return -1;
+		}
+		*p = save;
+		if (save == '\0')
+			break;
+	}
+	return 0;
+}
+
+/* Is a daemon answering on this Unix socket? 1 yes, 0 stale, -1 unknown. */
+static int
+admin_socket_live(const struct sockaddr_un *sun)
+{
+	int fd, rc;
+
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) == -1)
+		return -1;
+	rc = connect(fd, (const struct sockaddr *)sun, sizeof *sun);
+	if (rc == 0 || errno == EAGAIN || errno == EINPROGRESS)
+		rc = 1;
+	else if (errno == ECONNREFUSED)
+		rc = 0;
+	else
+		rc = -1;
+	close(fd);
+	return rc;
+}
+
+static int
+admin_bind_control(struct admin *a, const char *path, char *err, size_t errlen)
+{
+	struct sockaddr_un sun;
+	struct stat st;
+	mode_t old_umask;
+	int fd, rc, live;
+
+	memset(&sun, 0, sizeof sun);
+	sun.sun_family = AF_UNIX;
+	if (path[0] == '\0' || strlen(path) >= sizeof sun.sun_path) {
+		admin_seterr(err, errlen, "control socket path '%s' is empty or too long", path);
+		return -1;
+	}
+	memcpy(sun.sun_path, path, strlen(path) + 1);
+	if (admin_mkdir_parent(path, err, errlen) == -1)
+		return -1;
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) == -1) {
+		admin_seterr(err, errlen, "control socket: %s", strerror(errno));
+		return -1;
+	}
+	/* no window where the socket exists with looser permissions */
+	old_umask = umask(0177);
+	rc = bind(fd, (struct sockaddr *)&sun, sizeof sun);
+	if (rc == -1 && errno == EADDRINUSE) {
+		live = admin_socket_live(&sun);
+		if (live == 1) {
+			admin_seterr(err, errlen, "control socket %s: another ferryd is "
+			    "already listening there", path);
+			goto fail_umask;
+		}
+		if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+			admin_seterr(err, errlen, "control socket %s: exists and is not a socket",
+			    path);
+			goto fail_umask;
+		}
+		if (live == -1) {
+			admin_seterr(err, errlen, "control socket %s: in use and cannot be "
+			    "probed", path);
+			goto fail_umask;
+		}
+		log_info("removing stale control socket", "path=\"%s\"", path);
+		if (unlink(path) == -1 && errno != ENOENT) {
+			admin_seterr(err, errlen, "control socket %s: cannot remove stale "
+			    "socket: %s", path, strerror(errno));
+			goto fail_umask;
+		}
+		rc = bind(fd, (struct sockaddr *)&sun, sizeof sun);
+	}
+	umask(old_umask);
+	if (rc == -1) {
+		admin_seterr(err, errlen, "control socket %s: bind: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (chmod(path, 0600) == -1 || lstat(path, &st) == -1) {
+		admin_seterr(err, errlen, "control socket %s: %s", path, strerror(errno));
+		unlink(path);
+		goto fail;
+	}
+	if (listen(fd, ADMIN_MAX_CONNS) == -1) {
+		admin_seterr(err, errlen, "control socket %s: listen: %s", path, strerror(errno));
+		unlink(path);
+		goto fail;
+	}
+	memcpy(a->socket_path, path, strlen(path) + 1);
+	a->socket_dev = st.st_dev;
+	a->socket_ino = st.st_ino;
+	admin_server_start(&a->control, fd);
+	return 0;
+fail_umask:
+	umask(old_umask);
+fail:
+	close(fd);
+	return -1;
+}
+
+static int
+admin_bind_tcp(struct admin *a, const struct cfg_addr *addr, char *err, size_t errlen)
+{
+	struct addrinfo hints, *res = NULL, *ai;
+	char port[8], name[CFG_HOST_MAX + 16];
+	int fd = -1, one = 1, gai, e = 0;
+
+	units_fmt_addr(addr, name, sizeof name);
+	memset(&hints, 0, sizeof hints);
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	snprintf(port, sizeof port, "%u", (unsigned)addr->port);
+	if ((gai = getaddrinfo(addr->host[0] ? addr->host : NULL, port, &hints, &res)) != 0) {
+		admin_seterr(err, errlen, "admin_listen %s: %s", name, gai_strerror(gai));
+		return -1;
+	}
+	for (ai = res; ai != NULL; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		    ai->ai_protocol);
+		if (fd == -1) {
+			e = errno;
+			continue;
+		}
+		if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+		    bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+		    listen(fd, ADMIN_MAX_CONNS) == 0)
+			break;
+		e = errno;
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	if (fd == -1) {
+		admin_seterr(err, errlen, "admin_listen %s: bind: %s", name,
+		    strerror(e ? e : EADDRNOTAVAIL));
+		return -1;
+	}
+	admin_server_start(&a->http, fd);
+	return 0;
+}
+
+int
+admin_start(struct sup *s, char *err, size_t errlen)
+{
+	struct admin *a;
+	char name[CFG_HOST_MAX + 16];
+
+	if (s->admin != NULL) {
+		admin_seterr(err, errlen, "admin API already started");
+		return -1;
+	}
+	if (sodium_init() == -1) {
+		admin_seterr(err, errlen, "libsodium initialisation failed");
+		return -1;
+	}
+	if ((a = calloc(1, sizeof *a)) == NULL) {
+		admin_seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	a->sup = s;
+	admin_server_init(a, &a->control, "control");
+	admin_server_init(a, &a->http, "http");
+	s->admin = a;
+	if (admin_bind_control(a, s->cfg.control_socket, err, errlen) == -1)
+		goto fail;
+	log_info("control socket listening", "path=\"%s\"", s->cfg.control_socket);
+	if (s->cfg.admin_enabled) {
+		if (admin_bind_tcp(a, &s->cfg.admin_listen, err, errlen) == -1)
+			goto fail;
+		units_fmt_addr(&s->cfg.admin_listen, name, sizeof name);
+		log_info("admin API listening", "address=%s", name);
+	}
+	return 0;
+fail:
+	admin_stop(s);
+	return -1;
+}
+
+static void
+admin_server_close(struct admin_server *srv)
+{
+	struct ev_loop *loop = srv->admin->sup->loop;
+
+	ev_timer_stop(loop, &srv->backoff);
+	if (srv->fd == -1)
+		return;
+	ev_io_stop(loop, &srv->io);
+	close(srv->fd);
+	srv->fd = -1;
+}
+
+void
+admin_stop(struct sup *s)
+{
+	struct admin *a = s->admin;
+	struct stat st;
+
+	if (a == NULL)
+		return;
+	admin_server_close(&a->control);
+	admin_server_close(&a->http);
+	while (a->conns != NULL)
+		admin_conn_close(a->conns);
+	if (a->socket_path[0] != '\0' && lstat(a->socket_path, &st) == 0 &&
+	    st.st_dev == a->socket_dev && st.st_ino == a->socket_ino)
+		unlink(a->socket_path);
+	free(a);
+	s->admin = NULL;
+}

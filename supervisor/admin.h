@@ -1,0 +1,78 @@
+/*
+ * admin — the HTTP admin API of ferryd (DESIGN §7), served identically on
+ * the control socket (Unix, mode 0600) and on `admin_listen` (TCP).
+ *
+ * Each connection carries one request: it is read with a deadline, routed
+ * through a static table of {method, path pattern, handler}, answered with
+ * "Connection: close" and closed. Everything a client can do wrong costs it
+ * only its own connection.
+ *
+ * Adding a route: write a handler with the admin_handler_fn signature and add
+ * a row to admin_routes[] in admin.c. A '*' path segment matches one
+ * non-empty segment, handed to the handler as req->param
+ * ("/admin/clusters/ * /drain"). A handler either fills the response and
+ * returns ADMIN_RESPOND, or keeps req->conn, returns ADMIN_DEFERRED and later
+ * completes it with admin_conn_respond() (e.g. a reload that waits for
+ * workers). A deferred connection is not timed out; admin_stop() closes it,
+ * so whoever holds it must forget it before (or when) the admin stops.
+ */
+#ifndef FERRY_SUPERVISOR_ADMIN_H
+#define FERRY_SUPERVISOR_ADMIN_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "supervisor/http.h"
+
+struct sup;
+struct admin;
+struct admin_conn;
+
+#define ADMIN_MAX_CONNS     64      /* per listener */
+#define ADMIN_READ_TIMEOUT  10.0    /* seconds to receive a whole request */
+#define ADMIN_WRITE_TIMEOUT 10.0    /* seconds to send the response */
+
+/* Bind the control socket and, when enabled, the TCP admin listener, and
+ * start serving on s->loop. Stores its state in s->admin. Returns 0, or -1
+ * with a message in err (nothing left bound or allocated). */
+int admin_start(struct sup *s, char *err, size_t errlen);
+
+/* Close every listener and connection, unlink the control socket and free
+ * s->admin. Safe to call when admin_start failed or was never called. */
+void admin_stop(struct sup *s);
+
+struct admin_request {
+	struct sup *sup;
+	struct admin_conn *conn;        /* for ADMIN_DEFERRED */
+	const struct http_request *http;
+	const char *param;              /* the segment matched by '*', or NULL */
+};
+
+struct admin_response {
+	int status;
+	const char *content_type;       /* static string; NULL for none */
+	char *body;                     /* malloc'd, owned by the admin */
+	size_t body_len;
+	char extra_headers[256];        /* complete "Name: value\r\n" lines */
+};
+
+enum admin_handler_result {
+	ADMIN_RESPOND = 0,
+	ADMIN_DEFERRED,
+};
+
+typedef enum admin_handler_result (*admin_handler_fn)(struct admin_request *req,
+						      struct admin_response *resp);
+
+/* Set a JSON response: compact dump of body plus "\n". Steals the body
+ * reference; a NULL body (allocation failed) becomes a 500. */
+void admin_response_json(struct admin_response *resp, int status, json_t *body);
+
+/* Set {"error":"..."} as the response. */
+void admin_response_error(struct admin_response *resp, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Complete a deferred request: takes over resp->body and starts writing. */
+void admin_conn_respond(struct admin_conn *c, struct admin_response *resp);
+
+#endif

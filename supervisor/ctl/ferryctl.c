@@ -1,0 +1,868 @@
+/*
+ * ferryctl — command-line client of the ferryd admin API (DESIGN §8).
+ *
+ * One blocking HTTP/1.1 request per run, over the control socket (default
+ * FERRY_DEFAULT_SOCKET, overridden by $FERRY_SOCKET, or -s) or over the
+ * TCP admin listener (-a HOST:PORT), with a 30 s budget for the whole
+ * exchange. --json prints the response body unchanged; otherwise the JSON
+ * is rendered for people (a table for status).
+ *
+ * Exit codes are contract: 0 ok, 1 the operation failed or was rejected
+ * (HTTP 4xx/5xx, not ready, invalid config, unknown cluster), 2 usage,
+ * 3 ferryd could not be reached (connect error, timeout, garbled reply).
+ *
+ * Links only jansson and the HTTP message code of supervisor/http.c; none of
+ * the supervisor's event-loop code.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "supervisor/http.h"
+
+#define CTL_EXIT_OK          0
+#define CTL_EXIT_FAILED      1
+#define CTL_EXIT_USAGE       2
+#define CTL_EXIT_UNREACHABLE 3
+
+#define CTL_TIMEOUT_MS   30000
+#define CTL_REPLY_MAX    (64u * 1024 * 1024)
+
+struct ctl_opts {
+	const char *socket;             /* control socket path */
+	const char *address;            /* HOST:PORT of admin_listen, or NULL */
+	bool json;
+};
+
+struct ctl_reply {
+	char *raw;                      /* whole response as received */
+	size_t raw_len;
+	int status;
+	const char *body;               /* inside raw */
+	size_t body_len;
+};
+
+static void ctl_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void
+ctl_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("ferryctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void
+ctl_usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: ferryctl [-s SOCKET | -a HOST:PORT] [--json] COMMAND [ARGS]\n"
+	    "\n"
+	    "commands:\n"
+	    "  status [NAME]      table of clusters (NAME STATE SINCE GEN PID CONNS REASON)\n"
+	    "  health             is ferryd running\n"
+	    "  ready              is ferryd serving per its startup_policy (exit 1 if not)\n"
+	    "  validate [FILE]    validate FILE, or ferryd's own config file without FILE\n"
+	    "  metrics            Prometheus metrics\n"
+	    "\n"
+	    "options:\n"
+	    "  -s, --socket SOCKET       control socket (default: $FERRY_SOCKET, else %s)\n"
+	    "  -a, --address HOST:PORT   use the HTTP admin listener instead\n"
+	    "  -j, --json                print the API's JSON response unchanged\n"
+	    "  -h, --help                show this help\n"
+	    "  -V, --version             show the version\n"
+	    "\n"
+	    "exit codes: 0 ok, 1 operation failed or rejected, 2 usage, 3 cannot reach ferryd\n",
+	    FERRY_DEFAULT_SOCKET);
+}
+
+/* --- transport ---------------------------------------------------------- */
+
+static long
+ctl_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Let the next blocking call on fd wait at most until the deadline. */
+static int
+ctl_arm_timeout(int fd, long deadline)
+{
+	long left = deadline - ctl_now_ms();
+	struct timeval tv;
+
+	if (left <= 0) {
+		errno = ETIMEDOUT;
+		return -1;
+	}
+	tv.tv_sec = left / 1000;
+	tv.tv_usec = (left % 1000) * 1000;
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) == -1 ||
+	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == -1)
+		return -1;
+	return 0;
+}
+
+static const char *
+ctl_strerror(int e)
+{
+	/* a socket timeout surfaces as EAGAIN (or EINPROGRESS from connect) */
+	if (e == EAGAIN || e == EWOULDBLOCK || e == EINPROGRESS || e == ETIMEDOUT)
+		return "timed out";
+	return strerror(e);
+}
+
+static int
+ctl_connect_unix(const char *path, long deadline, char *err, size_t errlen)
+{
+	struct sockaddr_un sun;
+	int fd;
+
+	memset(&sun, 0, sizeof sun);
+	sun.sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof sun.sun_path) {
+		snprintf(err, errlen, "control socket path too long: %s", path);
+		return -1;
+	}
+	memcpy(sun.sun_path, path, strlen(path) + 1);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1 ||
+	    ctl_arm_timeout(fd, deadline) == -1 ||
+	    connect(fd, (struct sockaddr *)&sun, sizeof sun) == -1) {
+		snprintf(err, errlen, "cannot connect to %s: %s", path, ctl_strerror(errno));
+		if (fd != -1)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Split "host:port" or "[v6]:port". */
+static int
+ctl_split_address(const char *a, char *host, size_t hostlen, char *port, size_t portlen)
+{
+	const char *colon, *h = a;
+	size_t hl;
+	char *end;
+	long p;
+
+	if (a[0] == '[') {
+		const char *rb = strchr(a, ']');
+
+		if (rb == NULL || rb[1] != ':')
+			return -1;
+		h = a + 1;
+		hl = (size_t)(rb - h);
+		colon = rb + 1;
+	} else {
+		if ((colon = strrchr(a, ':')) == NULL)
+			return -1;
+		hl = (size_t)(colon - a);
+		if (memchr(a, ':', hl) != NULL)
+			return -1;      /* bare IPv6 needs brackets */
+	}
+	errno = 0;
+	p = strtol(colon + 1, &end, 10);
+	if (hl == 0 || hl >= hostlen || colon[1] == '\0' || *end != '\0' ||
+	    errno != 0 || p < 1 || p > 65535)
+		return -1;
+	memcpy(host, h, hl);
+	host[hl] = '\0';
+	snprintf(port, portlen, "%ld", p);
+	return 0;
+}
+
+static int
+ctl_connect_tcp(const char *address, long deadline, char *err, size_t errlen)
+{
+	struct addrinfo hints, *res, *ai;
+	char host[256], port[8];
+	int fd = -1, gai, e = 0;
+
+	if (ctl_split_address(address, host, sizeof host, port, sizeof port) == -1) {
+		snprintf(err, errlen, "bad address '%s' (want HOST:PORT)", address);
+		return -1;
+	}
+	memset(&hints, 0, sizeof hints);
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICSERV;
+	if ((gai = getaddrinfo(host, port, &hints, &res)) != 0) {
+		snprintf(err, errlen, "cannot resolve %s: %s", host, gai_strerror(gai));
+		return -1;
+	}
+	for (ai = res; ai != NULL; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+		if (fd == -1) {
+			e = errno;
+			continue;
+		}
+		if (ctl_arm_timeout(fd, deadline) == 0 &&
+		    connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+			break;
+		e = errno;
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	if (fd == -1)
+		snprintf(err, errlen, "cannot connect to %s: %s", address, ctl_strerror(e));
+	return fd;
+}
+
+static int
+ctl_send_all(int fd, const char *p, size_t n, long deadline)
+{
+	ssize_t w;
+
+	while (n > 0) {
+		if (ctl_arm_timeout(fd, deadline) == -1)
+			return -1;
+		w = send(fd, p, n, MSG_NOSIGNAL);
+		if (w == -1 && errno == EINTR)
+			continue;
+		if (w == -1)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* One request; the server closes the connection after its response. Returns
+ * 0 with *reply filled, -1 when ferryd could not be reached or the reply is
+ * garbled (message in err). */
+static int
+ctl_request(const struct ctl_opts *o, const char *method, const char *path,
+	    const char *body, size_t body_len, struct ctl_reply *reply,
+	    char *err, size_t errlen)
+{
+	long deadline = ctl_now_ms() + CTL_TIMEOUT_MS;
+	char head[1024], perr[128];
+	size_t cap = 0;
+	int fd, hn;
+	ssize_t n;
+
+	memset(reply, 0, sizeof *reply);
+	if (o->address)
+		fd = ctl_connect_tcp(o->address, deadline, err, errlen);
+	else
+		fd = ctl_connect_unix(o->socket, deadline, err, errlen);
+	if (fd == -1)
+		return -1;
+
+	hn = snprintf(head, sizeof head,
+	    "%s %s HTTP/1.1\r\n"
+	    "Host: %s\r\n"
+	    "User-Agent: ferryctl/%s\r\n"
+	    "Accept: application/json, text/plain\r\n"
+	    "Connection: close\r\n",
+	    method, path, o->address ? o->address : "localhost", FERRY_VERSION);
+	if (strcmp(method, "POST") == 0 && hn > 0 && (size_t)hn < sizeof head)
+		hn += snprintf(head + hn, sizeof head - (size_t)hn,
+		    "Content-Type: text/plain\r\nContent-Length: %zu\r\n", body_len);
+	if (hn > 0 && (size_t)hn < sizeof head)
+		hn += snprintf(head + hn, sizeof head - (size_t)hn, "\r\n");
+	if (hn < 0 || (size_t)hn >= sizeof head) {
+		snprintf(err, errlen, "request too long");
+		close(fd);
+		return -1;
+	}
+	if (ctl_send_all(fd, head, (size_t)hn, deadline) == -1 ||
+	    ctl_send_all(fd, body, body_len, deadline) == -1) {
+		snprintf(err, errlen, "cannot send request: %s", ctl_strerror(errno));
+		close(fd);
+		return -1;
+	}
+
+	for (;;) {
+		if (reply->raw_len == cap) {
+			char *nb;
+
+			if (cap >= CTL_REPLY_MAX) {
+				snprintf(err, errlen, "reply too large");
+				goto fail;
+			}
+			cap = cap ? cap * 2 : 16384;
+			if ((nb = realloc(reply->raw, cap + 1)) == NULL) {
+				snprintf(err, errlen, "out of memory");
+				goto fail;
+			}
+			reply->raw = nb;
+		}
+		if (ctl_arm_timeout(fd, deadline) == -1) {
+			snprintf(err, errlen, "no reply from ferryd: %s", ctl_strerror(errno));
+			goto fail;
+		}
+		n = recv(fd, reply->raw + reply->raw_len, cap - reply->raw_len, 0);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1) {
+			/* a reset after a complete response still counts */
+			if (errno == ECONNRESET && reply->raw_len > 0)
+				break;
+			snprintf(err, errlen, "no reply from ferryd: %s", ctl_strerror(errno));
+			goto fail;
+		}
+		if (n == 0)
+			break;
+		reply->raw_len += (size_t)n;
+	}
+	close(fd);
+	fd = -1;
+	if (reply->raw_len == 0) {
+		snprintf(err, errlen, "ferryd closed the connection without a reply");
+		goto fail;
+	}
+	reply->raw[reply->raw_len] = '\0';
+	if (http_response_parse(reply->raw, reply->raw_len, &reply->status,
+	    &reply->body, &reply->body_len, perr, sizeof perr) == -1) {
+		snprintf(err, errlen, "garbled reply from ferryd: %s", perr);
+		goto fail;
+	}
+	return 0;
+fail:
+	if (fd != -1)
+		close(fd);
+	free(reply->raw);
+	memset(reply, 0, sizeof *reply);
+	return -1;
+}
+
+/* --- rendering ---------------------------------------------------------- */
+
+static void
+ctl_fmt_age(long long secs, char *buf, size_t len)
+{
+	if (secs < 0)
+		secs = 0;
+	if (secs < 60)
+		snprintf(buf, len, "%llds", secs);
+	else if (secs < 3600 && secs % 60 == 0)
+		snprintf(buf, len, "%lldm", secs / 60);
+	else if (secs < 3600)
+		snprintf(buf, len, "%lldm%llds", secs / 60, secs % 60);
+	else if (secs < 86400 && secs % 3600 / 60 == 0)
+		snprintf(buf, len, "%lldh", secs / 3600);
+	else if (secs < 86400)
+		snprintf(buf, len, "%lldh%lldm", secs / 3600, secs % 3600 / 60);
+	else if (secs % 86400 / 3600 == 0)
+		snprintf(buf, len, "%lldd", secs / 86400);
+	else
+		snprintf(buf, len, "%lldd%lldh", secs / 86400, secs % 86400 / 3600);
+}
+
+/* Age of an RFC 3339 UTC time ("2026-11-21T08:04:05.123Z"), or "-". */
+static void
+ctl_since(const json_t *v, char *buf, size_t len)
+{
+	struct tm tm;
+	int n = 0;
+	time_t t;
+
+	memset(&tm, 0, sizeof tm);
+	if (!json_is_string(v) ||
+	    sscanf(json_string_value(v), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year,
+	    &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6 ||
+	    n == 0) {
+		snprintf(buf, len, "-");
+		return;
+	}
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	if ((t = timegm(&tm)) == (time_t)-1) {
+		snprintf(buf, len, "-");
+		return;
+	}
+	ctl_fmt_age((long long)(time(NULL) - t), buf, len);
+}
+
+#define CTL_COLS 7
+
+struct ctl_row {
+	char col[CTL_COLS][256];
+};
+
+static void
+ctl_cluster_row(const json_t *c, struct ctl_row *r)
+{
+	const json_t *gen = json_object_get(c, "generation"), *w;
+	const char *reason = json_string_value(json_object_get(c, "reason"));
+	const char *state = json_string_value(json_object_get(c, "state"));
+	const char *name = json_string_value(json_object_get(c, "name"));
+	long long conns = 0;
+	bool have_pid = false;
+	size_t i;
+
+	snprintf(r->col[0], sizeof r->col[0], "%s", name ? name : "?");
+	snprintf(r->col[1], sizeof r->col[1], "%s", state ? state : "?");
+	ctl_since(json_object_get(c, "since"), r->col[2], sizeof r->col[2]);
+	if (json_is_integer(gen))
+		snprintf(r->col[3], sizeof r->col[3], "%lld", (long long)json_integer_value(gen));
+	else
+		snprintf(r->col[3], sizeof r->col[3], "-");
+	snprintf(r->col[4], sizeof r->col[4], "-");
+	json_array_foreach(json_object_get(c, "workers"), i, w) {
+		const json_t *pid = json_object_get(w, "pid");
+
+		conns += json_integer_value(json_object_get(w, "connections"));
+		if (!have_pid && json_is_integer(pid) && json_is_integer(gen) &&
+		    json_integer_value(json_object_get(w, "generation")) ==
+		    json_integer_value(gen)) {
+			snprintf(r->col[4], sizeof r->col[4], "%lld",
+			    (long long)json_integer_value(pid));
+			have_pid = true;
+		}
+	}
+	snprintf(r->col[5], sizeof r->col[5], "%lld", conns);
+	snprintf(r->col[6], sizeof r->col[6], "%s", reason && *reason ? reason : "-");
+}
+
+/* Columns padded to width, the last one (REASON) as is. */
+static void
+ctl_print_row(const char *const cells[CTL_COLS], const size_t width[CTL_COLS])
+{
+	size_t k;
+
+	for (k = 0; k + 1 < CTL_COLS; k++)
+		printf("%-*s  ", (int)width[k], cells[k]);
+	printf("%s\n", cells[CTL_COLS - 1]);
+}
+
+static void
+ctl_print_table(const json_t *clusters)
+{
+	static const char *const hdr[CTL_COLS] = {
+		"NAME", "STATE", "SINCE", "GEN", "PID", "CONNS", "REASON",
+	};
+	size_t n = json_array_size(clusters), i, k, width[CTL_COLS];
+	struct ctl_row *rows = calloc(n ? n : 1, sizeof *rows);
+
+	if (rows == NULL) {
+		ctl_err("out of memory");
+		return;
+	}
+	for (k = 0; k < CTL_COLS; k++)
+		width[k] = strlen(hdr[k]);
+	for (i = 0; i < n; i++) {
+		ctl_cluster_row(json_array_get(clusters, i), &rows[i]);
+		for (k = 0; k < CTL_COLS; k++)
+			if (strlen(rows[i].col[k]) > width[k])
+				width[k] = strlen(rows[i].col[k]);
+	}
+	ctl_print_row(hdr, width);
+	for (i = 0; i < n; i++) {
+		const char *cells[CTL_COLS];
+
+		for (k = 0; k < CTL_COLS; k++)
+			cells[k] = rows[i].col[k];
+		ctl_print_row(cells, width);
+	}
+	free(rows);
+}
+
+/* The reply's body as JSON, or NULL (reported) when it is not JSON. */
+static json_t *
+ctl_body_json(const struct ctl_reply *r)
+{
+	json_error_t je;
+	json_t *j = json_loadb(r->body, r->body_len, 0, &je);
+
+	if (j == NULL)
+		ctl_err("garbled reply from ferryd (HTTP %d): %s", r->status, je.text);
+	return j;
+}
+
+/* A 4xx/5xx with no command-specific meaning: print the API's message. */
+static int
+ctl_http_failure(const struct ctl_reply *r)
+{
+	json_t *j = json_loadb(r->body, r->body_len, 0, NULL);
+	const char *msg = json_string_value(json_object_get(j, "error"));
+
+	if (msg != NULL)
+		ctl_err("%s", msg);
+	else
+		ctl_err("ferryd answered HTTP %d %s", r->status, http_status_reason(r->status));
+	json_decref(j);
+	return CTL_EXIT_FAILED;
+}
+
+static int
+ctl_exit_for(int status)
+{
+	return status >= 200 && status < 300 ? CTL_EXIT_OK : CTL_EXIT_FAILED;
+}
+
+/* --- commands ----------------------------------------------------------- */
+
+/* Percent-encode a path segment (cluster names are plain, but be safe). */
+static void
+ctl_pct_encode(const char *in, char *out, size_t len)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t j = 0;
+
+	for (; *in != '\0' && j + 4 < len; in++) {
+		unsigned char c = (unsigned char)*in;
+
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == '~')
+			out[j++] = (char)c;
+		else {
+			out[j++] = '%';
+			out[j++] = hex[c >> 4];
+			out[j++] = hex[c & 15];
+		}
+	}
+	out[j] = '\0';
+}
+
+static int
+ctl_cmd_status(const struct ctl_reply *r, bool one)
+{
+	json_t *j, *list;
+	int rc = CTL_EXIT_OK;
+
+	if (r->status != 200)
+		return ctl_http_failure(r);
+	if ((j = ctl_body_json(r)) == NULL)
+		return CTL_EXIT_UNREACHABLE;
+	if (one) {
+		list = json_array();
+		json_array_append(list, j);
+	} else
+		list = json_incref(json_object_get(j, "clusters"));
+	if (!json_is_array(list)) {
+		ctl_err("garbled reply from ferryd: no cluster list");
+		rc = CTL_EXIT_UNREACHABLE;
+	} else
+		ctl_print_table(list);
+	json_decref(list);
+	json_decref(j);
+	return rc;
+}
+
+static int
+ctl_cmd_health(const struct ctl_reply *r)
+{
+	json_t *j;
+	char up[32];
+
+	if (r->status != 200)
+		return ctl_http_failure(r);
+	if ((j = ctl_body_json(r)) == NULL)
+		return CTL_EXIT_UNREACHABLE;
+	ctl_fmt_age(json_integer_value(json_object_get(j, "uptimeSeconds")), up, sizeof up);
+	printf("%s (version %s, uptime %s, %lld clusters)\n",
+	    json_string_value(json_object_get(j, "status")) ?
+	    json_string_value(json_object_get(j, "status")) : "?",
+	    json_string_value(json_object_get(j, "version")) ?
+	    json_string_value(json_object_get(j, "version")) : "?",
+	    up, (long long)json_integer_value(json_object_get(j, "clusters")));
+	json_decref(j);
+	return CTL_EXIT_OK;
+}
+
+static int
+ctl_cmd_ready(const struct ctl_reply *r)
+{
+	const char *name, *policy;
+	json_t *j, *v;
+	bool ready;
+
+	if (r->status != 200 && r->status != 503)
+		return ctl_http_failure(r);
+	if ((j = ctl_body_json(r)) == NULL)
+		return CTL_EXIT_UNREACHABLE;
+	ready = json_is_true(json_object_get(j, "ready"));
+	policy = json_string_value(json_object_get(j, "startupPolicy"));
+	printf("%s (startup_policy %s)\n", ready ? "ready" : "not ready",
+	    policy ? policy : "?");
+	json_object_foreach(json_object_get(j, "clusters"), name, v)
+		printf("  %s: %s\n", name, json_string_value(v) ? json_string_value(v) : "?");
+	json_decref(j);
+	return ready && r->status == 200 ? CTL_EXIT_OK : CTL_EXIT_FAILED;
+}
+
+static int
+ctl_cmd_validate(const struct ctl_reply *r, const char *file)
+{
+	const char *version;
+	json_t *j, *e;
+	size_t i;
+
+	if (r->status != 200 && r->status != 400)
+		return ctl_http_failure(r);
+	if ((j = ctl_body_json(r)) == NULL)
+		return CTL_EXIT_UNREACHABLE;
+	if (!json_is_boolean(json_object_get(j, "valid"))) {
+		json_decref(j);
+		return ctl_http_failure(r);
+	}
+	if (json_is_true(json_object_get(j, "valid"))) {
+		version = json_string_value(json_object_get(j, "configVersion"));
+		printf("valid: %s (%lld clusters)\n", version ? version : "?",
+		    (long long)json_integer_value(json_object_get(j, "clusters")));
+		json_decref(j);
+		return CTL_EXIT_OK;
+	}
+	printf("invalid configuration:\n");
+	json_array_foreach(json_object_get(j, "errors"), i, e) {
+		const char *msg = json_string_value(e);
+		static const char tag[] = "<request>";
+
+		if (msg == NULL)
+			continue;
+		/* errors name the posted text "<request>": show the file */
+		if (file != NULL && strncmp(msg, tag, sizeof tag - 1) == 0)
+			printf("  %s%s\n", file, msg + sizeof tag - 1);
+		else
+			printf("  %s\n", msg);
+	}
+	json_decref(j);
+	return CTL_EXIT_FAILED;
+}
+
+static int
+ctl_read_file(const char *path, char **out, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	size_t n = 0, cap = 0, r;
+
+	if (f == NULL)
+		return -1;
+	for (;;) {
+		if (n == cap) {
+			char *nb;
+
+			cap = cap ? cap * 2 : 8192;
+			if (cap > 2 * HTTP_MAX_BODY || (nb = realloc(buf, cap)) == NULL) {
+				errno = cap > 2 * HTTP_MAX_BODY ? EFBIG : ENOMEM;
+				goto fail;
+			}
+			buf = nb;
+		}
+		r = fread(buf + n, 1, cap - n, f);
+		n += r;
+		if (r == 0) {
+			if (ferror(f)) {
+				errno = EIO;
+				goto fail;
+			}
+			break;
+		}
+	}
+	fclose(f);
+	*out = buf;
+	*len = n;
+	return 0;
+fail:;
+	int e = errno;
+
+	fclose(f);
+	free(buf);
+	errno = e;
+	return -1;
+}
+
+enum ctl_command {
+	CTL_CMD_STATUS = 0,
+	CTL_CMD_HEALTH,
+	CTL_CMD_READY,
+	CTL_CMD_VALIDATE,
+	CTL_CMD_METRICS,
+};
+
+struct ctl_command_def {
+	const char *name;
+	enum ctl_command cmd;
+	int max_args;
+};
+
+static const struct ctl_command_def ctl_commands[] = {
+	{ "status", CTL_CMD_STATUS, 1 },
+	{ "health", CTL_CMD_HEALTH, 0 },
+	{ "ready", CTL_CMD_READY, 0 },
+	{ "validate", CTL_CMD_VALIDATE, 1 },
+	{ "metrics", CTL_CMD_METRICS, 0 },
+};
+
+static int
+ctl_run(const struct ctl_opts *o, const struct ctl_command_def *def, const char *arg)
+{
+	struct ctl_reply reply;
+	char path[1024], enc[768], err[512];
+	const char *method = "GET";
+	char *body = NULL;
+	size_t body_len = 0;
+	int rc;
+
+	switch (def->cmd) {
+	case CTL_CMD_STATUS:
+		if (arg != NULL) {
+			ctl_pct_encode(arg, enc, sizeof enc);
+			snprintf(path, sizeof path, "/admin/clusters/%s", enc);
+		} else
+			snprintf(path, sizeof path, "/admin/clusters");
+		break;
+	case CTL_CMD_HEALTH:
+		snprintf(path, sizeof path, "/admin/health");
+		break;
+	case CTL_CMD_READY:
+		snprintf(path, sizeof path, "/admin/ready");
+		break;
+	case CTL_CMD_VALIDATE:
+		method = "POST";
+		snprintf(path, sizeof path, "/admin/config/validate");
+		if (arg != NULL && ctl_read_file(arg, &body, &body_len) == -1) {
+			ctl_err("cannot read %s: %s", arg, strerror(errno));
+			return CTL_EXIT_FAILED;
+		}
+		if (arg != NULL && body_len == 0) {
+			/* an empty body means "ferryd's own file": refuse to
+			 * validate something other than what was asked for */
+			ctl_err("%s is empty (an empty request would validate "
+			    "ferryd's own config file)", arg);
+			free(body);
+			return CTL_EXIT_FAILED;
+		}
+		break;
+	case CTL_CMD_METRICS:
+		snprintf(path, sizeof path, "/metrics");
+		break;
+	}
+
+	rc = ctl_request(o, method, path, body, body_len, &reply, err, sizeof err);
+	free(body);
+	if (rc == -1) {
+		ctl_err("%s", err);
+		return CTL_EXIT_UNREACHABLE;
+	}
+	if (o->json || def->cmd == CTL_CMD_METRICS) {
+		fwrite(reply.body, 1, reply.body_len, stdout);
+		rc = ctl_exit_for(reply.status);
+		if (def->cmd == CTL_CMD_METRICS && !o->json && rc != CTL_EXIT_OK)
+			ctl_err("ferryd answered HTTP %d", reply.status);
+	} else {
+		switch (def->cmd) {
+		case CTL_CMD_STATUS:
+			rc = ctl_cmd_status(&reply, arg != NULL);
+			break;
+		case CTL_CMD_HEALTH:
+			rc = ctl_cmd_health(&reply);
+			break;
+		case CTL_CMD_READY:
+			rc = ctl_cmd_ready(&reply);
+			break;
+		case CTL_CMD_VALIDATE:
+			rc = ctl_cmd_validate(&reply, arg);
+			break;
+		case CTL_CMD_METRICS:
+			break;
+		}
+	}
+	free(reply.raw);
+	if (fflush(stdout) == EOF && rc == CTL_EXIT_OK)
+		rc = CTL_EXIT_FAILED;
+	return rc;
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "address", required_argument, NULL, 'a' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct ctl_opts o = { NULL, NULL, false };
+	const struct ctl_command_def *def = NULL;
+	const char *env;
+	size_t i;
+	int ch, nargs;
+
+	while ((ch = getopt_long(argc, argv, "s:a:jhV", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 's':
+			o.socket = optarg;
+			break;
+		case 'a':
+			o.address = optarg;
+			break;
+		case 'j':
+			o.json = true;
+			break;
+		case 'h':
+			ctl_usage(stdout);
+			return CTL_EXIT_OK;
+		case 'V':
+			printf("ferryctl %s\n", FERRY_VERSION);
+			return CTL_EXIT_OK;
+		default:
+			ctl_usage(stderr);
+			return CTL_EXIT_USAGE;
+		}
+	}
+	if (o.socket != NULL && o.address != NULL) {
+		ctl_err("-s and -a are mutually exclusive");
+		ctl_usage(stderr);
+		return CTL_EXIT_USAGE;
+	}
+	if (o.address != NULL) {
+		char host[256], port[8];
+
+		if (ctl_split_address(o.address, host, sizeof host, port, sizeof port) == -1) {
+			ctl_err("bad address '%s' (want HOST:PORT)", o.address);
+			return CTL_EXIT_USAGE;
+		}
+	}
+	if (o.socket == NULL)
+		o.socket = (env = getenv("FERRY_SOCKET")) != NULL && *env ? env :
+		    FERRY_DEFAULT_SOCKET;
+	if (optind >= argc) {
+		ctl_err("missing command");
+		ctl_usage(stderr);
+		return CTL_EXIT_USAGE;
+	}
+	for (i = 0; i < sizeof ctl_commands / sizeof ctl_commands[0]; i++)
+		if (strcmp(argv[optind], ctl_commands[i].name) == 0)
+			def = &ctl_commands[i];
+	if (def == NULL) {
+		ctl_err("unknown command '%s'", argv[optind]);
+		ctl_usage(stderr);
+		return CTL_EXIT_USAGE;
+	}
+	nargs = argc - optind - 1;
+	if (nargs > def->max_args) {
+		ctl_err("too many arguments for '%s'", def->name);
+		ctl_usage(stderr);
+		return CTL_EXIT_USAGE;
+	}
+	if (def->cmd == CTL_CMD_STATUS && nargs == 1 && argv[optind + 1][0] == '\0') {
+		ctl_err("empty cluster name");
+		return CTL_EXIT_USAGE;
+	}
+	return ctl_run(&o, def, nargs == 1 ? argv[optind + 1] : NULL);
+}

@@ -1,0 +1,51 @@
+/*
+ * listeners — TCP listening sockets; see listeners.h.
+ */
+#include "supervisor/listeners.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/units.h"
+
+int
+listeners_bind_tcp(const struct cfg_addr *a, char *err, size_t errlen)
+{
+	char as[CFG_HOST_MAX + 16], port[8];
+	units_fmt_addr(a, as, sizeof as);
+	snprintf(port, sizeof port, "%u", a->port);
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
+	struct addrinfo *res = NULL;
+	int r = getaddrinfo(a->host, port, &hints, &res);
+	if (r != 0) {
+		snprintf(err, errlen, "bind %s: %s", as, gai_strerror(r));
+		return -1;
+	}
+	int fd = -1;
+	snprintf(err, errlen, "bind %s: no usable address", as);
+	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+		if (fd == -1) {
+			snprintf(err, errlen, "bind %s: socket: %s", as, strerror(errno));
+			continue;
+		}
+		int one = 1;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+		if (ai->ai_family == AF_INET6)
+			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+		    listen(fd, LISTENERS_BACKLOG) == 0)
+			break;
+		snprintf(err, errlen, "bind %s: %s", as, strerror(errno));
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	return fd;
+}

@@ -1,0 +1,128 @@
+/*
+ * main — ferryd's command line. `--worker` hands over to the worker's entry
+ * point and nothing more; everything else is the supervisor: `-t` validates
+ * a config file, `-c FILE` runs in the foreground.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/config.h"
+#include "common/log.h"
+#include "supervisor/supervisor.h"
+#include "worker/worker.h"
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: ferryd -c FILE        run the supervisor in the foreground\n"
+	    "       ferryd -t -c FILE     validate FILE (exit 0 valid, 1 invalid)\n"
+	    "       ferryd --version\n");
+}
+
+static char *
+read_file(const char *path, size_t *len, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+		return NULL;
+	}
+	size_t cap = 4096, n = 0;
+	char *buf = malloc(cap);
+	while (buf) {
+		size_t r = fread(buf + n, 1, cap - n, f);
+		n += r;
+		if (r == 0)
+			break;
+		if (n == cap) {
+			char *nb = cap > (64u << 20) ? NULL : realloc(buf, cap * 2);
+			if (!nb) {
+				free(buf);
+				buf = NULL;
+				break;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+	}
+	int bad = ferror(f);
+	fclose(f);
+	if (!buf || bad) {
+		snprintf(err, errlen, "%s: cannot read: %s", path, buf ? strerror(errno) : "too large");
+		free(buf);
+		return NULL;
+	}
+	*len = n;
+	return buf;
+}
+
+int
+main(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--worker") == 0)
+			return worker_main(argc, argv);
+
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "test", no_argument, NULL, 't' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	const char *path = NULL;
+	int test = 0, c;
+	while ((c = getopt_long(argc, argv, "c:th", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c': path = optarg; break;
+		case 't': test = 1; break;
+		case 'V': printf("ferryd %s\n", FERRY_VERSION); return 0;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (!path || optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+
+	char err[512];
+	size_t len = 0;
+	char *text = read_file(path, &len, err, sizeof err);
+	if (!text) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
+	struct cfg cfg;
+	struct cfg_errors errs;
+	cfg_errors_init(&errs);
+	if (cfg_parse_string(path, text, len, &cfg, &errs) == -1) {
+		for (size_t i = 0; i < errs.n; i++)
+			fprintf(stderr, "%s\n", errs.msg[i]);
+		fprintf(stderr, "ferryd: %s: %zu error%s, configuration rejected\n", path, errs.n,
+		    errs.n == 1 ? "" : "s");
+		cfg_errors_free(&errs);
+		free(text);
+		return 1;
+	}
+	cfg_errors_free(&errs);
+	if (test) {
+		printf("ferryd: %s: configuration ok (%zu cluster%s)\n", path, cfg.n_clusters,
+		    cfg.n_clusters == 1 ? "" : "s");
+		cfg_free(&cfg);
+		free(text);
+		return 0;
+	}
+
+	log_init("supervisor", NULL, (enum log_level)cfg.log_level, cfg.log_format == CFG_LOG_JSON);
+	/* Workers re-execute this very binary (fresh address space), even if
+	 * the file on disk was replaced meanwhile. */
+	int rc = sup_run(&cfg, path, text, len, "/proc/self/exe");
+	free(text);
+	return rc;
+}

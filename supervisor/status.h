@@ -1,0 +1,47 @@
+/*
+ * status — read-only views of the supervisor's process table for the admin
+ * API: JSON documents (DESIGN §7) built with jansson and the Prometheus text
+ * exposition of the shared-memory counters. Pure functions over the model in
+ * supervisor.h: no I/O, no clock reads (callers pass `now`), so the unit
+ * tests can build a fake table in memory.
+ *
+ * Each builder returns a new reference (json_decref it) or a malloc'd string,
+ * NULL only when out of memory.
+ */
+#ifndef FERRY_SUPERVISOR_STATUS_H
+#define FERRY_SUPERVISOR_STATUS_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "supervisor/supervisor.h"
+
+/* CLUSTER: {"name","state","since","reason","generation","configVersion",
+ * "upstream":{"state","since","lastError"},"listeners":[...],"workers":[...]}.
+ * state/since/reason/generation are those of the serving generation; an
+ * empty reason, an unset time or an absent generation is null. */
+json_t *status_cluster_json(struct sup_cluster *c);
+
+/* {"clusters":[CLUSTER,...]} in configuration order. */
+json_t *status_clusters_json(struct sup *s);
+
+/* {"status":"UP","version","uptimeSeconds","clusters":N}; now_ms and
+ * s->started_at_ms are wall-clock milliseconds. */
+json_t *status_health_json(const struct sup *s, uint64_t now_ms);
+
+/* {"ready":bool,"startupPolicy","clusters":{"NAME":"state",...}}. */
+json_t *status_ready_json(struct sup *s);
+
+/* Prometheus text format 0.0.4: every METRICS_FIELDS entry per cluster
+ * (ferry_<name>_total for counters, ferry_<name> for gauges), then
+ * ferry_cluster_state, ferry_worker_restarts_total and ferry_up. Counters
+ * sum c->retired and every still-mapped worker block; gauges sum the live
+ * workers only. Returns a malloc'd NUL-terminated text, its length in *len. */
+char *status_metrics_text(struct sup *s, size_t *len);
+
+/* Compact JSON dump followed by "\n" (what every admin response carries).
+ * malloc'd; NULL when out of memory. */
+char *status_dump(const json_t *j, size_t *len);
+
+#endif
