@@ -1,0 +1,470 @@
+/*
+ * test_status — the read model of the admin API over a process table built
+ * in memory: serving generation, readiness per startup policy, the exact
+ * JSON documents of DESIGN §7 and the Prometheus exposition.
+ */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "supervisor/status.h"
+#include "supervisor/supervisor.h"
+
+#define T0 1700000000123ULL     /* 2023-11-14T22:13:20.123Z */
+
+static struct sup fx_sup;
+static struct sup_cluster fx_clusters[2];
+static struct sup_worker fx_workers[5];
+static struct sup_listener fx_listeners[3];
+
+static void
+fx_worker(struct sup_worker *w, struct sup_cluster *c, uint64_t gen, pid_t pid,
+	  enum lc_state st, const char *reason, bool with_metrics)
+{
+	memset(w, 0, sizeof *w);
+	w->cluster = c;
+	w->generation = gen;
+	w->pid = pid;
+	w->lc.state = st;
+	w->lc.since_ms = T0 + gen * 1000;
+	snprintf(w->lc.reason, sizeof w->lc.reason, "%s", reason ? reason : "");
+	w->ipc_fd = -1;
+	w->metrics_fd = -1;
+	if (with_metrics) {
+		w->metrics_fd = metrics_create(gen, &w->metrics);
+		cr_assert_geq(w->metrics_fd, 0);
+	}
+}
+
+/*
+ * alpha: gen 2 initializing (pid 200, reload in progress) beside gen 1
+ *        accepting (pid 100): serving = gen 1.
+ * beta:  gen 3 failed (pid 0, no block), gen 2 stopped (pid 0, block still
+ *        mapped with a stale gauge): serving = gen 3.
+ */
+static void
+fx_setup(void)
+{
+	struct sup_cluster *a = &fx_clusters[0], *b = &fx_clusters[1];
+
+	memset(&fx_sup, 0, sizeof fx_sup);
+	memset(fx_clusters, 0, sizeof fx_clusters);
+	fx_sup.clusters = fx_clusters;
+	fx_sup.n_clusters = 2;
+	fx_sup.started_at_ms = T0;
+	fx_sup.cfg.startup_policy = CFG_STARTUP_FAIL_FAST;
+
+	a->sup = &fx_sup;
+	snprintf(a->cfg.name, sizeof a->cfg.name, "alpha");
+	snprintf(a->config_version, sizeof a->config_version, "sha256:%064d", 1);
+	fx_listeners[0] = (struct sup_listener){ SUP_LISTENER_BOOTSTRAP, -1, { "0.0.0.0", 9192 }, -1 };
+	fx_listeners[1] = (struct sup_listener){ SUP_LISTENER_BROKER, 1, { "0.0.0.0", 9193 }, -1 };
+	fx_listeners[2] = (struct sup_listener){ SUP_LISTENER_BROKER, 2, { "::1", 9194 }, -1 };
+	a->listeners = fx_listeners;
+	a->n_listeners = 3;
+	a->upstream = SUP_UPSTREAM_REACHABLE;
+	a->upstream_since_ms = T0 + 500;
+	a->restarts = 3;
+	fx_worker(&fx_workers[0], a, 2, 200, LC_INITIALIZING, "reload", true);
+	fx_worker(&fx_workers[1], a, 1, 100, LC_ACCEPTING, NULL, true);
+	fx_workers[0].next = &fx_workers[1];
+	a->workers = &fx_workers[0];
+	METRIC_ADD(&a->retired, requests, 100);
+	METRIC_ADD(&a->retired, connections_active, 50);   /* gauges of the dead never count */
+	METRIC_ADD(fx_workers[1].metrics, requests, 10);
+	METRIC_ADD(fx_workers[1].metrics, connections_active, 5);
+	METRIC_ADD(fx_workers[1].metrics, in_flight, 2);
+	METRIC_ADD(fx_workers[0].metrics, requests, 3);
+	METRIC_ADD(fx_workers[0].metrics, connections_active, 1);
+
+	b->sup = &fx_sup;
+	snprintf(b->cfg.name, sizeof b->cfg.name, "beta");
+	b->upstream = SUP_UPSTREAM_UNREACHABLE;
+	b->upstream_since_ms = T0;
+	snprintf(b->upstream_error, sizeof b->upstream_error, "connection refused");
+	fx_worker(&fx_workers[2], b, 3, 0, LC_FAILED, "bind 0.0.0.0:9292: address in use", false);
+	fx_worker(&fx_workers[3], b, 2, 0, LC_STOPPED, "crashed", true);
+	fx_workers[2].next = &fx_workers[3];
+	b->workers = &fx_workers[2];
+	METRIC_ADD(fx_workers[3].metrics, requests, 7);
+	METRIC_ADD(fx_workers[3].metrics, connections_active, 4);
+}
+
+static void
+fx_teardown(void)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof fx_workers / sizeof fx_workers[0]; i++)
+		metrics_unmap(fx_workers[i].metrics);
+}
+
+TestSuite(status, .init = fx_setup, .fini = fx_teardown);
+
+/* --- serving / ready / find --------------------------------------------- */
+
+Test(status, serving_generation)
+{
+	struct sup_cluster c;
+
+	cr_assert_eq(sup_cluster_serving(&fx_clusters[0]), &fx_workers[1]);
+	cr_assert_eq(sup_cluster_serving(&fx_clusters[1]), &fx_workers[2]);
+
+	memset(&c, 0, sizeof c);
+	cr_assert_null(sup_cluster_serving(&c));
+
+	/* after commit: new accepting, old draining -> the new one */
+	fx_workers[0].lc.state = LC_ACCEPTING;
+	fx_workers[1].lc.state = LC_DRAINING;
+	cr_assert_eq(sup_cluster_serving(&fx_clusters[0]), &fx_workers[0]);
+	/* a draining generation still serves while a newer one initializes */
+	fx_workers[0].lc.state = LC_INITIALIZING;
+	cr_assert_eq(sup_cluster_serving(&fx_clusters[0]), &fx_workers[1]);
+	/* a stopped generation does not serve: fall back to the newest */
+	fx_workers[1].lc.state = LC_STOPPED;
+	cr_assert_eq(sup_cluster_serving(&fx_clusters[0]), &fx_workers[0]);
+}
+
+Test(status, ready_fail_fast)
+{
+	cr_assert_not(sup_ready(&fx_sup));              /* beta failed */
+	fx_workers[2].lc.state = LC_ACCEPTING;
+	cr_assert(sup_ready(&fx_sup));
+	fx_workers[1].lc.state = LC_DRAINING;           /* alpha draining */
+	cr_assert_not(sup_ready(&fx_sup));
+}
+
+Test(status, ready_best_effort)
+{
+	fx_sup.cfg.startup_policy = CFG_STARTUP_BEST_EFFORT;
+	cr_assert(sup_ready(&fx_sup));                  /* alpha up, beta failed */
+	fx_workers[2].lc.state = LC_INITIALIZING;       /* beta still starting */
+	cr_assert_not(sup_ready(&fx_sup));
+	fx_workers[2].lc.state = LC_FAILED;
+	fx_workers[1].lc.state = LC_FAILED;             /* nothing accepting */
+	fx_workers[0].lc.state = LC_FAILED;
+	cr_assert_not(sup_ready(&fx_sup));
+}
+
+Test(status, ready_edge_cases)
+{
+	fx_workers[2].lc.state = LC_ACCEPTING;
+	cr_assert(sup_ready(&fx_sup));
+	fx_sup.stopping = true;
+	cr_assert_not(sup_ready(&fx_sup));
+	fx_sup.stopping = false;
+	fx_sup.n_clusters = 0;
+	cr_assert(sup_ready(&fx_sup));
+	fx_sup.cfg.startup_policy = CFG_STARTUP_BEST_EFFORT;
+	cr_assert(sup_ready(&fx_sup));
+}
+
+Test(status, find_cluster_and_strings)
+{
+	cr_assert_eq(sup_find_cluster(&fx_sup, "beta"), &fx_clusters[1]);
+	cr_assert_null(sup_find_cluster(&fx_sup, "gamma"));
+	cr_assert_null(sup_find_cluster(&fx_sup, ""));
+	cr_assert_str_eq(sup_listener_role_str(SUP_LISTENER_BOOTSTRAP), "bootstrap");
+	cr_assert_str_eq(sup_listener_role_str(SUP_LISTENER_BROKER), "broker");
+	cr_assert_str_eq(sup_upstream_state_str(SUP_UPSTREAM_UNKNOWN), "unknown");
+	cr_assert_str_eq(sup_upstream_state_str(SUP_UPSTREAM_REACHABLE), "reachable");
+	cr_assert_str_eq(sup_upstream_state_str(SUP_UPSTREAM_UNREACHABLE), "unreachable");
+}
+
+/* --- JSON --------------------------------------------------------------- */
+
+/* The object has exactly these keys. */
+static void
+assert_keys(const json_t *o, const char *const *keys)
+{
+	size_t n = 0;
+
+	cr_assert(json_is_object(o));
+	for (; keys[n] != NULL; n++)
+		cr_assert_not_null(json_object_get(o, keys[n]), "missing key %s", keys[n]);
+	cr_assert_eq(json_object_size(o), n);
+}
+
+static const char *
+sget(const json_t *o, const char *k)
+{
+	const json_t *v = json_object_get(o, k);
+
+	cr_assert(json_is_string(v), "%s is not a string", k);
+	return json_string_value(v);
+}
+
+static json_int_t
+iget(const json_t *o, const char *k)
+{
+	const json_t *v = json_object_get(o, k);
+
+	cr_assert(json_is_integer(v), "%s is not an integer", k);
+	return json_integer_value(v);
+}
+
+static const char *const cluster_keys[] = { "name", "state", "since", "reason", "generation",
+	"configVersion", "upstream", "listeners", "workers", NULL };
+static const char *const upstream_keys[] = { "state", "since", "lastError", NULL };
+static const char *const listener_keys[] = { "role", "nodeId", "address", NULL };
+static const char *const worker_keys[] = { "pid", "generation", "state", "since",
+	"connections", "inFlight", NULL };
+
+Test(status, cluster_json_serving_with_reload_in_progress)
+{
+	json_t *c = status_cluster_json(&fx_clusters[0]), *up, *ls, *ws, *w;
+
+	assert_keys(c, cluster_keys);
+	cr_assert_str_eq(sget(c, "name"), "alpha");
+	cr_assert_str_eq(sget(c, "state"), "accepting");
+	cr_assert_str_eq(sget(c, "since"), "2023-11-14T22:13:21.123Z");
+	cr_assert(json_is_null(json_object_get(c, "reason")));
+	cr_assert_eq(iget(c, "generation"), 1);
+	cr_assert_str_eq(sget(c, "configVersion"),
+	    "sha256:0000000000000000000000000000000000000000000000000000000000000001");
+
+	up = json_object_get(c, "upstream");
+	assert_keys(up, upstream_keys);
+	cr_assert_str_eq(sget(up, "state"), "reachable");
+	cr_assert_str_eq(sget(up, "since"), "2023-11-14T22:13:20.623Z");
+	cr_assert(json_is_null(json_object_get(up, "lastError")));
+
+	ls = json_object_get(c, "listeners");
+	cr_assert_eq(json_array_size(ls), 3);
+	assert_keys(json_array_get(ls, 0), listener_keys);
+	cr_assert_str_eq(sget(json_array_get(ls, 0), "role"), "bootstrap");
+	cr_assert(json_is_null(json_object_get(json_array_get(ls, 0), "nodeId")));
+	cr_assert_str_eq(sget(json_array_get(ls, 0), "address"), "0.0.0.0:9192");
+	cr_assert_str_eq(sget(json_array_get(ls, 1), "role"), "broker");
+	cr_assert_eq(iget(json_array_get(ls, 1), "nodeId"), 1);
+	cr_assert_str_eq(sget(json_array_get(ls, 1), "address"), "0.0.0.0:9193");
+	cr_assert_eq(iget(json_array_get(ls, 2), "nodeId"), 2);
+	cr_assert_str_eq(sget(json_array_get(ls, 2), "address"), "[::1]:9194");
+
+	/* both live generations, newest first */
+	ws = json_object_get(c, "workers");
+	cr_assert_eq(json_array_size(ws), 2);
+	w = json_array_get(ws, 0);
+	assert_keys(w, worker_keys);
+	cr_assert_eq(iget(w, "pid"), 200);
+	cr_assert_eq(iget(w, "generation"), 2);
+	cr_assert_str_eq(sget(w, "state"), "initializing");
+	cr_assert_str_eq(sget(w, "since"), "2023-11-14T22:13:22.123Z");
+	cr_assert_eq(iget(w, "connections"), 1);
+	cr_assert_eq(iget(w, "inFlight"), 0);
+	w = json_array_get(ws, 1);
+	assert_keys(w, worker_keys);
+	cr_assert_eq(iget(w, "pid"), 100);
+	cr_assert_eq(iget(w, "generation"), 1);
+	cr_assert_str_eq(sget(w, "state"), "accepting");
+	cr_assert_eq(iget(w, "connections"), 5);
+	cr_assert_eq(iget(w, "inFlight"), 2);
+	json_decref(c);
+}
+
+Test(status, cluster_json_failed)
+{
+	json_t *c = status_cluster_json(&fx_clusters[1]), *ws, *w, *up;
+
+	assert_keys(c, cluster_keys);
+	cr_assert_str_eq(sget(c, "state"), "failed");
+	cr_assert_str_eq(sget(c, "reason"), "bind 0.0.0.0:9292: address in use");
+	cr_assert_eq(iget(c, "generation"), 3);
+	cr_assert(json_is_null(json_object_get(c, "configVersion")));
+	cr_assert_eq(json_array_size(json_object_get(c, "listeners")), 0);
+	up = json_object_get(c, "upstream");
+	cr_assert_str_eq(sget(up, "state"), "unreachable");
+	cr_assert_str_eq(sget(up, "lastError"), "connection refused");
+	/* the reaped gen 2 is gone; the serving (failed) gen 3 is listed */
+	ws = json_object_get(c, "workers");
+	cr_assert_eq(json_array_size(ws), 1);
+	w = json_array_get(ws, 0);
+	assert_keys(w, worker_keys);
+	cr_assert(json_is_null(json_object_get(w, "pid")));
+	cr_assert_eq(iget(w, "generation"), 3);
+	cr_assert_eq(iget(w, "connections"), 0);
+	json_decref(c);
+}
+
+Test(status, cluster_json_without_workers)
+{
+	json_t *c;
+
+	fx_clusters[1].workers = NULL;
+	c = status_cluster_json(&fx_clusters[1]);
+	assert_keys(c, cluster_keys);
+	cr_assert_str_eq(sget(c, "state"), "initializing");
+	cr_assert(json_is_null(json_object_get(c, "generation")));
+	cr_assert_eq(json_array_size(json_object_get(c, "workers")), 0);
+	json_decref(c);
+}
+
+Test(status, clusters_json_dump)
+{
+	json_t *j = status_clusters_json(&fx_sup), *a;
+	size_t len;
+	char *s;
+
+	assert_keys(j, (const char *const[]){ "clusters", NULL });
+	a = json_object_get(j, "clusters");
+	cr_assert_eq(json_array_size(a), 2);
+	cr_assert_str_eq(sget(json_array_get(a, 0), "name"), "alpha");
+	cr_assert_str_eq(sget(json_array_get(a, 1), "name"), "beta");
+	s = status_dump(j, &len);
+	cr_assert_not_null(s);
+	cr_assert_eq(len, strlen(s));
+	cr_assert(strncmp(s, "{\"clusters\":[{\"name\":\"alpha\",\"state\":\"accepting\",", 49) == 0,
+	    "%s", s);
+	cr_assert_eq(s[len - 1], '\n');
+	cr_assert_null(strstr(s, "\": "));      /* compact */
+	cr_assert_null(strstr(s, ", \""));
+	free(s);
+	json_decref(j);
+}
+
+Test(status, health_json)
+{
+	json_t *j = status_health_json(&fx_sup, T0 + 42999);
+
+	assert_keys(j, (const char *const[]){ "status", "version", "uptimeSeconds", "clusters", NULL });
+	cr_assert_str_eq(sget(j, "status"), "UP");
+	cr_assert_str_eq(sget(j, "version"), FERRY_VERSION);
+	cr_assert_eq(iget(j, "uptimeSeconds"), 42);
+	cr_assert_eq(iget(j, "clusters"), 2);
+	json_decref(j);
+	j = status_health_json(&fx_sup, T0 - 5000);     /* clock stepped back */
+	cr_assert_eq(iget(j, "uptimeSeconds"), 0);
+	json_decref(j);
+}
+
+Test(status, ready_json)
+{
+	json_t *j = status_ready_json(&fx_sup), *cl;
+
+	assert_keys(j, (const char *const[]){ "ready", "startupPolicy", "clusters", NULL });
+	cr_assert(json_is_false(json_object_get(j, "ready")));
+	cr_assert_str_eq(sget(j, "startupPolicy"), "fail-fast");
+	cl = json_object_get(j, "clusters");
+	assert_keys(cl, (const char *const[]){ "alpha", "beta", NULL });
+	cr_assert_str_eq(sget(cl, "alpha"), "accepting");
+	cr_assert_str_eq(sget(cl, "beta"), "failed");
+	json_decref(j);
+
+	fx_sup.cfg.startup_policy = CFG_STARTUP_BEST_EFFORT;
+	j = status_ready_json(&fx_sup);
+	cr_assert(json_is_true(json_object_get(j, "ready")));
+	cr_assert_str_eq(sget(j, "startupPolicy"), "best-effort");
+	json_decref(j);
+}
+
+/* --- Prometheus --------------------------------------------------------- */
+
+static size_t
+count(const char *hay, const char *needle)
+{
+	size_t n = 0;
+
+	while ((hay = strstr(hay, needle)) != NULL) {
+		n++;
+		hay += strlen(needle);
+	}
+	return n;
+}
+
+static bool
+has_line(const char *text, const char *line)
+{
+	size_t n = strlen(line);
+	const char *p = text;
+
+	while ((p = strstr(p, line)) != NULL) {
+		if ((p == text || p[-1] == '\n') && p[n] == '\n')
+			return true;
+		p += n;
+	}
+	return false;
+}
+
+Test(status, metrics_text)
+{
+	size_t len;
+	char *t = status_metrics_text(&fx_sup, &len);
+
+	cr_assert_not_null(t);
+	cr_assert_eq(len, strlen(t));
+	cr_assert_eq(t[len - 1], '\n');
+
+	/* counters: retired + every mapped block (even of a reaped worker) */
+	cr_assert(has_line(t, "# HELP ferry_requests_total Requests forwarded upstream"));
+	cr_assert(has_line(t, "# TYPE ferry_requests_total counter"));
+	cr_assert(has_line(t, "ferry_requests_total{cluster=\"alpha\"} 113"), "%s", t);
+	cr_assert(has_line(t, "ferry_requests_total{cluster=\"beta\"} 7"));
+	cr_assert(has_line(t, "ferry_connections_accepted_total{cluster=\"alpha\"} 0"));
+	/* gauges: live workers only */
+	cr_assert(has_line(t, "# TYPE ferry_connections_active gauge"));
+	cr_assert(has_line(t, "ferry_connections_active{cluster=\"alpha\"} 6"));
+	cr_assert(has_line(t, "ferry_connections_active{cluster=\"beta\"} 0"));
+	cr_assert(has_line(t, "ferry_in_flight{cluster=\"alpha\"} 2"));
+	cr_assert_eq(count(t, "ferry_connections_active_total"), 0);
+	cr_assert_eq(count(t, "# HELP ferry_requests_total "), 1);
+	cr_assert_eq(count(t, "# TYPE ferry_in_flight "), 1);
+	cr_assert_eq(count(t, "# TYPE "), 20 + 3);
+
+	cr_assert(has_line(t, "# TYPE ferry_cluster_state gauge"));
+	cr_assert(has_line(t, "ferry_cluster_state{cluster=\"alpha\",state=\"accepting\"} 1"));
+	cr_assert(has_line(t, "ferry_cluster_state{cluster=\"alpha\",state=\"initializing\"} 0"));
+	cr_assert(has_line(t, "ferry_cluster_state{cluster=\"beta\",state=\"failed\"} 1"));
+	cr_assert(has_line(t, "ferry_cluster_state{cluster=\"beta\",state=\"stopped\"} 0"));
+	cr_assert_eq(count(t, "ferry_cluster_state{"), 2 * LC_STATE_COUNT);
+	cr_assert(has_line(t, "# TYPE ferry_worker_restarts_total counter"));
+	cr_assert(has_line(t, "ferry_worker_restarts_total{cluster=\"alpha\"} 3"));
+	cr_assert(has_line(t, "ferry_worker_restarts_total{cluster=\"beta\"} 0"));
+	cr_assert(has_line(t, "# TYPE ferry_up gauge"));
+	cr_assert(has_line(t, "ferry_up 1"));
+	free(t);
+}
+
+/* Every line is a comment or "name{labels} value"; samples follow their
+ * metric's TYPE line (the text format requires grouping). */
+Test(status, metrics_text_well_formed)
+{
+	regex_t sample, comment;
+	char *t, *line, *save = NULL, current[128] = "";
+	size_t len;
+
+	cr_assert_eq(regcomp(&sample, "^(ferry_[a-z_]+)(\\{[a-z_]+=\"[^\"]*\"(,[a-z_]+=\"[^\"]*\")*\\})? [0-9]+$",
+	    REG_EXTENDED), 0);
+	cr_assert_eq(regcomp(&comment, "^# (HELP|TYPE) (ferry_[a-z_]+) .+$", REG_EXTENDED), 0);
+	t = status_metrics_text(&fx_sup, &len);
+	for (line = strtok_r(t, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		regmatch_t m[3];
+
+		if (regexec(&comment, line, 3, m, 0) == 0) {
+			snprintf(current, sizeof current, "%.*s", (int)(m[2].rm_eo - m[2].rm_so),
+			    line + m[2].rm_so);
+			continue;
+		}
+		cr_assert_eq(regexec(&sample, line, 3, m, 0), 0, "bad line: %s", line);
+		cr_assert_eq(strncmp(line + m[1].rm_so, current, strlen(current)), 0,
+		    "sample %s outside its group %s", line, current);
+		cr_assert_eq((size_t)(m[1].rm_eo - m[1].rm_so), strlen(current), "%s", line);
+	}
+	regfree(&sample);
+	regfree(&comment);
+	free(t);
+}
+
+Test(status, metrics_label_escaping)
+{
+	size_t len;
+	char *t;
+
+	snprintf(fx_clusters[1].cfg.name, sizeof fx_clusters[1].cfg.name, "a\"b\\c");
+	t = status_metrics_text(&fx_sup, &len);
+	cr_assert(has_line(t, "ferry_up 1"));
+	cr_assert_not_null(strstr(t, "ferry_requests_total{cluster=\"a\\\"b\\\\c\"} 7\n"));
+	free(t);
+}
