@@ -161,6 +161,9 @@ worker_start_accepting(struct worker *w)
 	for (size_t i = 0; i < w->n_listeners; i++)
 		ev_io_start(w->loop, &w->listeners[i].io);
 	log_info("accepting", "listeners=%zu", w->n_listeners);
+	/* Learn the upstream brokers now: clients that go straight to a broker
+	 * port need not wait, and the upstream condition is known at once. */
+	upstream_fetch_metadata(w);
 }
 
 /* ---- IPC ------------------------------------------------------------------------ */
