@@ -45,13 +45,14 @@ enum cfgp_section {
 enum cfgp_fkey {
 	FK_CONTROL_SOCKET = 0, FK_ADMIN_LISTEN, FK_USER, FK_STARTUP_POLICY,
 	FK_RELOAD_POLICY, FK_DRAIN_TIMEOUT, FK_INIT_TIMEOUT, FK_LOG_LEVEL,
-	FK_LOG_FORMAT, FK_COUNT,
+	FK_LOG_FORMAT, FK_PERSIST, FK_CRASH_LOOP_LIMIT, FK_CRASH_LOOP_WINDOW,
+	FK_COUNT,
 };
 
 enum cfgp_ckey {
 	CK_UPSTREAM = 0, CK_BOOTSTRAP, CK_ADVERTISED_HOST, CK_BROKER_PORTS,
 	CK_NODE_IDS, CK_MAX_CONNECTIONS, CK_MAX_FRAME_BYTES, CK_IDLE_TIMEOUT,
-	CK_COUNT,
+	CK_REQUEST_TIMEOUT, CK_MAX_INFLIGHT, CK_COUNT,
 };
 
 /* Where each key of one cluster section was set and whether it parsed. */
@@ -374,6 +375,37 @@ cfgp_set_log_format(struct cfg *c, const char *v, char *err, size_t len)
 	return i < 0 ? -1 : 0;
 }
 
+static int
+cfgp_set_persist(struct cfg *c, const char *v, char *err, size_t len)
+{
+	if (strcmp(v, "true") == 0 || strcmp(v, "yes") == 0 || strcmp(v, "on") == 0)
+		c->persist = true;
+	else if (strcmp(v, "false") == 0 || strcmp(v, "no") == 0 || strcmp(v, "off") == 0)
+		c->persist = false;
+	else {
+		snprintf(err, len, "invalid boolean '%s' (use true or false)", v);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+cfgp_set_crash_loop_limit(struct cfg *c, const char *v, char *err, size_t len)
+{
+	uint64_t n;
+
+	if (units_parse_u64(v, 1, 1000, &n, err, len) != 0)
+		return -1;
+	c->crash_loop_limit = (uint32_t)n;
+	return 0;
+}
+
+static int
+cfgp_set_crash_loop_window(struct cfg *c, const char *v, char *err, size_t len)
+{
+	return cfgp_positive_duration(v, &c->crash_loop_window_ms, err, len);
+}
+
 static const struct cfgp_fkeydef cfgp_fkeys[FK_COUNT] = {
 	[FK_CONTROL_SOCKET] = { "control_socket", cfgp_set_control_socket },
 	[FK_ADMIN_LISTEN] = { "admin_listen", cfgp_set_admin_listen },
@@ -384,6 +416,9 @@ static const struct cfgp_fkeydef cfgp_fkeys[FK_COUNT] = {
 	[FK_INIT_TIMEOUT] = { "init_timeout", cfgp_set_init_timeout },
 	[FK_LOG_LEVEL] = { "log_level", cfgp_set_log_level },
 	[FK_LOG_FORMAT] = { "log_format", cfgp_set_log_format },
+	[FK_PERSIST] = { "persist", cfgp_set_persist },
+	[FK_CRASH_LOOP_LIMIT] = { "crash_loop_limit", cfgp_set_crash_loop_limit },
+	[FK_CRASH_LOOP_WINDOW] = { "crash_loop_window", cfgp_set_crash_loop_window },
 };
 
 /* ---- [cluster NAME] keys ---- */
@@ -515,6 +550,31 @@ cfgp_set_idle_timeout(struct cfg_cluster *cl, const char *v, char *err,
 	return units_parse_duration_ms(v, &cl->idle_timeout_ms, err, len);
 }
 
+static int
+cfgp_set_request_timeout(struct cfg_cluster *cl, const char *v, char *err,
+    size_t len)
+{
+	if (units_parse_duration_ms(v, &cl->request_timeout_ms, err, len) != 0)
+		return -1;
+	if (cl->request_timeout_ms == 0) {
+		snprintf(err, len, "must be greater than 0");
+		return -1;
+	}
+	return 0;
+}
+
+static int
+cfgp_set_max_inflight(struct cfg_cluster *cl, const char *v, char *err,
+    size_t len)
+{
+	uint64_t n;
+
+	if (units_parse_u64(v, 1, 65536, &n, err, len) != 0)
+		return -1;
+	cl->max_inflight = (uint32_t)n;
+	return 0;
+}
+
 static const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT] = {
 	[CK_UPSTREAM] = { "upstream", cfgp_set_upstream },
 	[CK_BOOTSTRAP] = { "bootstrap", cfgp_set_bootstrap },
@@ -524,6 +584,8 @@ static const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT] = {
 	[CK_MAX_CONNECTIONS] = { "max_connections", cfgp_set_max_connections },
 	[CK_MAX_FRAME_BYTES] = { "max_frame_bytes", cfgp_set_max_frame_bytes },
 	[CK_IDLE_TIMEOUT] = { "idle_timeout", cfgp_set_idle_timeout },
+	[CK_REQUEST_TIMEOUT] = { "request_timeout", cfgp_set_request_timeout },
+	[CK_MAX_INFLIGHT] = { "max_inflight_per_connection", cfgp_set_max_inflight },
 };
 
 /* ---- sections ---- */
@@ -556,6 +618,8 @@ cfgp_add_cluster(struct cfgp *p, const char *name)
 	cl->max_connections = 10000;
 	cl->max_frame_bytes = 100ULL << 20;
 	cl->idle_timeout_ms = 10 * 60 * 1000;
+	cl->request_timeout_ms = 30 * 1000;
+	cl->max_inflight = 1024;
 }
 
 /* Handles one header line "[...]" (leading blanks already removed). */
@@ -952,6 +1016,8 @@ cfgp_defaults(struct cfg *c, const char *path)
 	c->reload_policy = CFG_RELOAD_ALL_OR_NOTHING;
 	c->drain_timeout_ms = 30 * 1000;
 	c->init_timeout_ms = 10 * 1000;
+	c->crash_loop_limit = 5;
+	c->crash_loop_window_ms = 60 * 1000;
 	c->log_level = LOG_INFO;
 	c->log_format = CFG_LOG_LOGFMT;
 }
@@ -1123,6 +1189,9 @@ cfg_cluster_canonical(const struct cfg_cluster *cl)
 	fprintf(f, "max_frame_bytes = %s\n", buf);
 	units_fmt_duration(cl->idle_timeout_ms, buf, sizeof buf);
 	fprintf(f, "idle_timeout = %s\n", buf);
+	units_fmt_duration(cl->request_timeout_ms, buf, sizeof buf);
+	fprintf(f, "request_timeout = %s\n", buf);
+	fprintf(f, "max_inflight_per_connection = %u\n", cl->max_inflight);
 	if (fclose(f) != 0 || out == NULL)
 		abort();
 	return out;

@@ -47,6 +47,10 @@ struct cfg_cluster {
 	uint32_t max_connections;        /* default 10000 */
 	uint64_t max_frame_bytes;        /* default 100 MiB */
 	uint64_t idle_timeout_ms;        /* default 10 min; 0 = never */
+	uint64_t request_timeout_ms;     /* a started request frame must complete
+	                                    within this; default 30s */
+	uint32_t max_inflight;           /* max_inflight_per_connection, default 1024:
+	                                    reading stops beyond it */
 };
 
 struct cfg {
@@ -63,6 +67,9 @@ struct cfg {
 	uint64_t init_timeout_ms;        /* default 10s */
 	int log_level;                   /* enum log_level from common/log.h; default info */
 	enum cfg_log_format log_format;
+	bool persist;                    /* write a posted config to path on reload */
+	uint32_t crash_loop_limit;       /* crashes within the window -> failed; default 5 */
+	uint64_t crash_loop_window_ms;   /* default 60s */
 
 	struct cfg_cluster *clusters;    /* in file order */
 	size_t n_clusters;

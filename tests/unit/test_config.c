@@ -766,7 +766,9 @@ Test(config_canonical, exact_text)
 	    "node_ids = 1,2,7\n"
 	    "max_connections = 500\n"
 	    "max_frame_bytes = 16MiB\n"
-	    "idle_timeout = 0\n");
+	    "idle_timeout = 0\n"
+	    "request_timeout = 30s\n"
+	    "max_inflight_per_connection = 1024\n");
 	free(s);
 	s = cfg_cluster_canonical(&r.c.clusters[1]);
 	cr_assert_str_eq(s,
@@ -778,7 +780,9 @@ Test(config_canonical, exact_text)
 	    "node_ids = 0\n"
 	    "max_connections = 10000\n"
 	    "max_frame_bytes = 100MiB\n"
-	    "idle_timeout = 10m\n");
+	    "idle_timeout = 10m\n"
+	    "request_timeout = 30s\n"
+	    "max_inflight_per_connection = 1024\n");
 	free(s);
 	done(&r);
 }
@@ -877,4 +881,57 @@ Test(config, policy_strings)
 	cr_assert_str_eq(cfg_policy_reload_str(CFG_RELOAD_ALL_OR_NOTHING),
 	    "all-or-nothing");
 	cr_assert_str_eq(cfg_policy_reload_str(CFG_RELOAD_PER_CLUSTER), "per-cluster");
+}
+
+Test(config, reload_and_limit_keys)
+{
+	const char *text =
+	    "[ferry]\n"
+	    "persist = true\n"
+	    "crash_loop_limit = 3\n"
+	    "crash_loop_window = 2m\n"
+	    "[cluster a]\n"
+	    "upstream = 127.0.0.1:9092\n"
+	    "bootstrap = 127.0.0.1:19092\n"
+	    "broker_ports = 19093-19094\n"
+	    "request_timeout = 5s\n"
+	    "max_inflight_per_connection = 64\n";
+	struct cfg c;
+	struct cfg_errors e;
+	cfg_errors_init(&e);
+	cr_assert_eq(cfg_parse_string("t.ini", text, strlen(text), &c, &e), 0,
+	    "%s", e.n ? e.msg[0] : "");
+	cr_expect(c.persist);
+	cr_expect_eq(c.crash_loop_limit, 3);
+	cr_expect_eq(c.crash_loop_window_ms, 120000);
+	cr_expect_eq(c.clusters[0].request_timeout_ms, 5000);
+	cr_expect_eq(c.clusters[0].max_inflight, 64);
+	/* canonical text carries the cluster keys through to the worker */
+	char *canon = cfg_cluster_canonical(&c.clusters[0]);
+	struct cfg c2;
+	cr_assert_eq(cfg_parse_string("c", canon, strlen(canon), &c2, &e), 0);
+	cr_expect_eq(c2.clusters[0].request_timeout_ms, 5000);
+	cr_expect_eq(c2.clusters[0].max_inflight, 64);
+	cr_expect_not(c2.persist);
+	cr_expect_eq(c2.crash_loop_limit, 5, "default");
+	cr_expect_eq(c2.clusters[0].max_inflight, 64);
+	free(canon);
+	cfg_free(&c2);
+	cfg_free(&c);
+
+	const char *bad =
+	    "[ferry]\n"
+	    "persist = maybe\n"
+	    "crash_loop_limit = 0\n"
+	    "[cluster a]\n"
+	    "upstream = 127.0.0.1:9092\n"
+	    "bootstrap = 127.0.0.1:19092\n"
+	    "broker_ports = 19093-19094\n"
+	    "request_timeout = 0\n"
+	    "max_inflight_per_connection = 0\n";
+	cr_assert_eq(cfg_parse_string("t.ini", bad, strlen(bad), &c, &e), -1);
+	cr_expect_eq(e.n, 4);
+	cr_expect(e.n > 0 && strncmp(e.msg[0], "t.ini:2: ", 9) == 0, "%s", e.n ? e.msg[0] : "");
+	cr_expect(e.n > 3 && strncmp(e.msg[3], "t.ini:9: ", 9) == 0, "%s", e.n > 3 ? e.msg[3] : "");
+	cfg_errors_free(&e);
 }
