@@ -1054,6 +1054,11 @@ cfg_parse_string(const char *path, const char *text, size_t len,
 		cfgp_err(&p, p.lineno, "cannot parse (inih error %d)", rc);
 	cfgp_finish(&p);
 	free(p.meta);
+	_Static_assert(FK_COUNT <= sizeof c.ferry_key_lines / sizeof c.ferry_key_lines[0],
+	    "ferry_key_lines too small");
+	for (int k = 0; k < FK_COUNT; k++)
+		c.ferry_key_lines[k] = p.fline[k];
+	c.ferry_line = p.ferry_line;
 
 	if (errs->n != n0) {
 		cfg_free(&c);
@@ -1195,6 +1200,15 @@ cfg_cluster_canonical(const struct cfg_cluster *cl)
 	if (fclose(f) != 0 || out == NULL)
 		abort();
 	return out;
+}
+
+int
+cfg_ferry_key_line(const struct cfg *c, const char *key)
+{
+	for (int k = 0; k < FK_COUNT; k++)
+		if (strcmp(cfgp_fkeys[k].name, key) == 0)
+			return c->ferry_key_lines[k];
+	return 0;
 }
 
 const struct cfg_cluster *

@@ -73,6 +73,9 @@ struct cfg {
 
 	struct cfg_cluster *clusters;    /* in file order */
 	size_t n_clusters;
+
+	int ferry_line;                  /* line of the [ferry] header, 0 if none */
+	int ferry_key_lines[16];         /* see cfg_ferry_key_line() */
 };
 
 /* A growable list of "file:line: message" strings. */
@@ -112,6 +115,10 @@ const struct cfg_cluster *cfg_find_cluster(const struct cfg *c, const char *name
 /* Index of node_id in cl->node_ids, or -1. The broker port of node id k is
  * broker_port_first + cfg_node_index(cl, k). */
 int cfg_node_index(const struct cfg_cluster *cl, int32_t node_id);
+
+/* Line where a [ferry] key was set, 0 when it was left at its default (or
+ * the key is unknown). */
+int cfg_ferry_key_line(const struct cfg *c, const char *key);
 
 const char *cfg_policy_startup_str(enum cfg_policy_startup p);
 const char *cfg_policy_reload_str(enum cfg_policy_reload p);

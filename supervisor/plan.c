@@ -1,0 +1,166 @@
+/*
+ * plan — reload diff and plan; see plan.h.
+ */
+#include "supervisor/plan.h"
+
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/units.h"
+
+const char *
+plan_op_str(enum plan_op op)
+{
+	switch (op) {
+	case PLAN_KEEP: return "keep";
+	case PLAN_ADD: return "add";
+	case PLAN_MODIFY: return "modify";
+	case PLAN_REMOVE: return "remove";
+	}
+	return "unknown";
+}
+
+int
+plan_cluster_version(const struct cfg_cluster *cl, char *out, size_t outlen)
+{
+	char *text = cfg_cluster_canonical(cl);
+	if (!text)
+		return -1;
+	/* Referenced files (TLS material) will be hashed here too, after the
+	 * canonical text, so changing a file's contents changes the version. */
+	unsigned char h[crypto_hash_sha256_BYTES];
+	crypto_hash_sha256(h, (const unsigned char *)text, strlen(text));
+	free(text);
+	char hex[2 * crypto_hash_sha256_BYTES + 1];
+	sodium_bin2hex(hex, sizeof hex, h, sizeof h);
+	snprintf(out, outlen, "sha256:%s", hex);
+	return 0;
+}
+
+static bool
+plan_addr_eq(const struct cfg_addr *a, const struct cfg_addr *b)
+{
+	return a->port == b->port && strcmp(a->host, b->host) == 0;
+}
+
+bool
+plan_same_listeners(const struct cfg_cluster *a, const struct cfg_cluster *b)
+{
+	return plan_addr_eq(&a->bootstrap, &b->bootstrap) &&
+	       a->broker_port_first == b->broker_port_first &&
+	       a->broker_port_last == b->broker_port_last;
+}
+
+static void
+plan_restart_key(const struct cfg *next, struct cfg_errors *errs, const char *key,
+		 const char *was, const char *now)
+{
+	int line = cfg_ferry_key_line(next, key);
+	if (line == 0)
+		line = next->ferry_line;
+	if (line > 0)
+		cfg_errors_add(errs, "%s:%d: %s cannot change without restarting ferryd "
+		    "(running: %s, new: %s)", next->path, line, key, was, now);
+	else
+		cfg_errors_add(errs, "%s: %s cannot change without restarting ferryd "
+		    "(running: %s, new: %s; it is set by default when [ferry] omits it)",
+		    next->path, key, was, now);
+}
+
+size_t
+plan_check_restart_keys(const struct cfg *running, const struct cfg *next,
+			struct cfg_errors *errs)
+{
+	size_t n0 = errs->n;
+	if (strcmp(running->control_socket, next->control_socket) != 0)
+		plan_restart_key(next, errs, "control_socket", running->control_socket,
+		    next->control_socket);
+	if (running->admin_enabled != next->admin_enabled ||
+	    (running->admin_enabled && !plan_addr_eq(&running->admin_listen, &next->admin_listen))) {
+		char a[CFG_HOST_MAX + 16] = "off", b[CFG_HOST_MAX + 16] = "off";
+		if (running->admin_enabled)
+			units_fmt_addr(&running->admin_listen, a, sizeof a);
+		if (next->admin_enabled)
+			units_fmt_addr(&next->admin_listen, b, sizeof b);
+		plan_restart_key(next, errs, "admin_listen", a, b);
+	}
+	if (strcmp(running->user, next->user) != 0)
+		plan_restart_key(next, errs, "user", running->user, next->user);
+	if (running->log_format != next->log_format)
+		plan_restart_key(next, errs, "log_format",
+		    running->log_format == CFG_LOG_JSON ? "json" : "logfmt",
+		    next->log_format == CFG_LOG_JSON ? "json" : "logfmt");
+	return errs->n - n0;
+}
+
+int
+plan_make(const struct plan_running *run, size_t n_run, const struct cfg *next,
+	  struct plan *out)
+{
+	memset(out, 0, sizeof *out);
+	out->items = calloc(n_run + next->n_clusters + 1, sizeof *out->items);
+	if (!out->items)
+		return -1;
+	bool *matched = calloc(next->n_clusters + 1, sizeof *matched);
+	if (!matched) {
+		free(out->items);
+		out->items = NULL;
+		return -1;
+	}
+	for (size_t i = 0; i < n_run; i++) {
+		struct plan_item *it = &out->items[out->n++];
+		snprintf(it->name, sizeof it->name, "%s", run[i].cl->name);
+		it->old_index = (int)i;
+		it->new_index = -1;
+		for (size_t j = 0; j < next->n_clusters; j++) {
+			if (strcmp(next->clusters[j].name, run[i].cl->name) == 0) {
+				it->new_index = (int)j;
+				matched[j] = true;
+				break;
+			}
+		}
+		if (it->new_index < 0) {
+			it->op = PLAN_REMOVE;
+			out->n_remove++;
+			continue;
+		}
+		const struct cfg_cluster *ncl = &next->clusters[it->new_index];
+		if (plan_cluster_version(ncl, it->version, sizeof it->version) == -1)
+			goto oom;
+		if (strcmp(it->version, run[i].version) == 0) {
+			it->op = PLAN_KEEP;
+			out->n_keep++;
+		} else {
+			it->op = PLAN_MODIFY;
+			it->listeners_changed = !plan_same_listeners(run[i].cl, ncl);
+			out->n_modify++;
+		}
+	}
+	for (size_t j = 0; j < next->n_clusters; j++) {
+		if (matched[j])
+			continue;
+		struct plan_item *it = &out->items[out->n++];
+		snprintf(it->name, sizeof it->name, "%s", next->clusters[j].name);
+		it->op = PLAN_ADD;
+		it->old_index = -1;
+		it->new_index = (int)j;
+		if (plan_cluster_version(&next->clusters[j], it->version, sizeof it->version) == -1)
+			goto oom;
+		out->n_add++;
+	}
+	free(matched);
+	return 0;
+oom:
+	free(matched);
+	plan_free(out);
+	return -1;
+}
+
+void
+plan_free(struct plan *p)
+{
+	free(p->items);
+	memset(p, 0, sizeof *p);
+}
