@@ -117,8 +117,8 @@ build_av(struct bb *b, int v, int16_t ec, const struct ent *e, size_t n, const c
 }
 
 static const struct ent up_entries[] = {
-	{ 0, 0, 11, NULL, 0 },		/* Produce -> 0-9 */
-	{ 1, 4, 17, NULL, 0 },		/* Fetch -> 4-15 */
+	{ 0, 0, 11, NULL, 0 },		/* Produce: under the cap (12) */
+	{ 1, 4, 17, NULL, 0 },		/* Fetch: at the cap (17) */
 	{ 3, 0, 12, NULL, 0 },		/* Metadata: under the cap */
 	{ 4, 0, 7, NULL, 0 },		/* LeaderAndIsr: refused */
 	{ 10, 0, 6, NULL, 0 },
@@ -126,19 +126,20 @@ static const struct ent up_entries[] = {
 	{ 18, 0, 4, NULL, 0 },
 	{ 19, 2, 7, NULL, 0 },		/* CreateTopics: forwarded as is */
 	{ 36, 0, 2, NULL, 0 },
-	{ 60, 0, 1, NULL, 0 },		/* DescribeCluster: refused */
+	{ 60, 0, 1, NULL, 0 },		/* DescribeCluster: under the cap (2) */
 	{ 78, 0, 1, NULL, 0 },		/* ShareFetch: refused */
 	{ 500, 0, 3, NULL, 0 },		/* unknown key: forwarded */
 };
 static const struct ent exp_entries[] = {
-	{ 0, 0, 9, NULL, 0 },
-	{ 1, 4, 15, NULL, 0 },
+	{ 0, 0, 11, NULL, 0 },
+	{ 1, 4, 17, NULL, 0 },
 	{ 3, 0, 12, NULL, 0 },
 	{ 10, 0, 6, NULL, 0 },
 	{ 17, 0, 1, NULL, 0 },
 	{ 18, 0, 4, NULL, 0 },
 	{ 19, 2, 7, NULL, 0 },
 	{ 36, 0, 2, NULL, 0 },
+	{ 60, 0, 1, NULL, 0 },
 	{ 500, 0, 3, NULL, 0 },
 };
 #define NUP	(sizeof(up_entries) / sizeof(up_entries[0]))
@@ -159,16 +160,17 @@ check_intersect(int v, const struct bb *in, const struct bb *exp)
 Test(intersect, v0_exact_bytes)
 {
 	static const uint8_t exp[] = {
-		0x00, 0x00, 0x00, 0x40, 0x00, 0x00, 0x00, 0x4d, 0x00, 0x00,
-		0x00, 0x00, 0x00, 0x09,
-		0x00, 0x00, 0x00, 0x00, 0x00, 0x09,
-		0x00, 0x01, 0x00, 0x04, 0x00, 0x0f,
+		0x00, 0x00, 0x00, 0x46, 0x00, 0x00, 0x00, 0x4d, 0x00, 0x00,
+		0x00, 0x00, 0x00, 0x0a,
+		0x00, 0x00, 0x00, 0x00, 0x00, 0x0b,
+		0x00, 0x01, 0x00, 0x04, 0x00, 0x11,
 		0x00, 0x03, 0x00, 0x00, 0x00, 0x0c,
 		0x00, 0x0a, 0x00, 0x00, 0x00, 0x06,
 		0x00, 0x11, 0x00, 0x00, 0x00, 0x01,
 		0x00, 0x12, 0x00, 0x00, 0x00, 0x04,
 		0x00, 0x13, 0x00, 0x02, 0x00, 0x07,
 		0x00, 0x24, 0x00, 0x00, 0x00, 0x02,
+		0x00, 0x3c, 0x00, 0x00, 0x00, 0x01,
 		0x01, 0xf4, 0x00, 0x00, 0x00, 0x03,
 	};
 	struct bb in;
@@ -242,21 +244,73 @@ Test(intersect, v3_features_and_entry_tags_preserved)
 Test(intersect, cap_empties_range)
 {
 	static const struct ent up[] = {
-		{ 1, 16, 18, NULL, 0 },		/* Fetch 16+ only: dropped */
-		{ 0, 10, 13, NULL, 0 },		/* Produce 10+ only: dropped */
+		{ 1, 18, 19, NULL, 0 },		/* Fetch 18+ only: dropped */
+		{ 0, 13, 14, NULL, 0 },		/* Produce 13+ only: dropped */
 		{ 3, 5, 13, NULL, 0 },		/* Metadata: min kept */
+		{ 60, 3, 4, NULL, 0 },		/* DescribeCluster 3+ only: dropped */
 	};
 	static const struct ent ex[] = {
 		{ 3, 5, 13, NULL, 0 },
 	};
 	struct bb in, exp;
 
-	build_av(&in, 3, 0, up, 3, NULL, 0);
+	build_av(&in, 3, 0, up, 4, NULL, 0);
 	build_av(&exp, 3, 0, ex, 1, NULL, 0);
 	check_intersect(3, &in, &exp);
-	build_av(&in, 0, 0, up, 3, NULL, 0);
+	build_av(&in, 0, 0, up, 4, NULL, 0);
 	build_av(&exp, 0, 0, ex, 1, NULL, 0);
 	check_intersect(0, &in, &exp);
+}
+
+/* The caps raised with the KIP-951 / DescribeCluster rewriters. */
+Test(intersect, raised_caps)
+{
+	static const struct ent up[] = {
+		{ 0, 3, 13, NULL, 0 },		/* Produce 3-13 -> 3-12 */
+		{ 1, 4, 18, NULL, 0 },		/* Fetch 4-18 -> 4-17 */
+		{ 60, 0, 2, NULL, 0 },		/* DescribeCluster 0-2: advertised */
+		{ 78, 1, 1, NULL, 0 },		/* ShareFetch: still refused */
+		{ 79, 1, 1, NULL, 0 },		/* ShareAcknowledge: still refused */
+		{ 3, 0, 13, NULL, 0 },
+	};
+	static const struct ent ex[] = {
+		{ 0, 3, 12, NULL, 0 },
+		{ 1, 4, 17, NULL, 0 },
+		{ 60, 0, 2, NULL, 0 },
+		{ 3, 0, 13, NULL, 0 },
+	};
+	struct bb in, exp;
+	int v;
+
+	for (v = 0; v <= 4; v++) {
+		build_av(&in, v, 0, up, 6, v >= 3 ? features : NULL, v >= 3 ? sizeof(features) - 1 : 0);
+		build_av(&exp, v, 0, ex, 4, v >= 3 ? features : NULL, v >= 3 ? sizeof(features) - 1 : 0);
+		check_intersect(v, &in, &exp);
+	}
+	/* DescribeCluster 0-3 upstream is capped to 0-2 */
+	{
+		static const struct ent u2[] = { { 60, 0, 3, NULL, 0 } };
+		static const struct ent e2[] = { { 60, 0, 2, NULL, 0 } };
+
+		build_av(&in, 3, 0, u2, 1, NULL, 0);
+		build_av(&exp, 3, 0, e2, 1, NULL, 0);
+		check_intersect(3, &in, &exp);
+	}
+	cr_assert(kc_request_allowed(0, 12));
+	cr_assert_not(kc_request_allowed(0, 13));
+	cr_assert(kc_request_allowed(1, 17));
+	cr_assert_not(kc_request_allowed(1, 18));
+	cr_assert(kc_request_allowed(60, 2));
+	cr_assert_not(kc_request_allowed(60, 3));
+	cr_assert_not(kc_request_allowed(78, 0));
+	cr_assert_not(kc_request_allowed(79, 0));
+	/* every allowed version of a rewritten API has a rewriter */
+	for (v = 10; v <= 12; v++)
+		cr_assert(kc_response_needs_rewrite(0, (int16_t)v));
+	for (v = 16; v <= 17; v++)
+		cr_assert(kc_response_needs_rewrite(1, (int16_t)v));
+	for (v = 0; v <= 2; v++)
+		cr_assert(kc_response_needs_rewrite(60, (int16_t)v));
 }
 
 Test(intersect, count_varint_narrows)
@@ -267,7 +321,7 @@ Test(intersect, count_varint_narrows)
 	int i, j = 0;
 
 	for (i = 0; i < 128; i++) {
-		up[i] = (struct ent){ (int16_t)(i == 5 ? 60 : i == 6 ? 4 : 1000 + i), 0, 1, NULL, 0 };
+		up[i] = (struct ent){ (int16_t)(i == 5 ? 78 : i == 6 ? 4 : 1000 + i), 0, 1, NULL, 0 };
 		if (i != 5 && i != 6)
 			ex[j++] = up[i];
 	}
@@ -528,7 +582,8 @@ Test(policy, caps)
 	static const struct {
 		int16_t key, max;
 	} c[] = {
-		{ 0, 9 }, { 1, 15 }, { 3, 13 }, { 10, 6 }, { 17, 1 }, { 18, 4 }, { 36, 2 },
+		{ 0, 12 }, { 1, 17 }, { 3, 13 }, { 10, 6 }, { 17, 1 }, { 18, 4 }, { 36, 2 },
+		{ 60, 2 },
 	};
 	size_t i;
 
@@ -548,7 +603,7 @@ Test(policy, caps)
 Test(policy, refused_and_forwarded)
 {
 	static const int16_t refused[] = {
-		4, 5, 6, 7, 27, 52, 53, 54, 55, 56, 58, 59, 60, 62, 63, 67, 70, 73, 78, 79,
+		4, 5, 6, 7, 27, 52, 53, 54, 55, 56, 58, 59, 62, 63, 67, 70, 73, 78, 79,
 		80, 81, 82, 83, 84, 85, 86, 87,
 	};
 	static const int16_t forwarded[] = {

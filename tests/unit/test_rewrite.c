@@ -1343,24 +1343,42 @@ Test(rewrite, needs_rewrite_table)
 	for (v = 0; v <= 4; v++)
 		cr_assert(kc_response_needs_rewrite(18, (int16_t)v));
 	cr_assert_not(kc_response_needs_rewrite(18, 5));
-	cr_assert_not(kc_response_needs_rewrite(0, 9));
-	cr_assert_not(kc_response_needs_rewrite(1, 12));
-	cr_assert_not(kc_response_needs_rewrite(60, 0));
+	/* KIP-951 NodeEndpoints: Produce v10+, Fetch v16+ */
+	for (v = 0; v <= 9; v++)
+		cr_assert_not(kc_response_needs_rewrite(0, (int16_t)v));
+	for (v = 10; v <= 13; v++)
+		cr_assert(kc_response_needs_rewrite(0, (int16_t)v));
+	cr_assert_not(kc_response_needs_rewrite(0, 14));
+	for (v = 0; v <= 15; v++)
+		cr_assert_not(kc_response_needs_rewrite(1, (int16_t)v));
+	for (v = 16; v <= 17; v++)
+		cr_assert(kc_response_needs_rewrite(1, (int16_t)v));
+	cr_assert_not(kc_response_needs_rewrite(1, 18));
+	for (v = 0; v <= 2; v++)
+		cr_assert(kc_response_needs_rewrite(60, (int16_t)v));
+	cr_assert_not(kc_response_needs_rewrite(60, 3));
+	/* ShareFetch / ShareAcknowledge stay refused, not rewritten */
+	cr_assert_not(kc_response_needs_rewrite(78, 0));
+	cr_assert_not(kc_response_needs_rewrite(79, 0));
+	cr_assert_not(kc_response_needs_rewrite(2, 0));
 	cr_assert_not(kc_response_needs_rewrite(3, -1));
+	cr_assert_not(kc_response_needs_rewrite(0, -1));
 }
 
 Test(rewrite, apiversions_dispatch)
 {
 	static const uint8_t in[] = {
-		0x00, 0x00, 0x00, 0x16, 0x00, 0x00, 0x00, 0x05, 0x00, 0x00,
-		0x00, 0x00, 0x00, 0x02,
+		0x00, 0x00, 0x00, 0x1c, 0x00, 0x00, 0x00, 0x05, 0x00, 0x00,
+		0x00, 0x00, 0x00, 0x03,
 		0x00, 0x03, 0x00, 0x00, 0x00, 0x0c,	/* Metadata 0-12 */
-		0x00, 0x3c, 0x00, 0x00, 0x00, 0x01,	/* DescribeCluster: refused */
+		0x00, 0x3c, 0x00, 0x00, 0x00, 0x01,	/* DescribeCluster: kept */
+		0x00, 0x4e, 0x00, 0x00, 0x00, 0x01,	/* ShareFetch: refused */
 	};
 	static const uint8_t exp[] = {
-		0x00, 0x00, 0x00, 0x10, 0x00, 0x00, 0x00, 0x05, 0x00, 0x00,
-		0x00, 0x00, 0x00, 0x01,
+		0x00, 0x00, 0x00, 0x16, 0x00, 0x00, 0x00, 0x05, 0x00, 0x00,
+		0x00, 0x00, 0x00, 0x02,
 		0x00, 0x03, 0x00, 0x00, 0x00, 0x0c,
+		0x00, 0x3c, 0x00, 0x00, 0x00, 0x01,
 	};
 	uint8_t *out = NULL;
 	size_t n = 0;

@@ -7,9 +7,9 @@
  *
  * Policy (one table each in apiversions.c):
  *  - Parsed APIs are capped to the versions the proxy can parse:
- *    Produce 0-9 and Fetch 0-15 (Produce v10+ / Fetch v16+ responses carry
- *    KIP-951 NodeEndpoints, not rewritten yet), Metadata 0-13,
- *    FindCoordinator 0-6, SaslHandshake 0-1, ApiVersions 0-4,
+ *    Produce 0-12 and Fetch 0-17 (their v10+ / v16+ responses carry KIP-951
+ *    NodeEndpoints, rewritten), Metadata 0-13, FindCoordinator 0-6,
+ *    DescribeCluster 0-2, SaslHandshake 0-1, ApiVersions 0-4,
  *    SaslAuthenticate 0-2.
  *  - Refused APIs are dropped from ApiVersions and kc_request_allowed() is
  *    false for them: the ZooKeeper-era inter-broker APIs LeaderAndIsr,
@@ -22,8 +22,8 @@
  *    ControllerRegistration (70), AssignReplicasToDirs (73), AddRaftVoter,
  *    RemoveRaftVoter, UpdateRaftVoter (80-82); the share-coordinator
  *    inter-broker state APIs (83-87); and the APIs whose responses carry
- *    broker addresses the proxy does not rewrite yet: DescribeCluster (60),
- *    ShareFetch (78), ShareAcknowledge (79).
+ *    broker addresses the proxy does not rewrite yet: ShareFetch (78) and
+ *    ShareAcknowledge (79) (KIP-932 NodeEndpoints).
  *    UpdateFeatures (57) and UnregisterBroker (64) are Admin-client APIs
  *    served by brokers and carry no addresses: they are forwarded.
  *  - Every other key, including keys newer than this table, is forwarded

@@ -1,7 +1,9 @@
 /*
  * rewrite — broker-address rewriting of Metadata (v0-13) and FindCoordinator
- * (v0-6) responses, and the dispatch of ApiVersions responses to the
- * intersection in apiversions.c.
+ * (v0-6) responses, the dispatch of ApiVersions responses to the
+ * intersection in apiversions.c and of Produce, Fetch and DescribeCluster
+ * responses to rewrite_endpoints.c, and the helpers both files share
+ * (rewrite_priv.h).
  *
  * Every response goes through two passes.  The first validates the whole
  * frame against the schema of its version (apache/kafka MetadataResponse.json
@@ -23,96 +25,13 @@
 
 #include "worker/kafka/apiversions.h"
 #include "worker/kafka/codec.h"
-
-#define MD_MAX_VERSION	13
-#define FC_MAX_VERSION	6
-#define AV_MAX_VERSION	4
+#include "worker/kafka/rewrite_priv.h"
 
 /* COORDINATOR_NOT_AVAILABLE */
 #define KC_ERR_COORDINATOR_NOT_AVAILABLE	15
 
-/* Growing output buffer; the caller reserves before every put. */
-struct rw_out {
-	uint8_t *b;
-	size_t len, cap;
-};
-
-static bool
-rw_reserve(struct rw_out *o, size_t need)
-{
-	uint8_t *nb;
-	size_t ncap;
-
-	if (need <= o->cap)
-		return true;
-	ncap = need + need / 2;
-	if (ncap < need)
-		ncap = need;
-	nb = realloc(o->b, ncap);
-	if (nb == NULL)
-		return false;
-	o->b = nb;
-	o->cap = ncap;
-	return true;
-}
-
-static void
-rw_put(struct rw_out *o, const void *src, size_t n)
-{
-	if (n > 0)
-		memcpy(o->b + o->len, src, n);
-	o->len += n;
-}
-
-static void
-rw_i16(struct rw_out *o, int16_t v)
-{
-	kc_put_i16(o->b + o->len, v);
-	o->len += 2;
-}
-
-static void
-rw_i32(struct rw_out *o, int32_t v)
-{
-	kc_put_i32(o->b + o->len, v);
-	o->len += 4;
-}
-
-static size_t
-rw_string_size(bool flex, size_t len)
-{
-	return (flex ? kc_uvarint_size((uint32_t)len + 1) : 2) + len;
-}
-
-/* A non-null string (the caller checked len <= KC_MAX_STRING). */
-static void
-rw_string(struct rw_out *o, bool flex, const char *s, size_t len)
-{
-	if (flex)
-		o->len += kc_put_uvarint(o->b + o->len, (uint32_t)len + 1);
-	else
-		rw_i16(o, (int16_t)len);
-	rw_put(o, s, len);
-}
-
-/* A null string: compact 0 or INT16 -1. */
-static size_t
-rw_null_size(bool flex)
-{
-	return flex ? 1 : 2;
-}
-
-static void
-rw_null(struct rw_out *o, bool flex)
-{
-	if (flex)
-		o->b[o->len++] = 0;
-	else
-		rw_i16(o, -1);
-}
-
-static int
-rw_fail(struct rw_out *o, char *err, size_t errlen, const char *why)
+int
+kc_rw_fail(struct rw_out *o, char *err, size_t errlen, const char *why)
 {
 	free(o->b);
 	o->b = NULL;
@@ -120,11 +39,11 @@ rw_fail(struct rw_out *o, char *err, size_t errlen, const char *why)
 	return KC_MALFORMED;
 }
 
-static int
-rw_finish(struct rw_out *o, uint8_t **out, size_t *out_len, char *err, size_t errlen)
+int
+kc_rw_finish(struct rw_out *o, uint8_t **out, size_t *out_len, char *err, size_t errlen)
 {
 	if (o->len - 4 > (size_t)INT32_MAX)
-		return rw_fail(o, err, errlen, "rewritten frame too large");
+		return kc_rw_fail(o, err, errlen, "rewritten frame too large");
 	kc_put_i32(o->b, (int32_t)(o->len - 4));
 	*out = o->b;
 	*out_len = o->len;
@@ -132,14 +51,8 @@ rw_finish(struct rw_out *o, uint8_t **out, size_t *out_len, char *err, size_t er
 	return KC_OK;
 }
 
-static bool
-rw_host_ok(const char *h, size_t hl)
-{
-	return hl <= KC_MAX_STRING && (h != NULL || hl == 0);
-}
-
-static int
-rw_check_frame(const uint8_t *frame, size_t len, char *err, size_t errlen)
+int
+kc_rw_check_frame(const uint8_t *frame, size_t len, char *err, size_t errlen)
 {
 	if (frame == NULL || len < 8) {
 		kc_set_err(err, errlen, "response shorter than 8 bytes");
@@ -154,16 +67,16 @@ rw_check_frame(const uint8_t *frame, size_t len, char *err, size_t errlen)
 }
 
 /* Size prefix, correlation id and (response header v1) the header tags. */
-static void
-rw_skip_header(struct kc_reader *r, int16_t key, int16_t v)
+void
+kc_rw_skip_header(struct kc_reader *r, int16_t key, int16_t v)
 {
 	kc_rd_skip(r, 8);
 	if (kc_response_header_version(key, v) >= 1)
 		kc_rd_tags(r);
 }
 
-static int
-rw_end(struct kc_reader *r, char *err, size_t errlen)
+int
+kc_rw_end(struct kc_reader *r, char *err, size_t errlen)
 {
 	if (r->status == KC_OK && r->p != r->end)
 		kc_rd_fail(r, KC_MALFORMED, "trailing bytes after message");
@@ -181,14 +94,38 @@ kc_response_needs_rewrite(int16_t api_key, int16_t api_version)
 	if (api_version < 0)
 		return false;
 	switch (api_key) {
+	case KC_API_PRODUCE:
+		return api_version >= PR_NODE_ENDPOINTS_FROM && api_version <= PR_MAX_VERSION;
+	case KC_API_FETCH:
+		return api_version >= FE_NODE_ENDPOINTS_FROM && api_version <= FE_MAX_VERSION;
 	case KC_API_METADATA:
 		return api_version <= MD_MAX_VERSION;
 	case KC_API_FIND_COORDINATOR:
 		return api_version <= FC_MAX_VERSION;
 	case KC_API_API_VERSIONS:
 		return api_version <= AV_MAX_VERSION;
+	case KC_API_DESCRIBE_CLUSTER:
+		return api_version <= DC_MAX_VERSION;
 	default:
 		return false;
+	}
+}
+
+/* Versions kc_rewrite_response has a schema for (a superset of the above:
+ * Produce and Fetch responses older than NodeEndpoints are validated and
+ * copied unchanged). */
+static bool
+rw_has_schema(int16_t api_key, int16_t v)
+{
+	if (v < 0)
+		return false;
+	switch (api_key) {
+	case KC_API_PRODUCE:
+		return v <= PR_MAX_VERSION;
+	case KC_API_FETCH:
+		return v <= FE_MAX_VERSION;
+	default:
+		return kc_response_needs_rewrite(api_key, v);
 	}
 }
 
@@ -269,10 +206,10 @@ md_validate(const uint8_t *frame, size_t len, int v, struct md_pos *pos,
 	bool flex = v >= 9;
 	int32_t i, n;
 
-	if (rw_check_frame(frame, len, err, errlen) != KC_OK)
+	if (kc_rw_check_frame(frame, len, err, errlen) != KC_OK)
 		return KC_MALFORMED;
 	kc_rd_init(&r, frame, len);
-	rw_skip_header(&r, KC_API_METADATA, (int16_t)v);
+	kc_rw_skip_header(&r, KC_API_METADATA, (int16_t)v);
 	if (v >= 3)
 		(void)kc_rd_i32(&r);			/* throttle_time_ms */
 	pos->count_off = (size_t)(r.p - frame);
@@ -294,7 +231,7 @@ md_validate(const uint8_t *frame, size_t len, int v, struct md_pos *pos,
 		(void)kc_rd_i16(&r);	/* error_code */
 	if (flex)
 		kc_rd_tags(&r);
-	return rw_end(&r, err, errlen);
+	return kc_rw_end(&r, err, errlen);
 }
 
 int
@@ -340,7 +277,7 @@ md_rewrite(int v, const uint8_t *frame, size_t len, const struct kc_broker_map *
 	if (md_validate(frame, len, v, &pos, err, errlen) != KC_OK)
 		return KC_MALFORMED;
 	if (!rw_reserve(&o, len + (size_t)pos.nbrokers * 32 + 16))
-		return rw_fail(&o, err, errlen, "out of memory");
+		return kc_rw_fail(&o, err, errlen, "out of memory");
 	rw_put(&o, frame, pos.count_off);
 	count_at = o.len;
 	o.len += pos.count_width;	/* patched below; can only shrink */
@@ -358,7 +295,7 @@ md_rewrite(int v, const uint8_t *frame, size_t len, const struct kc_broker_map *
 			/* error entries are left alone */
 			esz = (size_t)(b.end - b.start);
 			if (!rw_reserve(&o, o.len + esz + left))
-				return rw_fail(&o, err, errlen, "out of memory");
+				return kc_rw_fail(&o, err, errlen, "out of memory");
 			rw_put(&o, b.start, esz);
 			kept++;
 			continue;
@@ -367,10 +304,10 @@ md_rewrite(int v, const uint8_t *frame, size_t len, const struct kc_broker_map *
 		    b.port, &h, &hl, &port) != 0)
 			continue;	/* no proxy address: drop the broker */
 		if (!rw_host_ok(h, hl))
-			return rw_fail(&o, err, errlen, "mapped host invalid or too long");
+			return kc_rw_fail(&o, err, errlen, "mapped host invalid or too long");
 		esz = 4 + rw_string_size(flex, hl) + 4 + (size_t)(b.end - b.tail);
 		if (!rw_reserve(&o, o.len + esz + left))
-			return rw_fail(&o, err, errlen, "out of memory");
+			return kc_rw_fail(&o, err, errlen, "out of memory");
 		rw_i32(&o, b.node_id);
 		rw_string(&o, flex, h != NULL ? h : "", hl);
 		rw_i32(&o, port);
@@ -390,9 +327,9 @@ md_rewrite(int v, const uint8_t *frame, size_t len, const struct kc_broker_map *
 
 	left = len - pos.rest_off;
 	if (!rw_reserve(&o, o.len + left))
-		return rw_fail(&o, err, errlen, "out of memory");
+		return kc_rw_fail(&o, err, errlen, "out of memory");
 	rw_put(&o, frame + pos.rest_off, left);
-	return rw_finish(&o, out, out_len, err, errlen);
+	return kc_rw_finish(&o, out, out_len, err, errlen);
 }
 
 /* ---- FindCoordinator ---- */
@@ -440,10 +377,10 @@ fc_validate(const uint8_t *frame, size_t len, int v, struct fc_pos *pos,
 	bool flex = v >= 3;
 	int32_t i;
 
-	if (rw_check_frame(frame, len, err, errlen) != KC_OK)
+	if (kc_rw_check_frame(frame, len, err, errlen) != KC_OK)
 		return KC_MALFORMED;
 	kc_rd_init(&r, frame, len);
-	rw_skip_header(&r, KC_API_FIND_COORDINATOR, (int16_t)v);
+	kc_rw_skip_header(&r, KC_API_FIND_COORDINATOR, (int16_t)v);
 	if (v >= 1)
 		(void)kc_rd_i32(&r);			/* throttle_time_ms */
 	if (v <= 3) {
@@ -468,7 +405,7 @@ fc_validate(const uint8_t *frame, size_t len, int v, struct fc_pos *pos,
 		pos->rest_off = (size_t)(r.p - frame);
 		kc_rd_tags(&r);
 	}
-	return rw_end(&r, err, errlen);
+	return kc_rw_end(&r, err, errlen);
 }
 
 /* Calls the map for e; 1 = mapped, 0 = no proxy address, -1 = bad mapping. */
@@ -503,18 +440,18 @@ fc_rewrite_single(int v, const uint8_t *frame, size_t len, const struct fc_entry
 	if (e->node_id < 0) {
 		/* not available upstream: nothing to rewrite */
 		if (!rw_reserve(&o, len))
-			return rw_fail(&o, err, errlen, "out of memory");
+			return kc_rw_fail(&o, err, errlen, "out of memory");
 		rw_put(&o, frame, len);
-		return rw_finish(&o, out, out_len, err, errlen);
+		return kc_rw_finish(&o, out, out_len, err, errlen);
 	}
 	rc = fc_map(map, e, &h, &hl, &port);
 	if (rc < 0)
-		return rw_fail(&o, err, errlen, "mapped host invalid or too long");
+		return kc_rw_fail(&o, err, errlen, "mapped host invalid or too long");
 	if (rc > 0) {
 		need = (size_t)(e->nodep - frame) + 4 + rw_string_size(flex, hl) + 4 +
 		    (size_t)(frame + len - e->tail);
 		if (!rw_reserve(&o, need))
-			return rw_fail(&o, err, errlen, "out of memory");
+			return kc_rw_fail(&o, err, errlen, "out of memory");
 		rw_put(&o, frame, (size_t)(e->nodep - frame));	/* .. error_message */
 		rw_i32(&o, e->node_id);
 		rw_string(&o, flex, h, hl);
@@ -523,7 +460,7 @@ fc_rewrite_single(int v, const uint8_t *frame, size_t len, const struct fc_entry
 		need = (size_t)(e->start - frame) + 2 + (v >= 1 ? rw_null_size(flex) : 0) +
 		    4 + rw_string_size(flex, 0) + 4 + (size_t)(frame + len - e->tail);
 		if (!rw_reserve(&o, need))
-			return rw_fail(&o, err, errlen, "out of memory");
+			return kc_rw_fail(&o, err, errlen, "out of memory");
 		rw_put(&o, frame, (size_t)(e->start - frame));	/* header, throttle */
 		rw_i16(&o, KC_ERR_COORDINATOR_NOT_AVAILABLE);
 		if (v >= 1)
@@ -533,7 +470,7 @@ fc_rewrite_single(int v, const uint8_t *frame, size_t len, const struct fc_entry
 		rw_i32(&o, -1);
 	}
 	rw_put(&o, e->tail, (size_t)(frame + len - e->tail));	/* v3 tags */
-	return rw_finish(&o, out, out_len, err, errlen);
+	return kc_rw_finish(&o, out, out_len, err, errlen);
 }
 
 static int
@@ -549,7 +486,7 @@ fc_rewrite_multi(const uint8_t *frame, size_t len, const struct fc_pos *pos,
 	int rc;
 
 	if (!rw_reserve(&o, len + (size_t)pos->n * 32 + 16))
-		return rw_fail(&o, err, errlen, "out of memory");
+		return kc_rw_fail(&o, err, errlen, "out of memory");
 	rw_put(&o, frame, pos->entries_off);	/* header, throttle, count */
 	kc_rd_init(&r, frame, len);
 	r.p += pos->entries_off;
@@ -559,13 +496,13 @@ fc_rewrite_multi(const uint8_t *frame, size_t len, const struct fc_pos *pos,
 		if (e.node_id < 0) {
 			esz = (size_t)(e.end - e.start);
 			if (!rw_reserve(&o, o.len + esz + left))
-				return rw_fail(&o, err, errlen, "out of memory");
+				return kc_rw_fail(&o, err, errlen, "out of memory");
 			rw_put(&o, e.start, esz);
 			continue;
 		}
 		rc = fc_map(map, &e, &h, &hl, &port);
 		if (rc < 0)
-			return rw_fail(&o, err, errlen, "mapped host invalid or too long");
+			return kc_rw_fail(&o, err, errlen, "mapped host invalid or too long");
 		if (rc > 0)
 			esz = (size_t)(e.nodep - e.start) + 4 + rw_string_size(true, hl) + 4 +
 			    (size_t)(e.end - e.tail);
@@ -573,7 +510,7 @@ fc_rewrite_multi(const uint8_t *frame, size_t len, const struct fc_pos *pos,
 			esz = (size_t)(e.nodep - e.start) + 4 + 1 + 4 + 2 + 1 +
 			    (size_t)(e.end - e.tags);
 		if (!rw_reserve(&o, o.len + esz + left))
-			return rw_fail(&o, err, errlen, "out of memory");
+			return kc_rw_fail(&o, err, errlen, "out of memory");
 		rw_put(&o, e.start, (size_t)(e.nodep - e.start));	/* key */
 		if (rc > 0) {
 			rw_i32(&o, e.node_id);
@@ -591,9 +528,9 @@ fc_rewrite_multi(const uint8_t *frame, size_t len, const struct fc_pos *pos,
 	}
 	left = len - pos->rest_off;
 	if (!rw_reserve(&o, o.len + left))
-		return rw_fail(&o, err, errlen, "out of memory");
+		return kc_rw_fail(&o, err, errlen, "out of memory");
 	rw_put(&o, frame + pos->rest_off, left);
-	return rw_finish(&o, out, out_len, err, errlen);
+	return kc_rw_finish(&o, out, out_len, err, errlen);
 }
 
 static int
@@ -620,7 +557,7 @@ av_rewrite(int16_t v, const uint8_t *frame, size_t len, uint8_t **out, size_t *o
 	size_t n = 0;
 	int rc;
 
-	if (rw_check_frame(frame, len, err, errlen) != KC_OK)
+	if (kc_rw_check_frame(frame, len, err, errlen) != KC_OK)
 		return KC_MALFORMED;
 	b = malloc(len);
 	if (b == NULL) {
@@ -646,7 +583,7 @@ kc_rewrite_response(int16_t api_key, int16_t api_version, const uint8_t *frame, 
 	*out_len = 0;
 	if (api_key == KC_API_API_VERSIONS && api_version >= 0)
 		return av_rewrite(api_version, frame, len, out, out_len, err, errlen);
-	if (!kc_response_needs_rewrite(api_key, api_version)) {
+	if (!rw_has_schema(api_key, api_version)) {
 		kc_set_err(err, errlen, "response version not rewritable");
 		return KC_MALFORMED;
 	}
@@ -654,7 +591,17 @@ kc_rewrite_response(int16_t api_key, int16_t api_version, const uint8_t *frame, 
 		kc_set_err(err, errlen, "no broker map");
 		return KC_MALFORMED;
 	}
-	if (api_key == KC_API_METADATA)
+	switch (api_key) {
+	case KC_API_METADATA:
 		return md_rewrite(api_version, frame, len, map, out, out_len, err, errlen);
-	return fc_rewrite(api_version, frame, len, map, out, out_len, err, errlen);
+	case KC_API_FIND_COORDINATOR:
+		return fc_rewrite(api_version, frame, len, map, out, out_len, err, errlen);
+	case KC_API_PRODUCE:
+		return kc_rw_produce(api_version, frame, len, map, out, out_len, err, errlen);
+	case KC_API_FETCH:
+		return kc_rw_fetch(api_version, frame, len, map, out, out_len, err, errlen);
+	default:
+		return kc_rw_describe_cluster(api_version, frame, len, map, out, out_len,
+		    err, errlen);
+	}
 }

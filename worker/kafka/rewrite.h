@@ -1,7 +1,9 @@
 /*
  * rewrite — replaces upstream broker addresses in Kafka responses with the
  * addresses the client must see (Metadata v0-13 brokers, FindCoordinator
- * v0-6 coordinators) and applies the ApiVersions intersection (key 18 v0-4).
+ * v0-6 coordinators, DescribeCluster v0-2 brokers, the KIP-951 NodeEndpoints
+ * of Produce v10-13 and Fetch v16-17 responses) and applies the ApiVersions
+ * intersection (key 18 v0-4).
  *
  * A response is validated completely before anything is emitted or any
  * callback runs: every field of every version is walked to the exact end of
@@ -18,31 +20,45 @@
 
 struct kc_broker_map {
 	/*
-	 * Called once for every broker (Metadata) / coordinator
-	 * (FindCoordinator) entry with node_id >= 0, only after the whole frame
-	 * validated.  Return 0 and set *host,*host_len,*port to the address the
-	 * client must see (host need only stay valid until the next call;
-	 * host_len <= 0x7fff); return -1 when the node has no proxy address:
-	 * the Metadata broker entry is then DROPPED from the array; a
+	 * Called once for every broker (Metadata, DescribeCluster) /
+	 * coordinator (FindCoordinator) / NodeEndpoints (Produce, Fetch) entry
+	 * with node_id >= 0, only after the whole frame validated.  Return 0 and
+	 * set *host,*host_len,*port to the address the client must see (host
+	 * need only stay valid until the next call; host_len <= 0x7fff); return
+	 * -1 when the node has no proxy address: the Metadata, DescribeCluster
+	 * or NodeEndpoints entry is then DROPPED from its array; a
 	 * FindCoordinator entry gets error_code 15 (COORDINATOR_NOT_AVAILABLE),
 	 * node_id -1, host "", port -1 (and error_message null where the
-	 * version has one).
+	 * version has one).  Entries with node_id < 0 are left as they are in
+	 * Metadata and FindCoordinator, and dropped from DescribeCluster and
+	 * NodeEndpoints; a DescribeCluster response listing controllers
+	 * (EndpointType != 1) loses all its entries; neither calls the map.
 	 */
 	int (*map)(void *ctx, int32_t node_id, const char *up_host, size_t up_host_len,
 		   int32_t up_port, const char **host, size_t *host_len, int32_t *port);
 	void *ctx;
 };
 
-/* true for Metadata 0-13, FindCoordinator 0-6, ApiVersions 0-4. */
+/*
+ * true exactly for the responses that can carry broker addresses (or need
+ * the ApiVersions intersection), within the versions this codec parses:
+ * Produce 10-13, Fetch 16-17, Metadata 0-13, FindCoordinator 0-6,
+ * ApiVersions 0-4, DescribeCluster 0-2.  The worker must accumulate these
+ * whole and pass them to kc_rewrite_response.  Versions above these never
+ * reach the worker's response path: kc_request_allowed refuses them.
+ */
 bool kc_response_needs_rewrite(int16_t api_key, int16_t api_version);
 
 /*
  * frame = whole response including the size prefix (len bytes); version =
  * the REQUEST's api_version.  On KC_OK *out is a malloc'd new frame (with a
  * recomputed size prefix), *out_len its length.  For ApiVersions it applies
- * kc_apiversions_intersect (map unused, may be NULL).  KC_MALFORMED (err set)
- * on anything that does not parse exactly to the end of the frame, on a
- * (key, version) outside kc_response_needs_rewrite (except that an
+ * kc_apiversions_intersect (map unused, may be NULL).  Besides the pairs of
+ * kc_response_needs_rewrite it accepts Produce 0-9 and Fetch 0-15, which are
+ * validated and copied unchanged (they carry no addresses); a Produce or
+ * Fetch response without NodeEndpoints is copied byte for byte too.
+ * KC_MALFORMED (err set) on anything that does not parse exactly to the end
+ * of the frame, on a (key, version) with no schema here (except that an
  * ApiVersions response to a v5+ request is accepted when it is the v0
  * UNSUPPORTED_VERSION body), on a size prefix that is not len - 4, on a
  * mapped host longer than 0x7fff, and on allocation failure ("out of

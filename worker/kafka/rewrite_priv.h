@@ -1,0 +1,144 @@
+/*
+ * rewrite_priv — what rewrite.c and rewrite_endpoints.c share and nothing
+ * else should see: the version ranges each rewriter parses, the growing
+ * output buffer, and the frame checks common to every response.
+ *
+ * The output buffer (struct rw_out) is reserved before every put: the rw_*
+ * writers do no bounds checks of their own.
+ */
+#ifndef FERRY_WORKER_KAFKA_REWRITE_PRIV_H
+#define FERRY_WORKER_KAFKA_REWRITE_PRIV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "worker/kafka/codec.h"
+#include "worker/kafka/rewrite.h"
+
+/* Highest version each rewriter has a schema for. */
+#define MD_MAX_VERSION	13	/* Metadata */
+#define FC_MAX_VERSION	6	/* FindCoordinator */
+#define AV_MAX_VERSION	4	/* ApiVersions */
+#define PR_MAX_VERSION	13	/* Produce */
+#define FE_MAX_VERSION	17	/* Fetch */
+#define DC_MAX_VERSION	2	/* DescribeCluster */
+/* First versions whose responses carry KIP-951 NodeEndpoints. */
+#define PR_NODE_ENDPOINTS_FROM	10
+#define FE_NODE_ENDPOINTS_FROM	16
+
+/* Growing output buffer; the caller reserves before every put. */
+struct rw_out {
+	uint8_t *b;
+	size_t len, cap;
+};
+
+static inline bool
+rw_reserve(struct rw_out *o, size_t need)
+{
+	uint8_t *nb;
+	size_t ncap;
+
+	if (need <= o->cap)
+		return true;
+	ncap = need + need / 2;
+	if (ncap < need)
+		ncap = need;
+	nb = realloc(o->b, ncap);
+	if (nb == NULL)
+		return false;
+	o->b = nb;
+	o->cap = ncap;
+	return true;
+}
+
+static inline void
+rw_put(struct rw_out *o, const void *src, size_t n)
+{
+	if (n > 0)
+		memcpy(o->b + o->len, src, n);
+	o->len += n;
+}
+
+static inline void
+rw_i16(struct rw_out *o, int16_t v)
+{
+	kc_put_i16(o->b + o->len, v);
+	o->len += 2;
+}
+
+static inline void
+rw_i32(struct rw_out *o, int32_t v)
+{
+	kc_put_i32(o->b + o->len, v);
+	o->len += 4;
+}
+
+static inline void
+rw_uvarint(struct rw_out *o, uint32_t v)
+{
+	o->len += kc_put_uvarint(o->b + o->len, v);
+}
+
+static inline size_t
+rw_string_size(bool flex, size_t len)
+{
+	return (flex ? kc_uvarint_size((uint32_t)len + 1) : 2) + len;
+}
+
+/* A non-null string (the caller checked len <= KC_MAX_STRING). */
+static inline void
+rw_string(struct rw_out *o, bool flex, const char *s, size_t len)
+{
+	if (flex)
+		rw_uvarint(o, (uint32_t)len + 1);
+	else
+		rw_i16(o, (int16_t)len);
+	rw_put(o, s, len);
+}
+
+/* A null string: compact 0 or INT16 -1. */
+static inline size_t
+rw_null_size(bool flex)
+{
+	return flex ? 1 : 2;
+}
+
+static inline void
+rw_null(struct rw_out *o, bool flex)
+{
+	if (flex)
+		o->b[o->len++] = 0;
+	else
+		rw_i16(o, -1);
+}
+
+static inline bool
+rw_host_ok(const char *h, size_t hl)
+{
+	return hl <= KC_MAX_STRING && (h != NULL || hl == 0);
+}
+
+/* Frees o, sets err; always KC_MALFORMED. */
+int kc_rw_fail(struct rw_out *o, char *err, size_t errlen, const char *why);
+/* Patches the size prefix and hands o->b over as *out. */
+int kc_rw_finish(struct rw_out *o, uint8_t **out, size_t *out_len, char *err, size_t errlen);
+/* A whole response frame: len >= 8 and the size prefix == len - 4. */
+int kc_rw_check_frame(const uint8_t *frame, size_t len, char *err, size_t errlen);
+/* Size prefix, correlation id and (response header v1) the header tags. */
+void kc_rw_skip_header(struct kc_reader *r, int16_t key, int16_t v);
+/* KC_OK when r is healthy and exactly at the end of the frame. */
+int kc_rw_end(struct kc_reader *r, char *err, size_t errlen);
+
+/* rewrite_endpoints.c; version already range-checked, map non-NULL. */
+int kc_rw_produce(int v, const uint8_t *frame, size_t len, const struct kc_broker_map *map,
+		  uint8_t **out, size_t *out_len, char *err, size_t errlen);
+int kc_rw_fetch(int v, const uint8_t *frame, size_t len, const struct kc_broker_map *map,
+		uint8_t **out, size_t *out_len, char *err, size_t errlen);
+int kc_rw_describe_cluster(int v, const uint8_t *frame, size_t len,
+			   const struct kc_broker_map *map, uint8_t **out, size_t *out_len,
+			   char *err, size_t errlen);
+
+#endif
