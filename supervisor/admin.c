@@ -34,6 +34,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/units.h"
+#include "supervisor/reload.h"
 #include "supervisor/status.h"
 #include "supervisor/supervisor.h"
 
@@ -95,14 +96,22 @@ static enum admin_handler_result admin_h_clusters(struct admin_request *, struct
 static enum admin_handler_result admin_h_cluster(struct admin_request *, struct admin_response *);
 static enum admin_handler_result admin_h_validate(struct admin_request *, struct admin_response *);
 static enum admin_handler_result admin_h_metrics(struct admin_request *, struct admin_response *);
+static enum admin_handler_result admin_h_reload(struct admin_request *, struct admin_response *);
+static enum admin_handler_result admin_h_config_status(struct admin_request *, struct admin_response *);
+static enum admin_handler_result admin_h_drain(struct admin_request *, struct admin_response *);
+static enum admin_handler_result admin_h_restart(struct admin_request *, struct admin_response *);
 
-/* The routes of DESIGN §7 served so far. */
+/* The routes of DESIGN §7. */
 static const struct admin_route admin_routes[] = {
 	{ "GET", "/admin/health", admin_h_health },
 	{ "GET", "/admin/ready", admin_h_ready },
 	{ "GET", "/admin/clusters", admin_h_clusters },
 	{ "GET", "/admin/clusters/*", admin_h_cluster },
 	{ "POST", "/admin/config/validate", admin_h_validate },
+	{ "POST", "/admin/config/reload", admin_h_reload },
+	{ "GET", "/admin/config/status", admin_h_config_status },
+	{ "POST", "/admin/clusters/*/drain", admin_h_drain },
+	{ "POST", "/admin/clusters/*/restart", admin_h_restart },
 	{ "GET", "/metrics", admin_h_metrics },
 };
 
@@ -397,11 +406,13 @@ admin_h_validate(struct admin_request *req, struct admin_response *resp)
 	cfg_errors_init(&errs);
 	memset(&cfg, 0, sizeof cfg);
 	if (cfg_parse_string(name, text, len, &cfg, &errs) == 0) {
+		reload_record_validation(req->sup, true, version);
 		admin_response_json(resp, 200, json_pack("{s:b, s:s, s:I}",
 		    "valid", 1, "configVersion", version,
 		    "clusters", (json_int_t)cfg.n_clusters));
 		cfg_free(&cfg);
 	} else {
+		reload_record_validation(req->sup, false, version);
 		a = json_array();
 		for (i = 0; i < errs.n; i++) {
 			json_t *m = json_string(errs.msg[i]);
@@ -964,4 +975,33 @@ admin_stop(struct sup *s)
 		unlink(a->socket_path);
 	free(a);
 	s->admin = NULL;
+}
+
+/* ---- reload, config status, drain, restart (reload.c does the work) ---- */
+
+static enum admin_handler_result
+admin_h_reload(struct admin_request *req, struct admin_response *resp)
+{
+	const struct http_request *h = req->http;
+	return reload_start(req->sup, h->body_len ? h->body : NULL, h->body_len, "api",
+	    req->conn, resp);
+}
+
+static enum admin_handler_result
+admin_h_config_status(struct admin_request *req, struct admin_response *resp)
+{
+	admin_response_json(resp, 200, reload_status_json(req->sup));
+	return ADMIN_RESPOND;
+}
+
+static enum admin_handler_result
+admin_h_drain(struct admin_request *req, struct admin_response *resp)
+{
+	return reload_cluster_drain(req->sup, req->param, resp);
+}
+
+static enum admin_handler_result
+admin_h_restart(struct admin_request *req, struct admin_response *resp)
+{
+	return reload_cluster_restart(req->sup, req->param, req->conn, resp);
 }

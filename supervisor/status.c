@@ -48,18 +48,24 @@ sup_ready(const struct sup *s)
 
 	if (s->stopping)
 		return false;
-	if (s->n_clusters == 0)
-		return true;
+	size_t counted = 0;
 	for (i = 0; i < s->n_clusters; i++) {
-		w = status_serving(&s->clusters[i]);
+		/* Clusters being removed, or drained on purpose by an operator,
+		 * do not make ferryd unready. */
+		if (s->clusters[i]->removing || s->clusters[i]->parked)
+			continue;
+		counted++;
+		w = status_serving(s->clusters[i]);
 		if (w == NULL || w->lc.state == LC_INITIALIZING)
 			initializing++;
 		else if (w->lc.state == LC_ACCEPTING)
 			accepting++;
 	}
+	if (counted == 0)
+		return true;
 	if (s->cfg.startup_policy == CFG_STARTUP_BEST_EFFORT)
 		return accepting > 0 && initializing == 0;
-	return accepting == s->n_clusters;
+	return accepting == counted;
 }
 
 struct sup_cluster *
@@ -67,10 +73,16 @@ sup_find_cluster(struct sup *s, const char *name)
 {
 	size_t i;
 
+	struct sup_cluster *removing = NULL;
+
+	/* A cluster being removed may share its name with its re-addition. */
 	for (i = 0; i < s->n_clusters; i++)
-		if (strcmp(s->clusters[i].cfg.name, name) == 0)
-			return &s->clusters[i];
-	return NULL;
+		if (strcmp(s->clusters[i]->cfg.name, name) == 0) {
+			if (!s->clusters[i]->removing)
+				return s->clusters[i];
+			removing = s->clusters[i];
+		}
+	return removing;
 }
 
 const char *
@@ -218,7 +230,7 @@ status_clusters_json(struct sup *s)
 		return NULL;
 	}
 	for (i = 0; i < s->n_clusters; i++)
-		json_array_append_new(a, status_cluster_json(&s->clusters[i]));
+		json_array_append_new(a, status_cluster_json(s->clusters[i]));
 	json_object_set_new(o, "clusters", a);
 	return o;
 }
@@ -251,8 +263,8 @@ status_ready_json(struct sup *s)
 	json_object_set_new(o, "startupPolicy",
 	    json_string(cfg_policy_startup_str(s->cfg.startup_policy)));
 	for (i = 0; i < s->n_clusters; i++) {
-		w = status_serving(&s->clusters[i]);
-		json_object_set_new(cl, s->clusters[i].cfg.name,
+		w = status_serving(s->clusters[i]);
+		json_object_set_new(cl, s->clusters[i]->cfg.name,
 		    json_string(lc_state_str(w ? w->lc.state : LC_INITIALIZING)));
 	}
 	json_object_set_new(o, "clusters", cl);
@@ -361,7 +373,7 @@ status_metrics_text(struct sup *s, size_t *len)
 		fprintf(f, "# HELP ferry_%s%s %s\n", info->name, suffix, info->help);
 		fprintf(f, "# TYPE ferry_%s%s %s\n", info->name, suffix, info->type);
 		for (i = 0; i < s->n_clusters; i++) {
-			struct sup_cluster *c = &s->clusters[i];
+			struct sup_cluster *c = s->clusters[i];
 			uint64_t v = status_cluster_sum(c, (enum status_field)fi, counter);
 
 			fprintf(f, "ferry_%s%s{cluster=\"", info->name, suffix);
@@ -374,12 +386,12 @@ status_metrics_text(struct sup *s, size_t *len)
 	fputs("# HELP ferry_cluster_state Lifecycle state of the serving generation (1 = current)\n"
 	    "# TYPE ferry_cluster_state gauge\n", f);
 	for (i = 0; i < s->n_clusters; i++) {
-		const struct sup_worker *w = status_serving(&s->clusters[i]);
+		const struct sup_worker *w = status_serving(s->clusters[i]);
 		enum lc_state cur = w ? w->lc.state : LC_INITIALIZING;
 
 		for (st = 0; st < LC_STATE_COUNT; st++) {
 			fputs("ferry_cluster_state{cluster=\"", f);
-			status_label(f, s->clusters[i].cfg.name);
+			status_label(f, s->clusters[i]->cfg.name);
 			fprintf(f, "\",state=\"%s\"} %d\n", lc_state_str((enum lc_state)st),
 			    (enum lc_state)st == cur);
 		}
@@ -389,8 +401,16 @@ status_metrics_text(struct sup *s, size_t *len)
 	    "# TYPE ferry_worker_restarts_total counter\n", f);
 	for (i = 0; i < s->n_clusters; i++) {
 		fputs("ferry_worker_restarts_total{cluster=\"", f);
-		status_label(f, s->clusters[i].cfg.name);
-		fprintf(f, "\"} %u\n", s->clusters[i].restarts);
+		status_label(f, s->clusters[i]->cfg.name);
+		fprintf(f, "\"} %u\n", s->clusters[i]->restarts);
+	}
+
+	fputs("# HELP ferry_crash_loops_total Times a cluster was marked failed for a crash loop\n"
+	    "# TYPE ferry_crash_loops_total counter\n", f);
+	for (i = 0; i < s->n_clusters; i++) {
+		fputs("ferry_crash_loops_total{cluster=\"", f);
+		status_label(f, s->clusters[i]->cfg.name);
+		fprintf(f, "\"} %llu\n", (unsigned long long)s->clusters[i]->crash.loops);
 	}
 
 	fputs("# HELP ferry_up Whether the ferry supervisor is running\n"

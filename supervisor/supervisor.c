@@ -28,12 +28,12 @@
 #include "common/units.h"
 #include "supervisor/admin.h"
 #include "supervisor/listeners.h"
+#include "supervisor/plan.h"
+#include "supervisor/reload.h"
 
-#define SUP_RESTART_DELAY 0.2      /* s; crash-loop policy is separate work */
 #define SUP_KEEP_STOPPED 3         /* stopped generations kept for status */
 #define SUP_STOP_GRACE 5.0         /* s beyond drain_timeout before SIGKILL */
 
-static void sup_start_worker(struct sup_cluster *c, const char *why);
 static void sup_check_done(struct sup *s);
 
 /* ---- helpers ----------------------------------------------------------------- */
@@ -48,7 +48,7 @@ sup_hash_hex(const void *data, size_t len, char *out, size_t outlen)
 	snprintf(out, outlen, "sha256:%s", hex);
 }
 
-static void
+void
 sup_worker_set_state(struct sup_worker *wk, enum lc_state to, const char *reason)
 {
 	enum lc_state from = wk->lc.state;
@@ -135,46 +135,241 @@ sup_kill(struct sup_worker *wk, int sig)
 		kill(wk->pid, sig);
 }
 
-/* ---- worker events -------------------------------------------------------------- */
-
-static void
-sup_worker_ready(struct sup_worker *wk)
+bool
+sup_cluster_alive(const struct sup_cluster *c)
 {
-	struct sup_cluster *c = wk->cluster;
-	struct sup *s = c->sup;
-	ev_timer_stop(s->loop, &wk->init_timer);
-	if (wk->lc.state != LC_INITIALIZING)
-		return;
-	if (s->stopping) {
-		wk->stop_requested = true;
-		sup_send(wk, IPC_STOP, NULL, 0, NULL, 0);
-		return;
-	}
-	/* A newer generation replaces every older one still accepting. */
-	sup_send(wk, IPC_ACCEPT, NULL, 0, NULL, 0);
-	sup_worker_set_state(wk, LC_ACCEPTING, "ready");
-	for (struct sup_worker *o = wk->next; o; o = o->next) {
-		if (o->lc.state == LC_ACCEPTING && o->pid > 0) {
-			struct ipc_drain d = { .deadline_ms = s->cfg.drain_timeout_ms };
-			o->stop_requested = true;
-			sup_send(o, IPC_DRAIN, &d, sizeof d, NULL, 0);
-			sup_worker_set_state(o, LC_DRAINING, "replaced by a newer generation");
+	for (const struct sup_worker *wk = c->workers; wk; wk = wk->next)
+		if (wk->pid > 0)
+			return true;
+	return false;
+}
+
+/* ---- cluster configurations and listeners -------------------------------------- */
+
+int
+sup_ccfg_listen(struct sup_ccfg *cc, struct sup_ccfg *const *reuse, size_t n_reuse,
+		char *err, size_t errlen)
+{
+	for (size_t i = 0; i < cc->n_listeners; i++) {
+		struct sup_listener *l = &cc->listeners[i];
+		if (l->fd >= 0)
+			continue;
+		/* The same address in a configuration that is serving: share the
+		 * socket object, never bind it twice. */
+		for (size_t r = 0; r < n_reuse && l->fd < 0; r++) {
+			if (!reuse[r])
+				continue;
+			for (size_t k = 0; k < reuse[r]->n_listeners; k++) {
+				const struct sup_listener *o = &reuse[r]->listeners[k];
+				if (o->fd >= 0 && o->addr.port == l->addr.port &&
+				    strcmp(o->addr.host, l->addr.host) == 0) {
+					l->fd = fcntl(o->fd, F_DUPFD_CLOEXEC, 0);
+					if (l->fd == -1) {
+						snprintf(err, errlen, "dup listener: %s", strerror(errno));
+						return -1;
+					}
+					break;
+				}
+			}
+		}
+		if (l->fd < 0) {
+			l->fd = listeners_bind_tcp(&l->addr, err, errlen);
+			if (l->fd == -1)
+				return -1;
 		}
 	}
+	return 0;
+}
+
+void
+sup_ccfg_release(struct sup_ccfg *cc)
+{
+	if (!cc)
+		return;
+	for (size_t i = 0; i < cc->n_listeners; i++) {
+		if (cc->listeners[i].fd >= 0)
+			close(cc->listeners[i].fd);
+		cc->listeners[i].fd = -1;
+	}
+}
+
+void
+sup_ccfg_free(struct sup_ccfg *cc)
+{
+	if (!cc)
+		return;
+	sup_ccfg_release(cc);
+	free(cc->listeners);
+	free(cc->canonical);
+	cfg_free(&cc->own);
+	free(cc);
+}
+
+/* Parse the cluster's canonical text into a configuration the supervisor
+ * owns (independent of the file's struct cfg) and lay out its listeners. */
+static struct sup_ccfg *
+sup_ccfg_new(const struct cfg_cluster *cl, char *err, size_t errlen)
+{
+	struct sup_ccfg *cc = calloc(1, sizeof *cc);
+	if (!cc) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	cc->canonical = cfg_cluster_canonical(cl);
+	struct cfg_errors errs;
+	cfg_errors_init(&errs);
+	if (!cc->canonical ||
+	    cfg_parse_string("<canonical>", cc->canonical, strlen(cc->canonical), &cc->own,
+	    &errs) == -1 || cc->own.n_clusters != 1 ||
+	    plan_cluster_version(cl, cc->version, sizeof cc->version) == -1) {
+		snprintf(err, errlen, "canonical config does not parse: %s",
+		    errs.n ? errs.msg[0] : "out of memory");
+		cfg_errors_free(&errs);
+		free(cc->canonical);
+		free(cc);
+		return NULL;
+	}
+	cfg_errors_free(&errs);
+	cc->cl = &cc->own.clusters[0];
+	cc->n_listeners = 1 + cc->cl->n_brokers;
+	cc->listeners = calloc(cc->n_listeners, sizeof *cc->listeners);
+	if (!cc->listeners) {
+		snprintf(err, errlen, "out of memory");
+		cfg_free(&cc->own);
+		free(cc->canonical);
+		free(cc);
+		return NULL;
+	}
+	for (size_t i = 0; i < cc->n_listeners; i++) {
+		struct sup_listener *l = &cc->listeners[i];
+		l->fd = -1;
+		l->addr = cc->cl->bootstrap;
+		if (i == 0) {
+			l->role = SUP_LISTENER_BOOTSTRAP;
+			l->node_id = -1;
+		} else {
+			l->role = SUP_LISTENER_BROKER;
+			l->node_id = cc->cl->node_ids[i - 1];
+			l->addr.port = (uint16_t)(cc->cl->broker_port_first + (i - 1));
+		}
+	}
+	return cc;
+}
+
+struct sup_ccfg *
+sup_ccfg_build(const struct cfg_cluster *cl, struct sup_ccfg *const *reuse, size_t n_reuse,
+	       char *err, size_t errlen)
+{
+	struct sup_ccfg *cc = sup_ccfg_new(cl, err, errlen);
+	if (!cc)
+		return NULL;
+	if (sup_ccfg_listen(cc, reuse, n_reuse, err, errlen) == -1) {
+		sup_ccfg_free(cc);
+		return NULL;
+	}
+	return cc;
+}
+
+void
+sup_cluster_set_ccfg(struct sup_cluster *c, struct sup_ccfg *cc)
+{
+	c->ccfg = cc;
+	c->cfg = *cc->cl;
+	snprintf(c->config_version, sizeof c->config_version, "%s", cc->version);
+	c->listeners = cc->listeners;
+	c->n_listeners = cc->n_listeners;
+}
+
+static void sup_restart_cb(struct ev_loop *loop, ev_timer *t, int revents);
+
+struct sup_cluster *
+sup_cluster_new(struct sup *s, struct sup_ccfg *cc)
+{
+	struct sup_cluster *c = calloc(1, sizeof *c);
+	if (!c)
+		return NULL;
+	c->sup = s;
+	struct crash_policy cp = { s->cfg.crash_loop_limit, s->cfg.crash_loop_window_ms };
+	if (crash_init(&c->crash, &cp) == -1) {
+		free(c);
+		return NULL;
+	}
+	sup_cluster_set_ccfg(c, cc);
+	ev_timer_init(&c->restart_timer, sup_restart_cb, 0., 0.);
+	c->restart_timer.data = c;
+	return c;
+}
+
+void
+sup_cluster_free(struct sup_cluster *c)
+{
+	ev_timer_stop(c->sup->loop, &c->restart_timer);
+	while (c->workers) {
+		struct sup_worker *wk = c->workers;
+		c->workers = wk->next;
+		sup_kill(wk, SIGKILL);
+		sup_worker_free(wk);
+	}
+	crash_free(&c->crash);
+	sup_ccfg_free(c->ccfg);
+	free(c);
+}
+
+/* ---- worker events -------------------------------------------------------------- */
+
+void
+sup_worker_stop(struct sup_worker *wk, const char *why)
+{
+	if (wk->pid <= 0)
+		return;
+	wk->stop_requested = true;
+	sup_send(wk, IPC_STOP, NULL, 0, NULL, 0);
+	if (wk->lc.state == LC_INITIALIZING || wk->lc.state == LC_ACCEPTING)
+		sup_worker_set_state(wk, LC_STOPPED, why);
+	ev_timer_stop(wk->cluster->sup->loop, &wk->init_timer);
+}
+
+void
+sup_worker_drain(struct sup_worker *wk, const char *why)
+{
+	if (wk->pid <= 0)
+		return;
+	wk->stop_requested = true;
+	if (wk->lc.state == LC_ACCEPTING) {
+		struct ipc_drain d = { .deadline_ms = wk->cluster->sup->cfg.drain_timeout_ms };
+		sup_send(wk, IPC_DRAIN, &d, sizeof d, NULL, 0);
+		sup_worker_set_state(wk, LC_DRAINING, why);
+	} else if (wk->lc.state == LC_INITIALIZING) {
+		sup_worker_stop(wk, why);
+	}
+}
+
+void
+sup_worker_promote(struct sup_worker *wk)
+{
+	struct sup_cluster *c = wk->cluster;
+	ev_timer_stop(c->sup->loop, &wk->init_timer);
+	wk->held = false;
+	sup_send(wk, IPC_ACCEPT, NULL, 0, NULL, 0);
+	sup_worker_set_state(wk, LC_ACCEPTING, "ready");
+	/* Older generations hand over: new connections go to this one. */
+	for (struct sup_worker *o = wk->next; o; o = o->next)
+		if (o->pid > 0 && (o->lc.state == LC_ACCEPTING || o->lc.state == LC_INITIALIZING))
+			sup_worker_drain(o, "replaced by a newer generation");
 }
 
 static void
 sup_fail_startup_check(struct sup *s)
 {
 	/* fail-fast: one cluster that cannot initialise stops the whole daemon
-	 * while it is starting (no cluster has ever been ready). */
+	 * while it is starting (before ferryd was ever ready). */
 	if (s->cfg.startup_policy != CFG_STARTUP_FAIL_FAST || s->stopping || s->ever_ready)
 		return;
 	for (size_t i = 0; i < s->n_clusters; i++) {
-		struct sup_worker *wk = sup_cluster_serving(&s->clusters[i]);
+		struct sup_worker *wk = sup_cluster_serving(s->clusters[i]);
 		if (wk && wk->lc.state == LC_FAILED) {
 			log_error("startup failed (startup_policy = fail-fast)",
-			    "cluster=%s reason=\"%s\"", s->clusters[i].cfg.name, wk->lc.reason);
+			    "cluster=%s reason=\"%s\"", s->clusters[i]->cfg.name, wk->lc.reason);
 			s->exit_code = 1;
 			sup_stop(s, "startup failed");
 			return;
@@ -214,7 +409,16 @@ sup_ipc_cb(struct ev_loop *loop, ev_io *io, int revents)
 		}
 		switch (msg.hdr.type) {
 		case IPC_READY:
-			sup_worker_ready(wk);
+			wk->ready = true;
+			if (wk->lc.state != LC_INITIALIZING)
+				break;
+			if (s->stopping) {
+				sup_worker_stop(wk, "ferryd is stopping");
+				break;
+			}
+			if (!wk->held)
+				sup_worker_promote(wk);
+			reload_worker_event(s, wk);
 			s->ever_ready = s->ever_ready || sup_ready(s);
 			break;
 		case IPC_UPSTREAM: {
@@ -240,6 +444,7 @@ sup_ipc_cb(struct ev_loop *loop, ev_io *io, int revents)
 			wk->stop_requested = true;  /* not a crash: config not viable */
 			if (wk->lc.state == LC_INITIALIZING)
 				sup_worker_set_state(wk, LC_FAILED, reason);
+			reload_worker_event(s, wk);
 			sup_fail_startup_check(s);
 			break;
 		}
@@ -265,6 +470,7 @@ sup_init_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	wk->stop_requested = true;
 	sup_worker_set_state(wk, LC_FAILED, reason);
 	sup_kill(wk, SIGKILL);
+	reload_worker_event(wk->cluster->sup, wk);
 	sup_fail_startup_check(wk->cluster->sup);
 }
 
@@ -274,9 +480,19 @@ sup_restart_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	(void)loop;
 	(void)revents;
 	struct sup_cluster *c = t->data;
-	if (c->sup->stopping)
+	if (c->sup->stopping || c->removing || c->parked)
 		return;
-	sup_start_worker(c, "restart after crash");
+	sup_start_worker(c, NULL, "restart after crash", false);
+}
+
+/* Is wk the cluster's current (newest not held) generation? */
+static bool
+sup_worker_is_current(const struct sup_worker *wk)
+{
+	for (const struct sup_worker *o = wk->cluster->workers; o; o = o->next)
+		if (!o->held)
+			return o == wk;
+	return false;
 }
 
 static void
@@ -304,21 +520,44 @@ sup_child_cb(struct ev_loop *loop, ev_child *w, int revents)
 	wk->pid = 0;
 	bool config_failure = WIFEXITED(st) && WEXITSTATUS(st) == WORKER_EXIT_CONFIG;
 
-	if (wk->lc.state == LC_FAILED) {
-		/* stays failed: reason already recorded */
+	if (wk->lc.state == LC_FAILED || wk->lc.state == LC_STOPPED) {
+		/* outcome already recorded */
 	} else if (config_failure && wk->lc.state == LC_INITIALIZING) {
 		sup_worker_set_state(wk, LC_FAILED, how);
+	} else if (wk->stop_requested) {
+		sup_worker_set_state(wk, LC_STOPPED, "stopped");
+	} else if (wk->held || s->stopping || c->removing || c->parked ||
+		   !sup_worker_is_current(wk)) {
+		sup_worker_set_state(wk, LC_STOPPED, how);
 	} else {
-		bool crash = !wk->stop_requested;
-		sup_worker_set_state(wk, LC_STOPPED, crash ? how : "stopped");
-		if (crash && !s->stopping && wk == c->workers) {
+		/* A crash of the serving generation: restart with backoff, or
+		 * give up on a crash loop. */
+		struct crash_policy cp = { s->cfg.crash_loop_limit, s->cfg.crash_loop_window_ms };
+		uint64_t delay = 0;
+		uint32_t n = 0;
+		if (crash_exited(&c->crash, &cp, clock_mono_ms(), &delay, &n) == CRASH_GIVE_UP) {
+			char reason[192];
+			snprintf(reason, sizeof reason,
+			    "crash loop: %u crashes within %llus, last %s", n,
+			    (unsigned long long)(cp.window_ms / 1000), how);
+			sup_worker_set_state(wk, LC_FAILED, reason);
+			log_error("cluster failed: crash loop", "cluster=%s crashes=%u hint=\"%s\"",
+			    c->cfg.name, n, "ferryctl restart NAME after fixing the cause");
+		} else {
+			sup_worker_set_state(wk, LC_STOPPED, how);
 			c->restarts++;
-			ev_timer_set(&c->restart_timer, SUP_RESTART_DELAY, 0.);
+			log_info("restarting worker", "cluster=%s delay_ms=%llu crashes_in_window=%u",
+			    c->cfg.name, (unsigned long long)delay, n);
+			ev_timer_stop(loop, &c->restart_timer);
+			ev_timer_set(&c->restart_timer, (ev_tstamp)delay / 1000.0, 0.);
 			ev_timer_start(loop, &c->restart_timer);
 		}
 	}
+	reload_worker_event(s, wk);
 	sup_fail_startup_check(s);
 	sup_prune(c);
+	if (c->removing && !sup_cluster_alive(c))
+		reload_cluster_reaped(s, c);
 	sup_check_done(s);
 }
 
@@ -358,28 +597,41 @@ sup_child_exec(struct sup *s, struct sup_cluster *c, struct sup_worker *wk, int 
 	_exit(127);
 }
 
-static void
-sup_start_worker(struct sup_cluster *c, const char *why)
+struct sup_worker *
+sup_start_worker(struct sup_cluster *c, struct sup_ccfg *cc, const char *why, bool held)
 {
 	struct sup *s = c->sup;
+	if (!cc)
+		cc = c->ccfg;
 	struct sup_worker *wk = calloc(1, sizeof *wk);
 	if (!wk) {
 		log_error("out of memory starting worker", "cluster=%s", c->cfg.name);
-		return;
+		return NULL;
 	}
 	wk->cluster = c;
 	wk->generation = ++c->next_generation;
 	wk->ipc_fd = -1;
 	wk->metrics_fd = -1;
+	wk->held = held;
+	snprintf(wk->config_version, sizeof wk->config_version, "%s", cc->version);
 	lc_init(&wk->lc, clock_wall_ms(), why);
 	wk->next = c->workers;
 	c->workers = wk;
+	ev_init(&wk->ipc_watcher, sup_ipc_cb);
+	ev_init(&wk->child_watcher, sup_child_cb);
 	ev_timer_init(&wk->init_timer, sup_init_timeout_cb,
 	    (ev_tstamp)s->cfg.init_timeout_ms / 1000.0, 0.);
 	wk->init_timer.data = wk;
 
 	char reason[160];
 	int sv[2] = { -1, -1 };
+	for (size_t i = 0; i < cc->n_listeners; i++) {
+		if (cc->listeners[i].fd < 0) {
+			snprintf(reason, sizeof reason, "listener %.100s:%u is not bound",
+			    cc->listeners[i].addr.host, cc->listeners[i].addr.port);
+			goto fail;
+		}
+	}
 	wk->metrics_fd = metrics_create(wk->generation, &wk->metrics);
 	if (wk->metrics_fd == -1) {
 		snprintf(reason, sizeof reason, "metrics block: %s", strerror(errno));
@@ -404,28 +656,30 @@ sup_start_worker(struct sup_cluster *c, const char *why)
 	close(sv[1]);
 	wk->pid = pid;
 	wk->ipc_fd = sv[0];
-	ev_child_init(&wk->child_watcher, sup_child_cb, pid, 0);
+	ev_child_set(&wk->child_watcher, pid, 0);
 	wk->child_watcher.data = wk;
 	ev_child_start(s->loop, &wk->child_watcher);
+	crash_started(&c->crash, clock_mono_ms());
 
 	/* Config text + metrics block, then the listening sockets. The
 	 * socketpair is fresh and its buffer sized for the largest message,
 	 * so these blocking sends cannot stall the loop. */
-	sup_send(wk, IPC_CONFIG, c->canonical, strlen(c->canonical), &wk->metrics_fd, 1);
+	sup_send(wk, IPC_CONFIG, cc->canonical, strlen(cc->canonical), &wk->metrics_fd, 1);
 	int fds[IPC_MAX_FDS];
-	for (size_t i = 0; i < c->n_listeners; i++)
-		fds[i] = c->listeners[i].fd;
-	struct ipc_listeners li = { .count = (uint32_t)c->n_listeners };
-	sup_send(wk, IPC_LISTENERS, &li, sizeof li, fds, c->n_listeners);
+	size_t nfds = cc->n_listeners < IPC_MAX_FDS ? cc->n_listeners : IPC_MAX_FDS;
+	for (size_t i = 0; i < nfds; i++)
+		fds[i] = cc->listeners[i].fd;
+	struct ipc_listeners li = { .count = (uint32_t)nfds };
+	sup_send(wk, IPC_LISTENERS, &li, sizeof li, fds, nfds);
 
 	fcntl(wk->ipc_fd, F_SETFL, fcntl(wk->ipc_fd, F_GETFL) | O_NONBLOCK);
-	ev_io_init(&wk->ipc_watcher, sup_ipc_cb, wk->ipc_fd, EV_READ);
+	ev_io_set(&wk->ipc_watcher, wk->ipc_fd, EV_READ);
 	wk->ipc_watcher.data = wk;
 	ev_io_start(s->loop, &wk->ipc_watcher);
 	ev_timer_start(s->loop, &wk->init_timer);
-	log_info("worker started", "cluster=%s gen=%llu pid=%d why=\"%s\"", c->cfg.name,
-	    (unsigned long long)wk->generation, (int)pid, why);
-	return;
+	log_info("worker started", "cluster=%s gen=%llu pid=%d why=\"%s\"%s", c->cfg.name,
+	    (unsigned long long)wk->generation, (int)pid, why, held ? " held=true" : "");
+	return wk;
 fail:
 	if (sv[0] >= 0)
 		close(sv[0]);
@@ -434,50 +688,7 @@ fail:
 	log_error("cannot start worker", "cluster=%s reason=\"%s\"", c->cfg.name, reason);
 	sup_worker_set_state(wk, LC_FAILED, reason);
 	sup_fail_startup_check(s);
-}
-
-/* ---- clusters and listeners -------------------------------------------------------- */
-
-static int
-sup_cluster_bind(struct sup_cluster *c, char *err, size_t errlen)
-{
-	const struct cfg_cluster *cl = &c->cfg;
-	c->n_listeners = 1 + cl->n_brokers;
-	c->listeners = calloc(c->n_listeners, sizeof *c->listeners);
-	if (!c->listeners) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	for (size_t i = 0; i < c->n_listeners; i++) {
-		struct sup_listener *l = &c->listeners[i];
-		l->fd = -1;
-		l->addr = cl->bootstrap;
-		if (i == 0) {
-			l->role = SUP_LISTENER_BOOTSTRAP;
-			l->node_id = -1;
-		} else {
-			l->role = SUP_LISTENER_BROKER;
-			l->node_id = cl->node_ids[i - 1];
-			l->addr.port = (uint16_t)(cl->broker_port_first + (i - 1));
-		}
-	}
-	for (size_t i = 0; i < c->n_listeners; i++) {
-		c->listeners[i].fd = listeners_bind_tcp(&c->listeners[i].addr, err, errlen);
-		if (c->listeners[i].fd == -1)
-			return -1;
-	}
-	return 0;
-}
-
-static void
-sup_cluster_release(struct sup_cluster *c)
-{
-	for (size_t i = 0; i < c->n_listeners; i++)
-		if (c->listeners[i].fd >= 0)
-			close(c->listeners[i].fd);
-	free(c->listeners);
-	c->listeners = NULL;
-	c->n_listeners = 0;
+	return wk;
 }
 
 /* ---- stopping ------------------------------------------------------------------------ */
@@ -488,9 +699,11 @@ sup_check_done(struct sup *s)
 	if (!s->stopping)
 		return;
 	for (size_t i = 0; i < s->n_clusters; i++)
-		for (struct sup_worker *wk = s->clusters[i].workers; wk; wk = wk->next)
-			if (wk->pid > 0)
-				return;
+		if (sup_cluster_alive(s->clusters[i]))
+			return;
+	for (size_t i = 0; i < s->n_graveyard; i++)
+		if (sup_cluster_alive(s->graveyard[i]))
+			return;
 	ev_break(s->loop, EVBREAK_ALL);
 }
 
@@ -502,7 +715,10 @@ sup_stop_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	struct sup *s = t->data;
 	log_warn("workers did not stop in time; killing them", "%s", "");
 	for (size_t i = 0; i < s->n_clusters; i++)
-		for (struct sup_worker *wk = s->clusters[i].workers; wk; wk = wk->next)
+		for (struct sup_worker *wk = s->clusters[i]->workers; wk; wk = wk->next)
+			sup_kill(wk, SIGKILL);
+	for (size_t i = 0; i < s->n_graveyard; i++)
+		for (struct sup_worker *wk = s->graveyard[i]->workers; wk; wk = wk->next)
 			sup_kill(wk, SIGKILL);
 }
 
@@ -514,21 +730,12 @@ sup_stop(struct sup *s, const char *why)
 	s->stopping = true;
 	log_info("stopping", "why=\"%s\" drain_timeout_ms=%llu", why,
 	    (unsigned long long)s->cfg.drain_timeout_ms);
-	struct ipc_drain d = { .deadline_ms = s->cfg.drain_timeout_ms };
+	reload_abort(s, "ferryd is stopping");
 	for (size_t i = 0; i < s->n_clusters; i++) {
-		struct sup_cluster *c = &s->clusters[i];
+		struct sup_cluster *c = s->clusters[i];
 		ev_timer_stop(s->loop, &c->restart_timer);
-		for (struct sup_worker *wk = c->workers; wk; wk = wk->next) {
-			if (wk->pid <= 0)
-				continue;
-			wk->stop_requested = true;
-			if (wk->lc.state == LC_ACCEPTING) {
-				sup_send(wk, IPC_DRAIN, &d, sizeof d, NULL, 0);
-				sup_worker_set_state(wk, LC_DRAINING, why);
-			} else if (wk->lc.state == LC_INITIALIZING) {
-				sup_send(wk, IPC_STOP, NULL, 0, NULL, 0);
-			}
-		}
+		for (struct sup_worker *wk = c->workers; wk; wk = wk->next)
+			sup_worker_drain(wk, why);
 	}
 	ev_timer_init(&s->stop_timer, sup_stop_timeout_cb,
 	    (ev_tstamp)s->cfg.drain_timeout_ms / 1000.0 + SUP_STOP_GRACE, 0.);
@@ -543,14 +750,17 @@ sup_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	(void)revents;
 	struct sup *s = w->data;
 	if (w->signum == SIGHUP) {
-		log_warn("SIGHUP received: live reload is not available in this build; "
-		    "restart ferryd to apply a new configuration", "%s", "");
+		if (!s->stopping)
+			reload_from_signal(s);
 		return;
 	}
 	if (s->stopping) {
 		log_warn("second stop signal: exiting now", "signal=%d", w->signum);
 		for (size_t i = 0; i < s->n_clusters; i++)
-			for (struct sup_worker *wk = s->clusters[i].workers; wk; wk = wk->next)
+			for (struct sup_worker *wk = s->clusters[i]->workers; wk; wk = wk->next)
+				sup_kill(wk, SIGKILL);
+		for (size_t i = 0; i < s->n_graveyard; i++)
+			for (struct sup_worker *wk = s->graveyard[i]->workers; wk; wk = wk->next)
 				sup_kill(wk, SIGKILL);
 		ev_break(loop, EVBREAK_ALL);
 		return;
@@ -584,6 +794,59 @@ sup_resolve_user(struct sup *s)
 	return 0;
 }
 
+/* Add every cluster of the config at start. -1: fail-fast start-up error. */
+static int
+sup_add_initial_clusters(struct sup *s)
+{
+	char err[256];
+	bool any_bound = false;
+	s->clusters = calloc(s->cfg.n_clusters, sizeof *s->clusters);
+	if (!s->clusters)
+		return -1;
+	for (size_t i = 0; i < s->cfg.n_clusters; i++) {
+		const struct cfg_cluster *cl = &s->cfg.clusters[i];
+		struct sup_ccfg *cc = sup_ccfg_new(cl, err, sizeof err);
+		if (!cc) {
+			log_error("cannot prepare cluster", "cluster=%s error=\"%s\"", cl->name, err);
+			return -1;
+		}
+		struct sup_cluster *c = sup_cluster_new(s, cc);
+		if (!c) {
+			sup_ccfg_free(cc);
+			return -1;
+		}
+		s->clusters[s->n_clusters++] = c;
+		if (sup_ccfg_listen(cc, NULL, 0, err, sizeof err) == -1) {
+			log_error("cannot bind cluster listener", "cluster=%s error=\"%s\"", cl->name, err);
+			sup_ccfg_release(cc);
+			if (s->cfg.startup_policy == CFG_STARTUP_FAIL_FAST)
+				return -1;
+			/* best-effort: reported failed with the reason, the others
+			 * serve; `ferryctl restart` retries the bind. */
+			struct sup_worker *wk = calloc(1, sizeof *wk);
+			if (!wk)
+				return -1;
+			wk->cluster = c;
+			wk->generation = ++c->next_generation;
+			wk->ipc_fd = wk->metrics_fd = -1;
+			lc_init(&wk->lc, clock_wall_ms(), "start");
+			ev_init(&wk->ipc_watcher, sup_ipc_cb);
+			ev_init(&wk->child_watcher, sup_child_cb);
+			ev_init(&wk->init_timer, sup_init_timeout_cb);
+			snprintf(wk->config_version, sizeof wk->config_version, "%s", cc->version);
+			c->workers = wk;
+			sup_worker_set_state(wk, LC_FAILED, err);
+			continue;
+		}
+		any_bound = true;
+	}
+	if (!any_bound && s->n_clusters) {
+		log_error("no cluster could bind its listeners", "%s", "");
+		return -1;
+	}
+	return 0;
+}
+
 int
 sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 	size_t config_len, const char *self_exe)
@@ -607,47 +870,8 @@ sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 	char err[256];
 	if (sup_resolve_user(s) == -1)
 		goto out;
-
-	s->n_clusters = s->cfg.n_clusters;
-	s->clusters = calloc(s->n_clusters, sizeof *s->clusters);
-	if (!s->clusters)
+	if (sup_add_initial_clusters(s) == -1)
 		goto out;
-	bool any_bound = false;
-	for (size_t i = 0; i < s->n_clusters; i++) {
-		struct sup_cluster *c = &s->clusters[i];
-		c->sup = s;
-		c->cfg = s->cfg.clusters[i];  /* shallow: s->cfg owns the arrays */
-		c->canonical = cfg_cluster_canonical(&c->cfg);
-		sup_hash_hex(c->canonical, strlen(c->canonical), c->config_version,
-		    sizeof c->config_version);
-		ev_timer_init(&c->restart_timer, sup_restart_cb, SUP_RESTART_DELAY, 0.);
-		c->restart_timer.data = c;
-		if (sup_cluster_bind(c, err, sizeof err) == -1) {
-			log_error("cannot bind cluster listener", "cluster=%s error=\"%s\"", c->cfg.name, err);
-			sup_cluster_release(c);
-			if (s->cfg.startup_policy == CFG_STARTUP_FAIL_FAST)
-				goto out;
-			/* best-effort: the cluster is reported failed, the others serve */
-			struct sup_worker *wk = calloc(1, sizeof *wk);
-			if (wk) {
-				wk->cluster = c;
-				wk->generation = ++c->next_generation;
-				wk->ipc_fd = wk->metrics_fd = -1;
-				lc_init(&wk->lc, clock_wall_ms(), "start");
-				ev_init(&wk->child_watcher, sup_child_cb);
-				ev_init(&wk->ipc_watcher, sup_ipc_cb);
-				ev_init(&wk->init_timer, sup_init_timeout_cb);
-				sup_worker_set_state(wk, LC_FAILED, err);
-				c->workers = wk;
-			}
-			continue;
-		}
-		any_bound = true;
-	}
-	if (!any_bound) {
-		log_error("no cluster could bind its listeners", "%s", "");
-		goto out;
-	}
 	if (admin_start(s, err, sizeof err) == -1) {
 		log_error("cannot start admin API", "error=\"%s\"", err);
 		goto out;
@@ -664,27 +888,22 @@ sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 	log_info("ferryd starting", "version=%s clusters=%zu config=%s config_version=%s",
 	    FERRY_VERSION, s->n_clusters, s->config_path, s->config_version);
 	for (size_t i = 0; i < s->n_clusters; i++)
-		if (s->clusters[i].listeners)
-			sup_start_worker(&s->clusters[i], "start");
+		if (!s->clusters[i]->workers)
+			sup_start_worker(s->clusters[i], NULL, "start", false);
 
 	ev_run(s->loop, 0);
 	rc = s->exit_code;
 	log_info("ferryd stopped", "exit_code=%d", rc);
+	reload_abort(s, "ferryd stopped");
 	admin_stop(s);
 out:
-	for (size_t i = 0; i < s->n_clusters; i++) {
-		struct sup_cluster *c = &s->clusters[i];
-		ev_timer_stop(s->loop, &c->restart_timer);
-		while (c->workers) {
-			struct sup_worker *wk = c->workers;
-			c->workers = wk->next;
-			sup_kill(wk, SIGKILL);
-			sup_worker_free(wk);
-		}
-		sup_cluster_release(c);
-		free(c->canonical);
-	}
+	for (size_t i = 0; i < s->n_clusters; i++)
+		sup_cluster_free(s->clusters[i]);
+	for (size_t i = 0; i < s->n_graveyard; i++)
+		sup_cluster_free(s->graveyard[i]);
 	free(s->clusters);
+	free(s->graveyard);
+	reload_free_records(s);
 	cfg_free(&s->cfg);
 	free(s->config_path);
 	free(s->self_exe);
