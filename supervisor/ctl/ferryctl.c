@@ -78,6 +78,10 @@ ctl_usage(FILE *f)
 	    "  health             is ferryd running\n"
 	    "  ready              is ferryd serving per its startup_policy (exit 1 if not)\n"
 	    "  validate [FILE]    validate FILE, or ferryd's own config file without FILE\n"
+	    "  reload [FILE]      apply FILE (or ferryd's own file) and wait for the outcome\n"
+	    "  config             configuration status (version, last reload, validation)\n"
+	    "  drain NAME         drain one cluster: finish what it owes, release its sockets\n"
+	    "  restart NAME       start a fresh generation (retry from failed, or roll)\n"
 	    "  metrics            Prometheus metrics\n"
 	    "\n"
 	    "options:\n"
@@ -641,6 +645,141 @@ ctl_cmd_validate(const struct ctl_reply *r, const char *file)
 	return CTL_EXIT_FAILED;
 }
 
+/* Print a list field as "  label: a, b" when not empty. */
+static void
+ctl_print_list(const json_t *j, const char *key, const char *label)
+{
+	const json_t *a = json_object_get(j, key), *v;
+	size_t i;
+
+	if (json_array_size(a) == 0)
+		return;
+	printf("  %s:", label);
+	json_array_foreach(a, i, v)
+		printf("%s %s", i ? "," : "", json_string_value(v) ? json_string_value(v) : "?");
+	printf("\n");
+}
+
+static void
+ctl_print_errors(const json_t *j, const char *file)
+{
+	static const char tag[] = "<request>";
+	const json_t *e;
+	size_t i;
+
+	json_array_foreach(json_object_get(j, "errors"), i, e) {
+		const char *msg = json_string_value(e);
+
+		if (msg == NULL)
+			continue;
+		if (file != NULL && strncmp(msg, tag, sizeof tag - 1) == 0)
+			printf("  %s%s\n", file, msg + sizeof tag - 1);
+		else
+			printf("  %s\n", msg);
+	}
+}
+
+static int
+ctl_cmd_reload(const struct ctl_reply *r, const char *file)
+{
+	json_t *j;
+	const char *status, *version, *err;
+
+	if ((j = ctl_body_json(r)) == NULL)
+		return CTL_EXIT_UNREACHABLE;
+	status = json_string_value(json_object_get(j, "status"));
+	version = json_string_value(json_object_get(j, "configVersion"));
+	err = json_string_value(json_object_get(j, "error"));
+	if (r->status == 409) {
+		const char *since = json_string_value(json_object_get(j, "inProgressSince"));
+		printf("reload refused: %s%s%s\n", err ? err : "conflict",
+		    since ? " since " : "", since ? since : "");
+		ctl_print_errors(j, file);
+		json_decref(j);
+		return CTL_EXIT_FAILED;
+	}
+	if (status == NULL) {
+		json_decref(j);
+		return ctl_http_failure(r);
+	}
+	printf("reload %s: %s (%lld ms)\n", status, version ? version : "?",
+	    (long long)json_integer_value(json_object_get(j, "durationMs")));
+	if (json_is_true(json_object_get(j, "success")) &&
+	    !json_is_true(json_object_get(j, "changed")))
+		printf("  nothing changed\n");
+	ctl_print_list(j, "clustersAdded", "added");
+	ctl_print_list(j, "clustersModified", "modified");
+	ctl_print_list(j, "clustersRemoved", "removed");
+	ctl_print_errors(j, file);
+	if (json_is_false(json_object_get(j, "persisted")) &&
+	    json_string_value(json_object_get(j, "persistError")) && file != NULL)
+		printf("  not persisted: %s\n",
+		    json_string_value(json_object_get(j, "persistError")));
+	json_decref(j);
+	return ctl_exit_for(r->status);
+}
+
+static int
+ctl_cmd_config(const struct ctl_reply *r)
+{
+	json_t *j, *last;
+
+	if (r->status != 200)
+		return ctl_http_failure(r);
+	if ((j = ctl_body_json(r)) == NULL)
+		return CTL_EXIT_UNREACHABLE;
+	printf("current version:  %s\n", json_string_value(json_object_get(j,
+	    "currentConfigVersion")) ?: "?");
+	printf("applied at:       %s\n", json_string_value(json_object_get(j, "appliedAt")) ?: "-");
+	if (json_is_true(json_object_get(j, "reloadInProgress")))
+		printf("reload running since %s\n",
+		    json_string_value(json_object_get(j, "inProgressSince")) ?: "?");
+	last = json_object_get(j, "lastReloadAttempt");
+	if (json_is_object(last)) {
+		printf("last reload:      %s at %s (%s, %lld ms)\n",
+		    json_string_value(json_object_get(last, "status")) ?: "?",
+		    json_string_value(json_object_get(last, "timestamp")) ?: "?",
+		    json_string_value(json_object_get(last, "source")) ?: "?",
+		    (long long)json_integer_value(json_object_get(last, "durationMs")));
+		printf("  requested:      %s\n",
+		    json_string_value(json_object_get(last, "requestedVersion")) ?: "-");
+		ctl_print_list(last, "clustersAdded", "added");
+		ctl_print_list(last, "clustersModified", "modified");
+		ctl_print_list(last, "clustersRemoved", "removed");
+		ctl_print_errors(last, NULL);
+	} else {
+		printf("last reload:      none\n");
+	}
+	last = json_object_get(j, "lastValidationAttempt");
+	if (json_is_object(last))
+		printf("last validation:  %s at %s (%s)\n",
+		    json_string_value(json_object_get(last, "status")) ?: "?",
+		    json_string_value(json_object_get(last, "timestamp")) ?: "?",
+		    json_string_value(json_object_get(last, "requestedVersion")) ?: "?");
+	else
+		printf("last validation:  none\n");
+	json_decref(j);
+	return CTL_EXIT_OK;
+}
+
+static int
+ctl_cmd_cluster_op(const struct ctl_reply *r, const char *op, const char *name)
+{
+	json_t *j = json_loadb(r->body, r->body_len, 0, NULL);
+	const char *err = json_string_value(json_object_get(j, "error"));
+
+	if (r->status >= 200 && r->status < 300) {
+		printf("%s %s: %s, generation %lld\n", op, name,
+		    json_string_value(json_object_get(j, "state")) ?: "started",
+		    (long long)json_integer_value(json_object_get(j, "generation")));
+		json_decref(j);
+		return CTL_EXIT_OK;
+	}
+	ctl_err("%s %s failed: %s", op, name, err ? err : http_status_reason(r->status));
+	json_decref(j);
+	return CTL_EXIT_FAILED;
+}
+
 static int
 ctl_read_file(const char *path, char **out, size_t *len)
 {
@@ -690,20 +829,29 @@ enum ctl_command {
 	CTL_CMD_READY,
 	CTL_CMD_VALIDATE,
 	CTL_CMD_METRICS,
+	CTL_CMD_RELOAD,
+	CTL_CMD_CONFIG,
+	CTL_CMD_DRAIN,
+	CTL_CMD_RESTART,
 };
 
 struct ctl_command_def {
 	const char *name;
 	enum ctl_command cmd;
 	int max_args;
+	int min_args;
 };
 
 static const struct ctl_command_def ctl_commands[] = {
-	{ "status", CTL_CMD_STATUS, 1 },
-	{ "health", CTL_CMD_HEALTH, 0 },
-	{ "ready", CTL_CMD_READY, 0 },
-	{ "validate", CTL_CMD_VALIDATE, 1 },
-	{ "metrics", CTL_CMD_METRICS, 0 },
+	{ "status", CTL_CMD_STATUS, 1, 0 },
+	{ "health", CTL_CMD_HEALTH, 0, 0 },
+	{ "ready", CTL_CMD_READY, 0, 0 },
+	{ "validate", CTL_CMD_VALIDATE, 1, 0 },
+	{ "metrics", CTL_CMD_METRICS, 0, 0 },
+	{ "reload", CTL_CMD_RELOAD, 1, 0 },
+	{ "config", CTL_CMD_CONFIG, 0, 0 },
+	{ "drain", CTL_CMD_DRAIN, 1, 1 },
+	{ "restart", CTL_CMD_RESTART, 1, 1 },
 };
 
 static int
@@ -749,6 +897,30 @@ ctl_run(const struct ctl_opts *o, const struct ctl_command_def *def, const char 
 	case CTL_CMD_METRICS:
 		snprintf(path, sizeof path, "/metrics");
 		break;
+	case CTL_CMD_RELOAD:
+		method = "POST";
+		snprintf(path, sizeof path, "/admin/config/reload");
+		if (arg != NULL && ctl_read_file(arg, &body, &body_len) == -1) {
+			ctl_err("cannot read %s: %s", arg, strerror(errno));
+			return CTL_EXIT_FAILED;
+		}
+		if (arg != NULL && body_len == 0) {
+			ctl_err("%s is empty (an empty request would reload "
+			    "ferryd's own config file)", arg);
+			free(body);
+			return CTL_EXIT_FAILED;
+		}
+		break;
+	case CTL_CMD_CONFIG:
+		snprintf(path, sizeof path, "/admin/config/status");
+		break;
+	case CTL_CMD_DRAIN:
+	case CTL_CMD_RESTART:
+		method = "POST";
+		ctl_pct_encode(arg, enc, sizeof enc);
+		snprintf(path, sizeof path, "/admin/clusters/%s/%s", enc,
+		    def->cmd == CTL_CMD_DRAIN ? "drain" : "restart");
+		break;
 	}
 
 	rc = ctl_request(o, method, path, body, body_len, &reply, err, sizeof err);
@@ -777,6 +949,16 @@ ctl_run(const struct ctl_opts *o, const struct ctl_command_def *def, const char 
 			rc = ctl_cmd_validate(&reply, arg);
 			break;
 		case CTL_CMD_METRICS:
+			break;
+		case CTL_CMD_RELOAD:
+			rc = ctl_cmd_reload(&reply, arg);
+			break;
+		case CTL_CMD_CONFIG:
+			rc = ctl_cmd_config(&reply);
+			break;
+		case CTL_CMD_DRAIN:
+		case CTL_CMD_RESTART:
+			rc = ctl_cmd_cluster_op(&reply, def->name, arg);
 			break;
 		}
 	}
@@ -855,12 +1037,18 @@ main(int argc, char **argv)
 		return CTL_EXIT_USAGE;
 	}
 	nargs = argc - optind - 1;
+	if (nargs < def->min_args) {
+		ctl_err("'%s' needs a cluster name", def->name);
+		ctl_usage(stderr);
+		return CTL_EXIT_USAGE;
+	}
 	if (nargs > def->max_args) {
 		ctl_err("too many arguments for '%s'", def->name);
 		ctl_usage(stderr);
 		return CTL_EXIT_USAGE;
 	}
-	if (def->cmd == CTL_CMD_STATUS && nargs == 1 && argv[optind + 1][0] == '\0') {
+	if ((def->cmd == CTL_CMD_STATUS || def->cmd == CTL_CMD_DRAIN ||
+	    def->cmd == CTL_CMD_RESTART) && nargs == 1 && argv[optind + 1][0] == '\0') {
 		ctl_err("empty cluster name");
 		return CTL_EXIT_USAGE;
 	}
