@@ -12,6 +12,7 @@
  * depend on other keys, and listening port conflicts.
  */
 #include "common/config.h"
+#include "common/file.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -30,7 +31,6 @@
 #endif
 
 #define CFGP_ERRLEN	512
-#define CFGP_FILE_MAX	(16 * 1024 * 1024)
 #define CFGP_USER_MAX	32
 #define CFGP_DEF_ADMIN_HOST "127.0.0.1"
 #define CFGP_DEF_ADMIN_PORT 9190
@@ -1073,10 +1073,9 @@ int
 cfg_parse_file(const char *path, struct cfg *out, struct cfg_errors *errs)
 {
 	struct cfg_errors local;
-	FILE *f;
-	char *buf = NULL, *nb;
-	size_t len = 0, cap = 0, r;
-	int rc, saved;
+	char err[CFGP_ERRLEN + 64], *buf;
+	size_t len = 0;
+	int rc;
 
 	memset(out, 0, sizeof *out);
 	if (errs == NULL) {
@@ -1085,39 +1084,10 @@ cfg_parse_file(const char *path, struct cfg *out, struct cfg_errors *errs)
 		cfg_errors_free(&local);
 		return rc;
 	}
-	if ((f = fopen(path, "rb")) == NULL) {
-		cfg_errors_add(errs, "%s: cannot read: %s", path,
-		    strerror(errno));
+	if ((buf = file_read_all(path, CFG_MAX_FILE_BYTES, &len, err, sizeof err)) == NULL) {
+		cfg_errors_add(errs, "%s", err);
 		return -1;
 	}
-	for (;;) {
-		if (len == cap) {
-			if (cap >= CFGP_FILE_MAX) {
-				cfg_errors_add(errs, "%s: cannot read: file "
-				    "larger than %d bytes", path, CFGP_FILE_MAX);
-				free(buf);
-				fclose(f);
-				return -1;
-			}
-			cap = cap ? cap * 2 : 8192;
-			if ((nb = realloc(buf, cap)) == NULL)
-				abort();
-			buf = nb;
-		}
-		r = fread(buf + len, 1, cap - len, f);
-		len += r;
-		if (r == 0)
-			break;
-	}
-	if (ferror(f)) {
-		saved = errno;
-		cfg_errors_add(errs, "%s: cannot read: %s", path,
-		    strerror(saved));
-		free(buf);
-		fclose(f);
-		return -1;
-	}
-	fclose(f);
 	rc = cfg_parse_string(path, buf, len, out, errs);
 	free(buf);
 	return rc;

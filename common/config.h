@@ -20,6 +20,7 @@
 
 #define CFG_NAME_MAX 64    /* cluster names: [A-Za-z0-9._-]{1,63} */
 #define CFG_HOST_MAX 256   /* host names / literal addresses */
+#define CFG_MAX_FILE_BYTES (16u << 20) /* config files larger than this are refused */
 
 enum cfg_policy_startup { CFG_STARTUP_FAIL_FAST = 0, CFG_STARTUP_BEST_EFFORT };
 enum cfg_policy_reload { CFG_RELOAD_ALL_OR_NOTHING = 0, CFG_RELOAD_PER_CLUSTER };

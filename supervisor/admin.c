@@ -34,6 +34,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/units.h"
+#include "common/file.h"
 #include "supervisor/reload.h"
 #include "supervisor/status.h"
 #include "supervisor/supervisor.h"
@@ -309,61 +310,6 @@ admin_h_metrics(struct admin_request *req, struct admin_response *resp)
 	return ADMIN_RESPOND;
 }
 
-/* Read the whole config file (at most HTTP_MAX_BODY bytes) into *out. */
-static int
-admin_read_file(const char *path, char **out, size_t *len, char *err, size_t errlen)
-{
-	char *buf = NULL;
-	size_t n = 0, cap = 0;
-	ssize_t r;
-	int fd;
-
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
-		admin_seterr(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-		return -1;
-	}
-	for (;;) {
-		if (n == cap) {
-			char *nb;
-
-			if (cap >= HTTP_MAX_BODY) {
-				admin_seterr(err, errlen, "%s: file larger than %u bytes", path,
-				    HTTP_MAX_BODY);
-				goto fail;
-			}
-			cap = cap ? cap * 2 : 8192;
-			if ((nb = realloc(buf, cap + 1)) == NULL) {
-				admin_seterr(err, errlen, "%s: out of memory", path);
-				goto fail;
-			}
-			buf = nb;
-		}
-		r = read(fd, buf + n, cap - n);
-		if (r == -1 && errno == EINTR)
-			continue;
-		if (r == -1) {
-			admin_seterr(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-			goto fail;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	close(fd);
-	if (buf == NULL && (buf = malloc(1)) == NULL) {
-		admin_seterr(err, errlen, "%s: out of memory", path);
-		return -1;
-	}
-	buf[n] = '\0';
-	*out = buf;
-	*len = n;
-	return 0;
-fail:
-	close(fd);
-	free(buf);
-	return -1;
-}
-
 static json_t *
 admin_invalid(const char *msg)
 {
@@ -393,7 +339,7 @@ admin_h_validate(struct admin_request *req, struct admin_response *resp)
 			admin_response_json(resp, 400, admin_invalid("no configuration file to validate"));
 			return ADMIN_RESPOND;
 		}
-		if (admin_read_file(name, &file, &len, err, sizeof err) == -1) {
+		if ((file = file_read_all(name, HTTP_MAX_BODY, &len, err, sizeof err)) == NULL) {
 			admin_response_json(resp, 400, admin_invalid(err));
 			return ADMIN_RESPOND;
 		}

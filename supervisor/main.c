@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/file.h"
 #include "common/log.h"
 #include "supervisor/supervisor.h"
 #include "worker/worker.h"
@@ -22,43 +23,6 @@ usage(FILE *f)
 	    "usage: ferryd -c FILE        run the supervisor in the foreground\n"
 	    "       ferryd -t -c FILE     validate FILE (exit 0 valid, 1 invalid)\n"
 	    "       ferryd --version\n");
-}
-
-static char *
-read_file(const char *path, size_t *len, char *err, size_t errlen)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-		return NULL;
-	}
-	size_t cap = 4096, n = 0;
-	char *buf = malloc(cap);
-	while (buf) {
-		size_t r = fread(buf + n, 1, cap - n, f);
-		n += r;
-		if (r == 0)
-			break;
-		if (n == cap) {
-			char *nb = cap > (64u << 20) ? NULL : realloc(buf, cap * 2);
-			if (!nb) {
-				free(buf);
-				buf = NULL;
-				break;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-	}
-	int bad = ferror(f);
-	fclose(f);
-	if (!buf || bad) {
-		snprintf(err, errlen, "%s: cannot read: %s", path, buf ? strerror(errno) : "too large");
-		free(buf);
-		return NULL;
-	}
-	*len = n;
-	return buf;
 }
 
 int
@@ -93,7 +57,7 @@ main(int argc, char **argv)
 
 	char err[512];
 	size_t len = 0;
-	char *text = read_file(path, &len, err, sizeof err);
+	char *text = file_read_all(path, CFG_MAX_FILE_BYTES, &len, err, sizeof err);
 	if (!text) {
 		fprintf(stderr, "%s\n", err);
 		return 1;

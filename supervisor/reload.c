@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/file.h"
 #include "common/log.h"
 #include "supervisor/plan.h"
 #include "supervisor/status.h"
@@ -676,43 +677,6 @@ reload_abort(struct sup *s, const char *why)
 
 /* ---- starting ------------------------------------------------------------------------ */
 
-static char *
-reload_read_file(const char *path, size_t *len, char *err, size_t errlen)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-		return NULL;
-	}
-	size_t cap = 4096, n = 0;
-	char *buf = malloc(cap);
-	while (buf) {
-		size_t k = fread(buf + n, 1, cap - n, f);
-		n += k;
-		if (k == 0)
-			break;
-		if (n == cap) {
-			char *nb = cap >= (16u << 20) ? NULL : realloc(buf, cap * 2);
-			if (!nb) {
-				free(buf);
-				buf = NULL;
-				break;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-	}
-	bool bad = ferror(f);
-	fclose(f);
-	if (!buf || bad) {
-		snprintf(err, errlen, "%s: cannot read: %s", path, buf ? strerror(errno) : "too large");
-		free(buf);
-		return NULL;
-	}
-	*len = n;
-	return buf;
-}
-
 enum admin_handler_result
 reload_start(struct sup *s, const char *text, size_t len, const char *source,
 	     struct admin_conn *conn, struct admin_response *resp)
@@ -756,7 +720,7 @@ reload_start(struct sup *s, const char *text, size_t len, const char *source,
 		r->len = len;
 		name = "<request>";
 	} else {
-		r->text = reload_read_file(s->config_path, &r->len, err, sizeof err);
+		r->text = file_read_all(s->config_path, CFG_MAX_FILE_BYTES, &r->len, err, sizeof err);
 		if (!r->text) {
 			reload_add_error(s, "%s", err);
 			return reload_end_now(r, SUP_RELOAD_REJECTED, 400, false, resp);

@@ -707,6 +707,18 @@ sup_check_done(struct sup *s)
 	ev_break(s->loop, EVBREAK_ALL);
 }
 
+/* SIGKILL every worker of every cluster, listed or being reaped. */
+static void
+sup_kill_all(struct sup *s)
+{
+	for (size_t i = 0; i < s->n_clusters; i++)
+		for (struct sup_worker *wk = s->clusters[i]->workers; wk; wk = wk->next)
+			sup_kill(wk, SIGKILL);
+	for (size_t i = 0; i < s->n_graveyard; i++)
+		for (struct sup_worker *wk = s->graveyard[i]->workers; wk; wk = wk->next)
+			sup_kill(wk, SIGKILL);
+}
+
 static void
 sup_stop_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {
@@ -714,12 +726,7 @@ sup_stop_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	(void)revents;
 	struct sup *s = t->data;
 	log_warn("workers did not stop in time; killing them", "%s", "");
-	for (size_t i = 0; i < s->n_clusters; i++)
-		for (struct sup_worker *wk = s->clusters[i]->workers; wk; wk = wk->next)
-			sup_kill(wk, SIGKILL);
-	for (size_t i = 0; i < s->n_graveyard; i++)
-		for (struct sup_worker *wk = s->graveyard[i]->workers; wk; wk = wk->next)
-			sup_kill(wk, SIGKILL);
+	sup_kill_all(s);
 }
 
 void
@@ -756,12 +763,7 @@ sup_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	}
 	if (s->stopping) {
 		log_warn("second stop signal: exiting now", "signal=%d", w->signum);
-		for (size_t i = 0; i < s->n_clusters; i++)
-			for (struct sup_worker *wk = s->clusters[i]->workers; wk; wk = wk->next)
-				sup_kill(wk, SIGKILL);
-		for (size_t i = 0; i < s->n_graveyard; i++)
-			for (struct sup_worker *wk = s->graveyard[i]->workers; wk; wk = wk->next)
-				sup_kill(wk, SIGKILL);
+		sup_kill_all(s);
 		ev_break(loop, EVBREAK_ALL);
 		return;
 	}

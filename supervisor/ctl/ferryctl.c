@@ -823,6 +823,26 @@ fail:;
 	return -1;
 }
 
+/* The request body for `validate FILE` / `reload FILE`. An empty body means
+ * "ferryd's own file" to the API, so an empty FILE is refused rather than
+ * silently acting on something other than what was asked for. */
+static int
+ctl_file_body(const char *file, const char *verb, char **body, size_t *len)
+{
+	if (ctl_read_file(file, body, len) == -1) {
+		ctl_err("cannot read %s: %s", file, strerror(errno));
+		return -1;
+	}
+	if (*len == 0) {
+		ctl_err("%s is empty (an empty request would %s ferryd's own config file)",
+		    file, verb);
+		free(*body);
+		*body = NULL;
+		return -1;
+	}
+	return 0;
+}
+
 enum ctl_command {
 	CTL_CMD_STATUS = 0,
 	CTL_CMD_HEALTH,
@@ -881,18 +901,8 @@ ctl_run(const struct ctl_opts *o, const struct ctl_command_def *def, const char 
 	case CTL_CMD_VALIDATE:
 		method = "POST";
 		snprintf(path, sizeof path, "/admin/config/validate");
-		if (arg != NULL && ctl_read_file(arg, &body, &body_len) == -1) {
-			ctl_err("cannot read %s: %s", arg, strerror(errno));
+		if (arg != NULL && ctl_file_body(arg, def->name, &body, &body_len) == -1)
 			return CTL_EXIT_FAILED;
-		}
-		if (arg != NULL && body_len == 0) {
-			/* an empty body means "ferryd's own file": refuse to
-			 * validate something other than what was asked for */
-			ctl_err("%s is empty (an empty request would validate "
-			    "ferryd's own config file)", arg);
-			free(body);
-			return CTL_EXIT_FAILED;
-		}
 		break;
 	case CTL_CMD_METRICS:
 		snprintf(path, sizeof path, "/metrics");
@@ -900,16 +910,8 @@ ctl_run(const struct ctl_opts *o, const struct ctl_command_def *def, const char 
 	case CTL_CMD_RELOAD:
 		method = "POST";
 		snprintf(path, sizeof path, "/admin/config/reload");
-		if (arg != NULL && ctl_read_file(arg, &body, &body_len) == -1) {
-			ctl_err("cannot read %s: %s", arg, strerror(errno));
+		if (arg != NULL && ctl_file_body(arg, def->name, &body, &body_len) == -1)
 			return CTL_EXIT_FAILED;
-		}
-		if (arg != NULL && body_len == 0) {
-			ctl_err("%s is empty (an empty request would reload "
-			    "ferryd's own config file)", arg);
-			free(body);
-			return CTL_EXIT_FAILED;
-		}
 		break;
 	case CTL_CMD_CONFIG:
 		snprintf(path, sizeof path, "/admin/config/status");
