@@ -39,7 +39,11 @@
 	X(unknown_node, counter, "Broker entries whose node id has no broker port (dropped)") \
 	X(upstream_connect_errors, counter, "Upstream connection attempts that failed") \
 	X(upstream_closed, counter, "Client connections closed because upstream closed or failed") \
-	X(metadata_fetches, counter, "Metadata requests made by the worker itself to learn broker addresses")
+	X(metadata_fetches, counter, "Metadata requests made by the worker itself to learn broker addresses") \
+	X(tls_on_plaintext, counter, "Client connections closed because they opened with a TLS ClientHello on a plaintext listener") \
+	X(request_timeouts, counter, "Client connections closed because a request frame did not arrive completely within request_timeout") \
+	X(inflight_paused, counter, "Times a client request had to wait because max_inflight_per_connection requests were in flight (backpressure: the client is not read meanwhile)") \
+	X(accept_paused, counter, "Times accepting paused for 100 ms because the worker ran out of file descriptors or memory")
 
 struct metrics {
 	uint64_t magic;

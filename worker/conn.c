@@ -14,6 +14,7 @@
  */
 #include "worker/conn.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <netinet/in.h>
@@ -82,10 +83,19 @@ struct conn {
 	struct dir req, resp;
 	struct inflight *fifo;
 	size_t fifo_cap, fifo_head, fifo_len;
-	ev_tstamp last_active;
+	ev_tstamp last_active;  /* last read from either side */
+	ev_tstamp timer_at;     /* when `timer` fires; 0 = not armed */
+	ev_tstamp req_since;    /* first bytes of the request frame in progress; 0 = none */
+	ev_tstamp cli_eof_at;   /* when the client half-closed */
 	bool draining;
 	bool waiting_metadata;
-	char why[160];         /* reason of the pending close */
+	bool seen_request;      /* a request header parsed (TLS sniffing is over) */
+	bool req_need_more;     /* bytes at a request boundary do not make a header yet */
+	bool cli_eof;           /* client sent FIN: no more requests */
+	bool up_eof;            /* upstream sent FIN: deliver what is whole, then close */
+	bool inflight_paused;   /* a request waits: max_inflight reached (counted once) */
+	bool quiet;             /* the pending close is a clean one (log at debug) */
+	char why[160];          /* reason of the pending close */
 };
 
 /* ---- FIFO of in-flight requests ---------------------------------------- */
@@ -94,8 +104,13 @@ static int
 fifo_push(struct conn *c, int32_t corr, int16_t key, int16_t ver, bool synthetic)
 {
 	if (c->fifo_len == c->fifo_cap) {
+		/* req_parse never pushes beyond max_inflight: grow up to it
+		 * (also when it is not a power of two). */
+		size_t max = c->w->cl->max_inflight;
 		size_t ncap = c->fifo_cap ? c->fifo_cap * 2 : 16;
-		if (ncap > WORKER_MAX_INFLIGHT)
+		if (ncap > max)
+			ncap = max;
+		if (ncap <= c->fifo_len)
 			return -1;
 		struct inflight *n = malloc(ncap * sizeof *n);
 		if (!n)
@@ -145,6 +160,22 @@ conn_fail(struct conn *c, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(c->why, sizeof c->why, fmt, ap);
 	va_end(ap);
+	c->quiet = false;
+	return -1;
+}
+
+/* Like conn_fail, for a clean close (logged at debug only). */
+static int
+conn_end(struct conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int
+conn_end(struct conn *c, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->why, sizeof c->why, fmt, ap);
+	va_end(ap);
+	c->quiet = true;
 	return -1;
 }
 
@@ -172,7 +203,71 @@ static bool
 conn_owes_nothing(const struct conn *c)
 {
 	return c->fifo_len == 0 && c->req.frame_left == 0 && c->req.fwd == 0 &&
-	       c->resp.fwd == 0 && c->resp.frame_left == 0 && !c->resp.acc && !c->resp.out;
+	       c->req.skip_left == 0 && c->resp.fwd == 0 && c->resp.frame_left == 0 &&
+	       !c->resp.acc && !c->resp.out;
+}
+
+/* Request bytes read from the client and not parsed yet. */
+static size_t
+req_unparsed(const struct conn *c)
+{
+	const struct dir *d = &c->req;
+	return d->buf ? d->end - (d->start + d->fwd) : 0;
+}
+
+/* A request frame has started and is not complete in the buffer. */
+static bool
+req_partial(const struct conn *c)
+{
+	return c->req.frame_left || c->req.skip_left || c->req_need_more;
+}
+
+/* Whether the client may be read now. A request frame that has started is
+ * always read to its end (draining or not, FIFO full or not): the upstream
+ * cannot answer half a request. */
+static bool
+conn_reads_client(const struct conn *c)
+{
+	if (c->cli_eof || c->up_eof || !dir_has_room(&c->req))
+		return false;
+	if (c->req.frame_left || c->req.skip_left)
+		return true;
+	return !c->draining && c->fifo_len < c->w->cl->max_inflight;
+}
+
+/* ---- the connection timer (see conn.h) ----------------------------------- */
+
+static void
+conn_timer_arm(struct conn *c, ev_tstamp at)
+{
+	struct ev_loop *loop = c->w->loop;
+	ev_tstamp after = at - ev_now(loop);
+	ev_timer_stop(loop, &c->timer);
+	ev_timer_set(&c->timer, after > 0 ? after : 0., 0.);
+	ev_timer_start(loop, &c->timer);
+	c->timer_at = at;
+}
+
+static void
+conn_timer_stop(struct conn *c)
+{
+	ev_timer_stop(c->w->loop, &c->timer);
+	c->timer_at = 0;
+}
+
+/* Make sure the timer fires no later than at (lazy: moved only when at is
+ * earlier than what is armed, i.e. rarely). */
+static void
+conn_timer_due(struct conn *c, ev_tstamp at)
+{
+	if (!c->timer_at || c->timer_at > at)
+		conn_timer_arm(c, at);
+}
+
+static ev_tstamp
+conn_request_timeout(const struct conn *c)
+{
+	return (ev_tstamp)c->w->cl->request_timeout_ms / 1000.0;
 }
 
 static void
@@ -205,15 +300,38 @@ conn_free(struct conn *c)
 }
 
 static void
+conn_addr_str(const struct sockaddr_storage *ss, char *buf, size_t len)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
+		inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof ip);
+		snprintf(buf, len, "%s:%u", ip, ntohs(s4->sin_port));
+	} else if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+		inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof ip);
+		snprintf(buf, len, "[%s]:%u", ip, ntohs(s6->sin6_port));
+	}
+}
+
+static void
 conn_close(struct conn *c, enum log_level lvl, const char *what)
 {
 	struct worker *w = c->w;
 	uint64_t sup = 0;
 	if (lvl >= LOG_WARN) {
-		if (log_ratelimit_ok(&w->rl_proto, 10, 20, &sup))
-			log_msg(lvl, what, "reason=\"%s\" state=%s in_flight=%zu suppressed=%llu",
-			    c->why, conn_state_str(c->state), c->fifo_len,
-			    (unsigned long long)sup);
+		if (log_ratelimit_ok(&w->rl_proto, 10, 20, &sup)) {
+			char peer[INET6_ADDRSTRLEN + 8] = "?";
+			struct sockaddr_storage ss;
+			socklen_t sl = sizeof ss;
+			if (c->cli.fd >= 0 &&
+			    getpeername(c->cli.fd, (struct sockaddr *)&ss, &sl) == 0)
+				conn_addr_str(&ss, peer, sizeof peer);
+			log_msg(lvl, what,
+			    "reason=\"%s\" client=%s listener=%s state=%s in_flight=%zu suppressed=%llu",
+			    c->why, peer, c->broker_index < 0 ? "bootstrap" : "broker",
+			    conn_state_str(c->state), c->fifo_len, (unsigned long long)sup);
+		}
 	} else {
 		log_debug(what, "reason=\"%s\"", c->why);
 	}
@@ -221,6 +339,18 @@ conn_close(struct conn *c, enum log_level lvl, const char *what)
 }
 
 /* ---- writing ------------------------------------------------------------ */
+
+/* A write failed with errno. A client that has closed (not just
+ * half-closed) while responses were owed is a normal client, not an error. */
+static int
+write_failed(struct conn *c, bool to_upstream)
+{
+	if (!to_upstream && c->cli_eof && (errno == EPIPE || errno == ECONNRESET))
+		return conn_end(c, "client closed the connection with %zu response(s) owed",
+		    c->fifo_len);
+	return conn_fail(c, "write to %s: %s", to_upstream ? "upstream" : "client",
+	    strerror(errno));
+}
 
 /* Write the parsed pass-through bytes of d to t. 1 progress, 0 blocked or
  * nothing to do, -1 error. */
@@ -234,8 +364,7 @@ dir_flush(struct conn *c, struct dir *d, struct transport *t, bool to_upstream)
 		if (n == -1) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				return progress;
-			return conn_fail(c, "write to %s: %s", to_upstream ? "upstream" : "client",
-			    strerror(errno));
+			return write_failed(c, to_upstream);
 		}
 		d->start += (size_t)n;
 		d->fwd -= (size_t)n;
@@ -258,7 +387,7 @@ dir_flush(struct conn *c, struct dir *d, struct transport *t, bool to_upstream)
 			if (n == -1) {
 				if (errno == EAGAIN || errno == EWOULDBLOCK)
 					return progress;
-				return conn_fail(c, "write to client: %s", strerror(errno));
+				return write_failed(c, false);
 			}
 			d->out_off += (size_t)n;
 			METRIC_ADD(c->w->m, bytes_upstream_to_client, n);
@@ -275,7 +404,8 @@ dir_flush(struct conn *c, struct dir *d, struct transport *t, bool to_upstream)
 
 /* ---- reading ------------------------------------------------------------ */
 
-/* 1 read bytes, 0 nothing (EAGAIN or no room), -1 EOF/error (why set). */
+/* 1 read bytes, 0 nothing (EAGAIN, no room, or EOF: cli_eof / up_eof set),
+ * -1 error (why set). */
 static int
 dir_read(struct conn *c, struct dir *d, struct transport *t, bool from_client, bool *filled)
 {
@@ -301,8 +431,17 @@ dir_read(struct conn *c, struct dir *d, struct transport *t, bool from_client, b
 		return conn_fail(c, "read from %s: %s", from_client ? "client" : "upstream",
 		    strerror(errno));
 	}
-	if (n == 0)
-		return conn_fail(c, "%s closed the connection", from_client ? "client" : "upstream");
+	if (n == 0) {
+		/* Not closed yet: what is owed and whole is still delivered
+		 * (conn_pump decides when to close). */
+		if (from_client) {
+			c->cli_eof = true;
+			c->cli_eof_at = ev_now(c->w->loop);
+		} else {
+			c->up_eof = true;
+		}
+		return 0;
+	}
 	d->end += (size_t)n;
 	*filled = (size_t)n == room;
 	return 1;
@@ -310,19 +449,55 @@ dir_read(struct conn *c, struct dir *d, struct transport *t, bool from_client, b
 
 /* ---- requests: client -> upstream -------------------------------------- */
 
+/* Checks the 4-byte size prefix of a request (and, for the first bytes of a
+ * connection, whether it is TLS). 1 fine, 0 need more, -1 close (why set). */
+static int
+req_check_prefix(struct conn *c, const uint8_t *p, size_t avail)
+{
+	struct worker *w = c->w;
+	if (avail < 4)
+		return 0;
+	/* A TLS record: content type handshake (22), version 3.x. As a size
+	 * prefix that is 0x1603xxxx, ~370 MB: no Kafka client opens with it. */
+	if (!c->seen_request && p[0] == 0x16 && p[1] == 0x03 && p[2] <= 0x04) {
+		METRIC_ADD(w->m, tls_on_plaintext, 1);
+		return conn_fail(c, "TLS ClientHello on a plaintext listener "
+		    "(client configured for SSL, ferry listener is plain TCP)");
+	}
+	int32_t size = kc_get_i32(p);
+	if (size < 0) {
+		METRIC_ADD(w->m, malformed_requests, 1);
+		return conn_fail(c, "malformed request: negative size %d", size);
+	}
+	if (size < 8) {
+		METRIC_ADD(w->m, malformed_requests, 1);
+		return conn_fail(c, "malformed request: size %d below 8", size);
+	}
+	if ((uint64_t)size > w->cl->max_frame_bytes) {
+		METRIC_ADD(w->m, frame_too_large, 1);
+		return conn_fail(c, "request of %d bytes exceeds max_frame_bytes (%llu)", size,
+		    (unsigned long long)w->cl->max_frame_bytes);
+	}
+	return 1;
+}
+
 static int
 req_parse(struct conn *c)
 {
 	struct worker *w = c->w;
 	struct dir *d = &c->req;
-	if (!d->buf)
+	if (!d->buf) {
+		c->req_need_more = false;
 		return 0;
+	}
 	size_t at = d->start + d->fwd;
 	size_t avail = d->end - at;
 	if (d->frame_left) {
 		size_t take = avail < d->frame_left ? avail : (size_t)d->frame_left;
 		d->fwd += take;
 		d->frame_left -= take;
+		if (d->frame_left == 0)
+			c->req_since = 0;   /* this frame is complete */
 		return take > 0;
 	}
 	if (d->skip_left) {
@@ -331,34 +506,52 @@ req_parse(struct conn *c)
 		size_t take = avail < d->skip_left ? avail : (size_t)d->skip_left;
 		d->start += take;
 		d->skip_left -= take;
+		if (d->skip_left == 0)
+			c->req_since = 0;
 		return take > 0;
 	}
-	if (avail == 0 || c->draining || c->fifo_len >= WORKER_MAX_INFLIGHT)
+	c->req_need_more = false;
+	if (avail == 0 || c->draining)
 		return 0;
+	if (c->fifo_len >= w->cl->max_inflight) {
+		/* Backpressure, not an error: the next request waits (and the
+		 * client is not read past it) until responses drain. */
+		if (!c->inflight_paused) {
+			c->inflight_paused = true;
+			METRIC_ADD(w->m, inflight_paused, 1);
+		}
+		return 0;
+	}
+	c->inflight_paused = false;
 
 	const uint8_t *p = d->buf + at;
-	if (avail >= 4) {
-		int32_t size = (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-					 (uint32_t)p[2] << 8 | p[3]);
-		if (size > 0 && (uint64_t)size > w->cl->max_frame_bytes) {
-			METRIC_ADD(w->m, frame_too_large, 1);
-			return conn_fail(c, "request of %d bytes exceeds max_frame_bytes", size);
-		}
+	int r = req_check_prefix(c, p, avail);
+	if (r < 0)
+		return -1;
+	if (r == 0 || avail < 6)
+		goto need_more;
+	/* Keys newer than the codec's table: their header layout is a guess
+	 * and nothing in ferry has vetted what their responses carry. */
+	int16_t key = kc_get_i16(p + 4);
+	if (key > KC_API_KEY_MAX_KNOWN) {
+		METRIC_ADD(w->m, malformed_requests, 1);
+		return conn_fail(c, "refused request with unknown API key %d", key);
 	}
 	struct kc_req_header h;
 	char err[128];
-	int r = kc_parse_request_header(p, avail, w->cl->max_frame_bytes, &h, err, sizeof err);
+	r = kc_parse_request_header(p, avail, w->cl->max_frame_bytes, &h, err, sizeof err);
 	if (r == KC_NEED_MORE)
 		goto need_more;
 	if (r != KC_OK) {
 		METRIC_ADD(w->m, malformed_requests, 1);
 		return conn_fail(c, "malformed request: %s", err);
 	}
+	c->seen_request = true;
 	if (h.api_key == 18 && !kc_request_allowed(18, h.api_version)) {
 		/* Client ahead of the proxy: answer UNSUPPORTED_VERSION ourselves,
 		 * in order, so it retries at a version we parse. */
 		if (fifo_push(c, h.correlation_id, h.api_key, h.api_version, true) == -1)
-			return conn_fail(c, "in-flight queue full");
+			return conn_fail(c, "out of memory for the in-flight queue");
 		d->skip_left = 4 + (uint64_t)h.size;
 		return 1;
 	}
@@ -381,7 +574,7 @@ req_parse(struct conn *c)
 	}
 	if (expects_response &&
 	    fifo_push(c, h.correlation_id, h.api_key, h.api_version, false) == -1)
-		return conn_fail(c, "in-flight queue full");
+		return conn_fail(c, "out of memory for the in-flight queue");
 	METRIC_ADD(w->m, requests, 1);
 	d->frame_left = 4 + (uint64_t)h.size;
 	return 1;
@@ -392,6 +585,7 @@ need_more:
 		METRIC_ADD(w->m, malformed_requests, 1);
 		return conn_fail(c, "request header larger than %d bytes", WORKER_BUF_SIZE);
 	}
+	c->req_need_more = true;
 	return 0;
 }
 
@@ -461,6 +655,8 @@ resp_parse(struct conn *c)
 		return take > 0;
 	}
 	if (d->acc) {
+		if (avail == 0)
+			return 0;   /* (d->buf may be NULL) */
 		size_t take = d->acc_need - d->acc_len;
 		if (take > avail)
 			take = avail;
@@ -487,14 +683,16 @@ resp_parse(struct conn *c)
 	if (avail == 0)
 		return 0;
 	const uint8_t *p = d->buf + d->start + d->fwd;
-	int32_t size, corr;
+	int32_t size = 0, corr = 0;
 	char err[128];
 	int r = kc_parse_response_prefix(p, avail, w->cl->max_frame_bytes, &size, &corr, err,
 	    sizeof err);
 	if (r == KC_NEED_MORE)
 		return 0;
 	if (r != KC_OK) {
-		if (avail >= 4 && size > 0 && (uint64_t)size > w->cl->max_frame_bytes)
+		/* (size is not set on failure; avail >= 4 here) */
+		int32_t raw = kc_get_i32(p);
+		if (raw > 0 && (uint64_t)raw > w->cl->max_frame_bytes)
 			METRIC_ADD(w->m, frame_too_large, 1);
 		else
 			METRIC_ADD(w->m, malformed_responses, 1);
@@ -532,59 +730,125 @@ resp_parse(struct conn *c)
 
 static void conn_update_watchers(struct conn *c);
 
+/* Parse and write both directions once. -1 close, else 1 on progress. */
+static int
+conn_forward(struct conn *c)
+{
+	int progress = 0, r;
+	if (!c->up_eof) {
+		/* (after an upstream EOF nothing more is forwarded to it) */
+		while ((r = req_parse(c)) > 0)
+			progress = 1;
+		if (r < 0)
+			return -1;
+		if ((r = dir_flush(c, &c->req, &c->up, true)) < 0)
+			return -1;
+		progress |= r;
+	}
+	while ((r = resp_parse(c)) > 0)
+		progress = 1;
+	if (r < 0)
+		return -1;
+	if ((r = dir_flush(c, &c->resp, &c->cli, false)) < 0)
+		return -1;
+	return progress | r;
+}
+
+/* Start the request_timeout clock when a request frame is in progress and
+ * it is not running yet; stop it at a request boundary. Once per event. */
+static void
+conn_request_clock(struct conn *c)
+{
+	if (!req_partial(c)) {
+		c->req_since = 0;
+		return;
+	}
+	if (c->req_since)
+		return;
+	c->req_since = ev_now(c->w->loop);
+	conn_timer_due(c, c->req_since + conn_request_timeout(c));
+}
+
 /* Move bytes both ways until nothing progresses. Returns -1 when the
  * connection must close (reason in c->why). */
 static int
 conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 {
+	struct worker *w = c->w;
 	bool open = c->state == CONN_OPEN;
-	for (int rounds = 0; rounds < 64; rounds++) {
+	for (int rounds = 0;; rounds++) {
 		int progress = 0, r;
 		bool filled;
+		if (rounds == 64) {
+			/* Enough for this connection now; parse what the last
+			 * round read so the watchers ask for what it needs (bytes
+			 * left unparsed would wait for the next read event, which
+			 * may never come). */
+			while (open && (r = conn_forward(c)) > 0)
+				;
+			if (open && r < 0)
+				return -1;
+			break;
+		}
 		if (open) {
-			while ((r = req_parse(c)) > 0)
-				progress = 1;
-			if (r < 0)
-				return -1;
-			if ((r = dir_flush(c, &c->req, &c->up, true)) < 0)
-				return -1;
-			progress |= r;
-			while ((r = resp_parse(c)) > 0)
-				progress = 1;
-			if (r < 0)
-				return -1;
-			if ((r = dir_flush(c, &c->resp, &c->cli, false)) < 0)
+			if ((r = conn_forward(c)) < 0)
 				return -1;
 			progress |= r;
 		}
-		if (cli_readable && !c->draining && dir_has_room(&c->req)) {
+		if (cli_readable && conn_reads_client(c)) {
 			r = dir_read(c, &c->req, &c->cli, true, &filled);
 			if (r < 0)
 				return -1;
 			progress |= r;
 			cli_readable = filled;
 			if (r)
-				c->last_active = ev_now(c->w->loop);
+				c->last_active = ev_now(w->loop);
 		}
-		if (open && up_readable && dir_has_room(&c->resp)) {
+		if (open && up_readable && !c->up_eof && dir_has_room(&c->resp)) {
 			r = dir_read(c, &c->resp, &c->up, false, &filled);
 			if (r < 0) {
-				METRIC_ADD(c->w->m, upstream_closed, 1);
+				METRIC_ADD(w->m, upstream_closed, 1);
 				return -1;
 			}
 			progress |= r;
 			up_readable = filled;
 			if (r)
-				c->last_active = ev_now(c->w->loop);
+				c->last_active = ev_now(w->loop);
 		}
 		if (!progress)
 			break;
 	}
-	if (c->draining && conn_owes_nothing(c)) {
-		METRIC_ADD(c->w->m, connections_drained, 1);
-		snprintf(c->why, sizeof c->why, "drained");
-		return -1;
+
+	if (!open) {
+		/* Garbage need not wait for the upstream connection. */
+		if (!c->seen_request && c->req.buf &&
+		    req_check_prefix(c, c->req.buf + c->req.start, c->req.end - c->req.start) < 0)
+			return -1;
+		if (c->cli_eof && req_unparsed(c) == 0)
+			return conn_end(c, "client closed the connection");
+		return 0;
 	}
+	if (c->up_eof && !c->resp.fwd && !c->resp.out) {
+		/* Every whole response received has been delivered. */
+		METRIC_ADD(w->m, upstream_closed, 1);
+		if (c->fifo_len == 0 && !c->resp.frame_left && !c->resp.acc)
+			return conn_end(c, "upstream closed the connection");
+		return conn_fail(c, "upstream closed the connection with %zu request(s) in flight",
+		    c->fifo_len);
+	}
+	if (c->cli_eof) {
+		if (req_partial(c))
+			return conn_end(c, "client closed the connection in the middle of a request");
+		if (conn_owes_nothing(c) && (c->draining || req_unparsed(c) == 0))
+			return conn_end(c, "client closed the connection");
+		/* Half-closed: deliver what is owed (bounded by the timer). */
+		conn_timer_due(c, c->cli_eof_at + conn_request_timeout(c));
+	}
+	if (c->draining && conn_owes_nothing(c)) {
+		METRIC_ADD(w->m, connections_drained, 1);
+		return conn_end(c, "drained");
+	}
+	conn_request_clock(c);
 	return 0;
 }
 
@@ -592,9 +856,7 @@ static void
 conn_step(struct conn *c, bool cli_readable, bool up_readable)
 {
 	if (conn_pump(c, cli_readable, up_readable) == -1) {
-		bool clean = strcmp(c->why, "drained") == 0 ||
-			     strcmp(c->why, "client closed the connection") == 0;
-		conn_close(c, clean ? LOG_DEBUG : LOG_WARN, "connection closed");
+		conn_close(c, c->quiet ? LOG_DEBUG : LOG_WARN, "connection closed");
 		return;
 	}
 	conn_update_watchers(c);
@@ -619,19 +881,16 @@ static void
 conn_update_watchers(struct conn *c)
 {
 	int ce = 0, ue = 0;
-	if (!c->draining && dir_has_room(&c->req) && c->req.skip_left == 0)
+	if (conn_reads_client(c))
 		ce |= EV_READ;
 	if (c->resp.fwd || c->resp.out)
 		ce |= EV_WRITE;
-	if (c->state == CONN_OPEN) {
+	if (c->state == CONN_OPEN && !c->up_eof) {
 		if (dir_has_room(&c->resp))
 			ue |= EV_READ;
 		if (c->req.fwd)
 			ue |= EV_WRITE;
 	}
-	/* While the FIFO is full, stop reading requests but keep the bytes. */
-	if (c->fifo_len >= WORKER_MAX_INFLIGHT)
-		ce &= ~EV_READ;
 	conn_set_io(c, &c->cli_io, c->cli.fd, ce);
 	conn_set_io(c, &c->up_io, c->up.fd, ue);
 }
@@ -652,31 +911,77 @@ conn_up_cb(struct ev_loop *loop, ev_io *io, int revents)
 	conn_step(c, false, revents & EV_READ);
 }
 
-/* Connect timeout while connecting; idle timeout once open. */
+/* Nothing owed either way and no request in progress. */
+static bool
+conn_is_idle(const struct conn *c)
+{
+	return conn_owes_nothing(c) && !req_partial(c) && !c->cli_eof;
+}
+
+/* Metadata wait while connecting; request_timeout, half-close deadline and
+ * idle_timeout once open (see conn.h). Deadlines are recomputed from the
+ * timestamps the data path keeps; the timer is re-armed for the next one. */
 static void
 conn_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	(void)revents;
 	struct conn *c = t->data;
 	struct worker *w = c->w;
+	c->timer_at = 0;
 	if (c->state == CONN_WAIT_METADATA) {
 		snprintf(c->why, sizeof c->why, "timed out waiting for broker addresses");
 		conn_close(c, LOG_WARN, "connection closed");
 		return;
 	}
-	if (c->state != CONN_OPEN || w->cl->idle_timeout_ms == 0)
+	if (c->state != CONN_OPEN)
 		return;
-	ev_tstamp idle = (ev_tstamp)w->cl->idle_timeout_ms / 1000.0;
-	ev_tstamp due = c->last_active + idle;
-	if (c->fifo_len == 0 && due <= ev_now(loop)) {
-		METRIC_ADD(w->m, connections_idle_closed, 1);
-		snprintf(c->why, sizeof c->why, "idle for %llus",
-		    (unsigned long long)(w->cl->idle_timeout_ms / 1000));
-		conn_close(c, LOG_DEBUG, "connection closed");
-		return;
+	ev_tstamp now = ev_now(loop), rt = conn_request_timeout(c), next = 0;
+	if (c->req_since) {
+		ev_tstamp due = c->req_since + rt;
+		if (due <= now && c->req.fwd) {
+			/* The upstream is not taking the bytes we have: that
+			 * time is not the client's. Give it a fresh period. */
+			c->req_since = now;
+			due = now + rt;
+		}
+		if (due <= now) {
+			METRIC_ADD(w->m, request_timeouts, 1);
+			conn_fail(c, "request not complete within request_timeout (%llu ms)",
+			    (unsigned long long)w->cl->request_timeout_ms);
+			conn_close(c, LOG_WARN, "connection closed");
+			return;
+		}
+		next = due;
 	}
-	ev_timer_set(t, due > ev_now(loop) ? due - ev_now(loop) : idle, 0.);
-	ev_timer_start(loop, t);
+	if (c->cli_eof) {
+		ev_tstamp due = c->cli_eof_at + rt;
+		if (due <= now) {
+			conn_fail(c, "client half-closed; %zu response(s) still owed after request_timeout",
+			    c->fifo_len);
+			conn_close(c, LOG_INFO, "connection closed");
+			return;
+		}
+		if (!next || due < next)
+			next = due;
+	}
+	if (w->cl->idle_timeout_ms) {
+		ev_tstamp idle = (ev_tstamp)w->cl->idle_timeout_ms / 1000.0;
+		ev_tstamp due = c->last_active + idle;
+		if (due <= now) {
+			if (conn_is_idle(c)) {
+				METRIC_ADD(w->m, connections_idle_closed, 1);
+				conn_end(c, "idle for %llus",
+				    (unsigned long long)(w->cl->idle_timeout_ms / 1000));
+				conn_close(c, LOG_DEBUG, "connection closed");
+				return;
+			}
+			due = now + idle;
+		}
+		if (!next || due < next)
+			next = due;
+	}
+	if (next)
+		conn_timer_arm(c, next);
 }
 
 /* ---- upstream connection ------------------------------------------------ */
@@ -684,7 +989,7 @@ conn_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 static int conn_connect_next(struct conn *c);
 
 static void
-conn_connected(void *arg, int fd, const char *err)
+conn_connected(void *arg, int fd, const char *err, bool local)
 {
 	struct conn *c = arg;
 	struct worker *w = c->w;
@@ -695,6 +1000,13 @@ conn_connected(void *arg, int fd, const char *err)
 		if (log_ratelimit_ok(&w->rl_upstream, 5, 10, &sup))
 			log_warn("upstream connect failed", "error=\"%s\" suppressed=%llu", err,
 			    (unsigned long long)sup);
+		if (local) {
+			/* Out of descriptors or memory here: says nothing about
+			 * the upstream, and the next address would fail too. */
+			snprintf(c->why, sizeof c->why, "cannot open an upstream connection: %s", err);
+			conn_close(c, LOG_DEBUG, "connection closed");
+			return;
+		}
 		if (c->broker_index < 0 && c->upstream_try + 1 < w->cl->n_upstream) {
 			c->upstream_try++;
 			if (conn_connect_next(c) == 0)
@@ -711,11 +1023,9 @@ conn_connected(void *arg, int fd, const char *err)
 	transport_plain_init(&c->up, fd);
 	c->state = CONN_OPEN;
 	c->last_active = ev_now(w->loop);
-	ev_timer_stop(w->loop, &c->timer);
-	if (w->cl->idle_timeout_ms) {
-		ev_timer_set(&c->timer, (ev_tstamp)w->cl->idle_timeout_ms / 1000.0, 0.);
-		ev_timer_start(w->loop, &c->timer);
-	}
+	conn_timer_stop(c);
+	if (w->cl->idle_timeout_ms)
+		conn_timer_arm(c, c->last_active + (ev_tstamp)w->cl->idle_timeout_ms / 1000.0);
 	conn_step(c, false, false);
 }
 
@@ -735,8 +1045,8 @@ conn_connect_next(struct conn *c)
 			c->state = CONN_WAIT_METADATA;
 			if (!c->waiting_metadata) {
 				c->waiting_metadata = true;
-				ev_timer_set(&c->timer, WORKER_METADATA_TIMEOUT_MS / 1000.0 + 1, 0.);
-				ev_timer_start(w->loop, &c->timer);
+				conn_timer_arm(c, ev_now(w->loop) +
+				    WORKER_METADATA_TIMEOUT_MS / 1000.0 + 1);
 			}
 			upstream_fetch_metadata(w);
 			return 0;
@@ -763,7 +1073,7 @@ conn_metadata_ready(struct worker *w)
 		if (!c->waiting_metadata)
 			continue;
 		c->waiting_metadata = false;
-		ev_timer_stop(w->loop, &c->timer);
+		conn_timer_stop(c);
 		if (!w->nodes[c->broker_index].known) {
 			snprintf(c->why, sizeof c->why,
 			    "upstream metadata has no broker with node id %d",
@@ -784,6 +1094,11 @@ conn_accept(struct worker *w, int fd, int broker_index)
 {
 	if (w->n_conns >= w->cl->max_connections) {
 		METRIC_ADD(w->m, connections_rejected, 1);
+		uint64_t sup = 0;
+		if (log_ratelimit_ok(&w->rl_accept, 1, 5, &sup))
+			log_warn("connection rejected: max_connections reached",
+			    "max_connections=%u suppressed=%llu", w->cl->max_connections,
+			    (unsigned long long)sup);
 		close(fd);
 		return;
 	}

@@ -10,12 +10,39 @@
  *
  * Per connection, a FIFO of in-flight requests {correlation id, api key,
  * version} matches every response to its request; acks=0 Produce requests
- * owe none. Anything malformed closes this connection only and is counted.
- * Backpressure: a side is read only while its buffer has room and the FIFO
- * is below its bound.
+ * owe none. Anything malformed closes this connection only, is counted by
+ * reason and logged at a bounded rate: a size prefix < 8 or above
+ * max_frame_bytes, a header the codec rejects, a refused API key or one
+ * above KC_API_KEY_MAX_KNOWN, a TLS ClientHello as the first bytes of a
+ * plaintext connection, a response out of FIFO order, a rewritten response
+ * that does not parse.
  *
- * Drain: stop parsing new requests at the next request boundary, deliver
- * every owed response, then close; force-close at the deadline.
+ * Backpressure: a side is read only while its buffer has room; the client
+ * is not read past a request boundary while max_inflight_per_connection
+ * requests are in flight (the frame in progress is always finished, so
+ * the upstream can answer it).
+ *
+ * Timer: one ev_timer per connection, armed lazily. While connecting to a
+ * broker port whose address is unknown it bounds the wait for metadata;
+ * once open it checks, whichever comes first: request_timeout (a request
+ * frame whose first bytes were read must be read completely within it;
+ * time the upstream does not take our bytes is not held against the
+ * client), idle_timeout (nothing owed either way, nothing read), and the
+ * half-close deadline below. The data path only stores timestamps; the
+ * timer is moved only when a deadline comes earlier than the armed one.
+ *
+ * EOF ordering: when the upstream closes, the responses already received
+ * whole are still delivered to the client, then the client is closed.
+ * When the client half-closes (shutdown(SHUT_WR)) after sending complete
+ * requests, those requests are still forwarded and their responses
+ * delivered (TCP half-close semantics; scripted probes rely on it), within
+ * request_timeout of the EOF; then the connection closes. A client EOF in
+ * the middle of a request closes at once (the upstream would wait for the
+ * rest forever).
+ *
+ * Drain: stop parsing new requests at the next request boundary (a request
+ * frame in progress is still read to its end), deliver every owed
+ * response, then close; force-close at the deadline.
  */
 #ifndef FERRY_WORKER_CONN_H
 #define FERRY_WORKER_CONN_H

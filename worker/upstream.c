@@ -97,6 +97,8 @@ dns_sock_state_cb(void *data, ares_socket_t fd, int readable, int writable)
 	ev_io_start(w->loop, &a->io);
 }
 
+static void probe_cb(struct ev_loop *loop, ev_timer *t, int revents);
+
 int
 upstream_dns_init(struct worker *w, char *err, size_t errlen)
 {
@@ -118,6 +120,9 @@ upstream_dns_init(struct worker *w, char *err, size_t errlen)
 	}
 	ev_timer_init(&w->ares_timer, dns_timer_cb, 0., 0.);
 	w->ares_timer.data = w;
+	ev_timer_init(&w->upstream_probe, probe_cb, 0., 0.);
+	w->upstream_probe.data = w;
+	w->probe_delay_ms = WORKER_PROBE_MIN_MS;
 	return 0;
 }
 
@@ -126,6 +131,7 @@ static void fetch_discard(struct upstream_fetch *f);
 void
 upstream_dns_free(struct worker *w)
 {
+	ev_timer_stop(w->loop, &w->upstream_probe);
 	if (w->fetch)
 		fetch_discard(w->fetch);
 	w->fetch = NULL;
@@ -161,8 +167,16 @@ struct upstream_connect {
 	bool resolving;
 	bool cancelled;
 	bool done;
+	bool local;          /* the last error was ours, not the upstream's */
 	char err[400];
 };
+
+/* Errors of this process, not of the peer. */
+static bool
+uc_errno_local(int e)
+{
+	return e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM || e == EADDRNOTAVAIL;
+}
 
 static void
 uc_free(struct upstream_connect *uc)
@@ -198,9 +212,10 @@ uc_defer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	upstream_connect_cb cb = uc->cb;
 	void *arg = uc->arg;
 	char err[400];
+	bool local = fd < 0 && uc->local;
 	snprintf(err, sizeof err, "%s", uc->err);
 	uc_free(uc);
-	cb(arg, fd, err);
+	cb(arg, fd, err, local);
 }
 
 static void
@@ -233,6 +248,7 @@ uc_try(struct upstream_connect *uc)
 		uc_addr_str(&uc->addrs[uc->i], as, sizeof as);
 		int fd = socket(uc->addrs[uc->i].ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (fd == -1) {
+			uc->local = uc_errno_local(errno);
 			snprintf(uc->err, sizeof uc->err, "%s: socket: %s", as, strerror(errno));
 			continue;
 		}
@@ -246,6 +262,7 @@ uc_try(struct upstream_connect *uc)
 			ev_io_start(uc->w->loop, &uc->io);
 			return;
 		}
+		uc->local = uc_errno_local(errno);
 		snprintf(uc->err, sizeof uc->err, "connect %s: %s", as, strerror(errno));
 		close(fd);
 	}
@@ -269,6 +286,7 @@ uc_io_cb(struct ev_loop *loop, ev_io *io, int revents)
 	}
 	char as[80];
 	uc_addr_str(&uc->addrs[uc->i], as, sizeof as);
+	uc->local = false;
 	snprintf(uc->err, sizeof uc->err, "connect %s: %s", as, strerror(soerr));
 	close(uc->fd);
 	uc->fd = -1;
@@ -291,9 +309,10 @@ uc_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
 		char err[400];
 		snprintf(err, sizeof err, "%s", uc->err);
 		ev_timer_stop(uc->w->loop, &uc->timer);
-		cb(arg, -1, err);
+		cb(arg, -1, err, false);
 		return;
 	}
+	uc->local = false;
 	snprintf(uc->err, sizeof uc->err, "connect %s:%u: timed out", uc->host, uc->port);
 	if (uc->fd >= 0) {
 		close(uc->fd);
@@ -400,6 +419,41 @@ upstream_connect_cancel(struct upstream_connect *uc)
 	uc_free(uc);
 }
 
+/* ---- re-probing an unreachable upstream ---------------------------------- */
+
+static void
+probe_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct worker *w = t->data;
+	if (w->draining)
+		return;
+	log_debug("probing upstream", "delay_ms=%llu", (unsigned long long)w->probe_delay_ms);
+	upstream_fetch_metadata(w);  /* a failure schedules the next probe */
+}
+
+void
+upstream_probe_schedule(struct worker *w)
+{
+	if (w->draining || ev_is_active(&w->upstream_probe) || w->fetch)
+		return;  /* (a running fetch schedules one when it fails) */
+	if (w->probe_delay_ms < WORKER_PROBE_MIN_MS)
+		w->probe_delay_ms = WORKER_PROBE_MIN_MS;
+	ev_timer_set(&w->upstream_probe, (ev_tstamp)w->probe_delay_ms / 1000.0, 0.);
+	ev_timer_start(w->loop, &w->upstream_probe);
+	w->probe_delay_ms *= 2;
+	if (w->probe_delay_ms > WORKER_PROBE_MAX_MS)
+		w->probe_delay_ms = WORKER_PROBE_MAX_MS;
+}
+
+void
+upstream_probe_stop(struct worker *w)
+{
+	ev_timer_stop(w->loop, &w->upstream_probe);
+	w->probe_delay_ms = WORKER_PROBE_MIN_MS;
+}
+
 /* ---- learning broker addresses -------------------------------------------- */
 
 void
@@ -439,6 +493,7 @@ struct upstream_fetch {
 	uint8_t *buf;
 	size_t len, cap;
 	int16_t md_version;
+	bool local;          /* the last error was ours (descriptors, memory) */
 	char err[400];
 };
 
@@ -463,14 +518,21 @@ static void
 fetch_end(struct upstream_fetch *f, bool ok)
 {
 	struct worker *w = f->w;
+	bool local = f->local;
 	if (!ok) {
-		log_warn("metadata fetch failed", "error=\"%s\"", f->err);
-		worker_upstream_report(w, false, f->err);
+		uint64_t sup = 0;
+		if (log_ratelimit_ok(&w->rl_upstream, 5, 10, &sup))
+			log_warn("metadata fetch failed", "error=\"%s\" suppressed=%llu", f->err,
+			    (unsigned long long)sup);
+		if (!local)
+			worker_upstream_report(w, false, f->err);
 	} else {
 		worker_upstream_report(w, true, NULL);
 	}
 	fetch_discard(f);
 	w->fetch = NULL;
+	if (!ok)
+		upstream_probe_schedule(w);  /* (a local failure is retried too) */
 	conn_metadata_ready(w);
 }
 
@@ -620,16 +682,18 @@ fetch_io_cb(struct ev_loop *loop, ev_io *io, int revents)
 }
 
 static void
-fetch_connected(void *arg, int fd, const char *err)
+fetch_connected(void *arg, int fd, const char *err, bool local)
 {
 	struct upstream_fetch *f = arg;
 	f->uc = NULL;
 	if (fd < 0) {
 		METRIC_ADD(f->w->m, upstream_connect_errors, 1);
 		snprintf(f->err, sizeof f->err, "%s", err);
+		f->local = local;
 		fetch_next(f);
 		return;
 	}
+	f->local = false;
 	f->fd = fd;
 	f->phase = FETCH_APIVERSIONS;
 	f->req_len = kc_build_apiversions_request(f->req, sizeof f->req, 1, "ferry");

@@ -10,6 +10,7 @@
 #ifndef FERRY_WORKER_UPSTREAM_H
 #define FERRY_WORKER_UPSTREAM_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "worker/worker.h"
@@ -18,8 +19,10 @@ struct upstream_connect;
 
 /* Called exactly once per started connect (never after cancel): fd >= 0 is a
  * connected non-blocking socket now owned by the callee; fd == -1 means
- * failure with a reason in err. */
-typedef void (*upstream_connect_cb)(void *arg, int fd, const char *err);
+ * failure with a reason in err. local: the failure is this process's
+ * (out of descriptors, memory or local ports) and says nothing about the
+ * upstream. */
+typedef void (*upstream_connect_cb)(void *arg, int fd, const char *err, bool local);
 
 /* Resolve host (literal addresses skip DNS) and connect to port, trying every
  * address, within timeout_ms. NULL only on allocation failure. */
@@ -31,6 +34,13 @@ void upstream_connect_cancel(struct upstream_connect *uc);
 /* Start a metadata fetch unless one is running; when it ends every
  * connection waiting for broker addresses is resumed (conn_metadata_ready). */
 void upstream_fetch_metadata(struct worker *w);
+
+/* The upstream was found unreachable: re-probe it (a metadata fetch) after
+ * a delay that doubles from WORKER_PROBE_MIN_MS to WORKER_PROBE_MAX_MS, until
+ * it is reachable again. No-op while a probe is pending or when draining. */
+void upstream_probe_schedule(struct worker *w);
+/* Reachable again (or draining): no more probes, next delay back to min. */
+void upstream_probe_stop(struct worker *w);
 
 /* Record what a Metadata response says about node_id (learned addresses). */
 void upstream_learn_node(struct worker *w, int32_t node_id, const char *host, size_t host_len,

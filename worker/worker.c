@@ -44,6 +44,10 @@ void
 worker_upstream_report(struct worker *w, bool reachable, const char *error)
 {
 	int now = reachable ? 1 : 0;
+	if (reachable)
+		upstream_probe_stop(w);
+	else
+		upstream_probe_schedule(w);
 	if (w->upstream_reachable == now &&
 	    (reachable || strcmp(w->upstream_error, error ? error : "") == 0))
 		return;
@@ -76,6 +80,22 @@ worker_close_listeners(struct worker *w)
 	w->accepting = false;
 }
 
+static void
+worker_accept_pause(struct worker *w, int err)
+{
+	METRIC_ADD(w->m, accept_paused, 1);
+	uint64_t sup = 0;
+	if (log_ratelimit_ok(&w->rl_accept, 1, 5, &sup))
+		log_warn("accept paused", "error=\"%s\" retry_ms=%d connections=%llu suppressed=%llu",
+		    strerror(err), WORKER_ACCEPT_BACKOFF_MS, (unsigned long long)w->n_conns,
+		    (unsigned long long)sup);
+	for (size_t k = 0; k < w->n_listeners; k++)
+		ev_io_stop(w->loop, &w->listeners[k].io);
+	ev_timer_stop(w->loop, &w->accept_backoff);
+	ev_timer_set(&w->accept_backoff, WORKER_ACCEPT_BACKOFF_MS / 1000.0, 0.);
+	ev_timer_start(w->loop, &w->accept_backoff);
+}
+
 void
 worker_conn_closed(struct worker *w)
 {
@@ -100,6 +120,7 @@ worker_drain(struct worker *w, uint64_t deadline_ms, const char *why)
 	if (w->draining)
 		return;
 	w->draining = true;
+	upstream_probe_stop(w);
 	log_info("draining", "why=\"%s\" connections=%llu deadline_ms=%llu", why,
 	    (unsigned long long)w->n_conns, (unsigned long long)deadline_ms);
 	worker_close_listeners(w);
@@ -137,12 +158,10 @@ worker_accept_cb(struct ev_loop *loop, ev_io *io, int revents)
 			    errno == ECONNABORTED)
 				return;
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-				/* Out of descriptors: pause accepting instead of spinning. */
-				log_warn("accept paused", "error=\"%s\" retry_ms=100", strerror(errno));
-				for (size_t k = 0; k < w->n_listeners; k++)
-					ev_io_stop(loop, &w->listeners[k].io);
-				ev_timer_set(&w->accept_backoff, 0.1, 0.);
-				ev_timer_start(loop, &w->accept_backoff);
+				/* Out of descriptors: pause accepting instead of
+				 * spinning on a listener that stays readable; the
+				 * connections already open keep being served. */
+				worker_accept_pause(w, errno);
 				return;
 			}
 			log_error("accept failed", "error=\"%s\"", strerror(errno));
@@ -370,7 +389,8 @@ worker_main(int argc, char **argv)
 	if (worker_setup(w) == -1)
 		return 1;
 
-	ev_timer_init(&w->accept_backoff, worker_accept_resume_cb, 0.1, 0.);
+	ev_timer_init(&w->accept_backoff, worker_accept_resume_cb,
+	    WORKER_ACCEPT_BACKOFF_MS / 1000.0, 0.);
 	w->accept_backoff.data = w;
 	ev_signal_init(&w->sig_term, worker_signal_cb, SIGTERM);
 	ev_signal_init(&w->sig_int, worker_signal_cb, SIGINT);

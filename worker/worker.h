@@ -31,7 +31,10 @@
 #define WORKER_METADATA_TIMEOUT_MS 10000
 #define WORKER_ORPHAN_DRAIN_MS 5000     /* drain budget when the supervisor is gone */
 #define WORKER_BUF_SIZE (64 * 1024)     /* per-direction I/O buffer */
-#define WORKER_MAX_INFLIGHT 1024        /* per connection; reading stops beyond */
+/* In-flight requests per connection: cl->max_inflight (max_inflight_per_connection). */
+#define WORKER_PROBE_MIN_MS 1000        /* upstream unreachable: first re-probe after */
+#define WORKER_PROBE_MAX_MS 30000       /* ... doubling up to this */
+#define WORKER_ACCEPT_BACKOFF_MS 100    /* EMFILE/ENFILE: accepting paused this long */
 #define WORKER_BUF_POOL 256             /* idle buffers kept for reuse */
 
 struct conn;
@@ -86,12 +89,18 @@ struct worker {
 	/* upstream condition as last reported */
 	int upstream_reachable;     /* -1 unknown, 0, 1 */
 	char upstream_error[188];
+	/* While unreachable, the worker re-probes on its own (a metadata
+	 * fetch) with a doubling delay, so the condition recovers without
+	 * client traffic. */
+	ev_timer upstream_probe;
+	uint64_t probe_delay_ms;
 
 	bool draining;
 	ev_timer drain_timer;
 	ev_signal sig_term, sig_int, sig_hup;
 	struct log_ratelimit rl_proto;  /* protocol errors */
 	struct log_ratelimit rl_upstream;
+	struct log_ratelimit rl_accept;   /* max_connections, descriptor exhaustion */
 	uint8_t ipc_buf[sizeof(struct ipc_hdr) + IPC_MAX_PAYLOAD];
 };
 
