@@ -21,6 +21,7 @@ static const char *const ipc_names[IPC_TYPE_COUNT] = {
 	[IPC_READY] = "ready",
 	[IPC_UPSTREAM] = "upstream",
 	[IPC_FAILED] = "failed",
+	[IPC_UNKNOWN_NODE] = "unknown-node",
 };
 
 const char *
@@ -44,6 +45,8 @@ ipc_payload_ok(uint32_t type, uint32_t len)
 		return len == sizeof(struct ipc_drain);
 	case IPC_UPSTREAM:
 		return len == sizeof(struct ipc_upstream);
+	case IPC_UNKNOWN_NODE:
+		return len == sizeof(struct ipc_unknown_node);
 	case IPC_FAILED:
 		return len <= 1024;
 	case IPC_ACCEPT:

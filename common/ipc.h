@@ -38,6 +38,7 @@ enum ipc_type {
 	IPC_READY,       /* config parsed, listeners received; held until ACCEPT */
 	IPC_UPSTREAM,    /* payload: struct ipc_upstream */
 	IPC_FAILED,      /* payload: reason text; worker exits with WORKER_EXIT_CONFIG */
+	IPC_UNKNOWN_NODE, /* payload: struct ipc_unknown_node */
 	IPC_TYPE_COUNT,
 };
 
@@ -60,6 +61,13 @@ struct ipc_drain {
 struct ipc_upstream {
 	uint32_t reachable;    /* 1 / 0 */
 	char error[188];       /* NUL-terminated, last error when unreachable */
+};
+
+/* Upstream metadata named a node id that has no broker port (node_ids). */
+struct ipc_unknown_node {
+	int32_t node_id;
+	int32_t port;
+	char host[256];        /* NUL-terminated upstream host */
 };
 
 struct ipc_msg {

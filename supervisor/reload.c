@@ -462,6 +462,7 @@ reload_commit_item(struct sup_reload *r, struct reload_item *it)
 		sup_cluster_set_ccfg(c, it->cc);
 		it->cc = NULL;
 		c->parked = false;
+		c->n_unknown_nodes = 0;  /* node_ids may cover them now */
 		crash_reset(&c->crash);
 		ev_timer_stop(s->loop, &c->restart_timer);
 		sup_worker_promote(it->wk);

@@ -210,6 +210,19 @@ status_cluster_json(struct sup_cluster *c)
 		json_array_append_new(ls, status_listener_json(&c->listeners[i]));
 	json_object_set_new(o, "listeners", ls);
 
+	/* Upstream brokers whose node id has no broker port: clients cannot
+	 * reach them through ferry until node_ids/broker_ports cover them. */
+	json_t *un = json_array();
+	for (i = 0; i < c->n_unknown_nodes; i++) {
+		char addr[300];
+		snprintf(addr, sizeof addr, "%s:%d", c->unknown_nodes[i].host,
+		    c->unknown_nodes[i].port);
+		json_array_append_new(un, json_pack("{s:i, s:s, s:o}", "nodeId",
+		    (int)c->unknown_nodes[i].node_id, "upstream", addr,
+		    "since", status_time(c->unknown_since_ms[i])));
+	}
+	json_object_set_new(o, "unknownNodes", un);
+
 	ws = json_array();
 	for (w = c->workers; w != NULL; w = w->next)
 		if (w->pid != 0 || w == serving)

@@ -436,6 +436,24 @@ sup_ipc_cb(struct ev_loop *loop, ev_io *io, int revents)
 			snprintf(c->upstream_error, sizeof c->upstream_error, "%s", u.error);
 			break;
 		}
+		case IPC_UNKNOWN_NODE: {
+			struct ipc_unknown_node u;
+			memcpy(&u, msg.payload, sizeof u);
+			u.host[sizeof u.host - 1] = 0;
+			size_t k = 0;
+			while (k < c->n_unknown_nodes && c->unknown_nodes[k].node_id != u.node_id)
+				k++;
+			if (k == c->n_unknown_nodes) {
+				if (k == sizeof c->unknown_nodes / sizeof c->unknown_nodes[0])
+					break;
+				c->n_unknown_nodes++;
+				c->unknown_since_ms[k] = clock_wall_ms();
+				log_warn("upstream node id has no broker port", "cluster=%s node_id=%d "
+				    "upstream=%s:%d", c->cfg.name, u.node_id, u.host, u.port);
+			}
+			c->unknown_nodes[k] = u;  /* follows a move */
+			break;
+		}
 		case IPC_FAILED: {
 			char reason[sizeof wk->lc.reason];
 			size_t n = msg.hdr.len < sizeof reason - 1 ? msg.hdr.len : sizeof reason - 1;

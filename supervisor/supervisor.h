@@ -99,6 +99,10 @@ struct sup_cluster {
 	struct admin_conn *restart_conn; /* deferred reply of POST .../restart */
 	struct metrics retired;       /* counters of generations already freed (plain
 	                                 copy, never shared), so totals stay monotonic */
+	/* upstream node ids without a broker port, as reported by workers */
+	struct ipc_unknown_node unknown_nodes[16];
+	uint64_t unknown_since_ms[16];
+	size_t n_unknown_nodes;
 	/* upstream condition reported by the serving worker */
 	enum sup_upstream_state upstream;
 	uint64_t upstream_since_ms;

@@ -600,12 +600,10 @@ conn_map_broker(void *ctx, int32_t node_id, const char *up_host, size_t up_host_
 	upstream_learn_node(w, node_id, up_host, up_host_len, up_port);
 	int idx = cfg_node_index(w->cl, node_id);
 	if (idx < 0) {
+		/* Dropped from what the client sees (never an upstream address);
+		 * counted, and reported on the cluster's status. */
 		METRIC_ADD(w->m, unknown_node, 1);
-		uint64_t sup = 0;
-		if (log_ratelimit_ok(&w->rl_proto, 10, 20, &sup))
-			log_warn("upstream broker has no broker port: dropped from metadata",
-			    "node_id=%d upstream=%.*s:%d hint=\"add it to node_ids and broker_ports\" suppressed=%llu",
-			    node_id, (int)up_host_len, up_host, up_port, (unsigned long long)sup);
+		worker_unknown_node(w, node_id, up_host, up_host_len, up_port);
 		return -1;
 	}
 	*host = w->cl->advertised_host;

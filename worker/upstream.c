@@ -559,6 +559,8 @@ fetch_learn(void *ctx, int32_t node_id, const char *up_host, size_t up_host_len,
 {
 	struct worker *w = ctx;
 	upstream_learn_node(w, node_id, up_host, up_host_len, up_port);
+	if (cfg_node_index(w->cl, node_id) < 0)
+		worker_unknown_node(w, node_id, up_host, up_host_len, up_port);
 	*host = up_host;
 	*host_len = up_host_len;
 	*port = up_port;

@@ -65,6 +65,26 @@ worker_upstream_report(struct worker *w, bool reachable, const char *error)
 		log_warn("cannot report to supervisor", "error=\"%s\"", strerror(errno));
 }
 
+void
+worker_unknown_node(struct worker *w, int32_t node_id, const char *host, size_t host_len,
+		    int32_t port)
+{
+	struct ipc_unknown_node u = { .node_id = node_id, .port = port };
+	snprintf(u.host, sizeof u.host, "%.*s", (int)host_len, host);
+	for (size_t i = 0; i < w->n_unknown; i++)
+		if (w->unknown[i].node_id == node_id && w->unknown[i].port == port &&
+		    strcmp(w->unknown[i].host, u.host) == 0)
+			return;
+	if (w->n_unknown == WORKER_UNKNOWN_NODES)
+		return;  /* enough to tell the operator what is wrong */
+	w->unknown[w->n_unknown++] = u;
+	log_warn("upstream broker has no broker port", "node_id=%d upstream=%s:%d "
+	    "hint=\"add it to node_ids and broker_ports; clients cannot reach it\"",
+	    node_id, u.host, port);
+	if (w->ipc_fd >= 0)
+		ipc_send(w->ipc_fd, IPC_UNKNOWN_NODE, w->generation, &u, sizeof u, NULL, 0);
+}
+
 /* ---- shutdown and drain ---------------------------------------------------------- */
 
 static void

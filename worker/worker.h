@@ -29,7 +29,9 @@
 #define WORKER_IPC_FD 3
 #define WORKER_CONNECT_TIMEOUT_MS 10000
 #define WORKER_METADATA_TIMEOUT_MS 10000
-#define WORKER_ORPHAN_DRAIN_MS 5000     /* drain budget when the supervisor is gone */
+#define WORKER_ORPHAN_DRAIN_MS 1500     /* drain budget when the supervisor is gone:
+                                           no worker outlives ferryd by more than this */
+#define WORKER_UNKNOWN_NODES 16         /* distinct unknown node ids reported */
 #define WORKER_BUF_SIZE (64 * 1024)     /* per-direction I/O buffer */
 /* In-flight requests per connection: cl->max_inflight (max_inflight_per_connection). */
 #define WORKER_PROBE_MIN_MS 1000        /* upstream unreachable: first re-probe after */
@@ -101,6 +103,8 @@ struct worker {
 	struct log_ratelimit rl_proto;  /* protocol errors */
 	struct log_ratelimit rl_upstream;
 	struct log_ratelimit rl_accept;   /* max_connections, descriptor exhaustion */
+	struct ipc_unknown_node unknown[WORKER_UNKNOWN_NODES]; /* already reported */
+	size_t n_unknown;
 	uint8_t ipc_buf[sizeof(struct ipc_hdr) + IPC_MAX_PAYLOAD];
 };
 
@@ -112,6 +116,11 @@ void worker_buf_put(struct worker *w, void *buf);
 
 /* Report the upstream condition to the supervisor when it changes. */
 void worker_upstream_report(struct worker *w, bool reachable, const char *error);
+
+/* Upstream metadata names node_id, which has no broker port: tell the
+ * supervisor (once per id and address) so the cluster's status shows it. */
+void worker_unknown_node(struct worker *w, int32_t node_id, const char *host, size_t host_len,
+			 int32_t port);
 
 /* Called by conn.c when a connection is gone (drain bookkeeping). */
 void worker_conn_closed(struct worker *w);

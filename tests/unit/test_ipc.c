@@ -77,6 +77,11 @@ Test(ipc, payload_size_checked_per_type)
 	cr_expect_eq(ipc_decode(buf, (size_t)n, &m, err, sizeof err), -1);
 	n = ipc_encode(buf, sizeof buf, IPC_LISTENERS, 1, junk, 3);
 	cr_expect_eq(ipc_decode(buf, (size_t)n, &m, err, sizeof err), -1);
+	n = ipc_encode(buf, sizeof buf, IPC_UNKNOWN_NODE, 1, junk, 8);
+	cr_expect_eq(ipc_decode(buf, (size_t)n, &m, err, sizeof err), -1);
+	struct ipc_unknown_node un = { .node_id = 4, .port = 9092 };
+	n = ipc_encode(buf, sizeof buf, IPC_UNKNOWN_NODE, 1, &un, sizeof un);
+	cr_expect_eq(ipc_decode(buf, (size_t)n, &m, err, sizeof err), 0, "%s", err);
 	/* empty messages must be empty */
 	n = ipc_encode(buf, sizeof buf, IPC_READY, 1, junk, 1);
 	cr_expect_eq(ipc_decode(buf, (size_t)n, &m, err, sizeof err), -1);

@@ -210,7 +210,7 @@ iget(const json_t *o, const char *k)
 }
 
 static const char *const cluster_keys[] = { "name", "state", "since", "reason", "generation",
-	"configVersion", "upstream", "listeners", "workers", NULL };
+	"configVersion", "upstream", "listeners", "unknownNodes", "workers", NULL };
 static const char *const upstream_keys[] = { "state", "since", "lastError", NULL };
 static const char *const listener_keys[] = { "role", "nodeId", "address", NULL };
 static const char *const worker_keys[] = { "pid", "generation", "state", "since",
@@ -476,4 +476,24 @@ Test(status, metrics_label_escaping)
 	cr_assert(has_line(t, "ferry_up 1"));
 	cr_assert_not_null(strstr(t, "ferry_requests_total{cluster=\"a\\\"b\\\\c\"} 7\n"));
 	free(t);
+}
+
+Test(status, unknown_nodes_listed)
+{
+	struct sup_cluster *a = &fx_clusters[0];
+	a->unknown_nodes[0] = (struct ipc_unknown_node){ .node_id = 7, .port = 9092 };
+	snprintf(a->unknown_nodes[0].host, sizeof a->unknown_nodes[0].host, "kafka-7");
+	a->unknown_since_ms[0] = T0;
+	a->n_unknown_nodes = 1;
+	json_t *o = status_cluster_json(a);
+	json_t *un = json_object_get(o, "unknownNodes");
+	cr_assert_eq(json_array_size(un), 1);
+	json_t *e = json_array_get(un, 0);
+	cr_assert_eq(json_integer_value(json_object_get(e, "nodeId")), 7);
+	cr_assert_str_eq(json_string_value(json_object_get(e, "upstream")), "kafka-7:9092");
+	cr_assert(json_is_string(json_object_get(e, "since")));
+	json_decref(o);
+	o = status_cluster_json(&fx_clusters[1]);
+	cr_assert_eq(json_array_size(json_object_get(o, "unknownNodes")), 0);
+	json_decref(o);
 }
