@@ -606,7 +606,7 @@ fetch_handle(struct upstream_fetch *f)
 		fetch_send(f);
 		return;
 	}
-	struct kc_broker_map map = { fetch_learn, w };
+	struct kc_broker_map map = { .map = fetch_learn, .ctx = w };
 	uint8_t *out = NULL;
 	size_t out_len = 0;
 	char err[128];

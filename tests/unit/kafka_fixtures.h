@@ -8,8 +8,11 @@
  * addresses, compares it byte for byte with the fixture built with the
  * proxy's addresses (so every field but host/port, unknown tags and record
  * bytes included, must come out unchanged), then rejects every strict
- * prefix (size prefix fixed up) and the fixture plus one trailing byte, and
- * checks that the broker map never ran on a rejected frame.
+ * prefix (size prefix fixed up), checking that the broker map never ran on a
+ * rejected frame, and accepts the fixture plus trailing bytes (one 00, as
+ * librdkafka's mock cluster sends after Metadata v9+, and aa bb cc): they are
+ * dropped, so the output is the same byte for byte, the map runs as often,
+ * and kc_broker_map.trailing counts them.
  *
  * Schema facts (apache/kafka clients/src/main/resources/common/message/):
  *  - flexible versions: Metadata 9+, FindCoordinator 3+, Produce 9+,
@@ -41,6 +44,7 @@
 #define FERRY_TESTS_UNIT_KAFKA_FIXTURES_H
 
 #include <criterion/criterion.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -336,6 +340,7 @@ mk_map(struct tmap *m, const struct tmap_ent *e, size_t n)
 	m->n = n;
 	bm.map = tmap_fn;
 	bm.ctx = m;
+	bm.trailing = SIZE_MAX;	/* kc_rewrite_response must set it */
 	return bm;
 }
 
@@ -389,9 +394,20 @@ bb_node_endpoints(struct bb *b, const struct node *ns, size_t nn)
 
 /* ---- the generic check ---- */
 
+/* Trailing bytes check_rw appends: librdkafka's mock cluster's extra 00, and more. */
+static const struct {
+	const char *b;
+	size_t n;
+} rw_tails[] = {
+	{ "\x00", 1 },
+	{ "\xaa\xbb\xcc", 3 },
+};
+
 /*
  * Rewrites in, compares with exp, checks the map ran `calls` times (-1: do
- * not check), then rejects every strict prefix and a trailing byte.
+ * not check) and that no trailing bytes were reported, then rejects every
+ * strict prefix and accepts in plus each of rw_tails, with the same output
+ * and the same map calls.
  */
 static inline void
 check_rw(int16_t key, int v, const struct bb *in, const struct bb *exp, int calls)
@@ -399,7 +415,7 @@ check_rw(int16_t key, int v, const struct bb *in, const struct bb *exp, int call
 	struct tmap m;
 	struct kc_broker_map bm = mk_map(&m, proxy_map, 3);
 	uint8_t *out = NULL, *f;
-	size_t n = 0, cut;
+	size_t n = 0, cut, i, fl;
 	char err[128] = "", what[64];
 	int rc, seen;
 
@@ -409,12 +425,13 @@ check_rw(int16_t key, int v, const struct bb *in, const struct bb *exp, int call
 	cr_assert_not_null(out);
 	assert_bytes(out, n, exp->b, exp->n, what);
 	cr_assert_eq((size_t)kc_get_i32(out), n - 4);
+	cr_assert_eq(bm.trailing, 0, "%s: %zu trailing bytes reported", what, bm.trailing);
 	if (calls >= 0)
 		cr_assert_eq(m.calls, calls, "%s: map ran %d times, expected %d", what, m.calls, calls);
 	free(out);
 	seen = m.calls;
 
-	f = malloc(in->n + 1);
+	f = malloc(in->n + 8);
 	cr_assert_not_null(f);
 	for (cut = 8; cut < in->n; cut++) {
 		memcpy(f, in->b, cut);
@@ -425,18 +442,31 @@ check_rw(int16_t key, int v, const struct bb *in, const struct bb *exp, int call
 		    in->n);
 		cr_assert_null(out);
 	}
-	memcpy(f, in->b, in->n);
-	f[in->n] = 0;
-	kc_put_i32(f, (int32_t)(in->n - 3));
-	rc = kc_rewrite_response(key, (int16_t)v, f, in->n + 1, &bm, &out, &n, err, sizeof(err));
-	cr_assert_eq(rc, KC_MALFORMED, "%s: trailing byte accepted", what);
 	cr_assert_eq(m.calls, seen, "%s: map ran on a malformed frame", what);
+
+	for (i = 0; i < sizeof(rw_tails) / sizeof(rw_tails[0]); i++) {
+		fl = in->n + rw_tails[i].n;
+		memcpy(f, in->b, in->n);
+		memcpy(f + in->n, rw_tails[i].b, rw_tails[i].n);
+		kc_put_i32(f, (int32_t)(fl - 4));
+		m.calls = 0;
+		bm.trailing = SIZE_MAX;
+		out = NULL;
+		rc = kc_rewrite_response(key, (int16_t)v, f, fl, &bm, &out, &n, err, sizeof(err));
+		cr_assert_eq(rc, KC_OK, "%s + %zu trailing bytes: %s", what, rw_tails[i].n, err);
+		assert_bytes(out, n, exp->b, exp->n, what);
+		cr_assert_eq(bm.trailing, rw_tails[i].n, "%s: %zu trailing bytes reported, not %zu",
+		    what, bm.trailing, rw_tails[i].n);
+		cr_assert_eq(m.calls, seen, "%s + %zu trailing bytes: map ran %d times, not %d",
+		    what, rw_tails[i].n, m.calls, seen);
+		free(out);
+	}
 	free(f);
 }
 
 /* One rewrite whose output is only checked for success; frees it. */
 static inline int
-try_rw(int16_t key, int v, const struct bb *in, const struct kc_broker_map *bm, char *err)
+try_rw(int16_t key, int v, const struct bb *in, struct kc_broker_map *bm, char *err)
 {
 	uint8_t *out = NULL;
 	size_t n = 0;

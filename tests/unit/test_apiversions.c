@@ -5,6 +5,7 @@
  * synthetic UNSUPPORTED_VERSION reply and the requests the worker builds.
  */
 #include <criterion/criterion.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,7 +129,7 @@ static const struct ent up_entries[] = {
 	{ 36, 0, 2, NULL, 0 },
 	{ 60, 0, 1, NULL, 0 },		/* DescribeCluster: under the cap (2) */
 	{ 78, 0, 1, NULL, 0 },		/* ShareFetch: refused */
-	{ 500, 0, 3, NULL, 0 },		/* unknown key: forwarded */
+	{ 500, 0, 3, NULL, 0 },		/* newer than the codec's table: dropped */
 };
 static const struct ent exp_entries[] = {
 	{ 0, 0, 11, NULL, 0 },
@@ -140,10 +141,94 @@ static const struct ent exp_entries[] = {
 	{ 19, 2, 7, NULL, 0 },
 	{ 36, 0, 2, NULL, 0 },
 	{ 60, 0, 1, NULL, 0 },
-	{ 500, 0, 3, NULL, 0 },
 };
 #define NUP	(sizeof(up_entries) / sizeof(up_entries[0]))
 #define NEXP	(sizeof(exp_entries) / sizeof(exp_entries[0]))
+
+/* ApiVersions never calls the broker map; counts calls if it did. */
+static int
+no_map(void *ctx, int32_t node, const char *uh, size_t uhl, int32_t up, const char **h,
+    size_t *hl, int32_t *p)
+{
+	(*(int *)ctx)++;
+	return -1;
+}
+
+/*
+ * Trailing bytes after a complete response: one 00 (what librdkafka's mock
+ * cluster sends after Metadata v9+) and aa bb cc.
+ */
+static const struct {
+	const char *b;
+	size_t n;
+} tails[] = {
+	{ "\x00", 1 },
+	{ "\xaa\xbb\xcc", 3 },
+};
+#define NTAILS	(sizeof(tails) / sizeof(tails[0]))
+
+/* in plus tails[i], size prefix fixed up. */
+static void
+add_tail(struct bb *t, const struct bb *in, size_t i)
+{
+	memcpy(t->b, in->b, in->n);
+	t->n = in->n;
+	bb_raw(t, tails[i].b, tails[i].n);
+	kc_put_i32(t->b, (int32_t)(t->n - 4));
+}
+
+/*
+ * in plus each of tails intersects (directly and through kc_rewrite_response,
+ * which reports them in map->trailing) to exp, the trailing bytes dropped;
+ * kc_apiversions_find reads it as it reads in.
+ */
+static void
+check_tails(int v, const struct bb *in, const struct bb *exp)
+{
+	static struct bb t;
+	uint8_t out[8192], *o2;
+	size_t i, n, n2;
+	int16_t lo, hi, lo2, hi2;
+	int calls = 0, rc, rc2;
+	struct kc_broker_map bm = { .map = no_map, .ctx = &calls, .trailing = SIZE_MAX };
+	char err[128];
+
+	for (i = 0; i < NTAILS; i++) {
+		add_tail(&t, in, i);
+		n = 0;
+		err[0] = '\0';
+		cr_assert_eq(kc_apiversions_intersect(t.b, t.n, (int16_t)v, out, sizeof(out), &n,
+		    err, sizeof(err)), KC_OK, "v%d + %zu trailing bytes: %s", v, tails[i].n, err);
+		assert_bytes(out, n, exp->b, exp->n);
+		o2 = NULL;
+		n2 = 0;
+		bm.trailing = SIZE_MAX;
+		cr_assert_eq(kc_rewrite_response(18, (int16_t)v, t.b, t.n, &bm, &o2, &n2, err,
+		    sizeof(err)), KC_OK, "v%d + %zu trailing bytes: %s", v, tails[i].n, err);
+		assert_bytes(o2, n2, exp->b, exp->n);
+		cr_assert_eq(bm.trailing, tails[i].n, "v%d: trailing %zu, not %zu", v, bm.trailing,
+		    tails[i].n);
+		free(o2);
+		/* find: the same answers with and without them */
+		rc = kc_apiversions_find(in->b, in->n, (int16_t)v, 18, &lo, &hi);
+		rc2 = kc_apiversions_find(t.b, t.n, (int16_t)v, 18, &lo2, &hi2);
+		cr_assert_eq(rc2, rc);
+		if (rc == KC_OK) {
+			cr_assert_eq(lo2, lo);
+			cr_assert_eq(hi2, hi);
+		}
+		cr_assert_eq(kc_apiversions_find(t.b, t.n, (int16_t)v, 9999, NULL, NULL),
+		    KC_APIVERSIONS_ABSENT);
+	}
+	/* without trailing bytes the count is 0 */
+	o2 = NULL;
+	bm.trailing = SIZE_MAX;
+	cr_assert_eq(kc_rewrite_response(18, (int16_t)v, in->b, in->n, &bm, &o2, &n2, err,
+	    sizeof(err)), KC_OK, "%s", err);
+	cr_assert_eq(bm.trailing, 0);
+	free(o2);
+	cr_assert_eq(calls, 0);
+}
 
 static void
 check_intersect(int v, const struct bb *in, const struct bb *exp)
@@ -155,13 +240,14 @@ check_intersect(int v, const struct bb *in, const struct bb *exp)
 	cr_assert_eq(kc_apiversions_intersect(in->b, in->n, (int16_t)v, out, sizeof(out), &n, err,
 	    sizeof(err)), KC_OK, "v%d: %s", v, err);
 	assert_bytes(out, n, exp->b, exp->n);
+	check_tails(v, in, exp);
 }
 
 Test(intersect, v0_exact_bytes)
 {
 	static const uint8_t exp[] = {
-		0x00, 0x00, 0x00, 0x46, 0x00, 0x00, 0x00, 0x4d, 0x00, 0x00,
-		0x00, 0x00, 0x00, 0x0a,
+		0x00, 0x00, 0x00, 0x40, 0x00, 0x00, 0x00, 0x4d, 0x00, 0x00,
+		0x00, 0x00, 0x00, 0x09,
 		0x00, 0x00, 0x00, 0x00, 0x00, 0x0b,
 		0x00, 0x01, 0x00, 0x04, 0x00, 0x11,
 		0x00, 0x03, 0x00, 0x00, 0x00, 0x0c,
@@ -171,7 +257,6 @@ Test(intersect, v0_exact_bytes)
 		0x00, 0x13, 0x00, 0x02, 0x00, 0x07,
 		0x00, 0x24, 0x00, 0x00, 0x00, 0x02,
 		0x00, 0x3c, 0x00, 0x00, 0x00, 0x01,
-		0x01, 0xf4, 0x00, 0x00, 0x00, 0x03,
 	};
 	struct bb in;
 	uint8_t out[512];
@@ -183,6 +268,13 @@ Test(intersect, v0_exact_bytes)
 	cr_assert_eq(kc_apiversions_intersect(in.b, in.n, 0, out, sizeof(out), &n, err, sizeof(err)),
 	    KC_OK, "%s", err);
 	assert_bytes(out, n, exp, sizeof(exp));
+	{
+		struct bb e;
+
+		memcpy(e.b, exp, sizeof(exp));
+		e.n = sizeof(exp);
+		check_tails(0, &in, &e);
+	}
 }
 
 Test(intersect, v1_v2)
@@ -315,13 +407,17 @@ Test(intersect, raised_caps)
 
 Test(intersect, count_varint_narrows)
 {
-	/* 128 entries: N+1 = 129 = 81 01; two refused -> 126, N+1 = 127 = 7f */
+	/* 128 entries: N+1 = 129 = 81 01; two refused -> 126, N+1 = 127 = 7f.
+	 * The kept ones are forwarded-only keys (repeated: the codec does not
+	 * care about duplicates). */
+	static const int16_t fwd[] = { 2, 8, 9, 11, 12, 13, 14, 15, 16, 19, 20, 21 };
 	struct ent up[128], ex[126];
 	struct bb in, exp;
 	int i, j = 0;
 
 	for (i = 0; i < 128; i++) {
-		up[i] = (struct ent){ (int16_t)(i == 5 ? 78 : i == 6 ? 4 : 1000 + i), 0, 1, NULL, 0 };
+		up[i] = (struct ent){ (int16_t)(i == 5 ? 78 : i == 6 ? 4 : fwd[i % 12]), 0, 1,
+		    NULL, 0 };
 		if (i != 5 && i != 6)
 			ex[j++] = up[i];
 	}
@@ -395,7 +491,7 @@ Test(intersect, malformed)
 	size_t cut;
 
 	build_av(&in, 3, 0, up_entries, NUP, features, sizeof(features) - 1);
-	/* every strict prefix and a trailing byte */
+	/* every strict prefix */
 	for (cut = 8; cut < in.n; cut++) {
 		uint8_t f[1024];
 
@@ -404,10 +500,20 @@ Test(intersect, malformed)
 		cr_assert_eq(kc_apiversions_intersect(f, cut, 3, out, sizeof(out), &n, err, sizeof(err)),
 		    KC_MALFORMED, "prefix %zu", cut);
 	}
-	in.b[in.n++] = 0;
-	bb_fix(&in);
-	cr_assert_eq(kc_apiversions_intersect(in.b, in.n, 3, out, sizeof(out), &n, err, sizeof(err)),
-	    KC_MALFORMED);
+	/* a trailing byte is accepted and dropped: the output is the same */
+	{
+		uint8_t o1[1024];
+		size_t n1 = 0;
+
+		cr_assert_eq(kc_apiversions_intersect(in.b, in.n, 3, o1, sizeof(o1), &n1, err,
+		    sizeof(err)), KC_OK, "%s", err);
+		in.b[in.n++] = 0;
+		bb_fix(&in);
+		cr_assert_eq(kc_apiversions_intersect(in.b, in.n, 3, out, sizeof(out), &n, err,
+		    sizeof(err)), KC_OK, "%s", err);
+		assert_bytes(out, n, o1, n1);
+		cr_assert_eq(n, in.n - 1 - (NUP - NEXP) * 7);
+	}
 	/* size prefix mismatch, output too small, bad version */
 	build_av(&in, 3, 0, up_entries, NUP, features, sizeof(features) - 1);
 	cr_assert_eq(kc_apiversions_intersect(in.b, in.n - 1, 3, out, sizeof(out), &n, err,
@@ -609,7 +715,7 @@ Test(policy, refused_and_forwarded)
 	static const int16_t forwarded[] = {
 		2, 8, 9, 11, 12, 13, 14, 15, 16, 19, 20, 21, 22, 23, 24, 25, 26, 28, 29, 32,
 		37, 42, 44, 47, 50, 57, 61, 64, 65, 66, 68, 69, 71, 72, 74, 75, 76, 77,
-		88, 89, 90, 91, 92, 93, 1000,
+		88, 89, 90, 91, 92,
 	};
 	size_t i;
 
@@ -624,6 +730,11 @@ Test(policy, refused_and_forwarded)
 		cr_assert(kc_request_allowed(forwarded[i], 30), "key %d", forwarded[i]);
 	}
 	cr_assert_not(kc_request_allowed(-1, 0));
+	/* keys newer than the codec's table are refused (and not advertised) */
+	cr_assert(kc_api_refused(93));
+	cr_assert(kc_api_refused(1000));
+	cr_assert_not(kc_request_allowed(93, 0));
+	cr_assert_not(kc_request_allowed(1000, 3));
 	cr_assert_not(kc_request_allowed(3, -1));
 }
 
@@ -658,4 +769,49 @@ Test(intersect, error_response_relayed_unchanged)
 	bad[3] = 0x12;
 	cr_assert_eq(kc_apiversions_intersect(bad, sizeof bad, 3, out, sizeof out, &n, err,
 	    sizeof err), KC_MALFORMED);
+
+	/* an error response is not parsed, so it has no end of message before
+	 * the frame's: relayed with whatever follows, nothing counted */
+	{
+		struct bb in, t;
+		int calls = 0;
+		struct kc_broker_map bm = { .map = no_map, .ctx = &calls, .trailing = SIZE_MAX };
+
+		memcpy(in.b, mock_v3, sizeof mock_v3);
+		in.n = sizeof mock_v3;
+		add_tail(&t, &in, 1);
+		cr_assert_eq(kc_rewrite_response(18, 3, t.b, t.n, &bm, &o2, &n2, err, sizeof err),
+		    KC_OK, "%s", err);
+		assert_bytes(o2, n2, t.b, t.n);
+		cr_assert_eq(bm.trailing, 0);
+		cr_assert_eq(calls, 0);
+		free(o2);
+	}
+}
+
+/* The v0 UNSUPPORTED_VERSION body followed by trailing bytes: find still
+ * reads it (KIP-511 fallback), the relay is unchanged. */
+Test(intersect, v0_fallback_with_trailing_bytes)
+{
+	static const uint8_t f[] = {
+		0x00, 0x00, 0x00, 0x10, 0x00, 0x00, 0x00, 0x07,
+		0x00, 0x23, 0x00, 0x00, 0x00, 0x01, 0x00, 0x12, 0x00, 0x00, 0x00, 0x04,
+	};
+	struct bb in, t;
+	size_t i;
+	int rv;
+	int16_t lo, hi;
+
+	memcpy(in.b, f, sizeof f);
+	in.n = sizeof f;
+	for (i = 0; i < NTAILS; i++) {
+		add_tail(&t, &in, i);
+		for (rv = 0; rv <= 5; rv++) {
+			lo = hi = -1;
+			cr_assert_eq(kc_apiversions_find(t.b, t.n, (int16_t)rv, 18, &lo, &hi), KC_OK,
+			    "rv %d + %zu trailing bytes", rv, tails[i].n);
+			cr_assert_eq(lo, 0);
+			cr_assert_eq(hi, 4);
+		}
+	}
 }

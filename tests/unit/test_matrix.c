@@ -4,7 +4,8 @@
  * 0-6, DescribeCluster 0-2, Produce 0-13, Fetch 0-17, ApiVersions 0-4) a
  * fixture from kafka_fixtures.h is rewritten by kc_rewrite_response and
  * compared byte for byte with the same fixture built with the proxy's
- * addresses; every strict prefix and one trailing byte are rejected.  The
+ * addresses; every strict prefix is rejected, and trailing bytes after the
+ * response (00, aa bb cc) are accepted, dropped and counted.  The
  * DescribeCluster, Produce v10 and Fetch v16 outputs are also walked field
  * by field, and the caps of apiversions.c are checked against the rewriters.
  * Edge cases of the new rewriters are in test_endpoints.c.

@@ -8,6 +8,7 @@
  * checked against the frame the builder produces with the mapped addresses.
  */
 #include <criterion/criterion.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,14 +177,75 @@ mk_map(struct tmap *m, const struct tmap_ent *e, size_t n)
 	m->n = n;
 	bm.map = tmap_fn;
 	bm.ctx = m;
+	bm.trailing = SIZE_MAX;	/* kc_rewrite_response must set it */
 	return bm;
 }
 
 static int
-rewrite(int16_t key, int16_t v, const uint8_t *f, size_t len, const struct kc_broker_map *bm,
+rewrite(int16_t key, int16_t v, const uint8_t *f, size_t len, struct kc_broker_map *bm,
     uint8_t **out, size_t *out_len, char *err)
 {
 	return kc_rewrite_response(key, v, f, len, bm, out, out_len, err, 128);
+}
+
+/*
+ * Trailing bytes after a complete response: one 00 (what librdkafka's mock
+ * cluster sends after Metadata v9+) and aa bb cc.  They are accepted and
+ * dropped, and kc_broker_map.trailing counts them.
+ */
+static const struct {
+	const char *b;
+	size_t n;
+} tails[] = {
+	{ "\x00", 1 },
+	{ "\xaa\xbb\xcc", 3 },
+};
+#define NTAILS	(sizeof(tails) / sizeof(tails[0]))
+
+/* f (n bytes) plus tails[i], size prefix fixed up; *fl gets the length. */
+static uint8_t *
+with_tail(const uint8_t *f, size_t n, size_t i, size_t *fl)
+{
+	uint8_t *b = malloc(n + tails[i].n);
+
+	cr_assert_not_null(b);
+	memcpy(b, f, n);
+	memcpy(b + n, tails[i].b, tails[i].n);
+	*fl = n + tails[i].n;
+	kc_put_i32(b, (int32_t)(*fl - 4));
+	return b;
+}
+
+/*
+ * f plus each of tails rewrites to exp (elen bytes), reports the trailing
+ * bytes, and runs the map `calls` times.
+ */
+static void
+check_tails(int16_t key, int16_t v, const uint8_t *f, size_t n, const uint8_t *exp, size_t elen,
+    const struct tmap_ent *e, size_t ne, int calls)
+{
+	struct tmap m;
+	struct kc_broker_map bm;
+	uint8_t *t, *out;
+	size_t i, tl, on;
+	char err[128];
+
+	for (i = 0; i < NTAILS; i++) {
+		bm = mk_map(&m, e, ne);
+		t = with_tail(f, n, i, &tl);
+		out = NULL;
+		on = 0;
+		err[0] = '\0';
+		cr_assert_eq(rewrite(key, v, t, tl, &bm, &out, &on, err), KC_OK,
+		    "key %d v%d + %zu trailing bytes: %s", key, v, tails[i].n, err);
+		assert_bytes(out, on, exp, elen);
+		cr_assert_eq(bm.trailing, tails[i].n, "key %d v%d: trailing %zu, not %zu", key, v,
+		    bm.trailing, tails[i].n);
+		cr_assert_eq(m.calls, calls, "key %d v%d + %zu trailing bytes: map ran %d times",
+		    key, v, tails[i].n, m.calls);
+		free(out);
+		free(t);
+	}
 }
 
 /* ---- document vectors ---- */
@@ -267,6 +329,84 @@ Test(metadata, v12_vector_rewrite)
 	assert_bytes(out, n, md_v12_expect, sizeof(md_v12_expect));
 	cr_assert_eq(m.calls, 1);
 	cr_assert_str_eq(m.up_host, "kafka-1");
+	cr_assert_eq(bm.trailing, 0);
+	free(out);
+}
+
+/*
+ * librdkafka 2.12's mock cluster writes the empty tag section at the end of
+ * Metadata v9+ twice: the response parses completely and one 00 is left.
+ * librdkafka and the Java client ignore it; the proxy accepts it, and the
+ * client gets exactly the parsed response (the 00 dropped, size fixed up).
+ */
+Test(metadata, v12_librdkafka_mock_extra_tag_byte)
+{
+	static const uint8_t mock[95] = {
+		0x00, 0x00, 0x00, 0x5b, MD_V12_HEAD, MD_V12_BROKER_UP, MD_V12_REST, 0x00, 0x00
+	};
+	struct tmap m;
+	struct kc_broker_map bm = mk_map(&m, proxy_map, 1);
+	uint8_t *out = NULL;
+	size_t n = 0;
+	char err[128] = "";
+
+	cr_assert_eq(rewrite(3, 12, mock, sizeof(mock), &bm, &out, &n, err), KC_OK, "%s", err);
+	assert_bytes(out, n, md_v12_expect, sizeof(md_v12_expect));
+	cr_assert_eq(kc_get_i32(out), 94);
+	cr_assert_eq(bm.trailing, 1);
+	cr_assert_eq(m.calls, 1);
+	free(out);
+	check_tails(3, 12, md_v12_vec, sizeof(md_v12_vec), md_v12_expect, sizeof(md_v12_expect),
+	    proxy_map, 1, 1);
+}
+
+/*
+ * The same shape as the mock sends it for a brokers-only request: three
+ * brokers on 127.0.0.1 without racks, cluster id, controller, no topics, the
+ * final tag section and the extra 00.
+ */
+#define MOCK_BROKER(id, port) \
+	0x00, 0x00, 0x00, (id), 0x0a, '1', '2', '7', '.', '0', '.', '0', '.', '1', \
+	0x00, 0x00, (uint8_t)((port) >> 8), (uint8_t)(port), 0x00, 0x00
+#define PROXY_BROKER(id, port) \
+	0x00, 0x00, 0x00, (id), 0x0c, 'p', 'r', 'o', 'x', 'y', '.', 'l', 'o', 'c', 'a', 'l', \
+	0x00, 0x00, (uint8_t)((port) >> 8), (uint8_t)(port), 0x00, 0x00
+#define MOCK_REST \
+	0x0c, 'm', 'o', 'c', 'k', 'C', 'l', 'u', 's', 't', 'e', 'r', \
+	0x00, 0x00, 0x00, 0x02, 0x01, 0x00
+
+Test(metadata, v12_librdkafka_mock_three_brokers)
+{
+	static const uint8_t mock[] = {
+		0x00, 0x00, 0x00, 0x59, 0x00, 0x00, 0x00, 0x2a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04,
+		MOCK_BROKER(1, 39001), MOCK_BROKER(2, 39002), MOCK_BROKER(3, 39003), MOCK_REST,
+		0x00,	/* the extra empty tag section */
+	};
+	static const uint8_t expect[] = {
+		0x00, 0x00, 0x00, 0x5e, 0x00, 0x00, 0x00, 0x2a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04,
+		PROXY_BROKER(1, 19001), PROXY_BROKER(2, 19002), PROXY_BROKER(3, 19003), MOCK_REST,
+	};
+	struct tmap m;
+	struct kc_broker_map bm = mk_map(&m, proxy_map, 3);
+	uint8_t *out = NULL;
+	size_t n = 0;
+	char err[128] = "";
+
+	cr_assert_eq(sizeof(mock), 4 + 0x59);
+	cr_assert_eq(sizeof(expect), 4 + 0x5e);
+	cr_assert_eq(rewrite(3, 12, mock, sizeof(mock), &bm, &out, &n, err), KC_OK, "%s", err);
+	assert_bytes(out, n, expect, sizeof(expect));
+	cr_assert_eq(bm.trailing, 1);
+	cr_assert_eq(m.calls, 3);
+	cr_assert_eq(m.nodes[2], 3);
+	cr_assert_str_eq(m.up_host, "127.0.0.1");
+	cr_assert_eq(m.up_port, 39003);
+	free(out);
+	/* the output is a response like any other: no trailing bytes left */
+	bm = mk_map(&m, proxy_map, 3);
+	cr_assert_eq(rewrite(3, 12, expect, sizeof(expect), &bm, &out, &n, err), KC_OK, "%s", err);
+	assert_bytes(out, n, expect, sizeof(expect));
+	cr_assert_eq(bm.trailing, 0);
 	free(out);
 }
 
@@ -280,12 +420,27 @@ Test(metadata, v13_vector_rewrite)
 
 	cr_assert_eq(rewrite(3, 13, md_v13_vec, sizeof(md_v13_vec), &bm, &out, &n, err), KC_OK, "%s", err);
 	assert_bytes(out, n, md_v13_expect, sizeof(md_v13_expect));
+	cr_assert_eq(bm.trailing, 0);
 	free(out);
-	/* the versions are not interchangeable: the error_code is exactly 2 bytes */
-	cr_assert_eq(rewrite(3, 12, md_v13_vec, sizeof(md_v13_vec), &bm, &out, &n, err), KC_MALFORMED);
-	cr_assert_null(out);
+	/*
+	 * Read as v12, a v13 frame is a complete v12 response (its first error
+	 * code byte reads as the empty tag section) followed by 2 bytes, which
+	 * are trailing bytes: accepted, dropped, counted.
+	 */
+	cr_assert_eq(rewrite(3, 12, md_v13_vec, sizeof(md_v13_vec), &bm, &out, &n, err), KC_OK,
+	    "%s", err);
+	assert_bytes(out, n, md_v12_expect, sizeof(md_v12_expect));
+	cr_assert_eq(bm.trailing, 2);
+	free(out);
+	out = NULL;
+	cr_assert_eq(m.calls, 2);
+	/* the other way round the error_code is missing: malformed */
 	cr_assert_eq(rewrite(3, 13, md_v12_vec, sizeof(md_v12_vec), &bm, &out, &n, err), KC_MALFORMED);
-	cr_assert_eq(m.calls, 1, "map must not run on a malformed frame");
+	cr_assert_null(out);
+	cr_assert_eq(bm.trailing, 0);
+	cr_assert_eq(m.calls, 2, "map must not run on a malformed frame");
+	check_tails(3, 13, md_v13_vec, sizeof(md_v13_vec), md_v13_expect, sizeof(md_v13_expect),
+	    proxy_map, 1, 1);
 }
 
 struct seen {
@@ -319,6 +474,30 @@ Test(metadata, v12_walk_learns_upstream)
 	cr_assert_eq(s.port, 9092);
 	cr_assert_str_eq(s.host, "kafka-1");
 	cr_assert_eq(ctrl, 1);
+	/* trailing bytes after the message are ignored, as by the rewrite */
+	{
+		uint8_t *t;
+		size_t i, tl;
+
+		for (i = 0; i < NTAILS; i++) {
+			t = with_tail(md_v12_vec, sizeof(md_v12_vec), i, &tl);
+			memset(&s, 0, sizeof(s));
+			ctrl = 0;
+			cr_assert_eq(kc_metadata_walk(12, t, tl, cb, &s, &ctrl, err, sizeof(err)),
+			    KC_OK, "%s", err);
+			cr_assert_eq(s.n, 1);
+			cr_assert_eq(s.node, 1);
+			cr_assert_eq(s.port, 9092);
+			cr_assert_str_eq(s.host, "kafka-1");
+			cr_assert_eq(ctrl, 1);
+			/* a size prefix that does not cover them is still malformed */
+			s.n = 0;
+			cr_assert_eq(kc_metadata_walk(12, t, tl - 1, cb, &s, NULL, err, sizeof(err)),
+			    KC_MALFORMED);
+			cr_assert_eq(s.n, 0);
+			free(t);
+		}
+	}
 	s.n = 0;
 	cr_assert_eq(kc_metadata_walk(12, md_v12_vec, sizeof(md_v12_vec) - 1, cb, &s, NULL, err,
 	    sizeof(err)), KC_MALFORMED);
@@ -455,7 +634,9 @@ check_md_version(int v)
 	cr_assert_eq(m.up_port, 9094);
 	free(out);
 
-	/* every strict prefix (size fixed up) and one trailing byte are malformed */
+	cr_assert_eq(bm.trailing, 0);
+
+	/* every strict prefix (size fixed up) is malformed */
 	for (cut = 8; cut < in.n; cut++) {
 		uint8_t *f = malloc(cut);
 
@@ -467,11 +648,21 @@ check_md_version(int v)
 		cr_assert_null(out);
 		free(f);
 	}
-	bb_u8(&in, 0);
-	bb_fix(&in);
-	cr_assert_eq(rewrite(3, (int16_t)v, in.b, in.n, &bm, &out, &n, err), KC_MALFORMED);
-	cr_assert_str_eq(err, "trailing bytes after message");
 	cr_assert_eq(m.calls, 3, "map ran on a malformed frame");
+	/* trailing bytes are accepted and dropped: the same output */
+	check_tails(3, (int16_t)v, in.b, in.n, exp.b, exp.n, proxy_map, 3, 3);
+	/* and the walk ignores them too */
+	{
+		uint8_t *t;
+		size_t i, tl;
+
+		for (i = 0; i < NTAILS; i++) {
+			t = with_tail(in.b, in.n, i, &tl);
+			cr_assert_eq(kc_metadata_walk((int16_t)v, t, tl, NULL, NULL, NULL, err, 128),
+			    KC_OK, "v%d: %s", v, err);
+			free(t);
+		}
+	}
 	free(in.b);
 	free(exp.b);
 }
@@ -1170,10 +1361,14 @@ Test(findcoordinator, v3)
 	cr_assert_eq(m.calls, 0);
 	free(out);
 
-	/* trailing byte */
-	bb_u8(&in, 0);
-	bb_fix(&in);
-	cr_assert_eq(rewrite(10, 3, in.b, in.n, &bm, &out, &n, err), KC_MALFORMED);
+	/* trailing bytes: accepted, the node -1 frame comes out as it was without them */
+	check_tails(10, 3, in.b, in.n, in.b, in.n, proxy_map, 3, 0);
+	/* and with node 3 mapped, the same output as without them */
+	kc_put_i32(in.b + 19, 3);
+	cr_assert_eq(rewrite(10, 3, in.b, in.n, &bm, &out, &n, err), KC_OK, "%s", err);
+	cr_assert_eq(bm.trailing, 0);
+	check_tails(10, 3, in.b, in.n, out, n, proxy_map, 3, 1);
+	free(out);
 	free(in.b);
 }
 
@@ -1312,7 +1507,7 @@ Test(findcoordinator, v4_unmapped_gets_error_15)
 	cr_assert_eq(m.calls, 2);
 	free(out);
 
-	/* malformed: truncations and a trailing byte */
+	/* malformed: every truncation */
 	{
 		size_t cut;
 
@@ -1326,6 +1521,9 @@ Test(findcoordinator, v4_unmapped_gets_error_15)
 			free(f);
 		}
 	}
+	cr_assert_eq(m.calls, 2, "map ran on a malformed frame");
+	/* trailing bytes: accepted and dropped */
+	check_tails(10, 4, in.b, in.n, exp.b, exp.n, proxy_map, 3, 2);
 	free(in.b);
 	free(exp.b);
 }

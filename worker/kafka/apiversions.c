@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "worker/kafka/codec.h"
+#include "worker/kafka/rewrite_priv.h"
 
 /*
  * Versions the proxy lets through, per API it parses.  Raising a cap is a
@@ -59,6 +60,10 @@ kc_api_refused(int16_t api_key)
 {
 	size_t i;
 
+	/* Keys newer than the codec's table: their header layout is a guess
+	 * and nothing has vetted what their responses carry. */
+	if (api_key > KC_API_KEY_MAX_KNOWN)
+		return true;
 	for (i = 0; i < NELEM(kc_refused); i++)
 		if (kc_refused[i] == api_key)
 			return true;
@@ -101,6 +106,7 @@ struct av_pos {
 	int v;			/* body layout actually parsed */
 	int32_t n;
 	size_t count_off, count_width, entries_off, rest_off;
+	size_t end_off;		/* end of the message; trailing bytes follow */
 };
 
 static void
@@ -113,7 +119,11 @@ av_entry(struct kc_reader *r, int v, int16_t *key, int16_t *min, int16_t *max)
 		kc_rd_tags(r);
 }
 
-/* Parses the body as version v (0-4); KC_OK or KC_MALFORMED with *why. */
+/*
+ * Parses the body as version v (0-4); KC_OK or KC_MALFORMED with *why.  Bytes
+ * after the end of the message (pos->end_off) are accepted: clients ignore
+ * them, and the callers drop them.
+ */
 static int
 av_layout(const uint8_t *frame, size_t len, int v, struct av_pos *pos, const char **why)
 {
@@ -137,12 +147,11 @@ av_layout(const uint8_t *frame, size_t len, int v, struct av_pos *pos, const cha
 		(void)kc_rd_i32(&r);	/* throttle_time_ms */
 	if (flex)
 		kc_rd_tags(&r);		/* features etc., preserved verbatim */
-	if (r.status == KC_OK && r.p != r.end)
-		kc_rd_fail(&r, KC_MALFORMED, "trailing bytes after message");
 	if (r.status != KC_OK) {
 		*why = r.err;
 		return KC_MALFORMED;
 	}
+	pos->end_off = (size_t)(r.p - frame);
 	return KC_OK;
 }
 
@@ -194,8 +203,8 @@ av_keep(int16_t key, int16_t *min, int16_t *max)
 }
 
 int
-kc_apiversions_intersect(const uint8_t *frame, size_t len, int16_t request_version,
-    uint8_t *out, size_t out_cap, size_t *out_len, char *err, size_t errlen)
+kc_av_intersect(const uint8_t *frame, size_t len, int16_t request_version, uint8_t *out,
+    size_t out_cap, size_t *out_len, size_t *trailing, char *err, size_t errlen)
 {
 	struct av_pos pos;
 	struct kc_reader r;
@@ -220,6 +229,7 @@ kc_apiversions_intersect(const uint8_t *frame, size_t len, int16_t request_versi
 		}
 		memcpy(out, frame, len);
 		*out_len = len;
+		*trailing = 0;
 		return KC_OK;
 	}
 	if (av_parse(frame, len, request_version, &pos, err, errlen) != KC_OK)
@@ -258,11 +268,23 @@ kc_apiversions_intersect(const uint8_t *frame, size_t len, int16_t request_versi
 		kc_put_i16(out + o + 4, hi);
 		o += esz;
 	}
-	memcpy(out + o, frame + pos.rest_off, len - pos.rest_off);
-	o += len - pos.rest_off;
+	/* throttle and top-level tags; trailing bytes are dropped */
+	memcpy(out + o, frame + pos.rest_off, pos.end_off - pos.rest_off);
+	o += pos.end_off - pos.rest_off;
 	kc_put_i32(out, (int32_t)(o - 4));
 	*out_len = o;
+	*trailing = len - pos.end_off;
 	return KC_OK;
+}
+
+int
+kc_apiversions_intersect(const uint8_t *frame, size_t len, int16_t request_version,
+    uint8_t *out, size_t out_cap, size_t *out_len, char *err, size_t errlen)
+{
+	size_t trailing;
+
+	return kc_av_intersect(frame, len, request_version, out, out_cap, out_len, &trailing,
+	    err, errlen);
 }
 
 int

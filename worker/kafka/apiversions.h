@@ -26,8 +26,9 @@
  *    ShareAcknowledge (79) (KIP-932 NodeEndpoints).
  *    UpdateFeatures (57) and UnregisterBroker (64) are Admin-client APIs
  *    served by brokers and carry no addresses: they are forwarded.
- *  - Every other key, including keys newer than this table, is forwarded
- *    with the broker's range.
+ *  - Keys above KC_API_KEY_MAX_KNOWN (newer than the codec's table) are
+ *    refused and dropped too: nothing has vetted what their responses carry.
+ *  - Every other key is forwarded with the broker's range.
  */
 #ifndef FERRY_WORKER_KAFKA_APIVERSIONS_H
 #define FERRY_WORKER_KAFKA_APIVERSIONS_H
@@ -63,6 +64,9 @@ bool kc_api_cap(int16_t api_key, int16_t *min, int16_t *max);
  * A response whose body does not parse at request_version is accepted as a
  * v0 body when it carries error 35 (the broker's answer to a version it does
  * not support, KIP-511); request versions above 4 are accepted only that way.
+ * Bytes left after a complete message are accepted (clients ignore them) and
+ * dropped from the output; an error response (error_code != 0) is relayed
+ * unparsed, byte for byte, trailing bytes and all.
  * The output is never longer than the input: out_cap >= len always suffices
  * (out must not overlap frame).  KC_OK with *out_len, or KC_MALFORMED.
  */
@@ -75,10 +79,10 @@ int kc_apiversions_intersect(const uint8_t *frame, size_t len, int16_t request_v
 size_t kc_build_apiversions_request(uint8_t *buf, size_t cap, int32_t corr, const char *client_id);
 
 /*
- * Parses an ApiVersions response frame of any version (same parsing and v0
- * fallback as kc_apiversions_intersect) and finds api_key: KC_OK with the
- * broker's raw *min,*max (not capped), KC_APIVERSIONS_ABSENT (-2) when the
- * key is not listed, KC_MALFORMED.
+ * Parses an ApiVersions response frame of any version (same parsing, v0
+ * fallback and tolerance of trailing bytes as kc_apiversions_intersect) and
+ * finds api_key: KC_OK with the broker's raw *min,*max (not capped),
+ * KC_APIVERSIONS_ABSENT (-2) when the key is not listed, KC_MALFORMED.
  */
 int kc_apiversions_find(const uint8_t *frame, size_t len, int16_t request_version,
 			int16_t api_key, int16_t *min, int16_t *max);

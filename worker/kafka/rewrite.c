@@ -7,9 +7,11 @@
  *
  * Every response goes through two passes.  The first validates the whole
  * frame against the schema of its version (apache/kafka MetadataResponse.json
- * and FindCoordinatorResponse.json, plus Metadata v13's trailing error_code
- * from KIP-1102) and records where the address-bearing entries are; no
- * callback runs on a frame that does not parse exactly to its end.  The
+ * and FindCoordinatorResponse.json, plus Metadata v13's last error_code
+ * from KIP-1102) and records where the address-bearing entries are and where
+ * the message ends; no callback runs on a frame that does not parse
+ * completely.  Bytes after the end of the message are accepted and dropped:
+ * the second pass works on the frame cut at that end (kc_rw_end).  The
  * second pass calls the broker map once per entry and emits the new frame:
  * untouched byte ranges (headers with their tags, racks, unknown tagged
  * fields, the topics that follow the brokers) are copied verbatim, only
@@ -76,15 +78,19 @@ kc_rw_skip_header(struct kc_reader *r, int16_t key, int16_t v)
 }
 
 int
-kc_rw_end(struct kc_reader *r, char *err, size_t errlen)
+kc_rw_end(struct kc_reader *r, const uint8_t *frame, size_t *plen, char *err, size_t errlen)
 {
-	if (r->status == KC_OK && r->p != r->end)
-		kc_rd_fail(r, KC_MALFORMED, "trailing bytes after message");
 	if (r->status != KC_OK) {
 		/* whole frames only: running out is malformed too */
 		kc_set_err(err, errlen, r->err);
 		return KC_MALFORMED;
 	}
+	/*
+	 * Bytes left after a complete message are not an error: librdkafka and
+	 * the Java client ignore them (librdkafka's mock cluster writes the
+	 * last empty tag section of Metadata v9+ twice), so a proxy must too.
+	 */
+	*plen = (size_t)(r->p - frame);
 	return KC_OK;
 }
 
@@ -138,6 +144,7 @@ struct md_broker {
 
 struct md_pos {
 	size_t count_off, count_width, brokers_off, rest_off;
+	size_t end_off;		/* end of the message; trailing bytes follow */
 	int32_t nbrokers, controller_id;
 };
 
@@ -231,7 +238,7 @@ md_validate(const uint8_t *frame, size_t len, int v, struct md_pos *pos,
 		(void)kc_rd_i16(&r);	/* error_code */
 	if (flex)
 		kc_rd_tags(&r);
-	return kc_rw_end(&r, err, errlen);
+	return kc_rw_end(&r, frame, &pos->end_off, err, errlen);
 }
 
 int
@@ -251,7 +258,7 @@ kc_metadata_walk(int16_t version, const uint8_t *frame, size_t len, kc_broker_fn
 		return KC_MALFORMED;
 	if (controller_id != NULL)
 		*controller_id = pos.controller_id;
-	kc_rd_init(&r, frame, len);
+	kc_rd_init(&r, frame, pos.end_off);
 	r.p += pos.brokers_off;
 	for (i = 0; i < pos.nbrokers; i++) {
 		md_broker(&r, version, &b);
@@ -263,7 +270,7 @@ kc_metadata_walk(int16_t version, const uint8_t *frame, size_t len, kc_broker_fn
 
 static int
 md_rewrite(int v, const uint8_t *frame, size_t len, const struct kc_broker_map *map,
-    uint8_t **out, size_t *out_len, char *err, size_t errlen)
+    uint8_t **out, size_t *out_len, size_t *trailing, char *err, size_t errlen)
 {
 	struct rw_out o = { NULL, 0, 0 };
 	struct md_pos pos;
@@ -276,6 +283,8 @@ md_rewrite(int v, const uint8_t *frame, size_t len, const struct kc_broker_map *
 
 	if (md_validate(frame, len, v, &pos, err, errlen) != KC_OK)
 		return KC_MALFORMED;
+	*trailing = len - pos.end_off;
+	len = pos.end_off;	/* trailing bytes are dropped */
 	if (!rw_reserve(&o, len + (size_t)pos.nbrokers * 32 + 16))
 		return kc_rw_fail(&o, err, errlen, "out of memory");
 	rw_put(&o, frame, pos.count_off);
@@ -348,6 +357,7 @@ struct fc_entry {
 struct fc_pos {
 	struct fc_entry single;		/* v0-v3 */
 	size_t entries_off, rest_off;	/* v4+ */
+	size_t end_off;			/* end of the message; trailing bytes follow */
 	int32_t n;
 };
 
@@ -405,7 +415,7 @@ fc_validate(const uint8_t *frame, size_t len, int v, struct fc_pos *pos,
 		pos->rest_off = (size_t)(r.p - frame);
 		kc_rd_tags(&r);
 	}
-	return kc_rw_end(&r, err, errlen);
+	return kc_rw_end(&r, frame, &pos->end_off, err, errlen);
 }
 
 /* Calls the map for e; 1 = mapped, 0 = no proxy address, -1 = bad mapping. */
@@ -535,12 +545,14 @@ fc_rewrite_multi(const uint8_t *frame, size_t len, const struct fc_pos *pos,
 
 static int
 fc_rewrite(int v, const uint8_t *frame, size_t len, const struct kc_broker_map *map,
-    uint8_t **out, size_t *out_len, char *err, size_t errlen)
+    uint8_t **out, size_t *out_len, size_t *trailing, char *err, size_t errlen)
 {
 	struct fc_pos pos;
 
 	if (fc_validate(frame, len, v, &pos, err, errlen) != KC_OK)
 		return KC_MALFORMED;
+	*trailing = len - pos.end_off;
+	len = pos.end_off;	/* trailing bytes are dropped */
 	if (v <= 3)
 		return fc_rewrite_single(v, frame, len, &pos.single, map, out, out_len,
 		    err, errlen);
@@ -551,7 +563,7 @@ fc_rewrite(int v, const uint8_t *frame, size_t len, const struct kc_broker_map *
 
 static int
 av_rewrite(int16_t v, const uint8_t *frame, size_t len, uint8_t **out, size_t *out_len,
-    char *err, size_t errlen)
+    size_t *trailing, char *err, size_t errlen)
 {
 	uint8_t *b;
 	size_t n = 0;
@@ -564,7 +576,7 @@ av_rewrite(int16_t v, const uint8_t *frame, size_t len, uint8_t **out, size_t *o
 		kc_set_err(err, errlen, "out of memory");
 		return KC_MALFORMED;
 	}
-	rc = kc_apiversions_intersect(frame, len, v, b, len, &n, err, errlen);
+	rc = kc_av_intersect(frame, len, v, b, len, &n, trailing, err, errlen);
 	if (rc != KC_OK) {
 		free(b);
 		return KC_MALFORMED;
@@ -574,15 +586,13 @@ av_rewrite(int16_t v, const uint8_t *frame, size_t len, uint8_t **out, size_t *o
 	return KC_OK;
 }
 
-int
-kc_rewrite_response(int16_t api_key, int16_t api_version, const uint8_t *frame, size_t len,
-    const struct kc_broker_map *map, uint8_t **out, size_t *out_len,
+static int
+rw_dispatch(int16_t api_key, int16_t api_version, const uint8_t *frame, size_t len,
+    const struct kc_broker_map *map, uint8_t **out, size_t *out_len, size_t *trailing,
     char *err, size_t errlen)
 {
-	*out = NULL;
-	*out_len = 0;
 	if (api_key == KC_API_API_VERSIONS && api_version >= 0)
-		return av_rewrite(api_version, frame, len, out, out_len, err, errlen);
+		return av_rewrite(api_version, frame, len, out, out_len, trailing, err, errlen);
 	if (!rw_has_schema(api_key, api_version)) {
 		kc_set_err(err, errlen, "response version not rewritable");
 		return KC_MALFORMED;
@@ -593,15 +603,38 @@ kc_rewrite_response(int16_t api_key, int16_t api_version, const uint8_t *frame, 
 	}
 	switch (api_key) {
 	case KC_API_METADATA:
-		return md_rewrite(api_version, frame, len, map, out, out_len, err, errlen);
+		return md_rewrite(api_version, frame, len, map, out, out_len, trailing,
+		    err, errlen);
 	case KC_API_FIND_COORDINATOR:
-		return fc_rewrite(api_version, frame, len, map, out, out_len, err, errlen);
+		return fc_rewrite(api_version, frame, len, map, out, out_len, trailing,
+		    err, errlen);
 	case KC_API_PRODUCE:
-		return kc_rw_produce(api_version, frame, len, map, out, out_len, err, errlen);
+		return kc_rw_produce(api_version, frame, len, map, out, out_len, trailing,
+		    err, errlen);
 	case KC_API_FETCH:
-		return kc_rw_fetch(api_version, frame, len, map, out, out_len, err, errlen);
+		return kc_rw_fetch(api_version, frame, len, map, out, out_len, trailing,
+		    err, errlen);
 	default:
 		return kc_rw_describe_cluster(api_version, frame, len, map, out, out_len,
-		    err, errlen);
+		    trailing, err, errlen);
 	}
+}
+
+int
+kc_rewrite_response(int16_t api_key, int16_t api_version, const uint8_t *frame, size_t len,
+    struct kc_broker_map *map, uint8_t **out, size_t *out_len,
+    char *err, size_t errlen)
+{
+	size_t trailing = 0;
+	int rc;
+
+	*out = NULL;
+	*out_len = 0;
+	if (map != NULL)
+		map->trailing = 0;
+	rc = rw_dispatch(api_key, api_version, frame, len, map, out, out_len, &trailing,
+	    err, errlen);
+	if (rc == KC_OK && map != NULL)
+		map->trailing = trailing;
+	return rc;
 }

@@ -6,10 +6,14 @@
  * intersection (key 18 v0-4).
  *
  * A response is validated completely before anything is emitted or any
- * callback runs: every field of every version is walked to the exact end of
- * the frame, lengths are checked against the frame end, and unknown tagged
- * fields anywhere are copied byte for byte.  The only allocation is the
- * output frame.
+ * callback runs: every field of every version is walked, lengths are checked
+ * against the frame end, and unknown tagged fields anywhere are copied byte
+ * for byte.  Bytes left in the frame after a complete, valid message
+ * (librdkafka's mock cluster writes the final empty tag section of Metadata
+ * v9+ twice) are accepted, as librdkafka and the Java client accept them,
+ * and dropped: the output is exactly the parsed message, and
+ * kc_broker_map.trailing reports how many bytes went.  The only allocation
+ * is the output frame.
  */
 #ifndef FERRY_WORKER_KAFKA_REWRITE_H
 #define FERRY_WORKER_KAFKA_REWRITE_H
@@ -37,6 +41,11 @@ struct kc_broker_map {
 	int (*map)(void *ctx, int32_t node_id, const char *up_host, size_t up_host_len,
 		   int32_t up_port, const char **host, size_t *host_len, int32_t *port);
 	void *ctx;
+	/*
+	 * OUTPUT: set by kc_rewrite_response to the number of trailing bytes
+	 * dropped (0 normally; 0 too when it fails); the caller counts it.
+	 */
+	size_t trailing;
 };
 
 /*
@@ -53,19 +62,22 @@ bool kc_response_needs_rewrite(int16_t api_key, int16_t api_version);
  * frame = whole response including the size prefix (len bytes); version =
  * the REQUEST's api_version.  On KC_OK *out is a malloc'd new frame (with a
  * recomputed size prefix), *out_len its length.  For ApiVersions it applies
- * kc_apiversions_intersect (map unused, may be NULL).  Besides the pairs of
- * kc_response_needs_rewrite it accepts Produce 0-9 and Fetch 0-15, which are
- * validated and copied unchanged (they carry no addresses); a Produce or
- * Fetch response without NodeEndpoints is copied byte for byte too.
- * KC_MALFORMED (err set) on anything that does not parse exactly to the end
- * of the frame, on a (key, version) with no schema here (except that an
- * ApiVersions response to a v5+ request is accepted when it is the v0
- * UNSUPPORTED_VERSION body), on a size prefix that is not len - 4, on a
- * mapped host longer than 0x7fff, and on allocation failure ("out of
- * memory").
+ * kc_apiversions_intersect (map unused but for trailing, may be NULL).
+ * Besides the pairs of kc_response_needs_rewrite it accepts Produce 0-9 and
+ * Fetch 0-15, which are validated and copied unchanged (they carry no
+ * addresses); a Produce or Fetch response without NodeEndpoints is copied
+ * byte for byte too.  Trailing bytes after a complete message are accepted
+ * and left out of the output, always (the copies above end at the parsed
+ * end); when map != NULL, map->trailing gets their number (0 normally).
+ * KC_MALFORMED (err set) on anything that does not parse completely within
+ * the frame (truncated, a length past the frame end, ...), on a (key,
+ * version) with no schema here (except that an ApiVersions response to a v5+
+ * request is accepted when it is the v0 UNSUPPORTED_VERSION body), on a size
+ * prefix that is not len - 4, on a mapped host longer than 0x7fff, and on
+ * allocation failure ("out of memory").
  */
 int kc_rewrite_response(int16_t api_key, int16_t api_version, const uint8_t *frame, size_t len,
-			const struct kc_broker_map *map, uint8_t **out, size_t *out_len,
+			struct kc_broker_map *map, uint8_t **out, size_t *out_len,
 			char *err, size_t errlen);
 
 /* Called by kc_metadata_walk for every broker entry, whatever its node id. */
@@ -75,7 +87,8 @@ typedef void (*kc_broker_fn)(void *ctx, int32_t node_id, const char *host, size_
 /*
  * Learns upstream addresses without producing output: validates a whole
  * Metadata response frame (version = the request's, 0-13) exactly like
- * kc_rewrite_response and, only if it is valid, calls fn for each broker.
+ * kc_rewrite_response (so trailing bytes after a complete message are
+ * accepted and ignored) and, only if it is valid, calls fn for each broker.
  * *controller_id (may be NULL) gets controller_id (-1 for v0).
  * KC_OK or KC_MALFORMED (err set).
  */

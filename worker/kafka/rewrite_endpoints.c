@@ -6,10 +6,12 @@
  * responses are walked with the same code and copied unchanged.
  *
  * Like rewrite.c, every response is validated completely before the broker
- * map runs: each field of its version is walked to the exact end of the
- * frame, record sets are skipped by their length without being read, and
- * the tagged structs the schema defines (CurrentLeader, DivergingEpoch,
- * SnapshotId, NodeEndpoints) must fill their tag exactly.
+ * map runs: each field of its version is walked to the end of the message,
+ * record sets are skipped by their length without being read, and the
+ * tagged structs the schema defines (CurrentLeader, DivergingEpoch,
+ * SnapshotId, NodeEndpoints) must fill their tag exactly.  Bytes after the
+ * end of the message are accepted and dropped (kc_rw_end): everything below
+ * works on the frame cut at that end.
  *
  * Produce and Fetch put NodeEndpoints in the top-level tagged-field section,
  * which is the last thing in the message.  So the rewrite is one validating
@@ -17,7 +19,8 @@
  * copy: the bytes before the section are copied with a single memcpy, then
  * the section is re-emitted with tag 0 rebuilt (its size varint recomputed)
  * and every other tag copied byte for byte, in the order received.  A
- * response without NodeEndpoints comes out byte-identical.
+ * response without NodeEndpoints comes out byte-identical (up to the end of
+ * the message: trailing bytes are dropped there too).
  *
  * Entries the map rejects are dropped (the array count is re-encoded);
  * entries with a negative node id are dropped without calling the map (an
@@ -257,8 +260,9 @@ ne_top_tag(struct kc_reader *val, uint32_t tag, void *ctx)
 }
 
 /*
- * The validated frame's top-level tag section starts at tags_off and runs
- * to the end.  Emits the frame with every NodeEndpoints field rebuilt.
+ * The validated frame's (len = the end of the message) top-level tag
+ * section starts at tags_off and runs to the end.  Emits the frame with
+ * every NodeEndpoints field rebuilt.
  */
 static int
 ne_rewrite(const uint8_t *frame, size_t len, size_t tags_off, const struct kc_broker_map *map,
@@ -345,19 +349,23 @@ ep_copy(const uint8_t *frame, size_t len, uint8_t **out, size_t *out_len, char *
 
 /*
  * Shared tail of Produce and Fetch: r sits at the top-level tag section
- * (flexible versions) or at the end.  Validates it and rewrites.
+ * (flexible versions) or at the end of the message.  Validates it and
+ * rewrites, dropping any trailing bytes.
  */
 static int
 ne_finish(struct kc_reader *r, const uint8_t *frame, size_t len, bool flex, bool known,
-    const struct kc_broker_map *map, uint8_t **out, size_t *out_len, char *err, size_t errlen)
+    const struct kc_broker_map *map, uint8_t **out, size_t *out_len, size_t *trailing,
+    char *err, size_t errlen)
 {
 	struct ne_scan sc = { known, 0 };
-	size_t tags_off = (size_t)(r->p - frame);
+	size_t tags_off = (size_t)(r->p - frame), end;
 
 	if (flex)
 		ep_tags(r, ne_top_tag, &sc);
-	if (kc_rw_end(r, err, errlen) != KC_OK)
+	if (kc_rw_end(r, frame, &end, err, errlen) != KC_OK)
 		return KC_MALFORMED;
+	*trailing = len - end;
+	len = end;
 	if (sc.found == 0)
 		return ep_copy(frame, len, out, out_len, err, errlen);
 	return ne_rewrite(frame, len, tags_off, map, out, out_len, err, errlen);
@@ -411,7 +419,7 @@ pr_topic(struct kc_reader *r, int v)
 
 int
 kc_rw_produce(int v, const uint8_t *frame, size_t len, const struct kc_broker_map *map,
-    uint8_t **out, size_t *out_len, char *err, size_t errlen)
+    uint8_t **out, size_t *out_len, size_t *trailing, char *err, size_t errlen)
 {
 	struct kc_reader r;
 	bool flex = v >= 9;
@@ -427,7 +435,7 @@ kc_rw_produce(int v, const uint8_t *frame, size_t len, const struct kc_broker_ma
 	if (v >= 1)
 		(void)kc_rd_i32(&r);				/* ThrottleTimeMs */
 	return ne_finish(&r, frame, len, flex, v >= PR_NODE_ENDPOINTS_FROM, map, out, out_len,
-	    err, errlen);
+	    trailing, err, errlen);
 }
 
 /* ---- Fetch ---- */
@@ -480,7 +488,7 @@ fe_topic(struct kc_reader *r, int v)
 
 int
 kc_rw_fetch(int v, const uint8_t *frame, size_t len, const struct kc_broker_map *map,
-    uint8_t **out, size_t *out_len, char *err, size_t errlen)
+    uint8_t **out, size_t *out_len, size_t *trailing, char *err, size_t errlen)
 {
 	struct kc_reader r;
 	bool flex = v >= 12;
@@ -500,7 +508,7 @@ kc_rw_fetch(int v, const uint8_t *frame, size_t len, const struct kc_broker_map 
 	for (i = 0; i < n && kc_rd_ok(&r); i++)
 		fe_topic(&r, v);
 	return ne_finish(&r, frame, len, flex, v >= FE_NODE_ENDPOINTS_FROM, map, out, out_len,
-	    err, errlen);
+	    trailing, err, errlen);
 }
 
 /* ---- DescribeCluster ---- */
@@ -509,13 +517,14 @@ kc_rw_fetch(int v, const uint8_t *frame, size_t len, const struct kc_broker_map 
 
 int
 kc_rw_describe_cluster(int v, const uint8_t *frame, size_t len,
-    const struct kc_broker_map *map, uint8_t **out, size_t *out_len, char *err, size_t errlen)
+    const struct kc_broker_map *map, uint8_t **out, size_t *out_len, size_t *trailing,
+    char *err, size_t errlen)
 {
 	struct rw_out o = { NULL, 0, 0 };
 	struct kc_reader r;
 	struct ep_node e;
 	const char *why = "out of memory";
-	size_t count_off, brokers_off, rest_off, w;
+	size_t count_off, brokers_off, rest_off, end, w;
 	int32_t i, n;
 	int8_t endpoint_type = DC_ENDPOINT_BROKERS;
 	uint32_t kept = 0;
@@ -540,8 +549,10 @@ kc_rw_describe_cluster(int v, const uint8_t *frame, size_t len,
 	rest_off = (size_t)(r.p - frame);
 	(void)kc_rd_i32(&r);				/* ClusterAuthorizedOperations */
 	kc_rd_tags(&r);
-	if (kc_rw_end(&r, err, errlen) != KC_OK)
+	if (kc_rw_end(&r, frame, &end, err, errlen) != KC_OK)
 		return KC_MALFORMED;
+	*trailing = len - end;
+	len = end;	/* trailing bytes are dropped */
 
 	if (!rw_reserve(&o, len + (size_t)n * 32 + 16))
 		return kc_rw_fail(&o, err, errlen, why);

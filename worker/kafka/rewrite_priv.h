@@ -1,7 +1,8 @@
 /*
- * rewrite_priv — what rewrite.c and rewrite_endpoints.c share and nothing
- * else should see: the version ranges each rewriter parses, the growing
- * output buffer, and the frame checks common to every response.
+ * rewrite_priv — what rewrite.c, rewrite_endpoints.c and apiversions.c
+ * share and nothing else should see: the version ranges each rewriter
+ * parses, the growing output buffer, and the frame checks common to every
+ * response.
  *
  * The output buffer (struct rw_out) is reserved before every put: the rw_*
  * writers do no bounds checks of their own.
@@ -129,16 +130,35 @@ int kc_rw_finish(struct rw_out *o, uint8_t **out, size_t *out_len, char *err, si
 int kc_rw_check_frame(const uint8_t *frame, size_t len, char *err, size_t errlen);
 /* Size prefix, correlation id and (response header v1) the header tags. */
 void kc_rw_skip_header(struct kc_reader *r, int16_t key, int16_t v);
-/* KC_OK when r is healthy and exactly at the end of the frame. */
-int kc_rw_end(struct kc_reader *r, char *err, size_t errlen);
+/*
+ * End of a walk over frame: KC_OK when r is healthy, with *plen = the bytes
+ * the message parsed to (size prefix included, <= the frame length).  Bytes
+ * after that are trailing: accepted (clients ignore them, and librdkafka's
+ * mock cluster writes an extra empty tag section after Metadata v9+), and
+ * dropped by the rewriters, which go on with len = *plen.  Otherwise
+ * KC_MALFORMED with err set.
+ */
+int kc_rw_end(struct kc_reader *r, const uint8_t *frame, size_t *plen, char *err,
+	      size_t errlen);
 
-/* rewrite_endpoints.c; version already range-checked, map non-NULL. */
+/*
+ * rewrite_endpoints.c; version already range-checked, map non-NULL.  On KC_OK
+ * *trailing gets the number of trailing bytes dropped from the output.
+ */
 int kc_rw_produce(int v, const uint8_t *frame, size_t len, const struct kc_broker_map *map,
-		  uint8_t **out, size_t *out_len, char *err, size_t errlen);
+		  uint8_t **out, size_t *out_len, size_t *trailing, char *err, size_t errlen);
 int kc_rw_fetch(int v, const uint8_t *frame, size_t len, const struct kc_broker_map *map,
-		uint8_t **out, size_t *out_len, char *err, size_t errlen);
+		uint8_t **out, size_t *out_len, size_t *trailing, char *err, size_t errlen);
 int kc_rw_describe_cluster(int v, const uint8_t *frame, size_t len,
 			   const struct kc_broker_map *map, uint8_t **out, size_t *out_len,
-			   char *err, size_t errlen);
+			   size_t *trailing, char *err, size_t errlen);
+
+/*
+ * apiversions.c: kc_apiversions_intersect, also telling how many trailing
+ * bytes it dropped (*trailing, on KC_OK; 0 for a relayed error response,
+ * which is not parsed).
+ */
+int kc_av_intersect(const uint8_t *frame, size_t len, int16_t request_version, uint8_t *out,
+		    size_t out_cap, size_t *out_len, size_t *trailing, char *err, size_t errlen);
 
 #endif
