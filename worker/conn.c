@@ -88,6 +88,10 @@ struct conn {
 	ev_tstamp req_since;    /* first bytes of the request frame in progress; 0 = none */
 	ev_tstamp cli_eof_at;   /* when the client half-closed */
 	bool draining;
+	size_t drain_credit;    /* request bytes received before the drain began,
+	                           still to be served */
+	ev_tstamp drain_grace_until; /* fresh connection: wait this long for the
+	                           first request, which is on its way */
 	bool waiting_metadata;
 	bool seen_request;      /* a request header parsed (TLS sniffing is over) */
 	bool req_need_more;     /* bytes at a request boundary do not make a header yet */
@@ -215,6 +219,43 @@ req_unparsed(const struct conn *c)
 	return d->buf ? d->end - (d->start + d->fwd) : 0;
 }
 
+/*
+ * Drain at a request boundary (DESIGN §4), made exact for requests that
+ * were already sent when the drain began: complete requests already read
+ * from the client are served (drain_credit), a frame whose header was
+ * parsed is read to its end, and a request whose first bytes arrived (or a
+ * connection accepted moments before the drain, whose first request is
+ * almost certainly in flight) gets CONN_DRAIN_GRACE to arrive. Nothing
+ * else is read from the client; what has not arrived by then is not owed.
+ */
+#define CONN_DRAIN_GRACE 0.5     /* s */
+#define CONN_DRAIN_FRESH 2.0     /* s: connections younger than this get the grace */
+
+static bool
+conn_drain_grace(const struct conn *c)
+{
+	return c->drain_grace_until > 0 && ev_now(c->w->loop) < c->drain_grace_until;
+}
+
+/* Draining, and requests received in time remain to be served. */
+static bool
+conn_drain_pending(const struct conn *c)
+{
+	return conn_drain_grace(c) ||
+	       (c->drain_credit > 0 && req_unparsed(c) > 0 && !c->req_need_more);
+}
+
+/* A request of n bytes was taken while draining: it used up its share of
+ * the credit (a frame longer than the credit is still read to its end). */
+static void
+conn_drain_consume(struct conn *c, uint64_t n)
+{
+	if (!c->draining)
+		return;
+	c->drain_credit = c->drain_credit > n ? c->drain_credit - (size_t)n : 0;
+	c->drain_grace_until = 0;
+}
+
 /* A request frame has started and is not complete in the buffer. */
 static bool
 req_partial(const struct conn *c)
@@ -232,7 +273,9 @@ conn_reads_client(const struct conn *c)
 		return false;
 	if (c->req.frame_left || c->req.skip_left)
 		return true;
-	return !c->draining && c->fifo_len < c->w->cl->max_inflight;
+	if (c->draining)
+		return conn_drain_grace(c);
+	return c->fifo_len < c->w->cl->max_inflight;
 }
 
 /* ---- the connection timer (see conn.h) ----------------------------------- */
@@ -511,7 +554,9 @@ req_parse(struct conn *c)
 		return take > 0;
 	}
 	c->req_need_more = false;
-	if (avail == 0 || c->draining)
+	if (avail == 0)
+		return 0;
+	if (c->draining && c->drain_credit == 0 && !conn_drain_grace(c))
 		return 0;
 	if (c->fifo_len >= w->cl->max_inflight) {
 		/* Backpressure, not an error: the next request waits (and the
@@ -553,6 +598,7 @@ req_parse(struct conn *c)
 		if (fifo_push(c, h.correlation_id, h.api_key, h.api_version, true) == -1)
 			return conn_fail(c, "out of memory for the in-flight queue");
 		d->skip_left = 4 + (uint64_t)h.size;
+		conn_drain_consume(c, d->skip_left);
 		return 1;
 	}
 	if (!kc_request_allowed(h.api_key, h.api_version)) {
@@ -577,6 +623,7 @@ req_parse(struct conn *c)
 		return conn_fail(c, "out of memory for the in-flight queue");
 	METRIC_ADD(w->m, requests, 1);
 	d->frame_left = 4 + (uint64_t)h.size;
+	conn_drain_consume(c, d->frame_left);
 	return 1;
 
 need_more:
@@ -617,7 +664,7 @@ resp_finish_rewrite(struct conn *c)
 {
 	struct worker *w = c->w;
 	struct dir *d = &c->resp;
-	struct kc_broker_map map = { conn_map_broker, c };
+	struct kc_broker_map map = { .map = conn_map_broker, .ctx = c };
 	uint8_t *out = NULL;
 	size_t out_len = 0;
 	char err[128];
@@ -635,6 +682,12 @@ resp_finish_rewrite(struct conn *c)
 	d->out_off = 0;
 	d->out_owned = true;
 	METRIC_ADD(w->m, responses_rewritten, 1);
+	if (map.trailing) {
+		/* librdkafka's mock writes Metadata's final tag byte twice */
+		METRIC_ADD(w->m, responses_trailing_bytes, 1);
+		log_debug("dropped bytes after a complete response", "api=%s version=%d bytes=%zu",
+		    kc_api_name(d->acc_key), d->acc_ver, map.trailing);
+	}
 	return 1;
 }
 
@@ -843,8 +896,13 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 		conn_timer_due(c, c->cli_eof_at + conn_request_timeout(c));
 	}
 	if (c->draining && conn_owes_nothing(c)) {
-		METRIC_ADD(w->m, connections_drained, 1);
-		return conn_end(c, "drained");
+		if (conn_drain_pending(c)) {
+			if (conn_drain_grace(c))
+				conn_timer_due(c, c->drain_grace_until);
+		} else {
+			METRIC_ADD(w->m, connections_drained, 1);
+			return conn_end(c, "drained");
+		}
 	}
 	conn_request_clock(c);
 	return 0;
@@ -934,6 +992,12 @@ conn_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	if (c->state != CONN_OPEN)
 		return;
 	ev_tstamp now = ev_now(loop), rt = conn_request_timeout(c), next = 0;
+	if (c->draining && c->drain_grace_until && now >= c->drain_grace_until) {
+		/* The fresh connection's grace is over: re-evaluate the drain. */
+		c->drain_grace_until = 0;
+		conn_step(c, false, false);
+		return;
+	}
 	if (c->req_since) {
 		ev_tstamp due = c->req_since + rt;
 		if (due <= now && c->req.fwd) {
@@ -1144,11 +1208,24 @@ conn_drain_all(struct worker *w)
 	for (; c; c = next) {
 		next = c->next;
 		c->draining = true;
+		c->drain_credit = req_unparsed(c);
+		if (c->req_need_more ||
+		    (!c->seen_request && c->drain_credit == 0 &&
+		     ev_now(w->loop) - c->last_active < CONN_DRAIN_FRESH)) {
+			/* A request is on its way: give it a moment. */
+			c->drain_grace_until = ev_now(w->loop) + CONN_DRAIN_GRACE;
+			c->drain_credit = SIZE_MAX / 2;  /* the one in flight */
+		}
 		if (c->state != CONN_OPEN) {
-			/* Not connected upstream yet: nothing forwarded, nothing owed. */
-			METRIC_ADD(w->m, connections_drained, 1);
-			snprintf(c->why, sizeof c->why, "drained");
-			conn_close(c, LOG_DEBUG, "connection closed");
+			if (!conn_drain_pending(c)) {
+				/* Not connected upstream, nothing received: nothing owed. */
+				METRIC_ADD(w->m, connections_drained, 1);
+				snprintf(c->why, sizeof c->why, "drained");
+				conn_close(c, LOG_DEBUG, "connection closed");
+				continue;
+			}
+			/* Requests already sent: serve them once connected. */
+			conn_update_watchers(c);
 			continue;
 		}
 		conn_step(c, false, false);
