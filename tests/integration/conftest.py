@@ -662,3 +662,475 @@ def two_clusters(mock_factory, ferry_factory):
     env = Env()
     env.ferry, env.mock_a, env.mock_b, env.topic = f, a, b, E2E_TOPIC
     return env
+
+
+# ==========================================================================
+# BEGIN modern peers (test_modern.py) -- librdkafka 2.12 mock cluster hosted
+# by node-rdkafka (tests/peers/node/mock212.js) or by tests/peers/mock_cluster.c
+# linked against that same librdkafka 2.12; clients node-rdkafka and kafkajs.
+# Installed by scripts/install-node-deps. A missing install fails the tests,
+# or skips them when FERRY_ALLOW_SKIP_MODERN=1.
+# ==========================================================================
+
+import hashlib as _m_hashlib
+
+NODE_PEERS = REPO / "tests" / "peers" / "node"
+NODE_MODULES = NODE_PEERS / "node_modules"
+NODE_STAMP = NODE_MODULES / ".ferry-install-stamp"
+RDKAFKA212_DEPS = NODE_MODULES / "node-rdkafka" / "build" / "deps"
+MOCK212_C_SRC = REPO / "tests" / "peers" / "mock_cluster.c"
+MOCK212_C = BUILD / "modern-peers" / "mock212"
+
+
+def modern_unavailable(reason):
+    """Fails the test, or skips it when FERRY_ALLOW_SKIP_MODERN=1."""
+    if os.environ.get("FERRY_ALLOW_SKIP_MODERN") == "1":
+        pytest.skip(f"modern peers unavailable: {reason}")
+    pytest.fail(f"modern peers unavailable: {reason} "
+                f"(run scripts/install-node-deps; FERRY_ALLOW_SKIP_MODERN=1 turns this into a skip)",
+                pytrace=False)
+
+
+_modern_probe = {}
+
+
+def _probe_modern_peers():
+    """(problem or None, info dict); computed once per session."""
+    if "result" in _modern_probe:
+        return _modern_probe["result"]
+    node = shutil.which("node")
+    problem, info = None, {}
+    if not node:
+        problem = "no `node` on PATH"
+    elif not (NODE_MODULES / "node-rdkafka").is_dir():
+        problem = f"{NODE_MODULES}/node-rdkafka missing"
+    else:
+        try:
+            nv = subprocess.run([node, "--version"], capture_output=True, text=True,
+                                timeout=30).stdout.strip()
+            lock = (NODE_PEERS / "package-lock.json").read_bytes()
+            want = f"{_m_hashlib.sha256(lock).hexdigest()} {nv}"
+            have = NODE_STAMP.read_text().strip() if NODE_STAMP.exists() else ""
+            if have != want:
+                problem = (f"{NODE_MODULES} is not installed from the current package-lock.json "
+                           f"with node {nv} (stamp {have!r}, want {want!r})")
+            else:
+                r = subprocess.run(
+                    [node, "-e",
+                     "const K=require('node-rdkafka');require('kafkajs');"
+                     "console.log(JSON.stringify({librdkafka:K.librdkafkaVersion,"
+                     "nodeRdkafka:require('node-rdkafka/package.json').version,"
+                     "kafkajs:require('kafkajs/package.json').version,node:process.version}))"],
+                    cwd=str(NODE_PEERS), capture_output=True, text=True, timeout=60)
+                if r.returncode != 0:
+                    problem = f"node-rdkafka/kafkajs do not load: {r.stderr.strip()[-1500:]}"
+                else:
+                    info = json.loads(r.stdout.strip().splitlines()[-1])
+                    major, minor = (int(x) for x in info["librdkafka"].split(".")[:2])
+                    if (major, minor) < (2, 10):
+                        problem = f"node-rdkafka bundles librdkafka {info['librdkafka']} (< 2.10)"
+        except (OSError, ValueError, subprocess.SubprocessError) as e:
+            problem = f"probing node peers failed: {e!r}"
+    info["node_path"] = node
+    _modern_probe["result"] = (problem, info)
+    return problem, info
+
+
+@pytest.fixture
+def modern_peers():
+    """Versions of the installed modern peers ({'librdkafka': '2.12.0', ...})."""
+    problem, info = _probe_modern_peers()
+    if problem:
+        modern_unavailable(problem)
+    return info
+
+
+def _build_mock212_c():
+    """tests/peers/mock_cluster.c compiled against node-rdkafka's librdkafka
+    (2.12) into $FERRY_BUILD/modern-peers/mock212; rebuilt when older than
+    its inputs. Returns None or a problem description."""
+    lib = RDKAFKA212_DEPS / "librdkafka.so.1"
+    inc = RDKAFKA212_DEPS / "include"
+    if not (lib.exists() and (inc / "librdkafka" / "rdkafka_mock.h").exists()):
+        return f"{lib} or {inc}/librdkafka/rdkafka_mock.h missing"
+    inputs = [MOCK212_C_SRC, lib, inc / "librdkafka" / "rdkafka_mock.h"]
+    if MOCK212_C.exists() and all(MOCK212_C.stat().st_mtime >= p.stat().st_mtime for p in inputs):
+        return None
+    MOCK212_C.parent.mkdir(parents=True, exist_ok=True)
+    cc = os.environ.get("CC", "cc")
+    tmp = MOCK212_C.with_name(f"mock212.{os.getpid()}.tmp")
+    argv = [cc, "-std=c11", "-D_GNU_SOURCE", "-O1", "-g", "-Wall", "-I", str(inc),
+            str(MOCK212_C_SRC), "-o", str(tmp), "-L", str(RDKAFKA212_DEPS), "-l:librdkafka.so.1",
+            f"-Wl,-rpath,{RDKAFKA212_DEPS}"]
+    r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        return f"{' '.join(argv)} failed:\n{r.stderr[-3000:]}"
+    os.replace(tmp, MOCK212_C)
+    return None
+
+
+class ModernMock:
+    """A librdkafka 2.12 mock cluster, same interface as MockCluster
+    (bootstrap, addresses, ports, command()). host="node": mock212.js
+    (topics get the mock's default of 4 partitions); host="c": mock_cluster.c
+    linked against 2.12 (topics "name:partitions"; leader/up/down commands)."""
+
+    def __init__(self, keeper, workdir, name, host, topics=(), brokers=3, node=None,
+                 c_binary=None):
+        self.name, self.host = name, host
+        self.log_path = Path(workdir) / f"mock212-{host}-{name}.log"
+        if host == "node":
+            argv = [node, str(NODE_PEERS / "mock212.js"), "-b", str(brokers)]
+            for t in topics:
+                argv += ["-t", t.split(":")[0]]
+            cwd = str(NODE_PEERS)
+        else:
+            argv = [c_binary, "-b", str(brokers)]
+            for t in topics:
+                argv += ["-t", t if ":" in t else f"{t}:4"]
+            cwd = str(workdir)
+        self.log = open(self.log_path, "wb")
+        self.proc = keeper.spawn(f"mock212-{name}", argv, stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=self.log, cwd=cwd)
+        line = _readline(self.proc.stdout, 30.0)
+        if not line or not line.startswith("BOOTSTRAP="):
+            raise RuntimeError(f"2.12 mock {name} ({host}): no BOOTSTRAP line (got {line!r}); "
+                               f"log:\n{tail_file(self.log_path)}")
+        self.bootstrap = line[len("BOOTSTRAP="):].strip()
+        self.addresses = self.bootstrap.split(",")
+        self.ports = [int(a.rsplit(":", 1)[1]) for a in self.addresses]
+        assert len(self.ports) == brokers, line
+        if host == "c":
+            # Make sure the dynamic linker picked 2.12, not Debian's librdkafka.
+            maps = Path(f"/proc/{self.proc.pid}/maps").read_text()
+            assert str(RDKAFKA212_DEPS) in maps, \
+                f"mock212 C host (pid {self.proc.pid}) did not load {RDKAFKA212_DEPS}/librdkafka.so.1"
+
+    def command(self, line, timeout=20.0):
+        self.proc.stdin.write((line + "\n").encode())
+        self.proc.stdin.flush()
+        reply = _readline(self.proc.stdout, timeout)
+        if reply != "OK":
+            raise RuntimeError(f"mock212 {self.name}: {line!r} -> {reply!r}")
+
+
+@pytest.fixture
+def modern_mock_factory(keeper, workdir, request, modern_peers):
+    def make(name, topics=(), host="node", brokers=3):
+        c_binary = None
+        if host == "c":
+            problem = _build_mock212_c()
+            if problem:
+                modern_unavailable(f"cannot build the C host of the 2.12 mock: {problem}")
+            c_binary = MOCK212_C
+        m = ModernMock(keeper, workdir, name, host, topics, brokers,
+                       node=modern_peers["node_path"], c_binary=c_binary)
+        register_log(request, f"mock212 {name}", m.log_path)
+        return m
+    return make
+
+
+class NodePeer:
+    """One run of a script in tests/peers/node: stdout is a pipe (PROGRESS
+    and RESULT lines), stderr (the client's log) goes to a file that is
+    attached to the report of a failing test."""
+
+    def __init__(self, keeper, workdir, request, node, label, script, args, stdin=None):
+        self.label = label
+        self.log_path = Path(workdir) / f"{label}.log"
+        register_log(request, label, self.log_path)
+        self.log = open(self.log_path, "wb")
+        self.proc = keeper.spawn(label, [node, str(NODE_PEERS / script)] + [str(a) for a in args],
+                                 stdin=stdin if stdin is not None else subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=self.log, cwd=str(NODE_PEERS))
+        self.lines = []
+
+    def readline(self, timeout):
+        line = _readline(self.proc.stdout, timeout)
+        if line is not None:
+            self.lines.append(line)
+        return line
+
+    def result(self, timeout):
+        """Reads stdout until the RESULT line; returns its JSON."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            line = self.readline(max(left, 0.01)) if left > 0 else None
+            if line is None:
+                if time.monotonic() < deadline:  # stdout closed: the script ended
+                    try:
+                        rc = self.proc.wait(5)
+                    except subprocess.TimeoutExpired:
+                        rc = None
+                    why = f"exited (rc={rc}) without a RESULT line"
+                else:
+                    why = f"no RESULT line within {timeout}s (rc={self.proc.poll()})"
+                raise AssertionError(
+                    f"{self.label}: {why}; last stdout {self.lines[-3:]}; "
+                    f"log:\n{tail_file(self.log_path, 40)}")
+            if line.startswith("RESULT "):
+                return json.loads(line[len("RESULT "):])
+
+    def wait(self, timeout=30):
+        rc = self.proc.wait(timeout)
+        self.log.close()
+        return rc
+
+    def log_text(self):
+        return Path(self.log_path).read_text(errors="replace")
+
+
+@pytest.fixture
+def node_peer(keeper, workdir, request, modern_peers):
+    """node_peer(label, script, args, stdin=None) -> NodePeer (started)."""
+    def run(label, script, args, stdin=None):
+        return NodePeer(keeper, workdir, request, modern_peers["node_path"], label, script,
+                        args, stdin)
+    return run
+
+# ==========================================================================
+# END modern peers
+# ==========================================================================
+
+
+# ==========================================================================
+# BEGIN reload helpers (test_reload.py, test_watch.py) -- a ferryd whose
+# config is rendered from a table of clusters so a test can change it and
+# reload (ferryctl or the admin API), and raw Kafka frames (ApiVersions v0,
+# Fetch v4) for connection-level checks.
+# ==========================================================================
+
+class ReloadFerry(Ferry):
+    """A Ferry whose config text is rendered from `ferry_keys` (the [ferry]
+    section, in order) and `spec` ({name: {"upstream", "extra": {key: value}}},
+    ports in self.clusters as in Ferry). render() builds text from copies, so
+    a test can post a variant without touching the file."""
+
+    def __init__(self, keeper, workdir, upstreams, ferry_extra=None, drain_timeout="5s",
+                 init_timeout="10s", cluster_extra=None):
+        super().__init__(keeper, workdir, upstreams, drain_timeout=drain_timeout)
+        self.ferry_keys = {
+            "control_socket": self.sock,
+            "admin_listen": f"127.0.0.1:{self.admin_port}",
+            "user": "nobody",
+            "startup_policy": "fail-fast",
+            "drain_timeout": drain_timeout,
+            "init_timeout": init_timeout,
+            "log_level": "info",
+        }
+        self.ferry_keys.update(ferry_extra or {})
+        self.spec = {}
+        for name, mock in upstreams.items():
+            self.spec[name] = {"upstream": mock.bootstrap,
+                               "extra": dict((cluster_extra or {}).get(name, {}))}
+        self.write()
+
+    # ---- config ----
+    def render(self, ferry_keys=None, spec=None, clusters=None):
+        fk = self.ferry_keys if ferry_keys is None else ferry_keys
+        sp = self.spec if spec is None else spec
+        cl = self.clusters if clusters is None else clusters
+        lines = ["[ferry]"] + [f"{k} = {v}" for k, v in fk.items()]
+        for name, s in sp.items():
+            c = cl[name]
+            lines += [
+                "",
+                f"[cluster {name}]",
+                f"upstream = {s['upstream']}",
+                f"bootstrap = 127.0.0.1:{c['bootstrap']}",
+                "advertised_host = 127.0.0.1",
+                f"broker_ports = {c['brokers'][0]}-{c['brokers'][-1]}",
+                f"node_ids = {c['node_ids'][0]}-{c['node_ids'][-1]}",
+            ]
+            lines += [f"{k} = {v}" for k, v in s["extra"].items()]
+        return "\n".join(lines) + "\n"
+
+    def write(self, text=None, path=None):
+        """Writes the config (rendered unless given) to the config file,
+        atomically (temp file + rename); returns the text."""
+        text = self.render() if text is None else text
+        path = Path(path or self.config_path)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+        if path == self.config_path:
+            self.config_text = text
+        return text
+
+    def add_cluster(self, name, upstream, brokers=None):
+        """Adds a cluster to the table (fresh ports); not written."""
+        n = brokers or self.BROKERS_PER_CLUSTER
+        ports = allocate_ports(n + 1)
+        self.clusters[name] = {"bootstrap": ports[0], "brokers": ports[1:],
+                               "node_ids": [1 + k for k in range(n)]}
+        self.spec[name] = {"upstream": upstream if isinstance(upstream, str) else upstream.bootstrap,
+                           "extra": {}}
+
+    def remove_cluster(self, name):
+        del self.spec[name]
+        return self.clusters.pop(name)
+
+    # ---- process ----
+    def start(self, wait=True, env=None):
+        self.log = open(self.log_path, "ab")
+        self.proc = self.keeper.spawn("ferryd", [FERRYD, "-c", self.config_path],
+                                      stdout=self.log, stderr=self.log,
+                                      cwd=str(self.workdir), env=env)
+        if wait:
+            self.wait_ready()
+        return self
+
+    # ---- reload and status ----
+    def reload_http(self, text=None, timeout=60.0):
+        """POST /admin/config/reload (text None: empty body = the file).
+        Returns (HTTP status, JSON body)."""
+        body = text.encode() if isinstance(text, str) else text
+        code, _, data = http_request("POST", "/admin/config/reload", unix_socket=self.sock,
+                                     body=body or b"", timeout=timeout)
+        return code, json.loads(data)
+
+    def reload_ctl(self, path=None, json_out=False, timeout=60):
+        args = (["--json"] if json_out else []) + ["reload"] + ([str(path)] if path else [])
+        return self.ctl(*args, check=False, timeout=timeout)
+
+    def config_status(self):
+        code, _, data = self.http("/admin/config/status")
+        assert code == 200, (code, data)
+        return json.loads(data)
+
+    def cluster_doc(self, name):
+        """GET /admin/clusters/NAME as a dict, or None on 404."""
+        code, _, data = self.http(f"/admin/clusters/{name}")
+        if code == 404:
+            return None
+        assert code == 200, (code, data)
+        return json.loads(data)
+
+    def metrics(self):
+        """{(metric, cluster): value} of /metrics."""
+        code, _, body = self.http("/metrics")
+        assert code == 200, code
+        out = {}
+        for line in body.decode().splitlines():
+            m = re.match(r'^(ferry_\w+)\{cluster="([^"]+)"\} (\d+)$', line)
+            if m:
+                out[(m.group(1), m.group(2))] = int(m.group(3))
+        return out
+
+    def live_workers(self):
+        """pids of ferryd's live children (its workers)."""
+        return sorted(p for p in children_of(self.proc.pid) if pid_alive(p))
+
+    def log_text(self):
+        return Path(self.log_path).read_text(errors="replace")
+
+
+@pytest.fixture
+def reload_ferry_factory(keeper, workdir, request):
+    """reload_ferry_factory(upstreams, start=True, env=None, **kw) -> ReloadFerry."""
+    def make(upstreams, start=True, env=None, **kw):
+        f = ReloadFerry(keeper, workdir, upstreams, **kw)
+        register_log(request, "ferryd", f.log_path)
+        if start:
+            f.start(env=env)
+        return f
+    return make
+
+
+def wait_for(pred, timeout, interval=0.05, what="condition"):
+    """Polls pred() until it returns a truthy value; returns it, or raises
+    AssertionError naming `what` and the last value/exception."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        try:
+            v = pred()
+            if v:
+                return v
+            last = v
+        except Exception as e:  # noqa: BLE001 -- reported below
+            last = repr(e)
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what} not reached within {timeout}s (last: {last!r})")
+        time.sleep(interval)
+
+
+def port_refuses(port, host="127.0.0.1", timeout=1.0):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        s.connect((host, port))
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+    return False
+
+
+def kreq(api_key, api_version, corr, body=b"", client_id="ferry-it"):
+    """A request frame with a v1 (non-flexible) header."""
+    cid = client_id.encode()
+    payload = struct.pack(">hhih", api_key, api_version, corr, len(cid)) + cid + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def apiversions_v0(corr, client_id="ferry-it"):
+    return kreq(18, 0, corr, b"", client_id)
+
+
+def fetch_v4(corr, topic, partition, offset, max_wait_ms, client_id="ferry-it"):
+    """Fetch v4: replica -1, min_bytes 1, one partition."""
+    t = topic.encode()
+    body = struct.pack(">iiiib", -1, max_wait_ms, 1, 1 << 20, 0)
+    body += struct.pack(">i", 1) + struct.pack(">h", len(t)) + t
+    body += struct.pack(">i", 1) + struct.pack(">iqi", partition, offset, 1 << 20)
+    return kreq(1, 4, corr, body, client_id)
+
+
+def recv_kframe(s, timeout=5.0):
+    """One response frame (without its size); raises on EOF or timeout."""
+    deadline = time.monotonic() + timeout
+    buf = b""
+    need = 4
+    size = None
+    while len(buf) < need:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout(f"timed out after {len(buf)} of {need} bytes")
+        s.settimeout(left)
+        chunk = s.recv(need - len(buf))
+        if not chunk:
+            raise ConnectionError(f"closed after {len(buf)} of {need} bytes")
+        buf += chunk
+        if size is None and len(buf) == 4:
+            (size,) = struct.unpack(">i", buf)
+            need = 4 + size
+    return buf[4:]
+
+
+def wait_closed(s, timeout):
+    """Reads until EOF/reset; returns (bytes, seconds) or raises on timeout."""
+    t0 = time.monotonic()
+    data = b""
+    while True:
+        left = t0 + timeout - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"connection still open after {timeout}s ({len(data)} bytes)")
+        s.settimeout(left)
+        try:
+            chunk = s.recv(65536)
+        except (ConnectionResetError, BrokenPipeError):
+            break
+        except socket.timeout:
+            continue
+        if not chunk:
+            break
+        data += chunk
+    return data, time.monotonic() - t0
+
+# ==========================================================================
+# END reload helpers
+# ==========================================================================
