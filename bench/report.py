@@ -1,0 +1,344 @@
+#!/usr/bin/env python3
+"""Turn scripts/bench's results.tsv into bench.md, bench.json and bench.png.
+
+    python3 bench/report.py build-bench/results.tsv build-bench
+
+Each line of results.tsv is KIND<TAB>key=value<TAB>...; KIND is meta, tput
+(one kload run: path, round, test = saturate|rate|fetch), mem or reload.
+Per path the median over rounds is reported; ratios are ferry / HAProxy
+(nbthread 1). MB = 10^6 bytes of message payload. Standard library only;
+the plot needs gnuplot (skipped with a note when it is missing).
+"""
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+
+PATHS = ["direct", "haproxy", "ferry", "haproxy_mt"]
+LABEL = {
+    "direct": "direct (no proxy)",
+    "haproxy": "HAProxy, nbthread 1",
+    "ferry": "ferry (1 worker)",
+    "haproxy_mt": "HAProxy, default threads (1 round)",
+}
+MIB = 1024.0
+
+
+def num(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return v
+
+
+def load(path):
+    meta, tput, mem, reload = {}, [], {}, []
+    with open(path) as f:
+        for line in f:
+            fields = line.rstrip("\n").split("\t")
+            kv = {}
+            for fld in fields[1:]:
+                k, _, v = fld.partition("=")
+                kv[k] = num(v)
+            kind = fields[0]
+            if kind == "meta":
+                meta.update(kv)
+            elif kind == "tput":
+                tput.append(kv)
+            elif kind == "mem":
+                mem[kv.get("name")] = kv
+            elif kind == "reload":
+                reload.append(kv)
+    return meta, tput, mem, reload
+
+
+def med(xs):
+    xs = [x for x in xs if isinstance(x, float) and x >= 0]
+    return statistics.median(xs) if xs else None
+
+
+def per_path(tput):
+    """path -> metric -> (median, [per-round values])"""
+    out = {}
+    for p in PATHS:
+        runs = [r for r in tput if r.get("path") == p]
+        if not runs:
+            continue
+        m = {}
+
+        def put(name, test, fn):
+            by_round = {}
+            for r in runs:
+                if r.get("test") == test and "mbps" in r:
+                    v = fn(r)
+                    if isinstance(v, float):
+                        by_round[int(r.get("round", 0))] = v
+            m[name] = {"median": med(list(by_round.values())), "runs": list(by_round.values()),
+                       "by_round": by_round}
+
+        def cpu_per_mb(r):
+            mb = r["bytes"] / 1e6
+            return r["cpu_ms"] / mb if mb > 0 and p != "direct" else None
+
+        put("produce_mbps", "saturate", lambda r: r["mbps"])
+        put("produce_cpu_ms_per_mb", "saturate", cpu_per_mb)
+        put("produce_client_cpu_ms_per_mb", "saturate",
+            lambda r: r["self_cpu_ms"] / (r["bytes"] / 1e6) if r["bytes"] else None)
+        put("rate_mbps", "rate", lambda r: r["mbps"])
+        put("rtt_p50_us", "rate", lambda r: r["rtt_p50_us"])
+        put("rtt_p99_us", "rate", lambda r: r["rtt_p99_us"])
+        put("rtt_p99_max_us", "rate", lambda r: r["rtt_p99_max_us"])
+        put("delivery_p50_ms", "rate", lambda r: r.get("dr_p50_us", -1000) / 1000)
+        put("delivery_p99_ms", "rate", lambda r: r.get("dr_p99_us", -1000) / 1000)
+        put("rate_cpu_ms_per_mb", "rate", cpu_per_mb)
+        put("fetch_mbps", "fetch", lambda r: r["mbps"])
+        put("fetch_cpu_ms_per_mb", "fetch", cpu_per_mb)
+
+        def sc_per_mb(r):
+            sc = r.get("syscalls")
+            return sc / (r["bytes"] / 1e6) if isinstance(sc, float) and sc >= 0 and r["bytes"] else None
+
+        put("produce_syscalls_per_mb", "saturate", sc_per_mb)
+        put("fetch_syscalls_per_mb", "fetch", sc_per_mb)
+        m["errors"] = sum(int(r.get("all_errors", 0)) + int(r.get("failed", 0)) for r in runs)
+        m["runs"] = len(runs)
+        out[p] = m
+    return out
+
+
+def v(res, path, metric):
+    return res.get(path, {}).get(metric, {}).get("median")
+
+
+def fmt(x, nd=0):
+    if x is None:
+        return "–"
+    return f"{x:.{nd}f}"
+
+
+def ratio(a, b):
+    return a / b if a is not None and b not in (None, 0) else None
+
+
+def main():
+    tsv, outdir = sys.argv[1], sys.argv[2]
+    meta, tput, mem, reload = load(tsv)
+    res = per_path(tput)
+    # added p50: per round, path minus direct of the same round; then the median
+    direct_r = res.get("direct", {}).get("rtt_p50_us", {}).get("by_round", {})
+    for p in res:
+        mine = res[p].get("rtt_p50_us", {}).get("by_round", {})
+        diffs = {k: mine[k] - direct_r[k] for k in mine if k in direct_r}
+        res[p]["added_p50_us"] = {"median": statistics.median(diffs.values()) if diffs else None,
+                                  "by_round": diffs}
+
+    lines = []
+    add = lines.append
+    add(f"## Benchmark {'(quick) ' if meta.get('quick') == 1.0 else ''}— preliminary\n")
+    add(f"{meta.get('date')} · git {meta.get('git')} · {int(meta.get('nproc', 0))} CPU "
+        f"({meta.get('cpu')}) · kernel {meta.get('kernel')} · librdkafka {meta.get('librdkafka')} · "
+        f"HAProxy {meta.get('haproxy')} · load average {meta.get('loadavg_start')} → "
+        f"{meta.get('loadavg_end')} · median of {int(meta.get('rounds', 0))} rounds of "
+        f"{meta.get('duration_s'):g} s\n")
+    add("Per path: median over rounds. Ratios: ferry/HAProxy within each round, median over rounds.\n")
+    add("Load generator, mock cluster (3 brokers, 3 partitions, 1 KiB messages, acks=1, linger.ms=5) "
+        "and proxy share the same cores: saturation MB/s measures total CPU efficiency. "
+        "ferry's worker and `nbthread 1` HAProxy are single-threaded. MB = 10^6 bytes of payload.\n")
+    add("| path | produce MB/s | fetch MB/s | RTT p50 µs @20 MB/s | RTT p99 µs | added p50 µs | "
+        "delivery p50 / p99 ms | proxy CPU ms/MB produce | @20 MB/s | fetch | errors |")
+    add("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for p in PATHS:
+        if p not in res:
+            continue
+        add(f"| {LABEL[p]} | {fmt(v(res, p, 'produce_mbps'))} | {fmt(v(res, p, 'fetch_mbps'))} | "
+            f"{fmt(v(res, p, 'rtt_p50_us'))} | {fmt(v(res, p, 'rtt_p99_us'))} | "
+            f"{fmt(v(res, p, 'added_p50_us'))} | "
+            f"{fmt(v(res, p, 'delivery_p50_ms'), 2)} / {fmt(v(res, p, 'delivery_p99_ms'), 2)} | "
+            f"{fmt(v(res, p, 'produce_cpu_ms_per_mb'), 3)} | {fmt(v(res, p, 'rate_cpu_ms_per_mb'), 2)} | "
+            f"{fmt(v(res, p, 'fetch_cpu_ms_per_mb'), 3)} | {res[p]['errors']} |")
+
+    # ferry / HAProxy: the ratio within each round (the two ran minutes apart at
+    # most, so drift in the machine's load cancels), then the median of those
+    ratios = {}
+    for k in ["produce_mbps", "fetch_mbps", "produce_cpu_ms_per_mb", "rate_cpu_ms_per_mb",
+              "fetch_cpu_ms_per_mb", "produce_syscalls_per_mb", "fetch_syscalls_per_mb",
+              "added_p50_us", "rtt_p50_us", "rtt_p99_us"]:
+        f = res.get("ferry", {}).get(k, {}).get("by_round", {})
+        h = res.get("haproxy", {}).get(k, {}).get("by_round", {})
+        rs = [ratio(f[i], h[i]) for i in f if i in h and ratio(f[i], h[i]) is not None]
+        ratios[k] = statistics.median(rs) if rs else None
+    fa = res.get("ferry", {}).get("added_p50_us", {}).get("by_round", {})
+    ha = res.get("haproxy", {}).get("added_p50_us", {}).get("by_round", {})
+    p50_diff = [fa[i] - ha[i] for i in fa if i in ha]
+    ferry_minus_haproxy_p50 = statistics.median(p50_diff) if p50_diff else None
+    add("")
+    add("ferry / HAProxy (nbthread 1), median of the per-round ratios: " + ", ".join(
+        f"{k} ×{fmt(r, 2)}" for k, r in ratios.items()) +
+        f"; ferry − HAProxy RTT p50, median per round: {fmt(ferry_minus_haproxy_p50)} µs")
+    sp, sf = v(res, "ferry", "produce_syscalls_per_mb"), v(res, "ferry", "fetch_syscalls_per_mb")
+    hp, hf = v(res, "haproxy", "produce_syscalls_per_mb"), v(res, "haproxy", "fetch_syscalls_per_mb")
+    if sp is not None or hp is not None:
+        add("")
+        add(f"Proxy syscalls per MB (perf, raw_syscalls): produce ferry {fmt(sp)}, HAProxy {fmt(hp)}; "
+            f"fetch ferry {fmt(sf)}, HAProxy {fmt(hf)}.")
+
+    # memory
+    def g(name, key):
+        return mem.get(name, {}).get(key)
+
+    fresh = g("ferry_worker_fresh", "rss_kb")
+    idle_rss = g("ferry_idle_worker", "rss_kb")
+    memo = {"ferry_worker_fresh_kb": fresh, "ferry_worker_fresh_anon_kb": g("ferry_worker_fresh", "rss_anon_kb"),
+            "ferry_worker_after_load_kb": g("ferry_worker_after_load", "rss_kb"),
+            "ferry_idle_worker_kb": idle_rss, "haproxy_rss_kb": g("haproxy_idle", "rss_kb")}
+
+    def per1k(name, base=None):
+        m = mem.get(name)
+        if not m or not m.get("n"):
+            return None
+        return (m["rss_after_kb"] - (base or m["rss_before_kb"])) / m["n"] * 1000 / MIB
+
+    memo["haproxy_mib_per_1k"] = per1k("haproxy_1k")
+    memo["ferry_mib_per_1k"] = per1k("ferry_1k")
+    # against the worker's RSS before any connection: the 1,000-connection run
+    # before it left freed memory in the heap that this run reuses
+    memo["ferry_mib_per_1k_at_many"] = per1k("ferry_many", idle_rss)
+    many = mem.get("ferry_many", {})
+    errs = mem.get("ferry_many_errors", {})
+    memo["many"] = many
+    memo["many_errors"] = errs
+    add("")
+    add("| memory | value |")
+    add("|---|---:|")
+    add(f"| ferry worker RSS, fresh (anon) | {fmt(fresh and fresh / MIB, 2)} MiB "
+        f"({fmt(memo['ferry_worker_fresh_anon_kb'], 0)} KiB anon) |")
+    add(f"| ferry worker RSS after the load runs (buffer pool kept) | "
+        f"{fmt(memo['ferry_worker_after_load_kb'] and memo['ferry_worker_after_load_kb'] / MIB, 2)} MiB |")
+    add(f"| HAProxy RSS (fresh, nbthread 1) | {fmt(memo['haproxy_rss_kb'] and memo['haproxy_rss_kb'] / MIB, 1)} MiB |")
+    add(f"| per 1,000 idle client connections (each with its upstream connection): HAProxy | "
+        f"{fmt(memo['haproxy_mib_per_1k'], 2)} MiB |")
+    add(f"| same, ferry worker, 1,000 held | {fmt(memo['ferry_mib_per_1k'], 2)} MiB |")
+    if many:
+        add(f"| same, ferry worker, {int(many['n']):,} held | {fmt(memo['ferry_mib_per_1k_at_many'], 2)} MiB |")
+        add(f"| {int(many['n']):,} connections to one worker | opened {int(many.get('opened', 0))}, "
+            f"failed {int(many.get('failed', 0))}, closed by ferry {int(many.get('closed', 0))}, "
+            f"upstream conns {int(many.get('upstream_conns', 0))}, ferry active {fmt(many.get('proxy_conns'))}, "
+            f"rejected {fmt(errs.get('rejected'))}, accept pauses {fmt(errs.get('accept_paused'))} |")
+        if errs.get("wanted") and errs["wanted"] > many["n"]:
+            add(f"| {int(errs['wanted']):,} connections | not run: they need {int(2 * errs['wanted'] + 100):,} "
+                f"descriptors in the worker (client + upstream side), the hard `ulimit -n` here is "
+                f"{int(errs['nofile']):,} |")
+
+    # reload
+    rel = {}
+    for r in reload:
+        n = int(r["n"])
+        d = rel.setdefault(n, {"start_ms": None, "reload_wall_ms": [], "reload_server_ms": [],
+                               "reload_rc": [], "c0_after": None})
+        if r.get("start_failed"):
+            d["start_failed"] = True
+        elif r.get("test") == "start":
+            d["start_ms"] = r["ms"]
+        elif r.get("test") == "reload":
+            d["reload_wall_ms"].append(r["wall_ms"])
+            d["reload_server_ms"].append(r["server_ms"])
+            d["reload_rc"].append(int(r["rc"]))
+            d["c0_after"] = r.get("c0")
+    if rel:
+        add("")
+        add("| clusters | start → ready ms | reload of 1 modified: ferryd ms (median of 3) | "
+            "`ferryctl reload` wall ms | failures | c0 after |")
+        add("|---:|---:|---:|---:|---:|---|")
+        for n in sorted(rel):
+            d = rel[n]
+            add(f"| {n} | {fmt(d['start_ms'])} | {fmt(med(d['reload_server_ms']))} | "
+                f"{fmt(med(d['reload_wall_ms']))} | {sum(1 for x in d['reload_rc'] if x)} | {d['c0_after']} |")
+
+    # targets
+    targets = []
+
+    def target(name, value, ok, shown):
+        if value is None or value == [None, None, None]:
+            return  # that part was not run (--only)
+        targets.append({"target": name, "value": value, "met": ok, "shown": shown})
+
+    r = ratios["produce_cpu_ms_per_mb"]
+    target("CPU per MB ≤ HAProxy's (produce, saturating)", r, r is not None and r <= 1.0, f"×{fmt(r, 2)}")
+    r2 = ratios["fetch_cpu_ms_per_mb"]
+    target("CPU per MB ≤ HAProxy's (fetch)", r2, r2 is not None and r2 <= 1.0, f"×{fmt(r2, 2)}")
+    r = ratios["produce_mbps"]
+    target("produce throughput ≥ 0.9× HAProxy's", r, r is not None and r >= 0.9, f"×{fmt(r, 2)}")
+    r = ratios["fetch_mbps"]
+    target("fetch throughput ≥ 0.9× HAProxy's", r, r is not None and r >= 0.9, f"×{fmt(r, 2)}")
+    fa, ha = v(res, "ferry", "added_p50_us"), v(res, "haproxy", "added_p50_us")
+    d = ferry_minus_haproxy_p50
+    target("added p50 latency ≤ HAProxy's", [fa, ha, d], d is not None and d <= 0,
+           f"+{fmt(fa)} µs vs +{fmt(ha)} µs over direct; ferry − HAProxy per round: {fmt(d)} µs")
+    target("idle worker RSS ≤ 4 MiB", fresh, fresh is not None and fresh <= 4 * MIB,
+           f"{fmt(fresh and fresh / MIB, 2)} MiB")
+    worst = max([x for x in (memo["ferry_mib_per_1k"], memo["ferry_mib_per_1k_at_many"]) if x is not None],
+                default=None)
+    target("≤ 4 MiB per 1,000 idle connections", worst, worst is not None and worst <= 4,
+           f"{fmt(worst, 2)} MiB")
+    if many:
+        ok = (int(many.get("opened", 0)) == int(many["n"]) and int(many.get("failed", 1)) == 0
+              and int(many.get("closed", 1)) == 0 and int(errs.get("rejected", 1)) == 0
+              and int(many.get("upstream_conns", 0)) >= int(many["n"]))
+        target(f"{int(many['n']):,} connections, no errors", ok, ok,
+               "yes" if ok else "no (see the memory table)")
+    worst_reload = max([med(d["reload_server_ms"]) or 0 for d in rel.values()], default=None)
+    worst_wall = max([med(d["reload_wall_ms"]) or 0 for d in rel.values()], default=None)
+    if rel:
+        okr = worst_reload is not None and worst_reload < 100 and all(
+            not any(d["reload_rc"]) for d in rel.values())
+        target("reload commit < 100 ms regardless of cluster count", worst_reload, okr,
+               f"worst {fmt(worst_reload)} ms in ferryd, {fmt(worst_wall)} ms wall "
+               f"(n = {', '.join(str(n) for n in sorted(rel))})")
+        big = max(rel)
+        s = rel[big]["start_ms"]
+        target(f"{big} clusters start < 2 s", s, s is not None and s < 2000, f"{fmt(s)} ms")
+    add("")
+    add("| target | result | met |")
+    add("|---|---|---|")
+    for t in targets:
+        add(f"| {t['target']} | {t['shown']} | {'yes' if t['met'] else '**no**'} |")
+
+    md = "\n".join(lines) + "\n"
+    with open(os.path.join(outdir, "bench.md"), "w") as f:
+        f.write(md)
+    out = {"preliminary": True, "meta": meta, "paths": res, "ratios_ferry_over_haproxy": ratios,
+           "ferry_minus_haproxy_rtt_p50_us": ferry_minus_haproxy_p50,
+           "memory": memo, "reload": {str(k): d for k, d in sorted(rel.items())}, "targets": targets,
+           "units": {"mbps": "10^6 bytes of payload per second", "cpu_ms_per_mb": "proxy utime+stime ms per 10^6 payload bytes",
+                     "rtt": "librdkafka broker rtt window (request sent -> response), µs"}}
+    with open(os.path.join(outdir, "bench.json"), "w") as f:
+        json.dump(out, f, indent=1, default=str)
+        f.write("\n")
+
+    # plot
+    dat = os.path.join(outdir, "bench.dat")
+    with open(dat, "w") as f:
+        f.write("# path produce_mbps fetch_mbps produce_cpu_ms_per_mb fetch_cpu_ms_per_mb\n")
+        for p in PATHS:
+            if p in res:
+                f.write('"%s" %s %s %s %s\n' % (
+                    LABEL[p].replace(" (1 round)", "").replace(", ", "\\n"),
+                    *[fmt(v(res, p, k), 3) if v(res, p, k) is not None else "NaN"
+                      for k in ("produce_mbps", "fetch_mbps", "produce_cpu_ms_per_mb", "fetch_cpu_ms_per_mb")]))
+    png = os.path.join(outdir, "bench.png")
+    gp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plot.gp")
+    if not res:
+        md += "\n(no throughput runs: no plot)\n"
+    elif shutil.which("gnuplot"):
+        subprocess.run(["gnuplot", "-e", f"dat='{dat}'; png='{png}'", gp], check=False)
+        md += f"\nPlot: {png}\n"
+    else:
+        md += "\n(gnuplot not installed: no plot)\n"
+    sys.stdout.write(md)
+    print(f"\nraw: {tsv}\njson: {os.path.join(outdir, 'bench.json')}")
+
+
+if __name__ == "__main__":
+    main()
