@@ -141,6 +141,12 @@ ipc_send(int sock, enum ipc_type type, uint64_t generation,
 }
 
 void
+ipc_msg_take_fds(struct ipc_msg *msg)
+{
+	msg->nfds = 0;
+}
+
+void
 ipc_close_fds(struct ipc_msg *msg)
 {
 	for (size_t i = 0; i < msg->nfds; i++)

@@ -30,7 +30,7 @@ enum ipc_type {
 	IPC_NONE = 0,
 	/* supervisor -> worker */
 	IPC_CONFIG,      /* payload: canonical cluster text; fds: [metrics memfd] */
-	IPC_LISTENERS,   /* payload: struct ipc_listeners; fds: bootstrap, brokers... */
+	IPC_LISTENERS,   /* payload: struct ipc_listeners; fds: a batch of listeners */
 	IPC_ACCEPT,      /* start accepting on the listeners */
 	IPC_DRAIN,       /* payload: struct ipc_drain */
 	IPC_STOP,        /* close everything and exit now */
@@ -50,8 +50,13 @@ struct ipc_hdr {
 	uint64_t generation;
 };
 
+/* Listening sockets travel in batches of at most IPC_MAX_FDS, in order
+ * (bootstrap first, then brokers in node order); the worker collects
+ * messages until it has `total`. */
 struct ipc_listeners {
-	uint32_t count;        /* number of fds that came with the message */
+	uint32_t count;        /* number of fds that came with this message */
+	uint32_t first;        /* index of the first of them */
+	uint32_t total;        /* listening sockets of the cluster */
 };
 
 struct ipc_drain {
@@ -104,5 +109,7 @@ int ipc_send(int sock, enum ipc_type type, uint64_t generation,
 int ipc_recv(int sock, uint8_t *buf, size_t cap, struct ipc_msg *msg, char *err, size_t errlen);
 
 void ipc_close_fds(struct ipc_msg *msg);
+/* The caller takes the fds (msg->fds stays readable; nfds becomes 0). */
+void ipc_msg_take_fds(struct ipc_msg *msg);
 
 #endif

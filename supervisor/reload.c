@@ -519,6 +519,22 @@ reload_add_error(struct sup *s, const char *fmt, ...)
 	s->last_reload.errors = strv_add(s->last_reload.errors, buf);
 }
 
+/* [ferry] settings that change without a restart (plan_check_restart_keys
+ * rejected the others). */
+static void
+reload_apply_live(struct sup *s, const struct cfg *next)
+{
+	s->cfg.startup_policy = next->startup_policy;
+	s->cfg.reload_policy = next->reload_policy;
+	s->cfg.drain_timeout_ms = next->drain_timeout_ms;
+	s->cfg.init_timeout_ms = next->init_timeout_ms;
+	s->cfg.log_level = next->log_level;
+	s->cfg.persist = next->persist;
+	s->cfg.crash_loop_limit = next->crash_loop_limit;
+	s->cfg.crash_loop_window_ms = next->crash_loop_window_ms;
+	log_set_level((enum log_level)s->cfg.log_level);
+}
+
 static void
 reload_check(struct sup_reload *r)
 {
@@ -562,7 +578,10 @@ reload_check(struct sup_reload *r)
 		reload_done(s);
 		return;
 	}
-	/* Commit what prepared (all of it, or per cluster what did). */
+	/* Commit what prepared (all of it, or per cluster what did). The
+	 * settings that apply live take effect first, so the generations this
+	 * reload replaces drain with the new drain_timeout. */
+	reload_apply_live(s, &r->next);
 	bool any = false;
 	for (size_t i = 0; i < r->plan.n; i++) {
 		struct reload_item *it = &r->items[i];
@@ -837,6 +856,12 @@ reload_start(struct sup *s, const char *text, size_t len, const char *source,
 			snprintf(it->error, sizeof it->error, "%s",
 			    it->wk ? it->wk->lc.reason : "out of memory");
 			it->st = RI_FAILED;
+		} else {
+			/* Held generations answer to the new init_timeout. */
+			ev_timer_stop(s->loop, &it->wk->init_timer);
+			ev_timer_set(&it->wk->init_timer,
+			    (ev_tstamp)r->next.init_timeout_ms / 1000.0, 0.);
+			ev_timer_start(s->loop, &it->wk->init_timer);
 		}
 	}
 	free(reuse);

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -391,8 +392,10 @@ sup_ipc_cb(struct ev_loop *loop, ev_io *io, int revents)
 		int r = ipc_recv(wk->ipc_fd, s->ipc_buf, sizeof s->ipc_buf, &msg, err, sizeof err);
 		if (r == -1 && errno == EAGAIN)
 			return;
-		if (r == 0) {
-			sup_worker_close_ipc(wk);  /* the exit arrives through ev_child */
+		if (r == 0 || (r == -1 && errno == ECONNRESET)) {
+			/* The worker closed its end (exiting, possibly right after
+			 * a FAILED report): the exit arrives through ev_child. */
+			sup_worker_close_ipc(wk);
 			return;
 		}
 		if (r == -1 || msg.hdr.generation != wk->generation || msg.nfds) {
@@ -683,12 +686,17 @@ sup_start_worker(struct sup_cluster *c, struct sup_ccfg *cc, const char *why, bo
 	 * socketpair is fresh and its buffer sized for the largest message,
 	 * so these blocking sends cannot stall the loop. */
 	sup_send(wk, IPC_CONFIG, cc->canonical, strlen(cc->canonical), &wk->metrics_fd, 1);
-	int fds[IPC_MAX_FDS];
-	size_t nfds = cc->n_listeners < IPC_MAX_FDS ? cc->n_listeners : IPC_MAX_FDS;
-	for (size_t i = 0; i < nfds; i++)
-		fds[i] = cc->listeners[i].fd;
-	struct ipc_listeners li = { .count = (uint32_t)nfds };
-	sup_send(wk, IPC_LISTENERS, &li, sizeof li, fds, nfds);
+	for (size_t first = 0; first < cc->n_listeners; first += IPC_MAX_FDS) {
+		int fds[IPC_MAX_FDS];
+		size_t nfds = cc->n_listeners - first;
+		if (nfds > IPC_MAX_FDS)
+			nfds = IPC_MAX_FDS;
+		for (size_t i = 0; i < nfds; i++)
+			fds[i] = cc->listeners[first + i].fd;
+		struct ipc_listeners li = { .count = (uint32_t)nfds, .first = (uint32_t)first,
+					    .total = (uint32_t)cc->n_listeners };
+		sup_send(wk, IPC_LISTENERS, &li, sizeof li, fds, nfds);
+	}
 
 	fcntl(wk->ipc_fd, F_SETFL, fcntl(wk->ipc_fd, F_GETFL) | O_NONBLOCK);
 	ev_io_set(&wk->ipc_watcher, wk->ipc_fd, EV_READ);
@@ -790,6 +798,32 @@ sup_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 
 /* ---- run ---------------------------------------------------------------------------- */
 
+/* Workers inherit the limit: 2 descriptors per proxied connection. Raise
+ * the soft limit to the hard one and say what max_connections it allows. */
+static void
+sup_raise_nofile(struct sup *s)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == -1)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rlim_t was = rl.rlim_cur;
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) == -1)
+			rl.rlim_cur = was;
+	}
+	for (size_t i = 0; i < s->cfg.n_clusters; i++) {
+		const struct cfg_cluster *cl = &s->cfg.clusters[i];
+		uint64_t need = 2ull * cl->max_connections + cl->n_brokers + 64;
+		if (rl.rlim_cur != RLIM_INFINITY && need > rl.rlim_cur)
+			log_warn("file descriptor limit below max_connections", "cluster=%s "
+			    "max_connections=%u needs=%llu limit=%llu hint=\"raise LimitNOFILE "
+			    "(ulimit -n) or lower max_connections; beyond the limit accepting pauses\"",
+			    cl->name, cl->max_connections, (unsigned long long)need,
+			    (unsigned long long)rl.rlim_cur);
+	}
+}
+
 static int
 sup_resolve_user(struct sup *s)
 {
@@ -888,6 +922,7 @@ sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 
 	int rc = 1;
 	char err[256];
+	sup_raise_nofile(s);
 	if (sup_resolve_user(s) == -1)
 		goto out;
 	if (sup_add_initial_clusters(s) == -1)

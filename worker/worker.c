@@ -319,29 +319,40 @@ worker_setup(struct worker *w)
 	cfg_errors_free(&errs);
 	w->cl = &w->cfg.clusters[0];
 
-	if (worker_expect(w, IPC_LISTENERS, buf, cap, &msg) == -1)
-		return -1;
-	struct ipc_listeners li;
-	memcpy(&li, msg.payload, sizeof li);
-	if (li.count != msg.nfds || msg.nfds != 1 + w->cl->n_brokers) {
-		ipc_close_fds(&msg);
-		snprintf(reason, sizeof reason, "expected %zu listening sockets, got %zu",
-		    1 + w->cl->n_brokers, msg.nfds);
-		worker_fail(w, reason);
-	}
-	w->n_listeners = msg.nfds;
+	w->n_listeners = 1 + w->cl->n_brokers;
 	w->listeners = calloc(w->n_listeners, sizeof *w->listeners);
 	w->nodes = calloc(w->cl->n_brokers, sizeof *w->nodes);
 	if (!w->listeners || !w->nodes)
 		worker_fail(w, "out of memory");
-	for (size_t i = 0; i < w->n_listeners; i++) {
-		struct worker_listener *l = &w->listeners[i];
-		l->w = w;
-		l->fd = msg.fds[i];
-		l->broker_index = (int)i - 1;
-		fcntl(l->fd, F_SETFL, fcntl(l->fd, F_GETFL) | O_NONBLOCK);
-		ev_io_init(&l->io, worker_accept_cb, l->fd, EV_READ);
-		l->io.data = l;
+	for (size_t i = 0; i < w->n_listeners; i++)
+		w->listeners[i].fd = -1;
+	/* The sockets come in batches (SCM_RIGHTS carries a bounded number). */
+	for (size_t got = 0; got < w->n_listeners;) {
+		if (worker_expect(w, IPC_LISTENERS, buf, cap, &msg) == -1)
+			return -1;
+		struct ipc_listeners li;
+		memcpy(&li, msg.payload, sizeof li);
+		size_t nfds = msg.nfds;
+		ipc_msg_take_fds(&msg);
+		if (li.count != nfds || li.first != got || li.total != w->n_listeners ||
+		    nfds == 0 || got + nfds > w->n_listeners) {
+			for (size_t i = 0; i < nfds; i++)
+				close(msg.fds[i]);
+			snprintf(reason, sizeof reason, "expected listening sockets %zu..%zu of %zu, "
+			    "got %zu from %u (of %u)", got, w->n_listeners - 1, w->n_listeners, nfds,
+			    li.first, li.total);
+			worker_fail(w, reason);
+		}
+		for (size_t i = 0; i < nfds; i++) {
+			struct worker_listener *l = &w->listeners[got + i];
+			l->w = w;
+			l->fd = msg.fds[i];
+			l->broker_index = (int)(got + i) - 1;
+			fcntl(l->fd, F_SETFL, fcntl(l->fd, F_GETFL) | O_NONBLOCK);
+			ev_io_init(&l->io, worker_accept_cb, l->fd, EV_READ);
+			l->io.data = l;
+		}
+		got += nfds;
 	}
 	for (size_t i = 0; i < w->cl->n_brokers; i++)
 		w->nodes[i].node_id = w->cl->node_ids[i];

@@ -52,3 +52,29 @@ def test_unknown_node_reported_and_never_leaked(mock_factory, ferry_factory):
     brokers = kafka_metadata("127.0.0.1", c["bootstrap"])["brokers"]
     assert sorted(p for (_, p) in brokers.values()) == c["brokers"]
     assert f.cluster("U")["unknownNodes"] == []
+
+
+def test_cluster_with_more_broker_ports_than_one_fd_batch(mock_factory, ferry_factory):
+    """Listening sockets travel to the worker in batches (SCM_RIGHTS carries
+    a bounded number per message): a cluster with 100 broker ports starts and
+    every port, the last one too, serves Kafka."""
+    from conftest import allocate_ports
+    mock = mock_factory("W", 3, ["wide:3"])
+    f = ferry_factory({"W": mock}, start=False)
+    c = f.clusters["W"]
+    run = allocate_ports(100)
+    text = f.config_text.replace(
+        f"broker_ports = {c['brokers'][0]}-{c['brokers'][-1]}",
+        f"broker_ports = {run[0]}-{run[-1]}").replace("node_ids = 1-3",
+                                                     "node_ids = 101-197,1-3")
+    assert text != f.config_text
+    f.config_path.write_text(text)
+    f.start()
+    assert f.cluster("W")["state"] == "accepting"
+    assert len(f.cluster("W")["listeners"]) == 101
+    # The mock's nodes 1-3 are served on the last three ports (the second
+    # batch of sockets); 101-197 do not exist upstream.
+    for port in (c["bootstrap"], run[97], run[98], run[99]):
+        brokers = kafka_metadata("127.0.0.1", port)["brokers"]
+        assert {n: p for n, (_, p) in brokers.items()} == {1: run[97], 2: run[98], 3: run[99]}, \
+            (port, brokers)
