@@ -145,6 +145,26 @@ sup_cluster_alive(const struct sup_cluster *c)
 	return false;
 }
 
+/* A cluster whose serving generation ended in `failed` releases its
+ * sockets (DESIGN §3: failed holds no resources), so clients are refused
+ * instead of waiting in a backlog nobody accepts from. Not while another
+ * generation still serves (a failed reload preparation). `ferryctl restart`
+ * binds them again. */
+static void
+sup_cluster_release_if_failed(struct sup_cluster *c)
+{
+	for (const struct sup_worker *wk = c->workers; wk; wk = wk->next)
+		if (wk->pid > 0 && (wk->lc.state == LC_ACCEPTING ||
+		    (wk->lc.state == LC_INITIALIZING && !wk->held)))
+			return;
+	struct sup_worker *serving = sup_cluster_serving(c);
+	if (serving && serving->lc.state == LC_FAILED && !serving->held) {
+		sup_ccfg_release(c->ccfg);
+		log_info("cluster sockets released", "cluster=%s reason=\"%s\"", c->cfg.name,
+		    serving->lc.reason);
+	}
+}
+
 /* ---- cluster configurations and listeners -------------------------------------- */
 
 int
@@ -492,6 +512,7 @@ sup_init_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	sup_worker_set_state(wk, LC_FAILED, reason);
 	sup_kill(wk, SIGKILL);
 	reload_worker_event(wk->cluster->sup, wk);
+	sup_cluster_release_if_failed(wk->cluster);
 	sup_fail_startup_check(wk->cluster->sup);
 }
 
@@ -559,7 +580,7 @@ sup_child_cb(struct ev_loop *loop, ev_child *w, int revents)
 		if (crash_exited(&c->crash, &cp, clock_mono_ms(), &delay, &n) == CRASH_GIVE_UP) {
 			char reason[192];
 			snprintf(reason, sizeof reason,
-			    "crash loop: %u crashes within %llus, last %s", n,
+			    "crash loop: %u crash%s within %llus, last %s", n, n == 1 ? "" : "es",
 			    (unsigned long long)(cp.window_ms / 1000), how);
 			sup_worker_set_state(wk, LC_FAILED, reason);
 			log_error("cluster failed: crash loop", "cluster=%s crashes=%u hint=\"%s\"",
@@ -575,6 +596,7 @@ sup_child_cb(struct ev_loop *loop, ev_child *w, int revents)
 		}
 	}
 	reload_worker_event(s, wk);
+	sup_cluster_release_if_failed(c);
 	sup_fail_startup_check(s);
 	sup_prune(c);
 	if (c->removing && !sup_cluster_alive(c))
@@ -686,6 +708,8 @@ sup_start_worker(struct sup_cluster *c, struct sup_ccfg *cc, const char *why, bo
 	 * socketpair is fresh and its buffer sized for the largest message,
 	 * so these blocking sends cannot stall the loop. */
 	sup_send(wk, IPC_CONFIG, cc->canonical, strlen(cc->canonical), &wk->metrics_fd, 1);
+	close(wk->metrics_fd);  /* the mapping keeps the block; the worker has its fd */
+	wk->metrics_fd = -1;
 	for (size_t first = 0; first < cc->n_listeners; first += IPC_MAX_FDS) {
 		int fds[IPC_MAX_FDS];
 		size_t nfds = cc->n_listeners - first;
