@@ -984,10 +984,47 @@ cfgp_check_ports(struct cfgp *p)
 	free(l);
 }
 
+/*
+ * The supervisor sends each worker its cluster's canonical text, which the
+ * worker parses with this same parser, so every canonical line must fit the
+ * line limit too. Normalising can lengthen a line (" = " around the value,
+ * advertised_host defaulted from the bootstrap host), so check it here and
+ * report the key whose value is too long, rather than accept a config that
+ * can never start.
+ */
+static void
+cfgp_check_canonical(struct cfgp *p, size_t ci)
+{
+	const struct cfg_cluster *cl = &p->cfg->clusters[ci];
+	const struct cfgp_meta *m = &p->meta[ci];
+	char *text = cfg_cluster_canonical(cl), *line, *save = NULL;
+
+	if (text == NULL)
+		abort();
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		size_t n = strlen(line), k, klen = strcspn(line, " =");
+		int at = cl->line;
+
+		if (n < INI_MAX_LINE)
+			continue;
+		for (k = 0; k < CK_COUNT; k++)
+			if (strlen(cfgp_ckeys[k].name) == klen &&
+			    strncmp(cfgp_ckeys[k].name, line, klen) == 0)
+				break;
+		if (k < CK_COUNT && m->line[k] != 0)
+			at = m->line[k];
+		else if (k == CK_ADVERTISED_HOST && m->line[CK_BOOTSTRAP] != 0)
+			at = m->line[CK_BOOTSTRAP];  /* defaulted from it */
+		cfgp_err(p, at, "%.*s: value too long: its normalised line is %zu characters, "
+		    "more than %d", (int)klen, line, n, INI_MAX_LINE - 1);
+	}
+	free(text);
+}
+
 static void
 cfgp_finish(struct cfgp *p)
 {
-	size_t i;
+	size_t i, n0 = p->errs->n;
 
 	for (i = 0; i < p->cfg->n_clusters; i++)
 		cfgp_finish_cluster(p, i);
@@ -995,6 +1032,10 @@ cfgp_finish(struct cfgp *p)
 	if (p->n_cluster_headers == 0)
 		cfgp_err(p, 1, "no [cluster NAME] section: at least one "
 		    "cluster is required");
+	/* Only a complete cluster has a canonical form. */
+	if (p->errs->n == n0)
+		for (i = 0; i < p->cfg->n_clusters; i++)
+			cfgp_check_canonical(p, i);
 }
 
 /* ---- public API ---- */
@@ -1116,7 +1157,7 @@ cfgp_fmt_ids(FILE *f, const int32_t *ids, size_t n)
 	size_t i = 0, j;
 
 	while (i < n) {
-		for (j = i; j + 1 < n && ids[j + 1] == ids[j] + 1; j++)
+		for (j = i; j + 1 < n && (int64_t)ids[j + 1] == (int64_t)ids[j] + 1; j++)
 			;
 		if (i != 0)
 			fputc(',', f);

@@ -935,3 +935,57 @@ Test(config, reload_and_limit_keys)
 	cr_expect(e.n > 3 && strncmp(e.msg[3], "t.ini:9: ", 9) == 0, "%s", e.n > 3 ? e.msg[3] : "");
 	cfg_errors_free(&e);
 }
+
+/* Found by fuzz_config: normalising lengthened a line past inih's limit, so
+ * a config that validated could never be sent to its worker. */
+Test(config, canonical_line_too_long_is_reported_at_its_key)
+{
+	char host[186];
+	memset(host, 'b', 185);
+	host[185] = 0;
+	char text[512];
+	snprintf(text, sizeof text, "[cluster a]\nupstream = h:1\nbootstrap = %s:1\n"
+	    "broker_ports = 2\n", host);
+	struct cfg c;
+	struct cfg_errors e;
+	cfg_errors_init(&e);
+	cr_assert_eq(cfg_parse_string("t.ini", text, strlen(text), &c, &e), -1);
+	cr_assert_eq(e.n, 1, "%zu errors", e.n);
+	cr_expect(strncmp(e.msg[0], "t.ini:3: advertised_host: value too long", 40) == 0,
+	    "%s", e.msg[0]);
+	cfg_errors_free(&e);
+
+	/* the same host with a short advertised_host is fine, and its canonical
+	 * text parses again */
+	snprintf(text, sizeof text, "[cluster a]\nupstream = h:1\nbootstrap = %s:1\n"
+	    "advertised_host = proxy\nbroker_ports = 2\n", host);
+	cfg_errors_init(&e);
+	cr_assert_eq(cfg_parse_string("t.ini", text, strlen(text), &c, &e), 0,
+	    "%s", e.n ? e.msg[0] : "");
+	char *canon = cfg_cluster_canonical(&c.clusters[0]);
+	struct cfg c2;
+	cr_expect_eq(cfg_parse_string("c", canon, strlen(canon), &c2, &e), 0,
+	    "%s", e.n ? e.msg[0] : "");
+	free(canon);
+	cfg_free(&c2);
+	cfg_free(&c);
+	cfg_errors_free(&e);
+}
+
+/* Found by reading cfgp_fmt_ids under the fuzzer: INT32_MAX followed by
+ * another id overflowed a signed comparison. */
+Test(config, canonical_node_ids_with_int32_max)
+{
+	const char *text = "[cluster a]\nupstream = h:1\nbootstrap = b:1\n"
+	    "broker_ports = 2-3\nnode_ids = 2147483647,0\n";
+	struct cfg c;
+	struct cfg_errors e;
+	cfg_errors_init(&e);
+	cr_assert_eq(cfg_parse_string("t.ini", text, strlen(text), &c, &e), 0,
+	    "%s", e.n ? e.msg[0] : "");
+	char *canon = cfg_cluster_canonical(&c.clusters[0]);
+	cr_expect(strstr(canon, "node_ids = 2147483647,0\n") != NULL, "%s", canon);
+	free(canon);
+	cfg_free(&c);
+	cfg_errors_free(&e);
+}

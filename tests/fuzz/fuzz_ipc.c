@@ -1,0 +1,96 @@
+/*
+ * fuzz_ipc — libFuzzer harness for the supervisor/worker envelope decoder
+ * (common/ipc.c): ipc_decode over one datagram, as ipc_recv hands it over.
+ *
+ * Input: the datagram (native-endian struct ipc_hdr, then the payload).
+ *
+ * Oracles (besides ASan/UBSan):
+ *   - 0 or -1, and -1 always with a reason;
+ *   - on success the type is known, the header length matches the datagram,
+ *     the payload points right after the header, the size suits the type
+ *     (exact for fixed structs, bounded for text), and ipc_encode of the
+ *     decoded message reproduces the datagram byte for byte;
+ *   - the consumers' reading of fixed payloads stays inside the datagram
+ *     (the copies below run under ASan on an exact-size buffer).
+ */
+#include <string.h>
+
+#include "common/ipc.h"
+#include "tests/fuzz/fuzz_common.h"
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	uint8_t *buf = fuzz_dup(data, size), *enc;
+	struct ipc_msg msg;
+	char err[160];
+	ssize_t el;
+	int rc;
+
+	memset(&msg, 0, sizeof msg);
+	err[0] = '\0';
+	rc = ipc_decode(buf, size, &msg, err, sizeof err);
+	FUZZ_CHECK(rc == 0 || rc == -1, "rc %d", rc);
+	if (rc != 0) {
+		FUZZ_CHECK(err[0] != '\0', "failure without a reason");
+		free(buf);
+		return 0;
+	}
+	FUZZ_CHECK(size >= sizeof(struct ipc_hdr), "accepted %zu bytes", size);
+	FUZZ_CHECK(msg.hdr.type > IPC_NONE && msg.hdr.type < IPC_TYPE_COUNT, "type %u", msg.hdr.type);
+	FUZZ_CHECK(strcmp(ipc_type_str((enum ipc_type)msg.hdr.type), "unknown") != 0, "type name");
+	FUZZ_CHECK((size_t)msg.hdr.len == size - sizeof(struct ipc_hdr), "len %u for %zu bytes",
+	    msg.hdr.len, size);
+	FUZZ_CHECK(msg.payload == buf + sizeof(struct ipc_hdr), "payload pointer");
+	FUZZ_CHECK(msg.hdr.len <= IPC_MAX_PAYLOAD, "payload of %u bytes", msg.hdr.len);
+
+	switch (msg.hdr.type) {
+	case IPC_CONFIG:
+		FUZZ_CHECK(msg.hdr.len >= 1, "empty config");
+		break;
+	case IPC_LISTENERS: {
+		struct ipc_listeners l;
+
+		FUZZ_CHECK(msg.hdr.len == sizeof l, "listeners size");
+		memcpy(&l, msg.payload, sizeof l);
+		break;
+	}
+	case IPC_DRAIN: {
+		struct ipc_drain dr;
+
+		FUZZ_CHECK(msg.hdr.len == sizeof dr, "drain size");
+		memcpy(&dr, msg.payload, sizeof dr);
+		break;
+	}
+	case IPC_UPSTREAM: {
+		struct ipc_upstream u;
+
+		FUZZ_CHECK(msg.hdr.len == sizeof u, "upstream size");
+		memcpy(&u, msg.payload, sizeof u);
+		/* what the supervisor does before printing it */
+		u.error[sizeof u.error - 1] = 0;
+		FUZZ_CHECK(strlen(u.error) < sizeof u.error, "error text");
+		break;
+	}
+	case IPC_FAILED:
+		FUZZ_CHECK(msg.hdr.len <= 1024, "failure text of %u bytes", msg.hdr.len);
+		break;
+	default:
+		FUZZ_CHECK(msg.hdr.len == 0, "%s with %u payload bytes",
+		    ipc_type_str((enum ipc_type)msg.hdr.type), msg.hdr.len);
+		break;
+	}
+
+	/* encode the decoded message again: the same datagram */
+	enc = malloc(size);
+	FUZZ_CHECK(enc != NULL, "oom");
+	el = ipc_encode(enc, size, (enum ipc_type)msg.hdr.type, msg.hdr.generation, msg.payload,
+	    msg.hdr.len);
+	FUZZ_CHECK(el == (ssize_t)size && memcmp(enc, buf, size) == 0, "re-encoding differs");
+	/* one byte less does not fit */
+	FUZZ_CHECK(ipc_encode(enc, size - 1, (enum ipc_type)msg.hdr.type, msg.hdr.generation,
+	    msg.payload, msg.hdr.len) == -1, "encoded into a short buffer");
+	free(enc);
+	free(buf);
+	return 0;
+}
