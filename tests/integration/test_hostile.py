@@ -691,12 +691,14 @@ def test_descriptor_exhaustion(keeper, workdir, request):
     the pauses, does not blame the upstream, and accepts the waiting
     connections once descriptors are free again."""
     limit = 64
-    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     spawn = keeper.spawn
 
+    # Both limits: ferryd raises its soft limit to the hard one at start
+    # (workers need 2 descriptors per connection), so a low soft limit
+    # alone would not stick.
     def spawn_limited(name, argv, **kw):
         if name == "ferryd":
-            kw["preexec_fn"] = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+            kw["preexec_fn"] = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
         return spawn(name, argv, **kw)
     keeper.spawn = spawn_limited
     mock = MockCluster(keeper, workdir, "E", 3, [f"{TOPIC}:1"])
