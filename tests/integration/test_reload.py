@@ -1043,3 +1043,52 @@ def test_persist_posted_config(mock_factory, reload_ferry_factory, workdir):
             subprocess.run(["umount", str(confdir)], capture_output=True)
         else:
             os.chmod(confdir, 0o755)
+
+
+def test_reload_per_cluster_policy_commits_what_prepared(renv):
+    """reload_policy = per-cluster: A is modified and prepares fine, B's new
+    bootstrap port is held by another process. A's new generation is
+    committed, B keeps its serving generation; the answer is a 500 that says
+    which cluster failed and lists A as modified; the running config version
+    stays (the file is not fully applied), so the same file reloaded once
+    the port is free modifies only B."""
+    f = renv.f
+    before = cluster_pids(f)
+    version = f.config_status()["currentConfigVersion"]
+    held_port = allocate_ports(1)[0]
+    held = socket.socket()
+    held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    held.bind(("127.0.0.1", held_port))
+    held.listen(1)
+    old_b = f.clusters["B"]["bootstrap"]
+    try:
+        f.ferry_keys["reload_policy"] = "per-cluster"
+        f.spec["A"]["extra"]["idle_timeout"] = "9m"
+        f.clusters["B"]["bootstrap"] = held_port
+        f.write()
+        r = f.reload_ctl()
+        assert r.returncode == 1, f"rc={r.returncode}\n{r.stdout}{r.stderr}"
+        code, body = f.reload_http()
+        # The first attempt committed A: the second sees A unchanged and
+        # only B (still failing) to do.
+        assert code == 500, (code, body)
+        assert body["clustersModified"] == [], body
+        assert any(e.startswith("cluster B:") and str(held_port) in e
+                   for e in body["errors"]), body
+        st = f.config_status()
+        assert st["currentConfigVersion"] == version, "a partial reload is not the new version"
+        assert "A" in r.stdout and "modified: A" in r.stdout, r.stdout
+        after = cluster_pids(f)
+        assert after["A"][1] != before["A"][1], "A was not replaced"
+        assert after["B"] == before["B"], "B's serving generation changed"
+        assert kafka_metadata("127.0.0.1", old_b)["brokers"], "B stopped serving"
+        assert kafka_metadata("127.0.0.1", f.clusters["A"]["bootstrap"])["brokers"]
+    finally:
+        held.close()
+    pid_a = serving_pid(f, "A")
+    r = f.reload_ctl()
+    assert r.returncode == 0, f"rc={r.returncode}\n{r.stdout}{r.stderr}"
+    assert "modified: B" in r.stdout and "A" not in r.stdout.split("modified:")[1], r.stdout
+    assert serving_pid(f, "A") == pid_a, "A was touched by the retry"
+    assert kafka_metadata("127.0.0.1", held_port)["brokers"]
+    wait_for(lambda: port_refuses(old_b), 6, what="B's old bootstrap port closed")
