@@ -78,3 +78,117 @@ def test_cluster_with_more_broker_ports_than_one_fd_batch(mock_factory, ferry_fa
         brokers = kafka_metadata("127.0.0.1", port)["brokers"]
         assert {n: p for n, (_, p) in brokers.items()} == {1: run[97], 2: run[98], 3: run[99]}, \
             (port, brokers)
+
+
+# ---- a scripted upstream: node 1 moves between two brokers ----------------
+
+import socket as _socket
+import struct as _struct
+import threading as _threading
+
+
+def _read_frame(s):
+    head = b""
+    while len(head) < 4:
+        b = s.recv(4 - len(head))
+        if not b:
+            return None
+        head += b
+    n = _struct.unpack(">i", head)[0]
+    body = b""
+    while len(body) < n:
+        b = s.recv(n - len(body))
+        if not b:
+            return None
+        body += b
+    return body
+
+
+def _kstr(s):
+    b = s.encode()
+    return _struct.pack(">h", len(b)) + b
+
+
+class _FakeKafka:
+    """Answers ApiVersions v0 (Metadata 0-1 offered) and Metadata v0/v1
+    listing node 1 at self.node1 = (host, port); counts connections."""
+
+    def __init__(self):
+        self.node1 = None
+        self.connections = 0
+        self.sock = _socket.socket()
+        self.sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.stop = False
+        _threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.stop:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            _threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        with c:
+            while True:
+                body = _read_frame(c)
+                if body is None:
+                    return
+                key, ver, corr = _struct.unpack_from(">hhi", body)
+                if key == 18:
+                    out = _struct.pack(">ihi", corr, 0, 2) + _struct.pack(">hhh", 3, 0, 1) + \
+                        _struct.pack(">hhh", 18, 0, 0)
+                elif key == 3:
+                    host, port = self.node1
+                    out = _struct.pack(">ii", corr, 1) + _struct.pack(">i", 1) + _kstr(host) + \
+                        _struct.pack(">i", port)
+                    if ver >= 1:
+                        out += _struct.pack(">h", -1)          # rack null
+                        out += _struct.pack(">i", 1)           # controller id
+                    out += _struct.pack(">i", 0)               # no topics
+                else:
+                    return
+                c.sendall(_struct.pack(">i", len(out)) + out)
+
+    def close(self):
+        self.stop = True
+        self.sock.close()
+
+
+def _apiversions_ok(port):
+    with _socket.create_connection(("127.0.0.1", port), timeout=3) as s:
+        req = _struct.pack(">hhih", 18, 0, 77, 1) + b"t"
+        s.sendall(_struct.pack(">i", len(req)) + req)
+        body = _read_frame(s)
+        assert body is not None, "no ApiVersions answer"
+        assert _struct.unpack_from(">ih", body) == (77, 0)
+
+
+def test_node_that_moves_upstream_is_followed(ferry_factory):
+    upstream, b1, b2 = _FakeKafka(), _FakeKafka(), _FakeKafka()
+    try:
+        upstream.node1 = ("127.0.0.1", b1.port)
+        f = ferry_factory({"N": upstream})
+        c = f.clusters["N"]
+        broker_port = c["brokers"][0]   # node 1
+        # The worker learned node 1 by itself: its broker port reaches b1.
+        _apiversions_ok(broker_port)
+        assert (b1.connections, b2.connections) == (1, 0)
+
+        # Upstream now says node 1 lives at b2; a Metadata answer through
+        # ferry carries that news (and only ferry's address to the client).
+        upstream.node1 = ("127.0.0.1", b2.port)
+        brokers = kafka_metadata("127.0.0.1", c["bootstrap"])["brokers"]
+        assert brokers == {1: ("127.0.0.1", broker_port)}, brokers
+        _apiversions_ok(broker_port)
+        assert (b1.connections, b2.connections) == (1, 1), "node 1's move was not followed"
+        assert "upstream broker moved" in f.log_path.read_text()
+    finally:
+        for x in (upstream, b1, b2):
+            x.close()
