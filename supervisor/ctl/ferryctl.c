@@ -855,23 +855,33 @@ enum ctl_command {
 	CTL_CMD_RESTART,
 };
 
+/*
+ * How a command maps onto the API: `path`, or with a cluster name argument
+ * `arg_prefix` NAME `arg_suffix`; `file_body` commands post their optional
+ * FILE.
+ */
 struct ctl_command_def {
 	const char *name;
 	enum ctl_command cmd;
 	int max_args;
 	int min_args;
+	const char *method;
+	const char *path;
+	const char *arg_prefix;   /* path around the cluster name, or NULL */
+	const char *arg_suffix;
+	bool file_body;
 };
 
 static const struct ctl_command_def ctl_commands[] = {
-	{ "status", CTL_CMD_STATUS, 1, 0 },
-	{ "health", CTL_CMD_HEALTH, 0, 0 },
-	{ "ready", CTL_CMD_READY, 0, 0 },
-	{ "validate", CTL_CMD_VALIDATE, 1, 0 },
-	{ "metrics", CTL_CMD_METRICS, 0, 0 },
-	{ "reload", CTL_CMD_RELOAD, 1, 0 },
-	{ "config", CTL_CMD_CONFIG, 0, 0 },
-	{ "drain", CTL_CMD_DRAIN, 1, 1 },
-	{ "restart", CTL_CMD_RESTART, 1, 1 },
+	{ "status", CTL_CMD_STATUS, 1, 0, "GET", "/admin/clusters", "/admin/clusters/", "", false },
+	{ "health", CTL_CMD_HEALTH, 0, 0, "GET", "/admin/health", NULL, NULL, false },
+	{ "ready", CTL_CMD_READY, 0, 0, "GET", "/admin/ready", NULL, NULL, false },
+	{ "validate", CTL_CMD_VALIDATE, 1, 0, "POST", "/admin/config/validate", NULL, NULL, true },
+	{ "metrics", CTL_CMD_METRICS, 0, 0, "GET", "/metrics", NULL, NULL, false },
+	{ "reload", CTL_CMD_RELOAD, 1, 0, "POST", "/admin/config/reload", NULL, NULL, true },
+	{ "config", CTL_CMD_CONFIG, 0, 0, "GET", "/admin/config/status", NULL, NULL, false },
+	{ "drain", CTL_CMD_DRAIN, 1, 1, "POST", NULL, "/admin/clusters/", "/drain", false },
+	{ "restart", CTL_CMD_RESTART, 1, 1, "POST", NULL, "/admin/clusters/", "/restart", false },
 };
 
 static int
@@ -879,51 +889,20 @@ ctl_run(const struct ctl_opts *o, const struct ctl_command_def *def, const char 
 {
 	struct ctl_reply reply;
 	char path[1024], enc[768], err[512];
-	const char *method = "GET";
+	const char *method = def->method;
 	char *body = NULL;
 	size_t body_len = 0;
 	int rc;
 
-	switch (def->cmd) {
-	case CTL_CMD_STATUS:
-		if (arg != NULL) {
-			ctl_pct_encode(arg, enc, sizeof enc);
-			snprintf(path, sizeof path, "/admin/clusters/%s", enc);
-		} else
-			snprintf(path, sizeof path, "/admin/clusters");
-		break;
-	case CTL_CMD_HEALTH:
-		snprintf(path, sizeof path, "/admin/health");
-		break;
-	case CTL_CMD_READY:
-		snprintf(path, sizeof path, "/admin/ready");
-		break;
-	case CTL_CMD_VALIDATE:
-		method = "POST";
-		snprintf(path, sizeof path, "/admin/config/validate");
-		if (arg != NULL && ctl_file_body(arg, def->name, &body, &body_len) == -1)
-			return CTL_EXIT_FAILED;
-		break;
-	case CTL_CMD_METRICS:
-		snprintf(path, sizeof path, "/metrics");
-		break;
-	case CTL_CMD_RELOAD:
-		method = "POST";
-		snprintf(path, sizeof path, "/admin/config/reload");
-		if (arg != NULL && ctl_file_body(arg, def->name, &body, &body_len) == -1)
-			return CTL_EXIT_FAILED;
-		break;
-	case CTL_CMD_CONFIG:
-		snprintf(path, sizeof path, "/admin/config/status");
-		break;
-	case CTL_CMD_DRAIN:
-	case CTL_CMD_RESTART:
-		method = "POST";
+	if (def->arg_prefix != NULL && arg != NULL) {
 		ctl_pct_encode(arg, enc, sizeof enc);
-		snprintf(path, sizeof path, "/admin/clusters/%s/%s", enc,
-		    def->cmd == CTL_CMD_DRAIN ? "drain" : "restart");
-		break;
+		snprintf(path, sizeof path, "%s%s%s", def->arg_prefix, enc, def->arg_suffix);
+	} else {
+		snprintf(path, sizeof path, "%s", def->path);
 	}
+	if (def->file_body && arg != NULL &&
+	    ctl_file_body(arg, def->name, &body, &body_len) == -1)
+		return CTL_EXIT_FAILED;
 
 	rc = ctl_request(o, method, path, body, body_len, &reply, err, sizeof err);
 	free(body);
