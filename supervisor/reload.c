@@ -490,11 +490,8 @@ reload_commit_item(struct sup_reload *r, struct reload_item *it)
 static void
 reload_rollback_item(struct sup_reload *r, struct reload_item *it, const char *why)
 {
-	struct sup_worker *wk = it->wk;
-	if (wk && wk->lc.state != LC_FAILED)
-		sup_worker_stop(wk, why);
-	else if (wk && wk->pid > 0)
-		sup_worker_stop(wk, why);
+	if (it->wk)
+		sup_worker_stop(it->wk, why);  /* a no-op for one already gone */
 	if (it->pi->op == PLAN_ADD && it->cluster) {
 		sup_ccfg_release(it->cluster->ccfg);
 		reload_graveyard(r->s, it->cluster);
@@ -599,22 +596,12 @@ reload_check(struct sup_reload *r)
 	reload_done(s);
 }
 
-/* The newest generation not held by a reload: what a restart started. */
-static bool
-reload_is_newest_unheld(const struct sup_worker *wk)
-{
-	for (const struct sup_worker *o = wk->cluster->workers; o; o = o->next)
-		if (!o->held)
-			return o == wk;
-	return false;
-}
-
 void
 reload_worker_event(struct sup *s, struct sup_worker *wk)
 {
 	struct sup_cluster *c = wk->cluster;
 	/* A deferred restart request waits for its generation's outcome. */
-	if (c->restart_conn && !wk->held && reload_is_newest_unheld(wk)) {
+	if (c->restart_conn && !wk->held && sup_worker_is_current(wk)) {
 		int code = 0;
 		const char *why = NULL;
 		if (wk->lc.state == LC_ACCEPTING)

@@ -527,8 +527,7 @@ sup_restart_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	sup_start_worker(c, NULL, "restart after crash", false);
 }
 
-/* Is wk the cluster's current (newest not held) generation? */
-static bool
+bool
 sup_worker_is_current(const struct sup_worker *wk)
 {
 	for (const struct sup_worker *o = wk->cluster->workers; o; o = o->next)

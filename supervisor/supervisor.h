@@ -215,6 +215,9 @@ void sup_worker_promote(struct sup_worker *wk);
 void sup_worker_stop(struct sup_worker *wk, const char *why);
 void sup_worker_drain(struct sup_worker *wk, const char *why);
 bool sup_cluster_alive(const struct sup_cluster *c);
+/* Is wk its cluster's current generation: the newest one not held by a
+ * reload (what a crash restart or an operator restart started)? */
+bool sup_worker_is_current(const struct sup_worker *wk);
 
 /* reload.c: events from the supervisor. */
 void reload_worker_event(struct sup *s, struct sup_worker *wk);
