@@ -590,6 +590,18 @@ class Ferry:
             return http_request(method, path, unix_socket=self.sock, body=body)
         return http_request(method, path, tcp=("127.0.0.1", self.admin_port), body=body)
 
+    def metrics(self):
+        """{(metric, cluster): value} of the per-cluster lines of /metrics
+        (every such value is an integer counter or gauge)."""
+        code, _, body = self.http("/metrics")
+        assert code == 200, code
+        out = {}
+        for line in body.decode().splitlines():
+            m = re.match(r'^(ferry_\w+)\{cluster="([^"]+)"\} (\d+)$', line)
+            if m:
+                out[(m.group(1), m.group(2))] = int(m.group(3))
+        return out
+
 
 def serving_pids(cluster):
     return [w["pid"] for w in cluster.get("workers", []) if w.get("state") == "accepting"]
@@ -1007,17 +1019,6 @@ class ReloadFerry(Ferry):
             return None
         assert code == 200, (code, data)
         return json.loads(data)
-
-    def metrics(self):
-        """{(metric, cluster): value} of /metrics."""
-        code, _, body = self.http("/metrics")
-        assert code == 200, code
-        out = {}
-        for line in body.decode().splitlines():
-            m = re.match(r'^(ferry_\w+)\{cluster="([^"]+)"\} (\d+)$', line)
-            if m:
-                out[(m.group(1), m.group(2))] = int(m.group(3))
-        return out
 
     def live_workers(self):
         """pids of ferryd's live children (its workers)."""

@@ -77,16 +77,6 @@ def reap(pids):
             pass
 
 
-def metrics(ferry):
-    status, _, body = ferry.http("/metrics")
-    assert status == 200, status
-    out = {}
-    for line in body.decode().splitlines():
-        m = re.match(r'^(\w+)\{cluster="([^"]*)"\}\s+(\S+)$', line)
-        if m:
-            out[(m.group(1), m.group(2))] = float(m.group(3))
-    return out
-
 
 def wait_for(pred, timeout, interval=0.05, what="condition"):
     """Polls pred() until it returns a truthy value, and returns that value."""
@@ -330,7 +320,7 @@ def test_single_sigkill_serves_again_within_2s(upstream, ferry_factory):
     assert a["state"] == "accepting" and a["generation"] > gen0, a
     assert not pid_alive(a_pid)
     assert serving_pid(f, "B") == b_pid and pid_alive(b_pid, b_start), "B's worker was touched"
-    m = metrics(f)
+    m = f.metrics()
     assert m.get(("ferry_worker_restarts_total", "A")) == 1, m
     assert m.get(("ferry_crash_loops_total", "A")) == 0, m
     assert m.get(("ferry_worker_restarts_total", "B")) == 0, m
@@ -411,7 +401,7 @@ def test_crash_loop_fails_cluster_and_restart_recovers(upstream, ferry_factory):
     assert serving_pid(f, "B") == b_pid and pid_alive(b_pid, b_start)
     assert produce(f.bootstrap("B"), 20, "after-loop") == []
 
-    m = metrics(f)
+    m = f.metrics()
     assert m.get(("ferry_worker_restarts_total", "A")) == 2, m
     assert m.get(("ferry_crash_loops_total", "A")) == 1, m
     assert m.get(("ferry_worker_restarts_total", "B")) == 0, m
@@ -426,7 +416,7 @@ def test_crash_loop_fails_cluster_and_restart_recovers(upstream, ferry_factory):
     assert new_pid not in killed
     metadata_ok(f, "A")
     assert produce(f.bootstrap("A"), 20, "after-restart") == []
-    m = metrics(f)
+    m = f.metrics()
     assert m.get(("ferry_crash_loops_total", "A")) == 1, m
     assert m.get(("ferry_worker_restarts_total", "A")) == 2, m
     assert serving_pid(f, "B") == b_pid and pid_alive(b_pid, b_start)

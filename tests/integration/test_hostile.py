@@ -367,14 +367,8 @@ def add_cluster_keys(f, keys):
 
 class Env:
     def metrics(self):
-        code, _, body = self.ferry.http("/metrics")
-        assert code == 200, code
-        out = {}
-        for line in body.decode().splitlines():
-            m = re.match(r'^ferry_(\w+)\{cluster="([^"]+)"\} (\d+)$', line)
-            if m:
-                out[(m.group(1), m.group(2))] = int(m.group(3))
-        return out
+        """Ferry.metrics() keyed without the ferry_ prefix."""
+        return {(k[len("ferry_"):], c): v for (k, c), v in self.ferry.metrics().items()}
 
     def counter(self, name, cluster):
         return self.metrics()[(name + "_total", cluster)]
