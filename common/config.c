@@ -46,6 +46,7 @@ enum cfgp_fkey {
 	FK_CONTROL_SOCKET = 0, FK_ADMIN_LISTEN, FK_USER, FK_STARTUP_POLICY,
 	FK_RELOAD_POLICY, FK_DRAIN_TIMEOUT, FK_INIT_TIMEOUT, FK_LOG_LEVEL,
 	FK_LOG_FORMAT, FK_PERSIST, FK_CRASH_LOOP_LIMIT, FK_CRASH_LOOP_WINDOW,
+	FK_WORKER_WATCHDOG,
 	FK_COUNT,
 };
 
@@ -406,6 +407,23 @@ cfgp_set_crash_loop_window(struct cfg *c, const char *v, char *err, size_t len)
 	return cfgp_positive_duration(v, &c->crash_loop_window_ms, err, len);
 }
 
+/* worker_watchdog: 0 turns it off; otherwise at least 100ms (the ping
+ * period is a quarter of it). */
+static int
+cfgp_set_worker_watchdog(struct cfg *c, const char *v, char *err, size_t len)
+{
+	uint64_t ms;
+
+	if (units_parse_duration_ms(v, &ms, err, len) != 0)
+		return -1;
+	if (ms != 0 && ms < 100) {
+		snprintf(err, len, "worker_watchdog '%s' is below 100ms (0 turns it off)", v);
+		return -1;
+	}
+	c->worker_watchdog_ms = ms;
+	return 0;
+}
+
 static const struct cfgp_fkeydef cfgp_fkeys[FK_COUNT] = {
 	[FK_CONTROL_SOCKET] = { "control_socket", cfgp_set_control_socket },
 	[FK_ADMIN_LISTEN] = { "admin_listen", cfgp_set_admin_listen },
@@ -419,6 +437,7 @@ static const struct cfgp_fkeydef cfgp_fkeys[FK_COUNT] = {
 	[FK_PERSIST] = { "persist", cfgp_set_persist },
 	[FK_CRASH_LOOP_LIMIT] = { "crash_loop_limit", cfgp_set_crash_loop_limit },
 	[FK_CRASH_LOOP_WINDOW] = { "crash_loop_window", cfgp_set_crash_loop_window },
+	[FK_WORKER_WATCHDOG] = { "worker_watchdog", cfgp_set_worker_watchdog },
 };
 
 /* ---- [cluster NAME] keys ---- */
@@ -1059,6 +1078,7 @@ cfgp_defaults(struct cfg *c, const char *path)
 	c->init_timeout_ms = 10 * 1000;
 	c->crash_loop_limit = 5;
 	c->crash_loop_window_ms = 60 * 1000;
+	c->worker_watchdog_ms = 10 * 1000;
 	c->log_level = LOG_INFO;
 	c->log_format = CFG_LOG_LOGFMT;
 }

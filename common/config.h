@@ -71,6 +71,8 @@ struct cfg {
 	bool persist;                    /* write a posted config to path on reload */
 	uint32_t crash_loop_limit;       /* crashes within the window -> failed; default 5 */
 	uint64_t crash_loop_window_ms;   /* default 60s */
+	uint64_t worker_watchdog_ms;     /* a worker must answer a ping within this;
+	                                    default 10s, 0 = off */
 
 	struct cfg_cluster *clusters;    /* in file order */
 	size_t n_clusters;

@@ -22,6 +22,9 @@ static const char *const ipc_names[IPC_TYPE_COUNT] = {
 	[IPC_UPSTREAM] = "upstream",
 	[IPC_FAILED] = "failed",
 	[IPC_UNKNOWN_NODE] = "unknown-node",
+	[IPC_PING] = "ping",
+	[IPC_PONG] = "pong",
+	[IPC_LOG_LEVEL] = "log-level",
 };
 
 const char *
@@ -47,6 +50,11 @@ ipc_payload_ok(uint32_t type, uint32_t len)
 		return len == sizeof(struct ipc_upstream);
 	case IPC_UNKNOWN_NODE:
 		return len == sizeof(struct ipc_unknown_node);
+	case IPC_PING:
+	case IPC_PONG:
+		return len == sizeof(struct ipc_ping);
+	case IPC_LOG_LEVEL:
+		return len == sizeof(struct ipc_log_level);
 	case IPC_FAILED:
 		return len <= 1024;
 	case IPC_ACCEPT:

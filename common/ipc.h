@@ -34,11 +34,14 @@ enum ipc_type {
 	IPC_ACCEPT,      /* start accepting on the listeners */
 	IPC_DRAIN,       /* payload: struct ipc_drain */
 	IPC_STOP,        /* close everything and exit now */
+	IPC_PING,        /* payload: struct ipc_ping; answered with PONG (watchdog) */
+	IPC_LOG_LEVEL,   /* payload: struct ipc_log_level (a reload changed it) */
 	/* worker -> supervisor */
 	IPC_READY,       /* config parsed, listeners received; held until ACCEPT */
 	IPC_UPSTREAM,    /* payload: struct ipc_upstream */
 	IPC_FAILED,      /* payload: reason text; worker exits with WORKER_EXIT_CONFIG */
 	IPC_UNKNOWN_NODE, /* payload: struct ipc_unknown_node */
+	IPC_PONG,        /* payload: struct ipc_ping, the sequence it answers */
 	IPC_TYPE_COUNT,
 };
 
@@ -61,6 +64,16 @@ struct ipc_listeners {
 
 struct ipc_drain {
 	uint64_t deadline_ms;  /* relative: drain_timeout */
+};
+
+/* Watchdog: the supervisor pings, the worker's loop answers with the same
+ * sequence number. */
+struct ipc_ping {
+	uint64_t seq;
+};
+
+struct ipc_log_level {
+	uint32_t level;        /* enum log_level */
 };
 
 struct ipc_upstream {

@@ -16,7 +16,8 @@ static const char *const lc_names[LC_STATE_COUNT] = {
 
 /* lc_edges[from][to] */
 static const bool lc_edges[LC_STATE_COUNT][LC_STATE_COUNT] = {
-	[LC_INITIALIZING] = { [LC_ACCEPTING] = true, [LC_FAILED] = true, [LC_STOPPED] = true },
+	[LC_INITIALIZING] = { [LC_ACCEPTING] = true, [LC_DRAINING] = true, [LC_FAILED] = true,
+			       [LC_STOPPED] = true },
 	[LC_ACCEPTING] = { [LC_DRAINING] = true, [LC_FAILED] = true, [LC_STOPPED] = true },
 	[LC_DRAINING] = { [LC_STOPPED] = true },
 	[LC_FAILED] = { [LC_INITIALIZING] = true, [LC_STOPPED] = true },

@@ -11,7 +11,9 @@
  * `since` and keeps the reason; the caller logs "old -> new (reason)".
  *
  * Edges beyond the diagram, and why:
- *   initializing -> stopped   the worker exited / was stopped before READY
+ *   initializing -> draining  asked to stop before it accepted: draining until
+ *                             it has exited (never `stopped` while it lives)
+ *   initializing -> stopped   the worker exited before READY
  *   accepting    -> stopped   the worker died (crash) or an immediate stop
  *   accepting    -> failed    crash loop detected while serving
  *   draining     -> failed    (not allowed: a draining generation only stops)

@@ -35,7 +35,6 @@
 #include "common/log.h"
 #include "common/units.h"
 #include "common/file.h"
-#include "supervisor/reload.h"
 #include "supervisor/status.h"
 #include "supervisor/supervisor.h"
 
@@ -70,6 +69,7 @@ struct admin_conn {
 	struct http_parser parser;
 	bool continue_sent;
 	bool head_only;                 /* HEAD: headers without the body */
+	uint64_t id;                    /* names a deferred request to the engine */
 	char *out;
 	size_t out_len, out_off;
 	struct admin_conn *prev, *next;
@@ -77,6 +77,8 @@ struct admin_conn {
 
 struct admin {
 	struct sup *sup;
+	struct ev_loop *loop;
+	uint64_t next_id;               /* waiter ids of deferred requests */
 	struct admin_server control;
 	struct admin_server http;
 	char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -352,13 +354,13 @@ admin_h_validate(struct admin_request *req, struct admin_response *resp)
 	cfg_errors_init(&errs);
 	memset(&cfg, 0, sizeof cfg);
 	if (cfg_parse_string(name, text, len, &cfg, &errs) == 0) {
-		reload_record_validation(req->sup, true, version);
+		sup_record_validation(req->sup, true, version);
 		admin_response_json(resp, 200, json_pack("{s:b, s:s, s:I}",
 		    "valid", 1, "configVersion", version,
 		    "clusters", (json_int_t)cfg.n_clusters));
 		cfg_free(&cfg);
 	} else {
-		reload_record_validation(req->sup, false, version);
+		sup_record_validation(req->sup, false, version);
 		a = json_array();
 		for (i = 0; i < errs.n; i++) {
 			json_t *m = json_string(errs.msg[i]);
@@ -383,7 +385,7 @@ static void
 admin_conn_close(struct admin_conn *c)
 {
 	struct admin_server *srv = c->srv;
-	struct ev_loop *loop = srv->admin->sup->loop;
+	struct ev_loop *loop = srv->admin->loop;
 
 	ev_io_stop(loop, &c->io);
 	ev_timer_stop(loop, &c->timer);
@@ -404,7 +406,7 @@ admin_conn_close(struct admin_conn *c)
 static void
 admin_conn_set_timer(struct admin_conn *c, double seconds)
 {
-	struct ev_loop *loop = c->srv->admin->sup->loop;
+	struct ev_loop *loop = c->srv->admin->loop;
 
 	ev_timer_stop(loop, &c->timer);
 	if (seconds > 0) {
@@ -416,7 +418,7 @@ admin_conn_set_timer(struct admin_conn *c, double seconds)
 static void
 admin_conn_linger(struct admin_conn *c)
 {
-	struct ev_loop *loop = c->srv->admin->sup->loop;
+	struct ev_loop *loop = c->srv->admin->loop;
 
 	if (shutdown(c->fd, SHUT_WR) == -1) {
 		admin_conn_close(c);
@@ -455,7 +457,7 @@ admin_conn_write(struct admin_conn *c)
 static void
 admin_conn_send(struct admin_conn *c, struct admin_response *resp)
 {
-	struct ev_loop *loop = c->srv->admin->sup->loop;
+	struct ev_loop *loop = c->srv->admin->loop;
 	char path[128];
 
 	admin_sanitize(c->parser.req.path ? c->parser.req.path : "-", path, sizeof path);
@@ -495,7 +497,7 @@ admin_conn_respond(struct admin_conn *c, struct admin_response *resp)
 static void
 admin_conn_request(struct admin_conn *c)
 {
-	struct ev_loop *loop = c->srv->admin->sup->loop;
+	struct ev_loop *loop = c->srv->admin->loop;
 	struct admin_response resp;
 
 	memset(&resp, 0, sizeof resp);
@@ -593,7 +595,7 @@ admin_conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 static void
 admin_server_update(struct admin_server *srv)
 {
-	struct ev_loop *loop = srv->admin->sup->loop;
+	struct ev_loop *loop = srv->admin->loop;
 
 	if (srv->fd == -1)
 		return;
@@ -855,7 +857,7 @@ admin_bind_tcp(struct admin *a, const struct cfg_addr *addr, char *err, size_t e
 }
 
 int
-admin_start(struct sup *s, char *err, size_t errlen)
+admin_start(struct sup *s, struct ev_loop *loop, char *err, size_t errlen)
 {
 	struct admin *a;
 	char name[CFG_HOST_MAX + 16];
@@ -873,6 +875,7 @@ admin_start(struct sup *s, char *err, size_t errlen)
 		return -1;
 	}
 	a->sup = s;
+	a->loop = loop;
 	admin_server_init(a, &a->control, "control");
 	admin_server_init(a, &a->http, "http");
 	s->admin = a;
@@ -894,7 +897,7 @@ fail:
 static void
 admin_server_close(struct admin_server *srv)
 {
-	struct ev_loop *loop = srv->admin->sup->loop;
+	struct ev_loop *loop = srv->admin->loop;
 
 	ev_timer_stop(loop, &srv->backoff);
 	if (srv->fd == -1)
@@ -923,31 +926,166 @@ admin_stop(struct sup *s)
 	s->admin = NULL;
 }
 
-/* ---- reload, config status, drain, restart (reload.c does the work) ---- */
+/* ---- reload, config status, drain, restart: the engine decides, we render ---- */
+
+static int
+admin_reload_http_status(const struct sup_reload_record *rec)
+{
+	switch (rec->status) {
+	case SUP_RELOAD_SUCCESS:
+	case SUP_RELOAD_UNCHANGED:
+		return 200;
+	case SUP_RELOAD_REJECTED:
+		return 400;
+	case SUP_RELOAD_FAILED:
+		return rec->aborted ? 503 : 500;
+	case SUP_RELOAD_NONE:
+		break;
+	}
+	return 500;
+}
+
+static struct admin_conn *
+admin_find_deferred(struct admin *a, uint64_t id)
+{
+	for (struct admin_conn *c = a->conns; c != NULL; c = c->next)
+		if (c->id == id && c->state == ADMIN_CONN_DEFERRED)
+			return c;
+	return NULL;
+}
+
+void
+admin_answer_reload(struct sup *s, uint64_t waiter, const struct sup_reload_record *rec)
+{
+	struct admin_conn *c;
+	struct admin_response resp;
+
+	if (s->admin == NULL || (c = admin_find_deferred(s->admin, waiter)) == NULL)
+		return;  /* the client went away meanwhile */
+	memset(&resp, 0, sizeof resp);
+	admin_response_json(&resp, admin_reload_http_status(rec), status_reload_reply_json(s, rec));
+	admin_conn_respond(c, &resp);
+}
+
+static int
+admin_result_http_status(enum sup_result r)
+{
+	switch (r) {
+	case SUP_OK:
+		return 200;
+	case SUP_DEFERRED:
+		return 202;
+	case SUP_NOT_FOUND:
+		return 404;
+	case SUP_CONFLICT:
+		return 409;
+	case SUP_UNAVAILABLE:
+		return 503;
+	case SUP_INVALID:
+		return 400;
+	case SUP_FAILED:
+		break;
+	}
+	return 500;
+}
+
+static void
+admin_render_answer(struct admin_response *resp, const struct sup_answer *ans)
+{
+	int code = admin_result_http_status(ans->result);
+
+	if (ans->result == SUP_NOT_FOUND || ans->result == SUP_CONFLICT ||
+	    ans->result == SUP_UNAVAILABLE) {
+		admin_response_error(resp, code, "%s", ans->error);
+		return;
+	}
+	admin_response_json(resp, code, json_pack("{s:b, s:s, s:I, s:s, s:s?}",
+	    "success", ans->result == SUP_OK || ans->result == SUP_DEFERRED, "name", ans->name,
+	    "generation", (json_int_t)ans->generation, "state", lc_state_str(ans->state),
+	    "error", ans->error[0] ? ans->error : NULL));
+}
+
+void
+admin_answer_op(struct sup *s, uint64_t waiter, const struct sup_answer *ans)
+{
+	struct admin_conn *c;
+	struct admin_response resp;
+
+	if (s->admin == NULL || (c = admin_find_deferred(s->admin, waiter)) == NULL)
+		return;
+	memset(&resp, 0, sizeof resp);
+	admin_render_answer(&resp, ans);
+	admin_conn_respond(c, &resp);
+}
+
+static void
+admin_clock(struct sup *s)
+{
+	sup_set_clock(s, clock_mono_ms(), clock_wall_ms());
+}
 
 static enum admin_handler_result
 admin_h_reload(struct admin_request *req, struct admin_response *resp)
 {
 	const struct http_request *h = req->http;
-	return reload_start(req->sup, h->body_len ? h->body : NULL, h->body_len, "api",
-	    req->conn, resp);
+	const struct sup_reload_record *rec = NULL;
+	struct admin *a = req->sup->admin;
+	uint64_t id = ++a->next_id;
+	enum sup_result r;
+
+	admin_clock(req->sup);
+	r = sup_reload_start(req->sup, h->body_len ? h->body : NULL, h->body_len, "api", id, &rec);
+	switch (r) {
+	case SUP_DEFERRED:
+		req->conn->id = id;
+		return ADMIN_DEFERRED;
+	case SUP_CONFLICT: {
+		char since[40];
+
+		clock_fmt_rfc3339(rec->timestamp_ms, since, sizeof since);
+		admin_response_json(resp, 409, json_pack("{s:b, s:s, s:s}", "success", 0,
+		    "error", "a reload is in progress", "inProgressSince", since));
+		return ADMIN_RESPOND;
+	}
+	case SUP_UNAVAILABLE:
+		admin_response_error(resp, 503, "ferryd is stopping");
+		return ADMIN_RESPOND;
+	default:
+		admin_response_json(resp, admin_reload_http_status(rec),
+		    status_reload_reply_json(req->sup, rec));
+		return ADMIN_RESPOND;
+	}
 }
 
 static enum admin_handler_result
 admin_h_config_status(struct admin_request *req, struct admin_response *resp)
 {
-	admin_response_json(resp, 200, reload_status_json(req->sup));
+	admin_response_json(resp, 200, status_config_json(req->sup));
 	return ADMIN_RESPOND;
 }
 
 static enum admin_handler_result
 admin_h_drain(struct admin_request *req, struct admin_response *resp)
 {
-	return reload_cluster_drain(req->sup, req->param, resp);
+	struct sup_answer ans;
+
+	admin_clock(req->sup);
+	sup_cluster_drain(req->sup, req->param, &ans);
+	admin_render_answer(resp, &ans);
+	return ADMIN_RESPOND;
 }
 
 static enum admin_handler_result
 admin_h_restart(struct admin_request *req, struct admin_response *resp)
 {
-	return reload_cluster_restart(req->sup, req->param, req->conn, resp);
+	struct sup_answer ans;
+	uint64_t id = ++req->sup->admin->next_id;
+
+	admin_clock(req->sup);
+	if (sup_cluster_restart(req->sup, req->param, id, &ans) == SUP_DEFERRED) {
+		req->conn->id = id;
+		return ADMIN_DEFERRED;
+	}
+	admin_render_answer(resp, &ans);
+	return ADMIN_RESPOND;
 }

@@ -19,8 +19,10 @@
 #ifndef FERRY_SUPERVISOR_ADMIN_H
 #define FERRY_SUPERVISOR_ADMIN_H
 
+#include <ev.h>
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "supervisor/http.h"
 
@@ -35,7 +37,7 @@ struct admin_conn;
 /* Bind the control socket and, when enabled, the TCP admin listener, and
  * start serving on s->loop. Stores its state in s->admin. Returns 0, or -1
  * with a message in err (nothing left bound or allocated). */
-int admin_start(struct sup *s, char *err, size_t errlen);
+int admin_start(struct sup *s, struct ev_loop *loop, char *err, size_t errlen);
 
 /* Close every listener and connection, unlink the control socket and free
  * s->admin. Safe to call when admin_start failed or was never called. */
@@ -71,6 +73,13 @@ void admin_response_json(struct admin_response *resp, int status, json_t *body);
 /* Set {"error":"..."} as the response. */
 void admin_response_error(struct admin_response *resp, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+struct sup_reload_record;
+struct sup_answer;
+/* The engine answers a deferred request (reload, restart) by its waiter id;
+ * a client that went away meanwhile is simply not answered. */
+void admin_answer_reload(struct sup *s, uint64_t waiter, const struct sup_reload_record *rec);
+void admin_answer_op(struct sup *s, uint64_t waiter, const struct sup_answer *a);
 
 /* Complete a deferred request: takes over resp->body and starts writing. */
 void admin_conn_respond(struct admin_conn *c, struct admin_response *resp);

@@ -164,3 +164,123 @@ plan_free(struct plan *p)
 	free(p->items);
 	memset(p, 0, sizeof *p);
 }
+
+/* ---- resolving a reload: who commits -------------------------------------------- */
+
+/* Does cluster cl listen on host:port? */
+static bool
+plan_wildcard(const char *h)
+{
+	return h[0] == 0 || strcmp(h, "0.0.0.0") == 0 || strcmp(h, "::") == 0;
+}
+
+static bool
+plan_listens_on(const struct cfg_cluster *cl, const struct cfg_addr *a)
+{
+	/* A wildcard and a specific address on one port conflict in bind(). */
+	if (strcmp(cl->bootstrap.host, a->host) != 0 && !plan_wildcard(cl->bootstrap.host) &&
+	    !plan_wildcard(a->host))
+		return false;
+	if (cl->bootstrap.port == a->port)
+		return true;
+	return a->port >= cl->broker_port_first && a->port <= cl->broker_port_last;
+}
+
+/* Every address of cl, one after another: index 0 bootstrap, then brokers. */
+static size_t
+plan_n_addrs(const struct cfg_cluster *cl)
+{
+	return 1 + (size_t)(cl->broker_port_last - cl->broker_port_first) + 1;
+}
+
+static struct cfg_addr
+plan_addr_at(const struct cfg_cluster *cl, size_t k)
+{
+	struct cfg_addr a = cl->bootstrap;
+	if (k > 0)
+		a.port = (uint16_t)(cl->broker_port_first + (k - 1));
+	return a;
+}
+
+/* The configuration item i runs after the reload, given commit[]; NULL when
+ * it runs none (a removal that commits, an addition that does not). */
+static const struct cfg_cluster *
+plan_final(const struct plan *p, const struct plan_running *run, const struct cfg *next,
+	   size_t i, const bool *commit)
+{
+	const struct plan_item *it = &p->items[i];
+	switch (it->op) {
+	case PLAN_KEEP:
+		return run[it->old_index].cl;
+	case PLAN_ADD:
+		return commit[i] ? &next->clusters[it->new_index] : NULL;
+	case PLAN_MODIFY:
+		return commit[i] ? &next->clusters[it->new_index] : run[it->old_index].cl;
+	case PLAN_REMOVE:
+		return commit[i] ? NULL : run[it->old_index].cl;
+	}
+	return NULL;
+}
+
+int
+plan_resolve(const struct plan *p, const struct plan_running *run, const struct cfg *next,
+	     const bool *ok, bool per_cluster, bool *commit, char *err, size_t errlen)
+{
+	bool all_ok = true;
+	for (size_t i = 0; i < p->n; i++)
+		all_ok = all_ok && ok[i];
+	for (size_t i = 0; i < p->n; i++)
+		commit[i] = ok[i] && (per_cluster || all_ok);
+	if (!per_cluster && !all_ok)
+		return 0;
+	/* An item that would take an address another cluster keeps (because
+	 * that one does not commit) cannot commit either; repeat until
+	 * nothing changes (chains of moves). */
+	bool changed = true;
+	while (changed) {
+		changed = false;
+		for (size_t i = 0; i < p->n; i++) {
+			if (!commit[i] || (p->items[i].op != PLAN_ADD && p->items[i].op != PLAN_MODIFY))
+				continue;
+			const struct cfg_cluster *mine = &next->clusters[p->items[i].new_index];
+			for (size_t j = 0; j < p->n && commit[i]; j++) {
+				if (j == i)
+					continue;
+				const struct cfg_cluster *theirs = plan_final(p, run, next, j, commit);
+				if (!theirs)
+					continue;
+				for (size_t k = 0; k < plan_n_addrs(mine); k++) {
+					struct cfg_addr a = plan_addr_at(mine, k);
+					if (plan_listens_on(theirs, &a)) {
+						commit[i] = false;
+						changed = true;
+						break;
+					}
+				}
+			}
+		}
+	}
+	/* The merged result must never have two clusters on one address. */
+	for (size_t i = 0; i < p->n; i++) {
+		const struct cfg_cluster *a = plan_final(p, run, next, i, commit);
+		if (!a)
+			continue;
+		for (size_t j = i + 1; j < p->n; j++) {
+			const struct cfg_cluster *b = plan_final(p, run, next, j, commit);
+			if (!b)
+				continue;
+			for (size_t k = 0; k < plan_n_addrs(a); k++) {
+				struct cfg_addr x = plan_addr_at(a, k);
+				if (plan_listens_on(b, &x)) {
+					snprintf(err, errlen, "clusters %s and %s would both listen on "
+					    "%s:%u", p->items[i].name, p->items[j].name, x.host,
+					    (unsigned)x.port);
+					for (size_t m = 0; m < p->n; m++)
+						commit[m] = false;
+					return -1;
+				}
+			}
+		}
+	}
+	return 0;
+}

@@ -62,6 +62,17 @@ int plan_make(const struct plan_running *run, size_t n_run, const struct cfg *ne
 	      struct plan *out);
 void plan_free(struct plan *p);
 
+/* Which items of a reload commit, once every item is decided. ok[i] says
+ * item i prepared (keep and remove items need nothing: true). Under
+ * all-or-nothing one failure means nothing commits. Under per-cluster an
+ * item commits only when no address it takes over stays with a cluster
+ * that does not commit — so clusters that swap, rotate or chain their
+ * addresses commit or roll back together. The merged result is checked:
+ * no address is served by two clusters. Returns 0 with commit[] filled, or
+ * -1 with a reason in err and nothing committing. Pure. */
+int plan_resolve(const struct plan *p, const struct plan_running *run, const struct cfg *next,
+		 const bool *ok, bool per_cluster, bool *commit, char *err, size_t errlen);
+
 /* True when the two clusters listen on exactly the same addresses. */
 bool plan_same_listeners(const struct cfg_cluster *a, const struct cfg_cluster *b);
 

@@ -1,58 +1,60 @@
 /*
- * reload — reload orchestration, cluster drain/restart, config status;
- * see reload.h.
+ * reload — carrying out a configuration change in a running ferryd (DESIGN
+ * §4) as part of the engine: pure like engine.c (every effect through
+ * s->ops), and producing a record (struct sup_reload_record), never an
+ * HTTP answer: the admin layer renders records.
  *
- * States of one reload: prepare (new generations held in initializing) ->
- * commit or roll back -> finish (record, answer, persist). Every worker
- * event (READY, FAILED, exit, init timeout) re-evaluates the reload in
- * reload_check(); the whole reload also has its own init_timeout deadline.
+ * A reload parses and validates the new text with no side effects, diffs it
+ * (plan.h), then prepares: one item per cluster (fsm.h item table); added
+ * and modified clusters get a new generation, held in `initializing` with
+ * the new init_timeout as its deadline, on the same listening socket objects
+ * where addresses are unchanged. Items are decided by their generations'
+ * events (held -> prepared; ended -> failed). Once every item is decided
+ * (or, all-or-nothing, one failed), plan_resolve() says which commit:
+ * commit ACCEPTs the new generation (the old ones drain when it accepts),
+ * rollback stops it and closes what was opened for it. Then the outcome is
+ * recorded, answered and logged, once.
+ *
+ * One reload at a time; SIGHUPs during one coalesce into one more.
  */
-#include "supervisor/reload.h"
+#include "supervisor/engine_priv.h"
 
-#include <errno.h>
 #include <stdarg.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/file.h"
 #include "common/log.h"
-#include "supervisor/plan.h"
-#include "supervisor/status.h"
 
-enum ri_state { RI_PENDING = 0, RI_READY, RI_FAILED, RI_DONE };
-
-struct reload_item {
+struct sup_reload_item {
+	struct sup_reload *r;
 	struct plan_item *pi;
-	struct sup_cluster *cluster;  /* existing, or new (ADD, not listed yet) */
+	struct sup_cluster *cluster;  /* existing, or new (ADD: in limbo until commit) */
 	struct sup_ccfg *cc;          /* prepared configuration (MODIFY) */
-	struct sup_worker *wk;        /* the new generation */
-	enum ri_state st;
+	struct sup_gen *gen;          /* the new generation */
+	enum fsm_istate st;
 	char error[256];
 };
 
 struct sup_reload {
-	struct sup *s;
 	uint64_t started_wall, started_mono;
 	char source[16];
 	struct cfg next;
 	bool have_next;
-	char version[80];
+	char version[PLAN_VERSION_LEN];
 	char *text;
 	size_t len;
 	bool posted;
 	struct plan plan;
-	struct reload_item *items;
-	ev_timer timer;
-	struct admin_conn *conn;
-	bool finished;
+	struct sup_reload_item *items;
+	uint64_t waiter;
+	bool resolved;                /* commit/rollback decided and queued */
+	bool aborted;
+	char resolve_error[256];
+	struct sup_reload *next_free; /* finished, freed by reload_reap() */
 };
 
-static void reload_check(struct sup_reload *r);
 
 const char *
 sup_reload_status_str(enum sup_reload_status st)
@@ -62,11 +64,12 @@ sup_reload_status_str(enum sup_reload_status st)
 	case SUP_RELOAD_FAILED: return "FAILED";
 	case SUP_RELOAD_REJECTED: return "REJECTED";
 	case SUP_RELOAD_UNCHANGED: return "UNCHANGED";
-	default: return "NONE";
+	case SUP_RELOAD_NONE: break;
 	}
+	return "NONE";
 }
 
-/* ---- records ------------------------------------------------------------------- */
+/* ---- records ----------------------------------------------------------------------- */
 
 static void
 strv_free(char **v)
@@ -84,27 +87,19 @@ strv_add(char **v, const char *s)
 	size_t n = 0;
 	while (v && v[n])
 		n++;
-	char **nv = realloc(v, (n + 2) * sizeof *nv);
-	if (!nv)
-		return v;
-	nv[n] = strdup(s);
+	char *d = strdup(s);
+	char **nv = d ? realloc(v, (n + 2) * sizeof *nv) : NULL;
+	if (!nv) {
+		free(d);
+		return v;  /* out of memory: the record lacks one line, nothing worse */
+	}
+	nv[n] = d;
 	nv[n + 1] = NULL;
 	return nv;
 }
 
-static json_t *
-strv_json(char *const *v)
-{
-	json_t *a = json_array();
-	for (; v && *v; v++) {
-		json_t *m = json_string(*v);
-		json_array_append_new(a, m ? m : json_string("(message is not valid UTF-8)"));
-	}
-	return a;
-}
-
-static void
-record_clear(struct sup_reload_record *rec)
+void
+sup_record_clear(struct sup_reload_record *rec)
 {
 	strv_free(rec->added);
 	strv_free(rec->modified);
@@ -114,149 +109,35 @@ record_clear(struct sup_reload_record *rec)
 }
 
 void
-reload_free_records(struct sup *s)
-{
-	record_clear(&s->last_reload);
-}
-
-void
-reload_record_validation(struct sup *s, bool valid, const char *version)
+sup_record_validation(struct sup *s, bool valid, const char *version)
 {
 	s->last_validation.valid = valid;
-	s->last_validation.timestamp_ms = clock_wall_ms();
+	s->last_validation.timestamp_ms = s->now_wall_ms;
 	snprintf(s->last_validation.requested_version,
 	    sizeof s->last_validation.requested_version, "%s", version ? version : "");
 }
 
-static json_t *
-time_json(uint64_t ms)
+static void reload_add_error(struct sup *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void
+reload_add_error(struct sup *s, const char *fmt, ...)
 {
-	char buf[40];
-	if (!ms)
-		return json_null();
-	clock_fmt_rfc3339(ms, buf, sizeof buf);
-	return json_string(buf);
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	s->last_reload.errors = strv_add(s->last_reload.errors, buf);
 }
 
-json_t *
-reload_status_json(const struct sup *s)
+uint64_t
+sup_reload_since(const struct sup *s)
 {
-	json_t *o = json_object();
-	json_object_set_new(o, "currentConfigVersion", json_string(s->config_version));
-	json_object_set_new(o, "appliedAt", time_json(s->applied_at_ms));
-	json_object_set_new(o, "reloadInProgress", json_boolean(s->reload != NULL));
-	if (s->reload)
-		json_object_set_new(o, "inProgressSince", time_json(s->reload->started_wall));
-	const struct sup_reload_record *rec = &s->last_reload;
-	if (rec->status == SUP_RELOAD_NONE) {
-		json_object_set_new(o, "lastReloadAttempt", json_null());
-	} else {
-		json_t *r = json_object();
-		json_object_set_new(r, "timestamp", time_json(rec->timestamp_ms));
-		json_object_set_new(r, "status", json_string(sup_reload_status_str(rec->status)));
-		json_object_set_new(r, "requestedVersion",
-		    rec->requested_version[0] ? json_string(rec->requested_version) : json_null());
-		json_object_set_new(r, "source", json_string(rec->source));
-		json_object_set_new(r, "durationMs", json_integer((json_int_t)rec->duration_ms));
-		json_object_set_new(r, "clustersAdded", strv_json(rec->added));
-		json_object_set_new(r, "clustersModified", strv_json(rec->modified));
-		json_object_set_new(r, "clustersRemoved", strv_json(rec->removed));
-		json_object_set_new(r, "errors", strv_json(rec->errors));
-		json_object_set_new(r, "persisted", json_boolean(rec->persisted));
-		if (rec->persist_error[0])
-			json_object_set_new(r, "persistError", json_string(rec->persist_error));
-		json_object_set_new(o, "lastReloadAttempt", r);
-	}
-	if (s->last_validation.timestamp_ms == 0) {
-		json_object_set_new(o, "lastValidationAttempt", json_null());
-	} else {
-		json_object_set_new(o, "lastValidationAttempt", json_pack("{s:o, s:s, s:s}",
-		    "timestamp", time_json(s->last_validation.timestamp_ms),
-		    "status", s->last_validation.valid ? "VALID" : "INVALID",
-		    "requestedVersion", s->last_validation.requested_version));
-	}
-	return o;
+	return s->reload ? s->reload->started_wall : 0;
 }
 
-/* ---- persistence ---------------------------------------------------------------- */
-
-/* Write text to path atomically: temp file in the same directory, fsync,
- * rename, fsync the directory. 0, or -1 with a reason. */
-static int
-reload_persist(const char *path, const char *text, size_t len, char *err, size_t errlen)
-{
-	char tmp[4096], dirbuf[4096];
-	snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-	snprintf(dirbuf, sizeof dirbuf, "%s", path);
-	mode_t mode = 0644;
-	struct stat st;
-	if (stat(path, &st) == 0)
-		mode = st.st_mode & 07777;
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-	if (fd == -1) {
-		snprintf(err, errlen, "%.100s: %s", tmp, strerror(errno));
-		return -1;
-	}
-	size_t off = 0;
-	while (off < len) {
-		ssize_t n = write(fd, text + off, len - off);
-		if (n == -1 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			snprintf(err, errlen, "write %.100s: %s", tmp, strerror(errno));
-			goto fail;
-		}
-		off += (size_t)n;
-	}
-	if (fsync(fd) == -1) {
-		snprintf(err, errlen, "fsync %.100s: %s", tmp, strerror(errno));
-		goto fail;
-	}
-	close(fd);
-	fd = -1;
-	if (rename(tmp, path) == -1) {
-		snprintf(err, errlen, "rename to %.100s: %s", path, strerror(errno));
-		goto fail;
-	}
-	int dfd = open(dirname(dirbuf), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0) {
-		fsync(dfd);
-		close(dfd);
-	}
-	return 0;
-fail:
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
-	return -1;
-}
-
-/* ---- finishing -------------------------------------------------------------------- */
-
-static json_t *
-reload_reply_body(const struct sup *s, const struct sup_reload_record *rec, bool changed,
-		  bool posted)
-{
-	bool ok = rec->status == SUP_RELOAD_SUCCESS || rec->status == SUP_RELOAD_UNCHANGED;
-	json_t *o = json_object();
-	json_object_set_new(o, "success", json_boolean(ok));
-	json_object_set_new(o, "changed", json_boolean(changed));
-	json_object_set_new(o, "status", json_string(sup_reload_status_str(rec->status)));
-	json_object_set_new(o, "configVersion", json_string(ok ? s->config_version :
-	    rec->requested_version));
-	json_object_set_new(o, "clustersAdded", strv_json(rec->added));
-	json_object_set_new(o, "clustersModified", strv_json(rec->modified));
-	json_object_set_new(o, "clustersRemoved", strv_json(rec->removed));
-	json_object_set_new(o, "durationMs", json_integer((json_int_t)rec->duration_ms));
-	if (!ok || rec->errors)
-		json_object_set_new(o, "errors", strv_json(rec->errors));
-	if (posted) {
-		json_object_set_new(o, "persisted", json_boolean(rec->persisted));
-		if (rec->persist_error[0])
-			json_object_set_new(o, "persistError", json_string(rec->persist_error));
-	}
-	return o;
-}
+/* ---- finishing ------------------------------------------------------------------------- */
 
 static void
 reload_log_outcome(const struct sup_reload_record *rec)
@@ -269,33 +150,55 @@ reload_log_outcome(const struct sup_reload_record *rec)
 	for (char **p = rec->removed; p && *p; p++) nr++;
 	for (char **p = rec->errors; p && *p; p++) ne++;
 	log_msg(lvl, "reload finished",
-	    "status=%s source=%s version=%s duration_ms=%llu added=%zu modified=%zu removed=%zu errors=%zu first_error=\"%s\"",
+	    "status=%s source=%s version=%s duration_ms=%llu added=%zu modified=%zu removed=%zu "
+	    "errors=%zu first_error=\"%s\"",
 	    sup_reload_status_str(rec->status), rec->source, rec->requested_version,
 	    (unsigned long long)rec->duration_ms, na, nm, nr, ne,
 	    rec->errors && rec->errors[0] ? rec->errors[0] : "");
 }
 
-static void reload_hup_cb(struct ev_loop *loop, ev_timer *t, int revents);
-
-/* Record the outcome, answer, free. `changed` says whether the running
- * configuration changed at all. */
+/* [ferry] settings that change without a restart (plan_check_restart_keys
+ * rejected the others); log_level reaches every live worker. */
 static void
-reload_finish(struct sup_reload *r, enum sup_reload_status st, int http, bool changed)
+reload_apply_live(struct sup *s, const struct cfg *next)
 {
-	struct sup *s = r->s;
+	bool level_changed = s->cfg.log_level != next->log_level;
+	s->cfg.startup_policy = next->startup_policy;
+	s->cfg.reload_policy = next->reload_policy;
+	s->cfg.drain_timeout_ms = next->drain_timeout_ms;
+	s->cfg.init_timeout_ms = next->init_timeout_ms;
+	s->cfg.log_level = next->log_level;
+	s->cfg.persist = next->persist;
+	s->cfg.crash_loop_limit = next->crash_loop_limit;
+	s->cfg.crash_loop_window_ms = next->crash_loop_window_ms;
+	s->cfg.worker_watchdog_ms = next->worker_watchdog_ms;
+	log_set_level((enum log_level)s->cfg.log_level);
+	if (!level_changed)
+		return;
+	struct ipc_log_level ll = { .level = (uint32_t)next->log_level };
+	for (size_t i = 0; i < s->n_clusters; i++)
+		for (struct sup_gen *g = s->clusters[i]->gens; g; g = g->next)
+			if (!fsm_gen_terminal(g->st))
+				sup_gen_send(s, g, IPC_LOG_LEVEL, &ll, sizeof ll);
+}
+
+/* Record the outcome, answer, and hand the reload to the reaper. */
+static void
+reload_finish(struct sup *s, struct sup_reload *r, enum sup_reload_status st, bool changed)
+{
 	struct sup_reload_record *rec = &s->last_reload;
 	char **errors = rec->errors;
 	rec->errors = NULL;
-	record_clear(rec);
-	rec->errors = errors;  /* collected by the caller for this attempt */
+	sup_record_clear(rec);
+	rec->errors = errors;  /* collected for this attempt */
 	rec->status = st;
 	rec->timestamp_ms = r->started_wall;
-	rec->duration_ms = clock_mono_ms() - r->started_mono;
 	snprintf(rec->requested_version, sizeof rec->requested_version, "%s", r->version);
 	snprintf(rec->source, sizeof rec->source, "%s", r->source);
+	rec->aborted = r->aborted;
 	for (size_t i = 0; r->items && i < r->plan.n; i++) {
-		struct reload_item *it = &r->items[i];
-		if (it->st != RI_DONE)
+		struct sup_reload_item *it = &r->items[i];
+		if (it->st != FSM_I_COMMITTED)
 			continue;
 		if (it->pi->op == PLAN_ADD)
 			rec->added = strv_add(rec->added, it->pi->name);
@@ -310,10 +213,9 @@ reload_finish(struct sup_reload *r, enum sup_reload_status st, int http, bool ch
 		s->cfg = r->next;
 		r->have_next = false;
 		snprintf(s->config_version, sizeof s->config_version, "%s", r->version);
-		s->applied_at_ms = clock_wall_ms();
-		log_set_level((enum log_level)s->cfg.log_level);
+		s->applied_at_ms = s->now_wall_ms;
 		if (r->posted && s->cfg.persist) {
-			if (reload_persist(s->config_path, r->text, r->len, rec->persist_error,
+			if (s->ops->persist(s, s->config_path, r->text, r->len, rec->persist_error,
 			    sizeof rec->persist_error) == 0)
 				rec->persisted = true;
 			else
@@ -324,341 +226,260 @@ reload_finish(struct sup_reload *r, enum sup_reload_status st, int http, bool ch
 			    "persist = false in [ferry]");
 		}
 	}
-	rec->duration_ms = clock_mono_ms() - r->started_mono;
-	rec->http_status = http;
+	rec->duration_ms = s->now_ms - r->started_mono;
 	rec->changed = changed;
 	rec->posted = r->posted;
 	reload_log_outcome(rec);
-	if (r->conn) {
-		struct admin_response resp;
-		memset(&resp, 0, sizeof resp);
-		admin_response_json(&resp, http, reload_reply_body(s, rec, changed, r->posted));
-		admin_conn_respond(r->conn, &resp);
-		r->conn = NULL;
+	if (s->reload == r) {
+		s->reload = NULL;
+		r->next_free = s->reload_dead;
+		s->reload_dead = r;
+		s->reap_pending = true;
 	}
-	r->finished = true;
+	if (r->waiter && s->ops->answer_reload)
+		s->ops->answer_reload(s, r->waiter, rec);
+	r->waiter = 0;
+	if (s->ops->reload_end)
+		s->ops->reload_end(s, rec);
+	if (s->hup_pending && !s->stopping)
+		s->hup_at = s->now_ms;  /* the coalesced SIGHUP, from the loop */
 }
 
 static void
-reload_free(struct sup_reload *r)
+reload_free(struct sup *s, struct sup_reload *r)
 {
-	ev_timer_stop(r->s->loop, &r->timer);
 	if (r->have_next)
 		cfg_free(&r->next);
 	for (size_t i = 0; r->items && i < r->plan.n; i++)
-		sup_ccfg_free(r->items[i].cc);
+		sup_ccfg_free(s, r->items[i].cc);
 	free(r->items);
 	plan_free(&r->plan);
 	free(r->text);
 	free(r);
 }
 
-/* After a reload: the next coalesced SIGHUP, from the loop. */
-static void
-reload_done(struct sup *s)
+void
+reload_reap(struct sup *s)
 {
-	struct sup_reload *r = s->reload;
-	s->reload = NULL;
-	if (r)
-		reload_free(r);
-	if (s->hup_pending && !s->stopping) {
-		ev_timer_stop(s->loop, &s->hup_timer);
-		ev_timer_init(&s->hup_timer, reload_hup_cb, 0., 0.);
-		s->hup_timer.data = s;
-		ev_timer_start(s->loop, &s->hup_timer);
+	while (s->reload_dead) {
+		struct sup_reload *r = s->reload_dead;
+		s->reload_dead = r->next_free;
+		reload_free(s, r);
 	}
-}
-
-static void
-reload_hup_cb(struct ev_loop *loop, ev_timer *t, int revents)
-{
-	(void)loop;
-	(void)revents;
-	struct sup *s = t->data;
-	if (!s->hup_pending || s->reload)
-		return;
-	s->hup_pending = false;
-	log_info("running the reload requested during the previous one", "%s", "");
-	reload_from_signal(s);
 }
 
 /* A reload that ends before preparing anything. */
-static enum admin_handler_result
-reload_end_now(struct sup_reload *r, enum sup_reload_status st, int http, bool changed,
-	       struct admin_response *resp)
+static enum sup_result
+reload_end_now(struct sup *s, struct sup_reload *r, enum sup_reload_status st,
+	       const struct sup_reload_record **rec)
 {
-	struct sup *s = r->s;
-	r->conn = NULL;
-	reload_finish(r, st, http, changed);
-	if (resp)
-		admin_response_json(resp, http, reload_reply_body(s, &s->last_reload, changed,
-		    r->posted));
-	s->reload = r;
-	reload_done(s);
-	return ADMIN_RESPOND;
+	r->waiter = 0;
+	reload_finish(s, r, st, false);
+	*rec = &s->last_reload;
+	return SUP_OK;
 }
 
-/* ---- commit and rollback ------------------------------------------------------------ */
+/* ---- items ------------------------------------------------------------------------------ */
 
-static void
-reload_graveyard(struct sup *s, struct sup_cluster *c)
+void
+reload_gen_held(struct sup *s, struct sup_gen *g)
 {
-	c->removing = true;
-	if (!sup_cluster_alive(c)) {
-		sup_cluster_free(c);
-		return;
-	}
-	struct sup_cluster **g = realloc(s->graveyard, (s->n_graveyard + 1) * sizeof *g);
-	if (!g) {
-		sup_cluster_free(c);  /* kills its workers */
-		return;
-	}
-	s->graveyard = g;
-	s->graveyard[s->n_graveyard++] = c;
+	if (g->item)
+		sup_post_item(s, g->item, FSM_IE_PREPARED, "ready");
 }
 
 void
-reload_cluster_reaped(struct sup *s, struct sup_cluster *c)
+reload_gen_ended(struct sup *s, struct sup_gen *g, const char *why)
 {
-	for (size_t i = 0; i < s->n_clusters; i++) {
-		if (s->clusters[i] != c)
-			continue;
-		memmove(&s->clusters[i], &s->clusters[i + 1],
-		    (s->n_clusters - i - 1) * sizeof *s->clusters);
-		s->n_clusters--;
-		log_info("cluster removed", "cluster=%s", c->cfg.name);
-		sup_cluster_free(c);
-		return;
-	}
-	for (size_t i = 0; i < s->n_graveyard; i++) {
-		if (s->graveyard[i] != c)
-			continue;
-		s->graveyard[i] = s->graveyard[--s->n_graveyard];
-		sup_cluster_free(c);
-		return;
-	}
+	if (g->item)
+		sup_post_item(s, g->item, FSM_IE_FAILED, why[0] ? why :
+		    "worker exited during preparation");
 }
 
 static void
-reload_commit_item(struct sup_reload *r, struct reload_item *it)
+reload_commit_item(struct sup *s, struct sup_reload_item *it)
 {
-	struct sup *s = r->s;
 	struct sup_cluster *c = it->cluster;
 	switch (it->pi->op) {
-	case PLAN_ADD: {
-		struct sup_cluster **nc = realloc(s->clusters, (s->n_clusters + 1) * sizeof *nc);
-		if (!nc) {
-			snprintf(it->error, sizeof it->error, "out of memory");
-			it->st = RI_FAILED;
-			return;
-		}
-		s->clusters = nc;
-		s->clusters[s->n_clusters++] = c;
-		sup_worker_promote(it->wk);
-		break;
-	}
 	case PLAN_MODIFY: {
 		struct sup_ccfg *old = c->ccfg;
 		sup_cluster_set_ccfg(c, it->cc);
 		it->cc = NULL;
-		c->parked = false;
-		c->n_unknown_nodes = 0;  /* node_ids may cover them now */
-		crash_reset(&c->crash);
-		ev_timer_stop(s->loop, &c->restart_timer);
-		sup_worker_promote(it->wk);
-		/* Our copies of the old sockets: shared ones live on as the new
-		 * configuration's dups, the others close now (the old
-		 * generation closed its own copies when it began draining). */
-		sup_ccfg_free(old);
+		/* Shared sockets live on in the new configuration's dups; the
+		 * others close now (the old generation closes its own copies
+		 * when it drains). */
+		sup_ccfg_free(s, old);
+		it->gen->owner = SUP_OWNER_CLUSTER;
+		it->gen->item = NULL;
+		sup_post_cluster(s, c, FSM_CE_COMMIT, "reload: modified");
+		sup_post_gen(s, it->gen, FSM_GE_COMMIT, "reload: modified");
 		break;
 	}
+	case PLAN_ADD:
+		sup_cluster_list(s, c);
+		it->gen->owner = SUP_OWNER_CLUSTER;
+		it->gen->item = NULL;
+		sup_post_gen(s, it->gen, FSM_GE_COMMIT, "reload: added");
+		break;
 	case PLAN_REMOVE:
-		c->removing = true;
-		ev_timer_stop(s->loop, &c->restart_timer);
-		for (struct sup_worker *wk = c->workers; wk; wk = wk->next)
-			sup_worker_drain(wk, "cluster removed by reload");
-		sup_ccfg_release(c->ccfg);
-		if (!sup_cluster_alive(c))
-			reload_cluster_reaped(s, c);
+		sup_post_cluster(s, c, FSM_CE_REMOVE, "cluster removed by reload");
+		sup_cluster_unlist(s, c);  /* its name is free at once */
 		break;
 	case PLAN_KEEP:
 		break;
 	}
-	it->st = RI_DONE;
 }
 
 static void
-reload_rollback_item(struct sup_reload *r, struct reload_item *it, const char *why)
+reload_rollback_item(struct sup *s, struct sup_reload_item *it, unsigned actions,
+		     const char *why)
 {
-	if (it->wk)
-		sup_worker_stop(it->wk, why);  /* a no-op for one already gone */
-	if (it->pi->op == PLAN_ADD && it->cluster) {
-		sup_ccfg_release(it->cluster->ccfg);
-		reload_graveyard(r->s, it->cluster);
-		it->cluster = NULL;
+	if ((actions & FSM_IA_STOP_NEW) && it->gen) {
+		it->gen->owner = SUP_OWNER_NONE;
+		it->gen->item = NULL;
+		sup_post_gen(s, it->gen, FSM_GE_STOP, why);
 	}
-	sup_ccfg_free(it->cc);  /* closes dups and new binds; shared sockets live on */
-	it->cc = NULL;
-	it->wk = NULL;
-}
-
-static void
-reload_add_error(struct sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-reload_add_error(struct sup *s, const char *fmt, ...)
-{
-	char buf[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
-	va_end(ap);
-	s->last_reload.errors = strv_add(s->last_reload.errors, buf);
-}
-
-/* [ferry] settings that change without a restart (plan_check_restart_keys
- * rejected the others). */
-static void
-reload_apply_live(struct sup *s, const struct cfg *next)
-{
-	s->cfg.startup_policy = next->startup_policy;
-	s->cfg.reload_policy = next->reload_policy;
-	s->cfg.drain_timeout_ms = next->drain_timeout_ms;
-	s->cfg.init_timeout_ms = next->init_timeout_ms;
-	s->cfg.log_level = next->log_level;
-	s->cfg.persist = next->persist;
-	s->cfg.crash_loop_limit = next->crash_loop_limit;
-	s->cfg.crash_loop_window_ms = next->crash_loop_window_ms;
-	log_set_level((enum log_level)s->cfg.log_level);
-}
-
-static void
-reload_check(struct sup_reload *r)
-{
-	struct sup *s = r->s;
-	if (r->finished)
-		return;
-	size_t pending = 0, failed = 0;
-	for (size_t i = 0; i < r->plan.n; i++) {
-		if (r->items[i].st == RI_PENDING)
-			pending++;
-		else if (r->items[i].st == RI_FAILED)
-			failed++;
+	if (actions & FSM_IA_FREE_NEW) {
+		if (it->pi->op == PLAN_ADD && it->cluster)
+			sup_post_cluster(s, it->cluster, FSM_CE_REMOVE, why);
+		sup_ccfg_free(s, it->cc);  /* closes dups and new binds; shared sockets live on */
+		it->cc = NULL;
 	}
-	bool per_cluster = r->next.reload_policy == CFG_RELOAD_PER_CLUSTER;
-	if (pending && (per_cluster || failed == 0))
-		return;  /* wait for the others */
-
-	strv_free(s->last_reload.errors);
-	s->last_reload.errors = NULL;
-	const char *first_failed = NULL;
-	for (size_t i = 0; i < r->plan.n; i++)
-		if (r->items[i].st == RI_FAILED) {
-			if (!first_failed)
-				first_failed = r->items[i].pi->name;
-			reload_add_error(s, "cluster %s: %s", r->items[i].pi->name, r->items[i].error);
-		}
-
-	if (failed && !per_cluster) {
-		char why[160];
-		snprintf(why, sizeof why, "reload rolled back (cluster %s failed)", first_failed);
-		for (size_t i = 0; i < r->plan.n; i++) {
-			struct reload_item *it = &r->items[i];
-			if (it->st == RI_PENDING || it->st == RI_READY) {
-				reload_rollback_item(r, it, why);
-				it->st = RI_FAILED;
-			} else if (it->st == RI_FAILED) {
-				reload_rollback_item(r, it, it->error);
-			}
-		}
-		reload_finish(r, SUP_RELOAD_FAILED, 500, false);
-		reload_done(s);
-		return;
-	}
-	/* Commit what prepared (all of it, or per cluster what did). The
-	 * settings that apply live take effect first, so the generations this
-	 * reload replaces drain with the new drain_timeout. */
-	reload_apply_live(s, &r->next);
-	bool any = false;
-	for (size_t i = 0; i < r->plan.n; i++) {
-		struct reload_item *it = &r->items[i];
-		if (it->st == RI_FAILED) {
-			reload_rollback_item(r, it, it->error);
-			continue;
-		}
-		reload_commit_item(r, it);
-		any = any || it->pi->op != PLAN_KEEP;
-	}
-	if (failed)
-		reload_finish(r, SUP_RELOAD_FAILED, 500, any);
-	else
-		reload_finish(r, SUP_RELOAD_SUCCESS, 200, true);
-	reload_done(s);
 }
 
 void
-reload_worker_event(struct sup *s, struct sup_worker *wk)
+reload_item_event(struct sup *s, struct sup_reload_item *it, enum fsm_ievent e, const char *why)
 {
-	struct sup_cluster *c = wk->cluster;
-	/* A deferred restart request waits for its generation's outcome. */
-	if (c->restart_conn && !wk->held && sup_worker_is_current(wk)) {
-		int code = 0;
-		const char *why = NULL;
-		if (wk->lc.state == LC_ACCEPTING)
-			code = 200;
-		else if (wk->lc.state == LC_FAILED || wk->lc.state == LC_STOPPED) {
-			code = 500;
-			why = wk->lc.reason;
-		}
-		if (code) {
-			struct admin_response resp;
-			memset(&resp, 0, sizeof resp);
-			admin_response_json(&resp, code, json_pack("{s:b, s:s, s:I, s:s, s:s?}",
-			    "success", code == 200, "name", c->cfg.name,
-			    "generation", (json_int_t)wk->generation,
-			    "state", lc_state_str(wk->lc.state), "error", why));
-			admin_conn_respond(c->restart_conn, &resp);
-			c->restart_conn = NULL;
-		}
-	}
-	struct sup_reload *r = s->reload;
-	if (!r || r->finished)
+	struct fsm_istep st = fsm_item_step(it->st, e);
+	if (!st.allowed) {
+		s->violations++;
+		log_error("forbidden reload item event (bug)", "cluster=%s state=%s event=%s",
+		    it->pi->name, fsm_istate_str(it->st), fsm_ievent_str(e));
 		return;
-	for (size_t i = 0; i < r->plan.n; i++) {
-		struct reload_item *it = &r->items[i];
-		if (it->wk != wk || it->st != RI_PENDING)
-			continue;
-		if (wk->lc.state == LC_INITIALIZING && wk->ready) {
-			it->st = RI_READY;
-		} else if (wk->lc.state == LC_FAILED || wk->lc.state == LC_STOPPED ||
-			   wk->pid == 0) {
-			it->st = RI_FAILED;
-			snprintf(it->error, sizeof it->error, "%s",
-			    wk->lc.reason[0] ? wk->lc.reason : "worker exited during preparation");
-		}
 	}
-	reload_check(r);
+	if (it->st != st.next)
+		log_debug("reload item", "cluster=%s transition=\"%s -> %s\" why=\"%s\"", it->pi->name,
+		    fsm_istate_str(it->st), fsm_istate_str(st.next), why);
+	it->st = st.next;
+	if (st.actions & FSM_IA_RECORD_ERROR)
+		snprintf(it->error, sizeof it->error, "%s", why);
+	if (st.actions & FSM_IA_COMMIT)
+		reload_commit_item(s, it);
+	reload_rollback_item(s, it, st.actions, why);
 }
 
+/* ---- settling ---------------------------------------------------------------------------- */
+
 static void
-reload_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
+reload_resolve(struct sup *s, struct sup_reload *r)
 {
-	(void)loop;
-	(void)revents;
-	struct sup_reload *r = t->data;
-	for (size_t i = 0; i < r->plan.n; i++) {
-		struct reload_item *it = &r->items[i];
-		if (it->st != RI_PENDING)
-			continue;
-		it->st = RI_FAILED;
-		snprintf(it->error, sizeof it->error, "not ready within init_timeout (%llums)",
-		    (unsigned long long)r->next.init_timeout_ms);
-		if (it->wk) {
-			it->wk->stop_requested = true;
-			sup_worker_set_state(it->wk, LC_FAILED, it->error);
+	size_t n = r->plan.n;
+	bool *ok = calloc(n + 1, sizeof *ok), *commit = calloc(n + 1, sizeof *commit);
+	struct plan_running *run = calloc(n + 1, sizeof *run);
+	bool per_cluster = r->next.reload_policy == CFG_RELOAD_PER_CLUSTER && !r->aborted;
+	if (!ok || !commit || !run) {
+		snprintf(r->resolve_error, sizeof r->resolve_error, "out of memory");
+		per_cluster = false;
+		free(ok);
+		free(commit);
+		free(run);
+		ok = commit = NULL;
+	} else {
+		/* old_index of the plan is the position in this list */
+		for (size_t i = 0; i < n; i++) {
+			struct sup_reload_item *it = &r->items[i];
+			ok[i] = it->st == FSM_I_READY && !r->aborted;
+			if (it->pi->old_index >= 0) {
+				run[it->pi->old_index].cl = it->cluster->ccfg->cl;
+				run[it->pi->old_index].version = it->cluster->ccfg->version;
+			}
 		}
+		if (plan_resolve(&r->plan, run, &r->next, ok, per_cluster, commit,
+		    r->resolve_error, sizeof r->resolve_error) == -1)
+			log_error("reload would put two clusters on one address; rolled back",
+			    "error=\"%s\"", r->resolve_error);
+		free(run);
 	}
-	reload_check(r);
+	bool any = false, all = !r->aborted;
+	for (size_t i = 0; i < n; i++) {
+		any = any || (commit && commit[i] && r->items[i].pi->op != PLAN_KEEP);
+		all = all && commit && commit[i];
+	}
+	/* The settings that apply live take effect first, so the generations
+	 * this reload replaces drain with the new drain_timeout. */
+	if (any || all)
+		reload_apply_live(s, &r->next);
+	const char *first_failed = NULL;
+	for (size_t i = 0; i < n; i++)
+		if (r->items[i].st == FSM_I_FAILED && !first_failed)
+			first_failed = r->items[i].pi->name;
+	for (size_t i = 0; i < n; i++) {
+		struct sup_reload_item *it = &r->items[i];
+		if (commit && commit[i]) {
+			sup_post_item(s, it, FSM_IE_COMMIT, "reload committed");
+			continue;
+		}
+		char why[300];
+		if (r->aborted)
+			snprintf(why, sizeof why, "%s", it->error[0] ? it->error : "ferryd is stopping");
+		else if (it->st == FSM_I_FAILED)
+			snprintf(why, sizeof why, "%s", it->error);
+		else if (first_failed)
+			snprintf(why, sizeof why, "reload rolled back (cluster %s failed)", first_failed);
+		else if (r->resolve_error[0])
+			snprintf(why, sizeof why, "reload rolled back: %s", r->resolve_error);
+		else
+			snprintf(why, sizeof why, "reload rolled back: a cluster it depends on "
+			    "(a listening address it takes over) did not commit");
+		if (it->st != FSM_I_FAILED && it->pi->op != PLAN_KEEP &&
+		    (per_cluster || first_failed == NULL))
+			snprintf(it->error, sizeof it->error, "%.*s", (int)sizeof it->error - 1, why);
+		sup_post_item(s, it, FSM_IE_ROLLBACK, why);
+	}
+	free(ok);
+	free(commit);
+	r->resolved = true;
+}
+
+void
+reload_settle(struct sup *s)
+{
+	struct sup_reload *r = s->reload;
+	if (!r)
+		return;
+	if (!r->resolved) {
+		size_t pending = 0, failed = 0;
+		for (size_t i = 0; i < r->plan.n; i++) {
+			if (r->items[i].st == FSM_I_PENDING)
+				pending++;
+			else if (r->items[i].st == FSM_I_FAILED)
+				failed++;
+		}
+		bool per_cluster = r->next.reload_policy == CFG_RELOAD_PER_CLUSTER;
+		if (!r->aborted && pending && (per_cluster || failed == 0))
+			return;  /* wait for the others */
+		reload_resolve(s, r);
+		return;  /* the queued commits and rollbacks run first */
+	}
+	/* Every item is committed or rolled back: record it once. */
+	sup_record_clear(&s->last_reload);
+	bool failed = false, changed = false;
+	for (size_t i = 0; i < r->plan.n; i++) {
+		struct sup_reload_item *it = &r->items[i];
+		if (it->st == FSM_I_ROLLED_BACK && it->pi->op != PLAN_KEEP) {
+			failed = true;
+			reload_add_error(s, "cluster %s: %s", it->pi->name,
+			    it->error[0] ? it->error : "rolled back");
+		}
+		if (it->st == FSM_I_COMMITTED && it->pi->op != PLAN_KEEP)
+			changed = true;
+	}
+	if (r->aborted && !s->last_reload.errors)
+		reload_add_error(s, "ferryd is stopping");
+	if (r->resolve_error[0])
+		reload_add_error(s, "%s", r->resolve_error);
+	reload_finish(s, r, failed || r->aborted ? SUP_RELOAD_FAILED : SUP_RELOAD_SUCCESS,
+	    changed);
 }
 
 void
@@ -667,52 +488,59 @@ reload_abort(struct sup *s, const char *why)
 	struct sup_reload *r = s->reload;
 	if (!r)
 		return;
-	for (size_t i = 0; i < r->plan.n; i++) {
-		struct reload_item *it = &r->items[i];
-		if (it->st == RI_PENDING || it->st == RI_READY || it->st == RI_FAILED) {
-			reload_rollback_item(r, it, why);
-			it->st = RI_FAILED;
-			snprintf(it->error, sizeof it->error, "%s", why);
-		}
-	}
-	strv_free(s->last_reload.errors);
-	s->last_reload.errors = strv_add(NULL, why);
-	reload_finish(r, SUP_RELOAD_FAILED, 503, false);
-	s->hup_pending = false;
-	reload_done(s);
+	log_warn("reload aborted", "why=\"%s\"", why);
+	r->aborted = true;
+	sup_dispatch(s);  /* settles it (or the chain in progress will) */
 }
 
-/* ---- starting ------------------------------------------------------------------------ */
-
-enum admin_handler_result
-reload_start(struct sup *s, const char *text, size_t len, const char *source,
-	     struct admin_conn *conn, struct admin_response *resp)
+void
+reload_tick(struct sup *s)
 {
+	if (!s->hup_at || s->now_ms < s->hup_at)
+		return;
+	s->hup_at = 0;
+	if (!s->hup_pending || s->reload || s->stopping)
+		return;
+	s->hup_pending = false;
+	log_info("running the reload requested during the previous one", "%s", "");
+	sup_reload_signal(s);
+}
+
+/* ---- starting ---------------------------------------------------------------------------- */
+
+enum sup_result
+sup_reload_start(struct sup *s, const char *text, size_t len, const char *source,
+		 uint64_t waiter, const struct sup_reload_record **rec)
+{
+	static struct sup_reload_record conflict;
 	if (s->reload) {
-		char since[40];
-		clock_fmt_rfc3339(s->reload->started_wall, since, sizeof since);
-		admin_response_json(resp, 409, json_pack("{s:b, s:s, s:s}", "success", 0,
-		    "error", "a reload is in progress", "inProgressSince", since));
-		return ADMIN_RESPOND;
+		sup_record_clear(&conflict);
+		conflict.conflict = true;
+		conflict.timestamp_ms = s->reload->started_wall;
+		*rec = &conflict;
+		return SUP_CONFLICT;
 	}
 	if (s->stopping) {
-		admin_response_error(resp, 503, "ferryd is stopping");
-		return ADMIN_RESPOND;
+		sup_record_clear(&conflict);
+		conflict.aborted = true;
+		*rec = &conflict;
+		return SUP_UNAVAILABLE;
 	}
 	struct sup_reload *r = calloc(1, sizeof *r);
 	if (!r) {
-		admin_response_error(resp, 500, "out of memory");
-		return ADMIN_RESPOND;
+		sup_record_clear(&conflict);
+		conflict.errors = strv_add(NULL, "out of memory");
+		conflict.status = SUP_RELOAD_FAILED;
+		*rec = &conflict;
+		return SUP_FAILED;
 	}
-	r->s = s;
-	r->started_wall = clock_wall_ms();
-	r->started_mono = clock_mono_ms();
+	r->started_wall = s->now_wall_ms;
+	r->started_mono = s->now_ms;
 	snprintf(r->source, sizeof r->source, "%s", source);
-	ev_timer_init(&r->timer, reload_timeout_cb, 0., 0.);
-	r->timer.data = r;
 	s->reload = r;
-	strv_free(s->last_reload.errors);
-	s->last_reload.errors = NULL;
+	sup_record_clear(&s->last_reload);
+	if (s->ops->reload_begin)
+		s->ops->reload_begin(s);
 
 	/* 1. The text: posted, or the file on disk. */
 	char err[512];
@@ -730,12 +558,12 @@ reload_start(struct sup *s, const char *text, size_t len, const char *source,
 		r->text = file_read_all(s->config_path, CFG_MAX_FILE_BYTES, &r->len, err, sizeof err);
 		if (!r->text) {
 			reload_add_error(s, "%s", err);
-			return reload_end_now(r, SUP_RELOAD_REJECTED, 400, false, resp);
+			return reload_end_now(s, r, SUP_RELOAD_REJECTED, rec);
 		}
 	}
 	if (!r->text) {
 		reload_add_error(s, "out of memory");
-		return reload_end_now(r, SUP_RELOAD_FAILED, 500, false, resp);
+		return reload_end_now(s, r, SUP_RELOAD_FAILED, rec);
 	}
 	sup_hash_hex(r->text, r->len, r->version, sizeof r->version);
 	log_info("reload requested", "source=%s version=%s posted=%s", source, r->version,
@@ -747,128 +575,103 @@ reload_start(struct sup *s, const char *text, size_t len, const char *source,
 	if (cfg_parse_string(name, r->text, r->len, &r->next, &errs) == -1) {
 		for (size_t i = 0; i < errs.n; i++)
 			reload_add_error(s, "%s", errs.msg[i]);
+		if (!errs.n)
+			reload_add_error(s, "invalid configuration");
 		cfg_errors_free(&errs);
-		return reload_end_now(r, SUP_RELOAD_REJECTED, 400, false, resp);
+		return reload_end_now(s, r, SUP_RELOAD_REJECTED, rec);
 	}
 	r->have_next = true;
 	/* 3. Same bytes as running: nothing to do. */
 	if (strcmp(r->version, s->config_version) == 0) {
 		cfg_errors_free(&errs);
-		return reload_end_now(r, SUP_RELOAD_UNCHANGED, 200, false, resp);
+		return reload_end_now(s, r, SUP_RELOAD_UNCHANGED, rec);
 	}
 	if (plan_check_restart_keys(&s->cfg, &r->next, &errs) > 0) {
 		for (size_t i = 0; i < errs.n; i++)
 			reload_add_error(s, "%s", errs.msg[i]);
 		cfg_errors_free(&errs);
-		return reload_end_now(r, SUP_RELOAD_REJECTED, 400, false, resp);
+		return reload_end_now(s, r, SUP_RELOAD_REJECTED, rec);
 	}
 	cfg_errors_free(&errs);
 
-	/* 4. Diff against what runs (clusters being removed do not count). */
+	/* 4. Diff against what is listed (removed clusters still draining are
+	 * in limbo and do not count: their names are free). */
 	struct plan_running *run = calloc(s->n_clusters + 1, sizeof *run);
-	struct sup_cluster **run_c = calloc(s->n_clusters + 1, sizeof *run_c);
-	size_t n_run = 0;
-	if (!run || !run_c) {
-		free(run);
-		free(run_c);
+	if (!run) {
 		reload_add_error(s, "out of memory");
-		return reload_end_now(r, SUP_RELOAD_FAILED, 500, false, resp);
+		return reload_end_now(s, r, SUP_RELOAD_FAILED, rec);
 	}
 	for (size_t i = 0; i < s->n_clusters; i++) {
-		struct sup_cluster *c = s->clusters[i];
-		if (c->removing) {
-			if (cfg_find_cluster(&r->next, c->cfg.name)) {
-				reload_add_error(s, "cluster %s is still draining after its removal; "
-				    "retry when it has stopped", c->cfg.name);
-				free(run);
-				free(run_c);
-				return reload_end_now(r, SUP_RELOAD_REJECTED, 409, false, resp);
-			}
-			continue;
-		}
-		run[n_run].cl = c->ccfg->cl;
-		run[n_run].version = c->ccfg->version;
-		run_c[n_run++] = c;
+		run[i].cl = s->clusters[i]->ccfg->cl;
+		run[i].version = s->clusters[i]->ccfg->version;
 	}
-	if (plan_make(run, n_run, &r->next, &r->plan) == -1 ||
+	if (plan_make(run, s->n_clusters, &r->next, &r->plan) == -1 ||
 	    !(r->items = calloc(r->plan.n + 1, sizeof *r->items))) {
 		free(run);
-		free(run_c);
 		reload_add_error(s, "out of memory");
-		return reload_end_now(r, SUP_RELOAD_FAILED, 500, false, resp);
+		return reload_end_now(s, r, SUP_RELOAD_FAILED, rec);
 	}
 	free(run);
 	for (size_t i = 0; i < r->plan.n; i++) {
-		struct reload_item *it = &r->items[i];
+		struct sup_reload_item *it = &r->items[i];
+		it->r = r;
 		it->pi = &r->plan.items[i];
-		it->st = RI_READY;  /* KEEP / REMOVE need no preparation */
+		it->st = FSM_I_READY;  /* keep and remove need no preparation */
 		if (it->pi->old_index >= 0)
-			it->cluster = run_c[it->pi->old_index];
+			it->cluster = s->clusters[it->pi->old_index];
 		log_info("reload plan", "cluster=%s op=%s", it->pi->name, plan_op_str(it->pi->op));
 	}
-	free(run_c);
 
 	/* 5. Prepare: bind new addresses, start held generations. Sockets of
-	 * every running configuration are candidates for sharing. */
+	 * every listed configuration are candidates for sharing. */
 	struct sup_ccfg **reuse = calloc(s->n_clusters + 1, sizeof *reuse);
 	size_t n_reuse = 0;
 	for (size_t i = 0; reuse && i < s->n_clusters; i++)
 		reuse[n_reuse++] = s->clusters[i]->ccfg;
 	for (size_t i = 0; i < r->plan.n; i++) {
-		struct reload_item *it = &r->items[i];
+		struct sup_reload_item *it = &r->items[i];
 		if (it->pi->op != PLAN_ADD && it->pi->op != PLAN_MODIFY)
 			continue;
-		it->st = RI_PENDING;
+		it->st = FSM_I_PENDING;
 		const struct cfg_cluster *ncl = &r->next.clusters[it->pi->new_index];
-		struct sup_ccfg *cc = sup_ccfg_build(ncl, reuse, n_reuse, it->error,
-		    sizeof it->error);
+		struct sup_ccfg *cc = sup_ccfg_new(ncl, err, sizeof err);
+		if (cc && sup_ccfg_listen(s, cc, reuse, n_reuse, err, sizeof err) == -1) {
+			sup_ccfg_free(s, cc);
+			cc = NULL;
+		}
 		if (!cc) {
-			it->st = RI_FAILED;
+			sup_post_item(s, it, FSM_IE_FAILED, err);
 			continue;
 		}
 		if (it->pi->op == PLAN_ADD) {
-			it->cluster = sup_cluster_new(s, cc);
+			it->cluster = sup_cluster_new(s, cc, false);
 			if (!it->cluster) {
-				sup_ccfg_free(cc);
-				snprintf(it->error, sizeof it->error, "out of memory");
-				it->st = RI_FAILED;
+				sup_ccfg_free(s, cc);
+				sup_post_item(s, it, FSM_IE_FAILED, "out of memory");
 				continue;
 			}
-			it->wk = sup_start_worker(it->cluster, NULL, "reload: added", true);
 		} else {
 			it->cc = cc;
-			it->wk = sup_start_worker(it->cluster, cc, "reload: modified", true);
 		}
-		if (!it->wk || it->wk->lc.state == LC_FAILED) {
-			snprintf(it->error, sizeof it->error, "%s",
-			    it->wk ? it->wk->lc.reason : "out of memory");
-			it->st = RI_FAILED;
-		} else {
-			/* Held generations answer to the new init_timeout. */
-			ev_timer_stop(s->loop, &it->wk->init_timer);
-			ev_timer_set(&it->wk->init_timer,
-			    (ev_tstamp)r->next.init_timeout_ms / 1000.0, 0.);
-			ev_timer_start(s->loop, &it->wk->init_timer);
-		}
+		it->gen = sup_gen_start(s, it->cluster, cc, SUP_OWNER_RELOAD, it,
+		    r->next.init_timeout_ms, it->pi->op == PLAN_ADD ? "reload: added" :
+		    "reload: modified");
+		if (!it->gen)
+			sup_post_item(s, it, FSM_IE_FAILED, "out of memory");
 	}
 	free(reuse);
-	ev_timer_set(&r->timer, (ev_tstamp)r->next.init_timeout_ms / 1000.0 + 0.05, 0.);
-	ev_timer_start(s->loop, &r->timer);
-	reload_check(r);
+	sup_dispatch(s);
 	if (s->reload == r) {
-		/* Waiting for workers: the answer goes to conn later. */
-		r->conn = conn;
-		return conn ? ADMIN_DEFERRED : ADMIN_RESPOND;
+		r->waiter = waiter;   /* answered when it settles */
+		return SUP_DEFERRED;
 	}
-	/* Finished during this call (e.g. every preparation failed at once). */
-	const struct sup_reload_record *rec = &s->last_reload;
-	admin_response_json(resp, rec->http_status, reload_reply_body(s, rec, rec->changed,
-	    rec->posted));
-	return ADMIN_RESPOND;
+	/* Finished during this call (nothing to prepare, or it all failed). */
+	*rec = &s->last_reload;
+	return SUP_OK;
 }
 
 void
-reload_from_signal(struct sup *s)
+sup_reload_signal(struct sup *s)
 {
 	if (s->reload) {
 		if (!s->hup_pending)
@@ -876,102 +679,6 @@ reload_from_signal(struct sup *s)
 		s->hup_pending = true;
 		return;
 	}
-	struct admin_response resp;
-	memset(&resp, 0, sizeof resp);
-	reload_start(s, NULL, 0, "SIGHUP", NULL, &resp);
-	free(resp.body);
-}
-
-/* ---- drain and restart one cluster ------------------------------------------------------ */
-
-static struct sup_cluster *
-reload_lookup(struct sup *s, const char *name, struct admin_response *resp)
-{
-	struct sup_cluster *c = sup_find_cluster(s, name);
-	if (!c || c->removing) {
-		admin_response_error(resp, 404, "no cluster named '%s'", name);
-		return NULL;
-	}
-	if (s->reload) {
-		admin_response_error(resp, 409, "a reload is in progress");
-		return NULL;
-	}
-	if (s->stopping) {
-		admin_response_error(resp, 503, "ferryd is stopping");
-		return NULL;
-	}
-	return c;
-}
-
-enum admin_handler_result
-reload_cluster_drain(struct sup *s, const char *name, struct admin_response *resp)
-{
-	struct sup_cluster *c = reload_lookup(s, name, resp);
-	if (!c)
-		return ADMIN_RESPOND;
-	struct sup_worker *serving = sup_cluster_serving(c);
-	if (!serving || serving->lc.state != LC_ACCEPTING) {
-		admin_response_error(resp, 409, "cluster '%s' is %s, not accepting", name,
-		    serving ? lc_state_str(serving->lc.state) : "not running");
-		return ADMIN_RESPOND;
-	}
-	c->parked = true;
-	ev_timer_stop(s->loop, &c->restart_timer);
-	for (struct sup_worker *wk = c->workers; wk; wk = wk->next)
-		sup_worker_drain(wk, "drained by operator");
-	sup_ccfg_release(c->ccfg);  /* its sockets are released */
-	log_info("cluster drained by operator", "cluster=%s gen=%llu", name,
-	    (unsigned long long)serving->generation);
-	admin_response_json(resp, 200, json_pack("{s:b, s:s, s:s, s:I}", "success", 1,
-	    "name", name, "state", lc_state_str(serving->lc.state),
-	    "generation", (json_int_t)serving->generation));
-	return ADMIN_RESPOND;
-}
-
-enum admin_handler_result
-reload_cluster_restart(struct sup *s, const char *name, struct admin_conn *conn,
-		       struct admin_response *resp)
-{
-	struct sup_cluster *c = reload_lookup(s, name, resp);
-	if (!c)
-		return ADMIN_RESPOND;
-	if (c->restart_conn) {
-		admin_response_error(resp, 409, "a restart of '%s' is in progress", name);
-		return ADMIN_RESPOND;
-	}
-	for (struct sup_worker *wk = c->workers; wk; wk = wk->next)
-		if (wk->pid > 0 && wk->lc.state == LC_INITIALIZING) {
-			admin_response_error(resp, 409, "cluster '%s' is already starting (generation %llu)",
-			    name, (unsigned long long)wk->generation);
-			return ADMIN_RESPOND;
-		}
-	/* Sockets released by a drain or a failed bind: bind them again. */
-	char err[256];
-	if (sup_ccfg_listen(c->ccfg, NULL, 0, err, sizeof err) == -1) {
-		sup_ccfg_release(c->ccfg);
-		admin_response_json(resp, 500, json_pack("{s:b, s:s, s:s}", "success", 0,
-		    "name", name, "error", err));
-		return ADMIN_RESPOND;
-	}
-	struct sup_worker *serving = sup_cluster_serving(c);
-	bool roll = serving && serving->lc.state == LC_ACCEPTING;
-	c->parked = false;
-	crash_reset(&c->crash);
-	ev_timer_stop(s->loop, &c->restart_timer);
-	struct sup_worker *wk = sup_start_worker(c, NULL, roll ? "restart (rolling)" : "restart",
-	    false);
-	if (!wk || wk->lc.state == LC_FAILED) {
-		admin_response_json(resp, 500, json_pack("{s:b, s:s, s:s}", "success", 0,
-		    "name", name, "error", wk ? wk->lc.reason : "out of memory"));
-		return ADMIN_RESPOND;
-	}
-	log_info("cluster restart by operator", "cluster=%s gen=%llu rolling=%s", name,
-	    (unsigned long long)wk->generation, roll ? "true" : "false");
-	if (!conn) {
-		admin_response_json(resp, 202, json_pack("{s:b, s:s, s:I}", "success", 1,
-		    "name", name, "generation", (json_int_t)wk->generation));
-		return ADMIN_RESPOND;
-	}
-	c->restart_conn = conn;
-	return ADMIN_DEFERRED;
+	const struct sup_reload_record *rec;
+	sup_reload_start(s, NULL, 0, "SIGHUP", 0, &rec);
 }

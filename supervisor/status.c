@@ -17,48 +17,66 @@
 
 /* --- the rules of supervisor.h ----------------------------------------- */
 
-static const struct sup_worker *
+static const struct sup_gen *
 status_serving(const struct sup_cluster *c)
 {
-	const struct sup_worker *w;
+	const struct sup_gen *g;
 
-	for (w = c->workers; w != NULL; w = w->next)
-		if (w->lc.state == LC_ACCEPTING || w->lc.state == LC_DRAINING)
-			return w;
-	return c->workers;
+	for (g = c->gens; g != NULL; g = g->next)
+		if (g->lc.state == LC_ACCEPTING || g->lc.state == LC_DRAINING)
+			return g;
+	/* else the newest, not counting generations a reload rolled back */
+	for (g = c->gens; g != NULL; g = g->next)
+		if (g->owner != SUP_OWNER_NONE)
+			return g;
+	return c->gens;
 }
 
-struct sup_worker *
+struct sup_gen *
 sup_cluster_serving(struct sup_cluster *c)
 {
-	return (struct sup_worker *)status_serving(c);
+	return (struct sup_gen *)status_serving(c);
+}
+
+/* The state a cluster shows: its serving generation's, except that a
+ * cluster the supervisor gave up on (crash loop, cannot start) is failed. */
+static enum lc_state
+status_cluster_state(const struct sup_cluster *c)
+{
+	const struct sup_gen *g = status_serving(c);
+
+	if (c->st == FSM_C_FAILED && (g == NULL || g->lc.state != LC_ACCEPTING))
+		return LC_FAILED;
+	return g ? g->lc.state : LC_INITIALIZING;
 }
 
 /*
- * fail-fast: every cluster's serving generation is accepting.
- * best-effort: at least one is accepting and none is still initializing
- * (a failed cluster does not hold readiness back once the others are up).
+ * fail-fast: every cluster's serving generation is accepting and answers
+ * its watchdog.
+ * best-effort: at least one is and none is still initializing (a failed
+ * cluster does not hold readiness back once the others are up).
  * A supervisor that is stopping is not ready; one without clusters is.
  */
 bool
 sup_ready(const struct sup *s)
 {
-	const struct sup_worker *w;
-	size_t i, accepting = 0, initializing = 0;
+	size_t i, accepting = 0, initializing = 0, counted = 0;
 
 	if (s->stopping)
 		return false;
-	size_t counted = 0;
 	for (i = 0; i < s->n_clusters; i++) {
-		/* Clusters being removed, or drained on purpose by an operator,
-		 * do not make ferryd unready. */
-		if (s->clusters[i]->removing || s->clusters[i]->parked)
+		const struct sup_cluster *c = s->clusters[i];
+		const struct sup_gen *g = status_serving(c);
+		enum lc_state st = status_cluster_state(c);
+
+		/* Clusters drained on purpose by an operator, or leaving, do not
+		 * make ferryd unready. */
+		if (c->st == FSM_C_PARKED || c->st == FSM_C_LEAVING || c->st == FSM_C_GONE)
 			continue;
 		counted++;
-		w = status_serving(s->clusters[i]);
-		if (w == NULL || w->lc.state == LC_INITIALIZING)
+		if (st == LC_INITIALIZING || c->st == FSM_C_BACKOFF)
 			initializing++;
-		else if (w->lc.state == LC_ACCEPTING)
+		else if (st == LC_ACCEPTING && g != NULL && !g->unresponsive)
 			accepting++;
 	}
 	if (counted == 0)
@@ -66,23 +84,6 @@ sup_ready(const struct sup *s)
 	if (s->cfg.startup_policy == CFG_STARTUP_BEST_EFFORT)
 		return accepting > 0 && initializing == 0;
 	return accepting == counted;
-}
-
-struct sup_cluster *
-sup_find_cluster(struct sup *s, const char *name)
-{
-	size_t i;
-
-	struct sup_cluster *removing = NULL;
-
-	/* A cluster being removed may share its name with its re-addition. */
-	for (i = 0; i < s->n_clusters; i++)
-		if (strcmp(s->clusters[i]->cfg.name, name) == 0) {
-			if (!s->clusters[i]->removing)
-				return s->clusters[i];
-			removing = s->clusters[i];
-		}
-	return removing;
 }
 
 const char *
@@ -141,21 +142,23 @@ status_gauge(uint64_t v)
 }
 
 static json_t *
-status_worker_json(const struct sup_worker *w)
+status_worker_json(const struct sup_gen *g, const struct sup_proc *p)
 {
 	json_t *o = json_object();
-	bool live = w->pid != 0 && w->metrics != NULL;
+	bool live = p->alive && p->metrics != NULL;
 
 	if (o == NULL)
 		return NULL;
-	json_object_set_new(o, "pid", w->pid != 0 ? json_integer(w->pid) : json_null());
-	json_object_set_new(o, "generation", json_integer((json_int_t)w->generation));
-	json_object_set_new(o, "state", json_string(lc_state_str(w->lc.state)));
-	json_object_set_new(o, "since", status_time(w->lc.since_ms));
+	json_object_set_new(o, "pid", p->alive && p->pid != 0 ? json_integer(p->pid) : json_null());
+	json_object_set_new(o, "index", json_integer(p->index));
+	json_object_set_new(o, "generation", json_integer((json_int_t)g->generation));
+	json_object_set_new(o, "state", json_string(lc_state_str(g->lc.state)));
+	json_object_set_new(o, "since", status_time(g->lc.since_ms));
+	json_object_set_new(o, "liveness", json_string(p->alive && p->late ? "unresponsive" : "ok"));
 	json_object_set_new(o, "connections", json_integer(live ?
-	    status_gauge(METRIC_GET(w->metrics, connections_active)) : 0));
+	    status_gauge(METRIC_GET(p->metrics, connections_active)) : 0));
 	json_object_set_new(o, "inFlight", json_integer(live ?
-	    status_gauge(METRIC_GET(w->metrics, in_flight)) : 0));
+	    status_gauge(METRIC_GET(p->metrics, in_flight)) : 0));
 	return o;
 }
 
@@ -178,24 +181,40 @@ status_listener_json(const struct sup_listener *l)
 json_t *
 status_cluster_json(struct sup_cluster *c)
 {
-	const struct sup_worker *serving = status_serving(c), *w;
+	const struct sup_gen *serving = status_serving(c), *g;
 	json_t *o, *up, *ls, *ws;
 	size_t i;
 
 	if ((o = json_object()) == NULL)
 		return NULL;
-	json_object_set_new(o, "name", json_string(c->cfg.name));
+	json_object_set_new(o, "name", json_string(c->name));
+	json_object_set_new(o, "state", json_string(lc_state_str(status_cluster_state(c))));
 	if (serving != NULL) {
-		json_object_set_new(o, "state", json_string(lc_state_str(serving->lc.state)));
+		char reason[300];
+		const char *r = serving->lc.reason;
+
+		if (c->st == FSM_C_FAILED && serving->lc.state != LC_ACCEPTING && c->fail_reason[0])
+			r = c->fail_reason;
+		if (serving->unresponsive) {
+			snprintf(reason, sizeof reason, "unresponsive: no answer to the watchdog "
+			    "(worker_watchdog %llums)",
+			    (unsigned long long)c->sup->cfg.worker_watchdog_ms);
+			r = reason;
+		}
 		json_object_set_new(o, "since", status_time(serving->lc.since_ms));
-		json_object_set_new(o, "reason", status_str_or_null(serving->lc.reason));
+		json_object_set_new(o, "reason", status_str_or_null(r));
 		json_object_set_new(o, "generation", json_integer((json_int_t)serving->generation));
+		json_object_set_new(o, "liveness", json_string(serving->unresponsive ?
+		    "unresponsive" : "ok"));
+		json_object_set_new(o, "livenessSince", serving->unresponsive ?
+		    status_time(serving->unresponsive_since_ms) : json_null());
 	} else {
 		/* configured, no generation started yet */
-		json_object_set_new(o, "state", json_string(lc_state_str(LC_INITIALIZING)));
 		json_object_set_new(o, "since", json_null());
 		json_object_set_new(o, "reason", json_null());
 		json_object_set_new(o, "generation", json_null());
+		json_object_set_new(o, "liveness", json_string("ok"));
+		json_object_set_new(o, "livenessSince", json_null());
 	}
 	json_object_set_new(o, "configVersion", status_str_or_null(c->config_version));
 
@@ -224,9 +243,11 @@ status_cluster_json(struct sup_cluster *c)
 	json_object_set_new(o, "unknownNodes", un);
 
 	ws = json_array();
-	for (w = c->workers; w != NULL; w = w->next)
-		if (w->pid != 0 || w == serving)
-			json_array_append_new(ws, status_worker_json(w));
+	for (g = c->gens; g != NULL; g = g->next)
+		if (sup_gen_alive(g) || g == serving)
+			for (i = 0; i < g->n_procs; i++)
+				if (g->procs[i].alive || g == serving)
+					json_array_append_new(ws, status_worker_json(g, &g->procs[i]));
 	json_object_set_new(o, "workers", ws);
 	return o;
 }
@@ -264,7 +285,7 @@ json_t *
 status_ready_json(struct sup *s)
 {
 	json_t *o = json_object(), *cl = json_object();
-	const struct sup_worker *w;
+	const struct sup_gen *w;
 	size_t i;
 
 	if (o == NULL || cl == NULL) {
@@ -277,8 +298,8 @@ status_ready_json(struct sup *s)
 	    json_string(cfg_policy_startup_str(s->cfg.startup_policy)));
 	for (i = 0; i < s->n_clusters; i++) {
 		w = status_serving(s->clusters[i]);
-		json_object_set_new(cl, s->clusters[i]->cfg.name,
-		    json_string(lc_state_str(w ? w->lc.state : LC_INITIALIZING)));
+		json_object_set_new(cl, s->clusters[i]->name, json_string(w && w->unresponsive ?
+		    "unresponsive" : lc_state_str(status_cluster_state(s->clusters[i]))));
 	}
 	json_object_set_new(o, "clusters", cl);
 	return o;
@@ -356,15 +377,18 @@ status_field_get(struct metrics *m, enum status_field f)
 static uint64_t
 status_cluster_sum(struct sup_cluster *c, enum status_field f, bool counter)
 {
-	struct sup_worker *w;
+	struct sup_gen *g;
 	uint64_t sum = counter ? status_field_get(&c->retired, f) : 0;
 
-	for (w = c->workers; w != NULL; w = w->next) {
-		if (w->metrics == NULL)
-			continue;
-		if (counter || w->pid != 0)
-			sum += status_field_get(w->metrics, f);
-	}
+	for (g = c->gens; g != NULL; g = g->next)
+		for (size_t k = 0; k < g->n_procs; k++) {
+			const struct sup_proc *p = &g->procs[k];
+
+			if (p->metrics == NULL)
+				continue;
+			if (counter || p->alive)
+				sum += status_field_get(p->metrics, f);
+		}
 	return sum;
 }
 
@@ -390,7 +414,7 @@ status_metrics_text(struct sup *s, size_t *len)
 			uint64_t v = status_cluster_sum(c, (enum status_field)fi, counter);
 
 			fprintf(f, "ferry_%s%s{cluster=\"", info->name, suffix);
-			status_label(f, c->cfg.name);
+			status_label(f, c->name);
 			fprintf(f, "\"} %llu\n", (unsigned long long)(counter ? v :
 			    (uint64_t)status_gauge(v)));
 		}
@@ -399,12 +423,11 @@ status_metrics_text(struct sup *s, size_t *len)
 	fputs("# HELP ferry_cluster_state Lifecycle state of the serving generation (1 = current)\n"
 	    "# TYPE ferry_cluster_state gauge\n", f);
 	for (i = 0; i < s->n_clusters; i++) {
-		const struct sup_worker *w = status_serving(s->clusters[i]);
-		enum lc_state cur = w ? w->lc.state : LC_INITIALIZING;
+		enum lc_state cur = status_cluster_state(s->clusters[i]);
 
 		for (st = 0; st < LC_STATE_COUNT; st++) {
 			fputs("ferry_cluster_state{cluster=\"", f);
-			status_label(f, s->clusters[i]->cfg.name);
+			status_label(f, s->clusters[i]->name);
 			fprintf(f, "\",state=\"%s\"} %d\n", lc_state_str((enum lc_state)st),
 			    (enum lc_state)st == cur);
 		}
@@ -414,7 +437,7 @@ status_metrics_text(struct sup *s, size_t *len)
 	    "# TYPE ferry_worker_restarts_total counter\n", f);
 	for (i = 0; i < s->n_clusters; i++) {
 		fputs("ferry_worker_restarts_total{cluster=\"", f);
-		status_label(f, s->clusters[i]->cfg.name);
+		status_label(f, s->clusters[i]->name);
 		fprintf(f, "\"} %u\n", s->clusters[i]->restarts);
 	}
 
@@ -422,8 +445,16 @@ status_metrics_text(struct sup *s, size_t *len)
 	    "# TYPE ferry_crash_loops_total counter\n", f);
 	for (i = 0; i < s->n_clusters; i++) {
 		fputs("ferry_crash_loops_total{cluster=\"", f);
-		status_label(f, s->clusters[i]->cfg.name);
+		status_label(f, s->clusters[i]->name);
 		fprintf(f, "\"} %llu\n", (unsigned long long)s->clusters[i]->crash.loops);
+	}
+
+	fputs("# HELP ferry_worker_unresponsive_total Times a worker missed its watchdog\n"
+	    "# TYPE ferry_worker_unresponsive_total counter\n", f);
+	for (i = 0; i < s->n_clusters; i++) {
+		fputs("ferry_worker_unresponsive_total{cluster=\"", f);
+		status_label(f, s->clusters[i]->name);
+		fprintf(f, "\"} %llu\n", (unsigned long long)s->clusters[i]->unresponsive_total);
 	}
 
 	fputs("# HELP ferry_up Whether the ferry supervisor is running\n"
@@ -441,4 +472,92 @@ status_metrics_text(struct sup *s, size_t *len)
 	}
 	*len = n;
 	return buf;
+}
+
+/* --- reload records ----------------------------------------------------- */
+
+static json_t *
+status_strv(char *const *v)
+{
+	json_t *a = json_array();
+
+	for (; v && *v; v++) {
+		json_t *m = json_string(*v);
+
+		json_array_append_new(a, m ? m : json_string("(message is not valid UTF-8)"));
+	}
+	return a;
+}
+
+json_t *
+status_reload_reply_json(const struct sup *s, const struct sup_reload_record *rec)
+{
+	bool ok = rec->status == SUP_RELOAD_SUCCESS || rec->status == SUP_RELOAD_UNCHANGED;
+	json_t *o = json_object();
+
+	if (o == NULL)
+		return NULL;
+	json_object_set_new(o, "success", json_boolean(ok));
+	json_object_set_new(o, "changed", json_boolean(rec->changed));
+	json_object_set_new(o, "status", json_string(sup_reload_status_str(rec->status)));
+	json_object_set_new(o, "configVersion", json_string(ok ? s->config_version :
+	    rec->requested_version));
+	json_object_set_new(o, "clustersAdded", status_strv(rec->added));
+	json_object_set_new(o, "clustersModified", status_strv(rec->modified));
+	json_object_set_new(o, "clustersRemoved", status_strv(rec->removed));
+	json_object_set_new(o, "durationMs", json_integer((json_int_t)rec->duration_ms));
+	if (!ok || rec->errors)
+		json_object_set_new(o, "errors", status_strv(rec->errors));
+	if (rec->posted) {
+		json_object_set_new(o, "persisted", json_boolean(rec->persisted));
+		if (rec->persist_error[0])
+			json_object_set_new(o, "persistError", json_string(rec->persist_error));
+	}
+	return o;
+}
+
+json_t *
+status_config_json(const struct sup *s)
+{
+	json_t *o = json_object();
+
+	if (o == NULL)
+		return NULL;
+	json_object_set_new(o, "currentConfigVersion", json_string(s->config_version));
+	json_object_set_new(o, "appliedAt", status_time(s->applied_at_ms));
+	json_object_set_new(o, "reloadInProgress", json_boolean(s->reload != NULL));
+	if (s->reload)
+		json_object_set_new(o, "inProgressSince", status_time(sup_reload_since(s)));
+	/* how long a reload can take: ferryctl waits that long */
+	json_object_set_new(o, "reloadTimeoutMs", json_integer((json_int_t)
+	    (s->cfg.init_timeout_ms + SUP_STOP_GRACE_MS)));
+	const struct sup_reload_record *rec = &s->last_reload;
+	if (rec->status == SUP_RELOAD_NONE) {
+		json_object_set_new(o, "lastReloadAttempt", json_null());
+	} else {
+		json_t *r = json_object();
+
+		json_object_set_new(r, "timestamp", status_time(rec->timestamp_ms));
+		json_object_set_new(r, "status", json_string(sup_reload_status_str(rec->status)));
+		json_object_set_new(r, "requestedVersion", status_str_or_null(rec->requested_version));
+		json_object_set_new(r, "source", json_string(rec->source));
+		json_object_set_new(r, "durationMs", json_integer((json_int_t)rec->duration_ms));
+		json_object_set_new(r, "clustersAdded", status_strv(rec->added));
+		json_object_set_new(r, "clustersModified", status_strv(rec->modified));
+		json_object_set_new(r, "clustersRemoved", status_strv(rec->removed));
+		json_object_set_new(r, "errors", status_strv(rec->errors));
+		json_object_set_new(r, "persisted", json_boolean(rec->persisted));
+		if (rec->persist_error[0])
+			json_object_set_new(r, "persistError", json_string(rec->persist_error));
+		json_object_set_new(o, "lastReloadAttempt", r);
+	}
+	if (s->last_validation.timestamp_ms == 0) {
+		json_object_set_new(o, "lastValidationAttempt", json_null());
+	} else {
+		json_object_set_new(o, "lastValidationAttempt", json_pack("{s:o, s:s, s:s}",
+		    "timestamp", status_time(s->last_validation.timestamp_ms),
+		    "status", s->last_validation.valid ? "VALID" : "INVALID",
+		    "requestedVersion", s->last_validation.requested_version));
+	}
+	return o;
 }

@@ -40,6 +40,14 @@ json_t *status_ready_json(struct sup *s);
  * workers only. Returns a malloc'd NUL-terminated text, its length in *len. */
 char *status_metrics_text(struct sup *s, size_t *len);
 
+/* The answer to POST /admin/config/reload for a finished reload. */
+json_t *status_reload_reply_json(const struct sup *s, const struct sup_reload_record *rec);
+
+/* GET /admin/config/status: {"currentConfigVersion","appliedAt",
+ * "reloadInProgress","inProgressSince"?,"reloadTimeoutMs",
+ * "lastReloadAttempt":{...}|null,"lastValidationAttempt":{...}|null}. */
+json_t *status_config_json(const struct sup *s);
+
 /* Compact JSON dump followed by "\n" (what every admin response carries).
  * malloc'd; NULL when out of memory. */
 char *status_dump(const json_t *j, size_t *len);

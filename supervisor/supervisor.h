@@ -1,23 +1,27 @@
 /*
- * supervisor — the ferryd process table: one entry per virtual cluster, each
- * with its worker generations, the listening sockets the supervisor owns for
- * it, and the lifecycle of every generation.
+ * supervisor — ferryd's model of what it runs, and the engine that decides
+ * what happens to it.
  *
- * The supervisor binds every listener, re-executes itself as one worker per
- * cluster (`ferryd --worker`), hands the worker its canonical config text,
- * its metrics block and its listening sockets over a SOCK_SEQPACKET
- * socketpair, waits for READY, then tells it to ACCEPT. Child exits and
- * signals are libev events. A worker that dies is restarted as a new
- * generation with exponential backoff until the crash-loop limit
- * (crash.h). Reloads (reload.c) prepare new generations beside the serving
- * ones, holding them until every one is READY, then commit.
+ * The model: clusters (struct sup_cluster), each with its generations
+ * (struct sup_gen, newest first), each generation a set of worker processes
+ * (struct sup_proc; one today), plus the reload in progress and the records
+ * of the last reload and validation. The admin API reads it (status.c).
  *
- * This header is the read model used by the admin API (status.c) as well.
+ * The engine (engine.c, reload.c) is pure: no sockets, no fork, no libev.
+ * Everything that happens arrives as an event through one of the sup_on_*()
+ * entry points below; events are queued and dispatched one at a time
+ * through the tables of fsm.h, whose actions the engine carries out with the
+ * I/O operations in struct sup_ops (supervisor.c implements them for real,
+ * the unit tests with fakes). Timers are deadlines in the model (monotonic
+ * ms); the I/O layer sleeps until sup_next_deadline() and calls sup_tick().
+ *
+ * Lifetimes: nothing is freed inside an event chain. Objects that ended are
+ * marked and freed by sup_reap(), which the I/O layer calls after every
+ * chain (libev ev_check) — so no handler can touch freed memory.
  */
 #ifndef FERRY_SUPERVISOR_SUPERVISOR_H
 #define FERRY_SUPERVISOR_SUPERVISOR_H
 
-#include <ev.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -27,11 +31,18 @@
 #include "common/lifecycle.h"
 #include "common/metrics.h"
 #include "supervisor/crash.h"
+#include "supervisor/fsm.h"
+#include "supervisor/plan.h"
 
 struct sup;
 struct sup_cluster;
+struct sup_gen;
 struct sup_reload;
-struct admin_conn;
+
+#define SUP_MAX_PROCS 64          /* worker processes per generation */
+#define SUP_STOP_GRACE_MS 2000    /* beyond drain_timeout before SIGKILL */
+#define SUP_KILL_GRACE_MS 1000    /* a worker that said FAILED must be gone by then */
+#define SUP_KEEP_ENDED 3          /* ended generations kept for status */
 
 enum sup_listener_role { SUP_LISTENER_BOOTSTRAP = 0, SUP_LISTENER_BROKER };
 const char *sup_listener_role_str(enum sup_listener_role r);
@@ -53,7 +64,7 @@ struct sup_ccfg {
 	struct cfg own;               /* parsed from canonical: own.clusters[0] */
 	struct cfg_cluster *cl;
 	char *canonical;              /* cfg_cluster_canonical(), sent to workers */
-	char version[80];             /* plan_cluster_version() */
+	char version[PLAN_VERSION_LEN];
 	struct sup_listener *listeners; /* [0] bootstrap, then brokers in node order */
 	size_t n_listeners;
 };
@@ -61,52 +72,75 @@ struct sup_ccfg {
 enum sup_upstream_state { SUP_UPSTREAM_UNKNOWN = 0, SUP_UPSTREAM_REACHABLE, SUP_UPSTREAM_UNREACHABLE };
 const char *sup_upstream_state_str(enum sup_upstream_state s);
 
-/* One worker process (one generation of a cluster). */
-struct sup_worker {
+/* One worker process. */
+struct sup_proc {
+	struct sup_gen *gen;
+	unsigned index;
+	pid_t pid;                    /* 0 when not started or reaped */
+	bool alive;                   /* started and not yet reaped */
+	bool ready;                   /* sent READY */
+	void *chan;                   /* the I/O layer's control channel */
+	struct metrics *metrics;      /* shared block; kept after exit */
+	uint64_t ping_seq;            /* last PING sent */
+	uint64_t last_answer_ms;      /* mono: last PONG (or start) */
+	bool late, dead;              /* watchdog stages reported */
+};
+
+enum sup_owner { SUP_OWNER_CLUSTER = 0, SUP_OWNER_RELOAD, SUP_OWNER_NONE };
+
+/* One generation of a cluster: the worker processes started with one
+ * configuration. */
+struct sup_gen {
 	struct sup_cluster *cluster;
 	uint64_t generation;
-	pid_t pid;                    /* 0 once reaped */
-	struct lc lc;
-	int ipc_fd;                   /* supervisor end of the socketpair; -1 when closed */
-	ev_io ipc_watcher;
-	ev_child child_watcher;
-	ev_timer init_timer;          /* init_timeout while initializing */
-	struct metrics *metrics;      /* shared block; kept after exit */
-	int metrics_fd;
-	bool stop_requested;          /* we asked it to stop: exit is not a crash */
-	bool held;                    /* READY does not mean ACCEPT (reload prepare) */
-	bool ready;                   /* sent READY */
-	char config_version[80];      /* of the configuration it was started with */
-	struct sup_worker *next;      /* newer generations first */
+	enum fsm_gstate st;
+	struct lc lc;                 /* the contract view of st (fsm_gen_lc) */
+	enum sup_owner owner;         /* who hears HELD and ENDED */
+	struct sup_reload_item *item; /* owner == SUP_OWNER_RELOAD */
+	char config_version[PLAN_VERSION_LEN];
+	bool accepted;                /* reached accepting once */
+	bool unresponsive;
+	uint64_t unresponsive_since_ms; /* wall */
+	char end_note[96];            /* why we killed it, for the exit reason */
+	/* deadlines, monotonic ms; 0 = not armed */
+	uint64_t init_at, stop_at, watchdog_at;
+	size_t n_procs;
+	struct sup_proc procs[SUP_MAX_PROCS];
+	bool reaped;                  /* freed by sup_reap() */
+	struct sup_gen *next;         /* older */
 };
 
 struct sup_cluster {
 	struct sup *sup;
+	enum fsm_cstate st;
+	char name[CFG_NAME_MAX];
 	struct sup_ccfg *ccfg;        /* serving configuration */
 	/* Mirrors of ccfg for readers (status.c): */
 	struct cfg_cluster cfg;       /* shallow copy of *ccfg->cl */
-	char config_version[80];
+	char config_version[PLAN_VERSION_LEN];
 	struct sup_listener *listeners;
 	size_t n_listeners;
 
-	struct sup_worker *workers;   /* newest first; old ones pruned */
+	struct sup_gen *gens;         /* newest first */
 	uint64_t next_generation;
-	ev_timer restart_timer;
+	uint64_t restart_at;          /* mono deadline of a crash restart; 0 none */
 	unsigned restarts;            /* crash restarts so far */
+	char fail_reason[192];        /* why it is failed (st == FSM_C_FAILED) */
 	struct crash_state crash;
-	bool removing;                /* removed by a reload: draining, then freed */
-	bool parked;                  /* drained by an operator: sockets released */
-	struct admin_conn *restart_conn; /* deferred reply of POST .../restart */
+	uint64_t restart_waiter;      /* deferred POST .../restart; 0 none */
+	uint64_t restart_gen;         /* the generation that waiter waits for */
+	uint64_t unresponsive_total;  /* watchdog reports */
 	struct metrics retired;       /* counters of generations already freed (plain
 	                                 copy, never shared), so totals stay monotonic */
 	/* upstream node ids without a broker port, as reported by workers */
 	struct ipc_unknown_node unknown_nodes[16];
 	uint64_t unknown_since_ms[16];
 	size_t n_unknown_nodes;
-	/* upstream condition reported by the serving worker */
+	/* upstream condition reported by the serving generation */
 	enum sup_upstream_state upstream;
 	uint64_t upstream_since_ms;
 	char upstream_error[192];
+	bool listed;                  /* in sup->clusters (else limbo) */
 };
 
 /* Outcome of the last reload / validation, for GET /admin/config/status. */
@@ -120,108 +154,204 @@ struct sup_reload_record {
 	enum sup_reload_status status;
 	uint64_t timestamp_ms;
 	uint64_t duration_ms;
-	char requested_version[80];
+	char requested_version[PLAN_VERSION_LEN];
 	char source[16];              /* "SIGHUP", "api" */
 	char **added, **modified, **removed, **errors; /* NULL-terminated, malloc'd */
 	bool persisted;
 	char persist_error[160];
-	int http_status;              /* of the answer given */
 	bool changed;
 	bool posted;
+	bool aborted;                 /* ended because ferryd is stopping */
+	bool conflict;                /* another reload was in progress */
+	bool busy_removing;           /* a removed cluster of that name still drains */
 };
 
 struct sup_validation_record {
 	bool valid;
 	uint64_t timestamp_ms;        /* 0: never */
-	char requested_version[80];
+	char requested_version[PLAN_VERSION_LEN];
 };
+
+/* The results of operator requests, for the admin layer to render. */
+enum sup_result {
+	SUP_OK = 0,
+	SUP_DEFERRED,     /* the answer comes later through sup_ops.answer */
+	SUP_NOT_FOUND,
+	SUP_CONFLICT,
+	SUP_UNAVAILABLE,  /* ferryd is stopping */
+	SUP_FAILED,
+	SUP_INVALID,
+};
+const char *sup_result_str(enum sup_result r);
+
+struct sup_answer {
+	enum sup_result result;
+	char name[CFG_NAME_MAX];
+	uint64_t generation;
+	enum lc_state state;
+	char error[256];
+};
+
+/* I/O the engine asks for. Every function reports failure instead of
+ * deciding anything. */
+struct sup_ops {
+	/* Start process p of g with configuration cc: fork/exec, queue CONFIG
+	 * (with its sealed metrics block, p->metrics set) and LISTENERS on its
+	 * channel (p->chan set), p->pid set. 0, or -1 with err. */
+	int (*spawn)(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc,
+		     char *err, size_t errlen);
+	/* Queue a message on p's channel. -1: queue full or channel gone. */
+	int (*send)(struct sup *s, struct sup_proc *p, enum ipc_type type, const void *payload,
+		    size_t len);
+	void (*kill)(struct sup *s, struct sup_proc *p, int sig);
+	/* Release p's I/O resources (channel, metrics mapping); from sup_reap(). */
+	void (*proc_free)(struct sup *s, struct sup_proc *p);
+	/* Listening sockets. */
+	int (*bind)(struct sup *s, const struct cfg_addr *a, char *err, size_t errlen);
+	int (*dup)(struct sup *s, int fd);
+	void (*close)(struct sup *s, int fd);
+	/* A deferred request (reload, restart) is answered. */
+	void (*answer_reload)(struct sup *s, uint64_t waiter, const struct sup_reload_record *rec);
+	void (*answer_op)(struct sup *s, uint64_t waiter, const struct sup_answer *a);
+	/* Write a posted config to path atomically (temp, fsync, rename),
+	 * bounded in time. 0, or -1 with err. */
+	int (*persist)(struct sup *s, const char *path, const char *text, size_t len, char *err,
+		       size_t errlen);
+	/* Everything has exited after sup_stop(): leave the loop. */
+	void (*stopped)(struct sup *s);
+	/* Reload lifecycle, for service managers (may be NULL). */
+	void (*reload_begin)(struct sup *s);
+	void (*reload_end)(struct sup *s, const struct sup_reload_record *rec);
+	void (*ready_changed)(struct sup *s, bool ready);
+};
+
+enum sup_ev_kind { SUP_EV_GEN = 0, SUP_EV_CLUSTER, SUP_EV_ITEM };
+
+struct sup_event {
+	enum sup_ev_kind kind;
+	void *target;
+	int ev;
+	char why[192];
+};
+
+struct admin;
 
 struct sup {
-	struct ev_loop *loop;
+	const struct sup_ops *ops;
+	void *io;                     /* the I/O layer's own state */
+	struct admin *admin;          /* admin API servers (admin.c) */
+	uint64_t now_ms;              /* monotonic, set by the I/O layer per event */
+	uint64_t now_wall_ms;
 	struct cfg cfg;               /* running config */
 	char *config_path;
-	char config_version[80];      /* sha256 of the config file bytes */
+	char config_version[PLAN_VERSION_LEN]; /* sha256 of the config file bytes */
 	uint64_t applied_at_ms;
 	uint64_t started_at_ms;
-	struct sup_cluster **clusters; /* file order; removed ones until reaped */
+	struct sup_cluster **clusters; /* listed, in file order */
 	size_t n_clusters;
-	bool stopping;                /* SIGTERM/SIGINT received */
-	char *self_exe;               /* path used to re-execute workers */
-	uid_t worker_uid;             /* when running as root */
-	gid_t worker_gid;
-	bool drop_privileges;
-	struct admin *admin;          /* admin API servers (admin.c) */
-	ev_signal sig_term, sig_int, sig_hup;
-	ev_timer stop_timer;
+	struct sup_cluster **limbo;   /* added but not committed, or removed and
+	                                 still draining: not listed, not serving */
+	size_t n_limbo;
+	bool stopping;
+	bool stopped_reported;
 	bool ever_ready;              /* sup_ready() was true at least once */
-	int exit_code;                /* of sup_run once the loop ends */
+	bool last_ready;
+	int exit_code;                /* of the daemon once it stopped */
 
 	struct sup_reload *reload;    /* in progress, or NULL */
+	struct sup_reload *reload_dead; /* finished, freed by sup_reap() */
 	bool hup_pending;             /* SIGHUP during a reload: one more after it */
-	ev_timer hup_timer;           /* runs that one from the loop */
+	uint64_t hup_at;              /* mono: run that one (0 none) */
 	struct sup_reload_record last_reload;
 	struct sup_validation_record last_validation;
-	struct sup_cluster **graveyard; /* rolled-back additions until reaped */
-	size_t n_graveyard;
 
-	uint8_t ipc_buf[sizeof(struct ipc_hdr) + IPC_MAX_PAYLOAD];
+	/* event queue of the current chain */
+	struct sup_event *evq;
+	size_t evq_head, evq_len, evq_cap;
+	bool dispatching;
+	bool reap_pending;
+	uint64_t violations;          /* forbidden pairs met (programming errors) */
+	char start_error[256];        /* sup_start(): why the next generation cannot start */
 };
+
+/* ---- model queries (status.c, admin, tests) ---- */
 
 /* The generation that represents the cluster (DESIGN §3): the newest that
  * reached accepting (and is not stopped), else the newest. NULL if none. */
-struct sup_worker *sup_cluster_serving(struct sup_cluster *c);
-
-/* Ready per startup policy: fail-fast — every cluster serving in accepting;
- * best-effort — at least one accepting and none still initializing. */
+struct sup_gen *sup_cluster_serving(struct sup_cluster *c);
+/* The newest generation the cluster itself started (not a reload's). */
+struct sup_gen *sup_cluster_current(struct sup_cluster *c);
+bool sup_cluster_alive(const struct sup_cluster *c);
+bool sup_gen_alive(const struct sup_gen *g);
+/* Ready per startup policy: fail-fast — every cluster serving in accepting
+ * and responsive; best-effort — at least one accepting and none still
+ * initializing. */
 bool sup_ready(const struct sup *s);
-
 struct sup_cluster *sup_find_cluster(struct sup *s, const char *name);
 
-/* Lifecycle entry point used by main: load config (already parsed), bind,
- * start workers, run the loop until stopped. Returns the process exit code. */
+/* ---- engine entry points (engine.c) ---- */
+
+/* Set up s with cfg (taken over). 0, or -1 (startup failed; logged). */
+int sup_init(struct sup *s, const struct sup_ops *ops, struct cfg *cfg,
+	     const char *config_path, const char *config_bytes, size_t config_len);
+/* Bind and start every cluster. -1: fail-fast start-up error. */
+int sup_start(struct sup *s);
+void sup_free(struct sup *s);
+
+/* Events from the I/O layer. `p` stays valid until sup_reap(). */
+void sup_on_ready(struct sup *s, struct sup_proc *p);
+void sup_on_failed(struct sup *s, struct sup_proc *p, const char *reason);
+void sup_on_exit(struct sup *s, struct sup_proc *p, int wstatus);
+void sup_on_malformed(struct sup *s, struct sup_proc *p, const char *what);
+void sup_on_queue_full(struct sup *s, struct sup_proc *p);
+void sup_on_pong(struct sup *s, struct sup_proc *p, uint64_t seq);
+void sup_on_upstream(struct sup *s, struct sup_proc *p, const struct ipc_upstream *u);
+void sup_on_unknown_node(struct sup *s, struct sup_proc *p, const struct ipc_unknown_node *u);
+/* Deadlines: the earliest armed one (mono ms, 0 = none), and firing. */
+uint64_t sup_next_deadline(const struct sup *s);
+void sup_tick(struct sup *s);
+/* Free what ended; after every event chain. */
+void sup_reap(struct sup *s);
+/* SIGTERM/SIGINT: drain everything, then ops->stopped. A second call
+ * kills every process. */
+void sup_stop(struct sup *s, const char *why);
+void sup_kill_all(struct sup *s);
+
+/* Operator requests. */
+enum sup_result sup_cluster_drain(struct sup *s, const char *name, struct sup_answer *a);
+enum sup_result sup_cluster_restart(struct sup *s, const char *name, uint64_t waiter,
+				    struct sup_answer *a);
+
+/* ---- reload (reload.c) ---- */
+
+/* Start a reload with `text` (posted body; NULL/0 = read the config file).
+ * SUP_DEFERRED: the answer goes to ops->answer_reload(waiter) later (waiter
+ * 0 = nobody waits: SIGHUP). Otherwise it finished: *rec is the outcome
+ * (s->last_reload, or a conflict record for SUP_CONFLICT). */
+enum sup_result sup_reload_start(struct sup *s, const char *text, size_t len,
+				 const char *source, uint64_t waiter,
+				 const struct sup_reload_record **rec);
+/* SIGHUP: reload the file, or coalesce into one more after the current. */
+void sup_reload_signal(struct sup *s);
+/* When the reload in progress started (wall ms), 0 if none. */
+uint64_t sup_reload_since(const struct sup *s);
+void sup_record_validation(struct sup *s, bool valid, const char *version);
+void sup_record_clear(struct sup_reload_record *rec);
+
+/* The I/O layer (supervisor.c): run ferryd with cfg (taken over) until it
+ * stops. Returns the process exit code. */
 int sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 	    size_t config_len, const char *self_exe);
 
-/* Begin a clean stop: drain every worker, exit the loop when all are gone
- * (force-killed after drain_timeout plus a grace period). */
-void sup_stop(struct sup *s, const char *why);
+/* Engine entry points read the clock from the model: callers set it first. */
+static inline void
+sup_set_clock(struct sup *s, uint64_t mono_ms, uint64_t wall_ms)
+{
+	s->now_ms = mono_ms;
+	s->now_wall_ms = wall_ms;
+}
 
 /* "sha256:<hex>" of data, into out. */
 void sup_hash_hex(const void *data, size_t len, char *out, size_t outlen);
-
-/* ---- used by reload.c (and nothing else) ---- */
-
-/* Build a cluster configuration: canonical text, own parsed copy, version,
- * and listeners — dup()ed from `reuse` configurations where the address
- * matches, bound otherwise. 0, or -1 with err (nothing left open). */
-struct sup_ccfg *sup_ccfg_build(const struct cfg_cluster *cl, struct sup_ccfg *const *reuse,
-				size_t n_reuse, char *err, size_t errlen);
-/* Bind (or share from `reuse`) every listener of cc that is not open. */
-int sup_ccfg_listen(struct sup_ccfg *cc, struct sup_ccfg *const *reuse, size_t n_reuse,
-		    char *err, size_t errlen);
-/* Close the listening sockets (the sockets live on where dup()ed). */
-void sup_ccfg_release(struct sup_ccfg *cc);
-void sup_ccfg_free(struct sup_ccfg *cc);
-void sup_cluster_set_ccfg(struct sup_cluster *c, struct sup_ccfg *cc);
-struct sup_cluster *sup_cluster_new(struct sup *s, struct sup_ccfg *cc);
-void sup_cluster_free(struct sup_cluster *c);
-/* Start a generation with cc (NULL = the cluster's serving config). */
-struct sup_worker *sup_start_worker(struct sup_cluster *c, struct sup_ccfg *cc,
-				    const char *why, bool held);
-void sup_worker_set_state(struct sup_worker *wk, enum lc_state to, const char *reason);
-/* Commit a READY generation: ACCEPT it and DRAIN every older accepting one. */
-void sup_worker_promote(struct sup_worker *wk);
-/* Ask a live worker to stop now (STOP) or to drain (DRAIN), by its state. */
-void sup_worker_stop(struct sup_worker *wk, const char *why);
-void sup_worker_drain(struct sup_worker *wk, const char *why);
-bool sup_cluster_alive(const struct sup_cluster *c);
-/* Is wk its cluster's current generation: the newest one not held by a
- * reload (what a crash restart or an operator restart started)? */
-bool sup_worker_is_current(const struct sup_worker *wk);
-
-/* reload.c: events from the supervisor. */
-void reload_worker_event(struct sup *s, struct sup_worker *wk);
-void reload_cluster_reaped(struct sup *s, struct sup_cluster *c);
-void reload_free_records(struct sup *s);
 
 #endif

@@ -59,10 +59,7 @@ worker_upstream_report(struct worker *w, bool reachable, const char *error)
 	struct ipc_upstream u = { .reachable = (uint32_t)now };
 	snprintf(u.error, sizeof u.error, "%s", error ? error : "");
 	snprintf(w->upstream_error, sizeof w->upstream_error, "%s", u.error);
-	if (w->ipc_fd >= 0 &&
-	    ipc_send(w->ipc_fd, IPC_UPSTREAM, w->generation, &u, sizeof u, NULL, 0) == -1 &&
-	    errno != EAGAIN)
-		log_warn("cannot report to supervisor", "error=\"%s\"", strerror(errno));
+	worker_ipc_send(w, IPC_UPSTREAM, &u, sizeof u);
 }
 
 void
@@ -81,8 +78,7 @@ worker_unknown_node(struct worker *w, int32_t node_id, const char *host, size_t 
 	log_warn("upstream broker has no broker port", "node_id=%d upstream=%s:%d "
 	    "hint=\"add it to node_ids and broker_ports; clients cannot reach it\"",
 	    node_id, u.host, port);
-	if (w->ipc_fd >= 0)
-		ipc_send(w->ipc_fd, IPC_UNKNOWN_NODE, w->generation, &u, sizeof u, NULL, 0);
+	worker_ipc_send(w, IPC_UNKNOWN_NODE, &u, sizeof u);
 }
 
 /* ---- shutdown and drain ---------------------------------------------------------- */
@@ -207,6 +203,51 @@ worker_start_accepting(struct worker *w)
 
 /* ---- IPC ------------------------------------------------------------------------ */
 
+static void worker_drain(struct worker *w, uint64_t deadline_ms, const char *why);
+
+/* The supervisor is gone or broken: close the channel, drain as an orphan. */
+static void
+worker_orphan(struct worker *w, const char *why)
+{
+	log_warn("control channel closed", "error=\"%s\"", why);
+	ev_io_stop(w->loop, &w->ipc_io);
+	ev_io_stop(w->loop, &w->ipc_wio);
+	ipcq_clear(&w->ipc_q);
+	if (w->ipc_fd >= 0)
+		close(w->ipc_fd);
+	w->ipc_fd = -1;
+	worker_drain(w, WORKER_ORPHAN_DRAIN_MS, "supervisor gone");
+}
+
+void
+worker_ipc_send(struct worker *w, enum ipc_type type, const void *payload, size_t len)
+{
+	if (w->ipc_fd < 0)
+		return;
+	if (ipcq_send(&w->ipc_q, w->ipc_fd, type, w->generation, payload, len, NULL, 0) == -1) {
+		char why[96];
+		snprintf(why, sizeof why, "cannot send %s: %s", ipc_type_str(type),
+		    errno == ENOBUFS ? "the supervisor does not read its control channel" :
+		    strerror(errno));
+		worker_orphan(w, why);
+		return;
+	}
+	if (ipcq_pending(&w->ipc_q) && w->loop)
+		ev_io_start(w->loop, &w->ipc_wio);
+}
+
+static void
+worker_ipc_write_cb(struct ev_loop *loop, ev_io *io, int revents)
+{
+	(void)revents;
+	struct worker *w = io->data;
+	int r = ipcq_flush(&w->ipc_q, w->ipc_fd);
+	if (r == 1)
+		ev_io_stop(loop, io);
+	else if (r == -1)
+		worker_orphan(w, strerror(errno));
+}
+
 static void
 worker_ipc_cb(struct ev_loop *loop, ev_io *io, int revents)
 {
@@ -221,12 +262,7 @@ worker_ipc_cb(struct ev_loop *loop, ev_io *io, int revents)
 		if (r <= 0) {
 			/* Supervisor gone (EOF) or the channel is broken: close the
 			 * listeners at once, give connections a short drain, exit. */
-			log_warn("control channel closed", "error=\"%s\"",
-			    r == 0 ? "EOF" : (err[0] ? err : strerror(errno)));
-			ev_io_stop(loop, io);
-			close(w->ipc_fd);
-			w->ipc_fd = -1;
-			worker_drain(w, WORKER_ORPHAN_DRAIN_MS, "supervisor gone");
+			worker_orphan(w, r == 0 ? "EOF" : (err[0] ? err : strerror(errno)));
 			return;
 		}
 		switch (msg.hdr.type) {
@@ -237,6 +273,20 @@ worker_ipc_cb(struct ev_loop *loop, ev_io *io, int revents)
 			struct ipc_drain d;
 			memcpy(&d, msg.payload, sizeof d);
 			worker_drain(w, d.deadline_ms, "supervisor request");
+			break;
+		}
+		case IPC_PING:
+			/* The watchdog: answering proves this loop turns. */
+			worker_ipc_send(w, IPC_PONG, msg.payload, sizeof(struct ipc_ping));
+			break;
+		case IPC_LOG_LEVEL: {
+			struct ipc_log_level ll;
+			memcpy(&ll, msg.payload, sizeof ll);
+			if (ll.level <= LOG_ERROR) {
+				log_set_level((enum log_level)ll.level);
+				log_info("log level changed", "level=%s",
+				    log_level_str((enum log_level)ll.level));
+			}
 			break;
 		}
 		case IPC_STOP:
@@ -375,6 +425,7 @@ worker_main(int argc, char **argv)
 		{ "ppid", required_argument, NULL, 'p' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "log-json", no_argument, NULL, 'j' },
+		{ "index", required_argument, NULL, 'i' },
 		{ 0, 0, 0, 0 },
 	};
 	int level = LOG_INFO, c;
@@ -388,6 +439,7 @@ worker_main(int argc, char **argv)
 		case 'p': w->supervisor_pid = (pid_t)strtol(optarg, NULL, 10); break;
 		case 'l': level = log_level_parse(optarg) < 0 ? LOG_INFO : log_level_parse(optarg); break;
 		case 'j': json = true; break;
+		case 'i': w->index = (unsigned)strtoul(optarg, NULL, 10); break;
 		default:
 			fprintf(stderr, "ferryd --worker is started by ferryd itself\n");
 			return 2;
@@ -398,6 +450,7 @@ worker_main(int argc, char **argv)
 	log_init(role, cluster, (enum log_level)level, json);
 	w->ipc_fd = WORKER_IPC_FD;
 	w->upstream_reachable = -1;
+	ipcq_init(&w->ipc_q, 0, 0);
 
 	/* Backstop for supervisor death (set after the credential change,
 	 * which happened before exec; PDEATHSIG survives exec). */
@@ -435,11 +488,12 @@ worker_main(int argc, char **argv)
 	ev_io_init(&w->ipc_io, worker_ipc_cb, w->ipc_fd, EV_READ);
 	w->ipc_io.data = w;
 	ev_io_start(w->loop, &w->ipc_io);
+	ev_io_init(&w->ipc_wio, worker_ipc_write_cb, w->ipc_fd, EV_WRITE);
+	w->ipc_wio.data = w;
 
-	if (ipc_send(w->ipc_fd, IPC_READY, w->generation, NULL, 0, NULL, 0) == -1) {
-		log_error("cannot report ready", "error=\"%s\"", strerror(errno));
+	worker_ipc_send(w, IPC_READY, NULL, 0);
+	if (w->ipc_fd < 0)
 		return 1;
-	}
 	log_info("ready", "generation=%llu bootstrap=%s:%u brokers=%zu",
 	    (unsigned long long)w->generation, w->cl->bootstrap.host, w->cl->bootstrap.port,
 	    w->cl->n_brokers);
@@ -457,6 +511,7 @@ worker_main(int argc, char **argv)
 	free(w->nodes);
 	metrics_unmap(w->m);
 	cfg_free(&w->cfg);
+	ipcq_clear(&w->ipc_q);
 	if (w->ipc_fd >= 0)
 		close(w->ipc_fd);
 	return 0;

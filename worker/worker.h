@@ -23,6 +23,7 @@
 
 #include "common/config.h"
 #include "common/ipc.h"
+#include "common/ipcq.h"
 #include "common/log.h"
 #include "common/metrics.h"
 
@@ -67,6 +68,9 @@ struct worker {
 	struct metrics *m;
 	int ipc_fd;
 	ev_io ipc_io;
+	ev_io ipc_wio;              /* while ipc_q holds messages */
+	struct ipcq ipc_q;          /* to the supervisor: ordered, bounded */
+	unsigned index;             /* of this worker in its generation */
 
 	struct worker_listener *listeners;
 	size_t n_listeners;
@@ -121,6 +125,10 @@ void worker_upstream_report(struct worker *w, bool reachable, const char *error)
  * supervisor (once per id and address) so the cluster's status shows it. */
 void worker_unknown_node(struct worker *w, int32_t node_id, const char *host, size_t host_len,
 			 int32_t port);
+
+/* Send a message to the supervisor (queued when the channel is full; a
+ * supervisor that stops reading makes the worker drain as an orphan). */
+void worker_ipc_send(struct worker *w, enum ipc_type type, const void *payload, size_t len);
 
 /* Called by conn.c when a connection is gone (drain bookkeeping). */
 void worker_conn_closed(struct worker *w);

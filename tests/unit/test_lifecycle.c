@@ -13,7 +13,8 @@ static bool
 expected_edge(enum lc_state from, enum lc_state to)
 {
 	switch (from) {
-	case LC_INITIALIZING: return to == LC_ACCEPTING || to == LC_FAILED || to == LC_STOPPED;
+	case LC_INITIALIZING: return to == LC_ACCEPTING || to == LC_DRAINING || to == LC_FAILED ||
+		    to == LC_STOPPED;
 	case LC_ACCEPTING: return to == LC_DRAINING || to == LC_FAILED || to == LC_STOPPED;
 	case LC_DRAINING: return to == LC_STOPPED;
 	case LC_FAILED: return to == LC_INITIALIZING || to == LC_STOPPED;
@@ -46,7 +47,7 @@ Test(lifecycle, every_edge_matches_the_table)
 				cr_expect_str_eq(lc.reason, "old");
 			}
 		}
-	cr_expect_eq(allowed, 9);
+	cr_expect_eq(allowed, 10);
 }
 
 Test(lifecycle, self_edges_forbidden)

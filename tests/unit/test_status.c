@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "supervisor/status.h"
 #include "supervisor/supervisor.h"
@@ -18,25 +19,29 @@
 static struct sup fx_sup;
 static struct sup_cluster fx_clusters[2];
 static struct sup_cluster *fx_cluster_ptrs[2];
-static struct sup_worker fx_workers[5];
+static struct sup_gen fx_workers[5];
 static struct sup_listener fx_listeners[3];
 
 static void
-fx_worker(struct sup_worker *w, struct sup_cluster *c, uint64_t gen, pid_t pid,
+fx_worker(struct sup_gen *w, struct sup_cluster *c, uint64_t gen, pid_t pid,
 	  enum lc_state st, const char *reason, bool with_metrics)
 {
 	memset(w, 0, sizeof *w);
 	w->cluster = c;
 	w->generation = gen;
-	w->pid = pid;
+	w->n_procs = 1;
+	w->procs[0].gen = w;
+	w->procs[0].pid = pid;
+	w->procs[0].alive = pid != 0;
 	w->lc.state = st;
+	w->st = st == LC_ACCEPTING ? FSM_G_ACCEPTING : st == LC_DRAINING ? FSM_G_DRAINING :
+		st == LC_FAILED ? FSM_G_FAILED : st == LC_STOPPED ? FSM_G_STOPPED : FSM_G_STARTING;
 	w->lc.since_ms = T0 + gen * 1000;
 	snprintf(w->lc.reason, sizeof w->lc.reason, "%s", reason ? reason : "");
-	w->ipc_fd = -1;
-	w->metrics_fd = -1;
 	if (with_metrics) {
-		w->metrics_fd = metrics_create(gen, &w->metrics);
-		cr_assert_geq(w->metrics_fd, 0);
+		int fd = metrics_create(gen, &w->procs[0].metrics);
+		cr_assert_geq(fd, 0);
+		close(fd);
 	}
 }
 
@@ -61,7 +66,7 @@ fx_setup(void)
 	fx_sup.cfg.startup_policy = CFG_STARTUP_FAIL_FAST;
 
 	a->sup = &fx_sup;
-	snprintf(a->cfg.name, sizeof a->cfg.name, "alpha");
+	snprintf(a->name, sizeof a->name, "alpha");
 	snprintf(a->config_version, sizeof a->config_version, "sha256:%064d", 1);
 	fx_listeners[0] = (struct sup_listener){ SUP_LISTENER_BOOTSTRAP, -1, { "0.0.0.0", 9192 }, -1 };
 	fx_listeners[1] = (struct sup_listener){ SUP_LISTENER_BROKER, 1, { "0.0.0.0", 9193 }, -1 };
@@ -74,26 +79,26 @@ fx_setup(void)
 	fx_worker(&fx_workers[0], a, 2, 200, LC_INITIALIZING, "reload", true);
 	fx_worker(&fx_workers[1], a, 1, 100, LC_ACCEPTING, NULL, true);
 	fx_workers[0].next = &fx_workers[1];
-	a->workers = &fx_workers[0];
+	a->gens = &fx_workers[0];
 	METRIC_ADD(&a->retired, requests, 100);
 	METRIC_ADD(&a->retired, connections_active, 50);   /* gauges of the dead never count */
-	METRIC_ADD(fx_workers[1].metrics, requests, 10);
-	METRIC_ADD(fx_workers[1].metrics, connections_active, 5);
-	METRIC_ADD(fx_workers[1].metrics, in_flight, 2);
-	METRIC_ADD(fx_workers[0].metrics, requests, 3);
-	METRIC_ADD(fx_workers[0].metrics, connections_active, 1);
+	METRIC_ADD(fx_workers[1].procs[0].metrics, requests, 10);
+	METRIC_ADD(fx_workers[1].procs[0].metrics, connections_active, 5);
+	METRIC_ADD(fx_workers[1].procs[0].metrics, in_flight, 2);
+	METRIC_ADD(fx_workers[0].procs[0].metrics, requests, 3);
+	METRIC_ADD(fx_workers[0].procs[0].metrics, connections_active, 1);
 
 	b->sup = &fx_sup;
-	snprintf(b->cfg.name, sizeof b->cfg.name, "beta");
+	snprintf(b->name, sizeof b->name, "beta");
 	b->upstream = SUP_UPSTREAM_UNREACHABLE;
 	b->upstream_since_ms = T0;
 	snprintf(b->upstream_error, sizeof b->upstream_error, "connection refused");
 	fx_worker(&fx_workers[2], b, 3, 0, LC_FAILED, "bind 0.0.0.0:9292: address in use", false);
 	fx_worker(&fx_workers[3], b, 2, 0, LC_STOPPED, "crashed", true);
 	fx_workers[2].next = &fx_workers[3];
-	b->workers = &fx_workers[2];
-	METRIC_ADD(fx_workers[3].metrics, requests, 7);
-	METRIC_ADD(fx_workers[3].metrics, connections_active, 4);
+	b->gens = &fx_workers[2];
+	METRIC_ADD(fx_workers[3].procs[0].metrics, requests, 7);
+	METRIC_ADD(fx_workers[3].procs[0].metrics, connections_active, 4);
 }
 
 static void
@@ -102,7 +107,7 @@ fx_teardown(void)
 	size_t i;
 
 	for (i = 0; i < sizeof fx_workers / sizeof fx_workers[0]; i++)
-		metrics_unmap(fx_workers[i].metrics);
+		metrics_unmap(fx_workers[i].procs[0].metrics);
 }
 
 TestSuite(status, .init = fx_setup, .fini = fx_teardown);
@@ -210,11 +215,12 @@ iget(const json_t *o, const char *k)
 }
 
 static const char *const cluster_keys[] = { "name", "state", "since", "reason", "generation",
-	"configVersion", "upstream", "listeners", "unknownNodes", "workers", NULL };
+	"configVersion", "upstream", "listeners", "unknownNodes", "workers", "liveness",
+	"livenessSince", NULL };
 static const char *const upstream_keys[] = { "state", "since", "lastError", NULL };
 static const char *const listener_keys[] = { "role", "nodeId", "address", NULL };
-static const char *const worker_keys[] = { "pid", "generation", "state", "since",
-	"connections", "inFlight", NULL };
+static const char *const worker_keys[] = { "pid", "index", "generation", "state", "since",
+	"liveness", "connections", "inFlight", NULL };
 
 Test(status, cluster_json_serving_with_reload_in_progress)
 {
@@ -296,7 +302,7 @@ Test(status, cluster_json_without_workers)
 {
 	json_t *c;
 
-	fx_clusters[1].workers = NULL;
+	fx_clusters[1].gens = NULL;
 	c = status_cluster_json(&fx_clusters[1]);
 	assert_keys(c, cluster_keys);
 	cr_assert_str_eq(sget(c, "state"), "initializing");
@@ -415,9 +421,10 @@ Test(status, metrics_text)
 	cr_assert_eq(count(t, "# HELP ferry_requests_total "), 1);
 	cr_assert_eq(count(t, "# TYPE ferry_in_flight "), 1);
 	/* one TYPE per shared counter, plus cluster_state, worker_restarts,
-	 * crash_loops and up */
+	 * crash_loops, worker_unresponsive and up */
 #define COUNT_FIELD(name, type, help) + 1
-	cr_assert_eq(count(t, "# TYPE "), 0 METRICS_FIELDS(COUNT_FIELD) + 4);
+	cr_assert_eq(count(t, "# TYPE "), 0 METRICS_FIELDS(COUNT_FIELD) + 5);
+	cr_assert(has_line(t, "ferry_worker_unresponsive_total{cluster=\"alpha\"} 0"));
 #undef COUNT_FIELD
 	cr_assert(has_line(t, "# TYPE ferry_crash_loops_total counter"));
 	cr_assert(has_line(t, "ferry_crash_loops_total{cluster=\"alpha\"} 0"));
@@ -471,7 +478,7 @@ Test(status, metrics_label_escaping)
 	size_t len;
 	char *t;
 
-	snprintf(fx_clusters[1].cfg.name, sizeof fx_clusters[1].cfg.name, "a\"b\\c");
+	snprintf(fx_clusters[1].name, sizeof fx_clusters[1].name, "a\"b\\c");
 	t = status_metrics_text(&fx_sup, &len);
 	cr_assert(has_line(t, "ferry_up 1"));
 	cr_assert_not_null(strstr(t, "ferry_requests_total{cluster=\"a\\\"b\\\\c\"} 7\n"));
