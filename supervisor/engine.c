@@ -329,6 +329,13 @@ sup_find_cluster(struct sup *s, const char *name)
 
 /* ---- generations ---------------------------------------------------------------- */
 
+static uint64_t
+sup_watchdog_period(const struct sup *s)
+{
+	uint64_t p = s->cfg.worker_watchdog_ms / 4;
+	return p < 25 ? 25 : p;
+}
+
 static void
 sup_gen_fail_now(struct sup *s, struct sup_gen *g, const char *why)
 {
@@ -489,7 +496,7 @@ sup_gen_event(struct sup *s, struct sup_gen *g, enum fsm_gevent e, const char *w
 		sup_gen_kill(s, g);
 	}
 	if ((a & FSM_GA_ARM_WATCHDOG) && s->cfg.worker_watchdog_ms) {
-		g->watchdog_at = s->now_ms;
+		g->watchdog_at = s->now_ms + sup_watchdog_period(s);
 		for (size_t i = 0; i < g->n_procs; i++)
 			g->procs[i].last_answer_ms = s->now_ms;
 	}
@@ -883,13 +890,6 @@ sup_next_deadline(const struct sup *s)
 	for (size_t i = 0; i < s->n_limbo; i++)
 		d = sup_min_deadline(d, sup_cluster_deadline(s->limbo[i]));
 	return d;
-}
-
-static uint64_t
-sup_watchdog_period(const struct sup *s)
-{
-	uint64_t p = s->cfg.worker_watchdog_ms / 4;
-	return p < 25 ? 25 : p;
 }
 
 static void

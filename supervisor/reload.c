@@ -305,6 +305,7 @@ reload_commit_item(struct sup *s, struct sup_reload_item *it)
 		struct sup_ccfg *old = c->ccfg;
 		sup_cluster_set_ccfg(c, it->cc);
 		it->cc = NULL;
+		c->n_unknown_nodes = 0;  /* node_ids may cover them now */
 		/* Shared sockets live on in the new configuration's dups; the
 		 * others close now (the old generation closes its own copies
 		 * when it drains). */

@@ -1,0 +1,725 @@
+/*
+ * Unit tests for the supervisor engine (engine.c, reload.c) with fake I/O:
+ * no sockets, no processes, no libev. A small simulated world answers the
+ * engine's operations (fake pids, fake listening sockets with their
+ * addresses, a clock) and delivers worker events.
+ *
+ * The generated test runs reloads (all-or-nothing and per-cluster; add,
+ * modify, remove) and, at each phase (prepare, held, commit, draining),
+ * delivers each worker event (READY, FAILED, EXITED by signal, watchdog
+ * miss, deadline, queue full, malformed) to each generation involved, then
+ * lets the world settle, checking after every step that:
+ *   - the model is consistent (lifecycle view matches the machine state,
+ *     no forbidden pair was ever met, live processes match the world),
+ *   - the untouched cluster keeps its generation and pid, accepting,
+ *   - no listening socket object belongs to two listed clusters and no
+ *     address is served by two clusters,
+ *   - every reload ends with exactly one recorded outcome,
+ *   - at the end nothing is left: every process reaped, every socket closed.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/config.h"
+#include "common/log.h"
+#include "supervisor/supervisor.h"
+
+/* ---- the fake world -------------------------------------------------------- */
+
+#define W_MAX_FDS 4096
+#define W_MAX_PROCS 1024
+
+struct w_sock {
+	bool open;
+	int object;               /* the socket object (dups share it) */
+	struct cfg_addr addr;
+};
+
+struct w_proc {
+	struct sup_proc *p;
+	pid_t pid;
+	bool alive;               /* the "process" runs */
+	bool reported;            /* its exit was delivered */
+	bool frozen;              /* SIGSTOPped: answers nothing */
+	bool got_accept, got_drain, got_stop, killed;
+	bool auto_ready;
+};
+
+static struct {
+	struct sup s;
+	uint64_t now;
+	struct w_sock fds[W_MAX_FDS];
+	int next_fd, next_object;
+	struct w_proc procs[W_MAX_PROCS];
+	size_t n_procs;
+	pid_t next_pid;
+	char held_addr[8][64];    /* host:port nobody may bind */
+	size_t n_held;
+	char fail_spawn[CFG_NAME_MAX];
+	size_t reload_ends, reload_answers, op_answers;
+	bool stopped;
+	bool auto_ready;
+} W;
+
+static struct w_proc *
+w_find(const struct sup_proc *p)
+{
+	for (size_t i = 0; i < W.n_procs; i++)
+		if (W.procs[i].p == p && (W.procs[i].alive || !W.procs[i].reported))
+			return &W.procs[i];
+	return NULL;
+}
+
+static int
+w_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char *err, size_t errlen)
+{
+	(void)s;
+	(void)cc;
+	if (W.fail_spawn[0] && strcmp(p->gen->cluster->name, W.fail_spawn) == 0) {
+		snprintf(err, errlen, "fork: simulated failure");
+		return -1;
+	}
+	cr_assert_lt(W.n_procs, W_MAX_PROCS);
+	struct w_proc *wp = &W.procs[W.n_procs++];
+	memset(wp, 0, sizeof *wp);
+	wp->p = p;
+	wp->pid = ++W.next_pid;
+	wp->alive = true;
+	wp->auto_ready = W.auto_ready;
+	p->pid = wp->pid;
+	p->chan = wp;
+	return 0;
+}
+
+static int
+w_send(struct sup *s, struct sup_proc *p, enum ipc_type type, const void *payload, size_t len)
+{
+	(void)s;
+	(void)payload;
+	(void)len;
+	struct w_proc *wp = p->chan;
+	cr_assert_not_null(wp, "send to a process without a channel");
+	cr_assert(wp->alive || wp->reported == false, "send to a reaped process");
+	if (type == IPC_ACCEPT)
+		wp->got_accept = true;
+	if (type == IPC_DRAIN)
+		wp->got_drain = true;
+	if (type == IPC_STOP)
+		wp->got_stop = true;
+	return 0;
+}
+
+static void
+w_kill(struct sup *s, struct sup_proc *p, int sig)
+{
+	(void)s;
+	struct w_proc *wp = p->chan;
+	cr_assert_not_null(wp);
+	if (sig == SIGKILL && wp->alive)
+		wp->killed = true;
+}
+
+static size_t w_frees;
+
+static void
+w_proc_free(struct sup *s, struct sup_proc *p)
+{
+	(void)s;
+	struct w_proc *wp = p->chan;
+	if (wp) {
+		cr_assert(!wp->alive, "a live process was freed");
+		wp->p = NULL;
+	}
+	w_frees++;
+}
+
+static bool
+w_addr_eq(const struct cfg_addr *a, const struct cfg_addr *b)
+{
+	return a->port == b->port && strcmp(a->host, b->host) == 0;
+}
+
+static int
+w_bind(struct sup *s, const struct cfg_addr *a, char *err, size_t errlen)
+{
+	(void)s;
+	char name[300];
+	snprintf(name, sizeof name, "%s:%u", a->host, (unsigned)a->port);
+	for (size_t i = 0; i < W.n_held; i++)
+		if (strcmp(W.held_addr[i], name) == 0) {
+			snprintf(err, errlen, "bind %s: Address already in use", name);
+			return -1;
+		}
+	/* the kernel refuses a second bind of a bound address */
+	for (int fd = 0; fd < W.next_fd; fd++)
+		if (W.fds[fd].open && w_addr_eq(&W.fds[fd].addr, a)) {
+			snprintf(err, errlen, "bind %s: Address already in use", name);
+			return -1;
+		}
+	cr_assert_lt(W.next_fd, W_MAX_FDS);
+	int fd = W.next_fd++;
+	W.fds[fd] = (struct w_sock){ true, ++W.next_object, *a };
+	return fd;
+}
+
+static int
+w_dup(struct sup *s, int fd)
+{
+	(void)s;
+	cr_assert(fd >= 0 && fd < W.next_fd && W.fds[fd].open, "dup of a closed fd %d", fd);
+	int nfd = W.next_fd++;
+	W.fds[nfd] = W.fds[fd];
+	return nfd;
+}
+
+static void
+w_close(struct sup *s, int fd)
+{
+	(void)s;
+	cr_assert(fd >= 0 && fd < W.next_fd && W.fds[fd].open, "close of a closed fd %d", fd);
+	W.fds[fd].open = false;
+}
+
+static void
+w_answer_reload(struct sup *s, uint64_t waiter, const struct sup_reload_record *rec)
+{
+	(void)s;
+	(void)waiter;
+	(void)rec;
+	W.reload_answers++;
+}
+
+static void
+w_answer_op(struct sup *s, uint64_t waiter, const struct sup_answer *a)
+{
+	(void)s;
+	(void)waiter;
+	(void)a;
+	W.op_answers++;
+}
+
+static int
+w_persist(struct sup *s, const char *path, const char *text, size_t len, char *err, size_t el)
+{
+	(void)s; (void)path; (void)text; (void)len; (void)err; (void)el;
+	return 0;
+}
+
+static void
+w_stopped(struct sup *s)
+{
+	(void)s;
+	W.stopped = true;
+}
+
+static void
+w_reload_end(struct sup *s, const struct sup_reload_record *rec)
+{
+	(void)s;
+	(void)rec;
+	W.reload_ends++;
+}
+
+static const struct sup_ops w_ops = {
+	.spawn = w_spawn, .send = w_send, .kill = w_kill, .proc_free = w_proc_free,
+	.bind = w_bind, .dup = w_dup, .close = w_close, .answer_reload = w_answer_reload,
+	.answer_op = w_answer_op, .persist = w_persist, .stopped = w_stopped,
+	.reload_end = w_reload_end,
+};
+
+/* ---- configs ------------------------------------------------------------------ */
+
+#define FERRY_HDR \
+	"[ferry]\ncontrol_socket = /tmp/x.sock\nadmin_listen = off\n" \
+	"drain_timeout = 2s\ninit_timeout = 1s\nworker_watchdog = 1s\n" \
+	"crash_loop_limit = 1000\nlog_level = error\n"
+
+static char *
+w_cluster(char *buf, size_t len, const char *name, int port, const char *upstream)
+{
+	snprintf(buf, len, "[cluster %s]\nupstream = %s\nbootstrap = 127.0.0.1:%d\n"
+	    "advertised_host = localhost\nbroker_ports = %d-%d\nnode_ids = 1-2\n",
+	    name, upstream, port, port + 1, port + 2);
+	return buf;
+}
+
+static void
+w_parse(const char *text, struct cfg *out)
+{
+	struct cfg_errors errs;
+	cfg_errors_init(&errs);
+	int rc = cfg_parse_string("test.ini", text, strlen(text), out, &errs);
+	cr_assert_eq(rc, 0, "config does not parse: %s", errs.n ? errs.msg[0] : "?");
+	cfg_errors_free(&errs);
+}
+
+static void
+w_tick(uint64_t ms)
+{
+	W.now += ms;
+	sup_set_clock(&W.s, W.now, 1700000000000ULL + W.now);
+	sup_tick(&W.s);
+	sup_reap(&W.s);
+}
+
+/* ---- invariants ---------------------------------------------------------------- */
+
+static void
+w_check(const char *where)
+{
+	struct sup *s = &W.s;
+	cr_assert_eq(s->violations, 0, "%s: a forbidden pair was met", where);
+	/* lifecycle view matches, live processes match the world */
+	struct sup_cluster **arrs[2] = { s->clusters, s->limbo };
+	size_t ns[2] = { s->n_clusters, s->n_limbo };
+	for (int a = 0; a < 2; a++)
+		for (size_t i = 0; i < ns[a]; i++) {
+			struct sup_cluster *c = arrs[a][i];
+			for (struct sup_gen *g = c->gens; g; g = g->next) {
+				cr_assert_eq(g->lc.state, fsm_gen_lc(g->st), "%s: %s gen %llu lc %s vs %s",
+				    where, c->name, (unsigned long long)g->generation,
+				    lc_state_str(g->lc.state), fsm_gstate_str(g->st));
+				if (fsm_gen_terminal(g->st))
+					cr_assert(g->init_at == 0 && g->watchdog_at == 0, "%s: deadline "
+					    "armed on an ended generation", where);
+				for (size_t k = 0; k < g->n_procs; k++) {
+					struct sup_proc *p = &g->procs[k];
+					struct w_proc *wp = p->chan;
+					if (p->alive)
+						cr_assert(wp && !wp->reported, "%s: alive in the model, "
+						    "gone in the world", where);
+				}
+			}
+		}
+	/* no socket object in two listed clusters, no address twice */
+	for (size_t i = 0; i < s->n_clusters; i++)
+		for (size_t j = i + 1; j < s->n_clusters; j++) {
+			struct sup_cluster *x = s->clusters[i], *y = s->clusters[j];
+			for (size_t k = 0; k < x->n_listeners; k++)
+				for (size_t m = 0; m < y->n_listeners; m++) {
+					cr_assert(!w_addr_eq(&x->listeners[k].addr, &y->listeners[m].addr),
+					    "%s: %s and %s both on %s:%u", where, x->name, y->name,
+					    x->listeners[k].addr.host, x->listeners[k].addr.port);
+					int fx = x->listeners[k].fd, fy = y->listeners[m].fd;
+					if (fx >= 0 && fy >= 0)
+						cr_assert_neq(W.fds[fx].object, W.fds[fy].object,
+						    "%s: %s and %s share a socket", where, x->name, y->name);
+				}
+		}
+}
+
+/* The bystander keeps its generation, accepting. */
+static void
+w_check_keep(const char *where, uint64_t gen, pid_t pid)
+{
+	struct sup_cluster *k = sup_find_cluster(&W.s, "keep");
+	cr_assert_not_null(k, "%s: keep is gone", where);
+	struct sup_gen *g = sup_cluster_serving(k);
+	cr_assert_not_null(g);
+	cr_assert_eq(g->generation, gen, "%s: keep was restarted", where);
+	cr_assert_eq(g->procs[0].pid, pid, "%s: keep's pid changed", where);
+	cr_assert_eq(g->st, FSM_G_ACCEPTING, "%s: keep is %s", where, fsm_gstate_str(g->st));
+}
+
+/* ---- driving ------------------------------------------------------------------- */
+
+static void
+w_exit(struct w_proc *wp, int status)
+{
+	wp->alive = false;
+	wp->reported = true;
+	if (wp->p)
+		sup_on_exit(&W.s, wp->p, status);
+}
+
+/* One round of the world reacting to what the engine asked. */
+static bool
+w_react(void)
+{
+	bool any = false;
+	for (size_t i = 0; i < W.n_procs; i++) {
+		struct w_proc *wp = &W.procs[i];
+		if (!wp->alive || !wp->p)
+			continue;
+		if (wp->killed) {
+			w_exit(wp, SIGKILL);
+			any = true;
+		} else if (wp->frozen) {
+			continue;
+		} else if (wp->got_stop || wp->got_drain) {
+			w_exit(wp, 0);
+			any = true;
+		} else if (wp->auto_ready && !wp->p->ready) {
+			sup_on_ready(&W.s, wp->p);
+			any = true;
+		} else if (wp->p->ping_seq) {
+			sup_on_pong(&W.s, wp->p, wp->p->ping_seq);
+		}
+		sup_reap(&W.s);
+	}
+	return any;
+}
+
+/* Let everything run its course (timers included) for up to ms. */
+static void
+w_settle(uint64_t ms, const char *where, uint64_t keep_gen, pid_t keep_pid)
+{
+	for (uint64_t t = 0; t < ms; t += 50) {
+		while (w_react()) {
+			w_check(where);
+			if (keep_gen)
+				w_check_keep(where, keep_gen, keep_pid);
+		}
+		w_tick(50);
+		w_check(where);
+		if (keep_gen)
+			w_check_keep(where, keep_gen, keep_pid);
+	}
+}
+
+static void
+w_start(const char *text)
+{
+	memset(&W, 0, sizeof W);
+	W.now = 1000;  /* a monotonic clock is never 0 (0 = "not armed") */
+	W.auto_ready = true;
+	log_init("test", NULL, LOG_ERROR, false);
+	struct cfg cfg;
+	w_parse(text, &cfg);
+	sup_set_clock(&W.s, W.now, 1700000000000ULL + W.now);
+	cr_assert_eq(sup_init(&W.s, &w_ops, &cfg, "test.ini", text, strlen(text)), 0);
+	cr_assert_eq(sup_start(&W.s), 0);
+	w_settle(200, "start", 0, 0);
+}
+
+static void
+w_finish(void)
+{
+	sup_stop(&W.s, "test over");
+	for (size_t i = 0; i < 200 && !W.stopped; i++)
+		w_settle(50, "stop", 0, 0);
+	cr_assert(W.stopped, "ferryd never finished stopping");
+	sup_free(&W.s);
+	for (size_t i = 0; i < W.n_procs; i++)
+		cr_assert(!W.procs[i].alive, "process %d left behind", (int)W.procs[i].pid);
+	for (int fd = 0; fd < W.next_fd; fd++)
+		cr_assert(!W.fds[fd].open, "listening socket fd %d left open", fd);
+}
+
+/* ---- basic behaviour -------------------------------------------------------------- */
+
+Test(engine, start_serves_and_stop_reaps_everything)
+{
+	char a[512], b[512], text[2048];
+	snprintf(text, sizeof text, FERRY_HDR "%s%s",
+	    w_cluster(a, sizeof a, "keep", 20000, "127.0.0.1:9092"),
+	    w_cluster(b, sizeof b, "other", 20010, "127.0.0.1:9092"));
+	w_start(text);
+	cr_assert_eq(W.s.n_clusters, 2);
+	for (size_t i = 0; i < 2; i++)
+		cr_assert_eq(sup_cluster_serving(W.s.clusters[i])->st, FSM_G_ACCEPTING);
+	cr_assert(sup_ready(&W.s));
+	w_finish();
+}
+
+Test(engine, crash_restarts_with_backoff_and_crash_loop_fails)
+{
+	char a[512], text[2048];
+	snprintf(text, sizeof text, "[ferry]\ncontrol_socket = /tmp/x.sock\nadmin_listen = off\n"
+	    "crash_loop_limit = 3\ncrash_loop_window = 1m\nstartup_policy = best-effort\n%s",
+	    w_cluster(a, sizeof a, "c", 20000, "127.0.0.1:9092"));
+	w_start(text);
+	struct sup_cluster *c = W.s.clusters[0];
+	for (int crash = 0; crash < 3; crash++) {
+		struct sup_gen *g = sup_cluster_serving(c);
+		cr_assert_eq(g->st, FSM_G_ACCEPTING, "crash %d: %s", crash, fsm_gstate_str(g->st));
+		struct w_proc *wp = w_find(&g->procs[0]);
+		w_exit(wp, SIGKILL);
+		sup_reap(&W.s);
+		w_check("crash");
+		if (crash < 2)
+			w_settle(2000, "restart", 0, 0);
+	}
+	cr_assert_eq(c->st, FSM_C_FAILED);
+	cr_assert_not_null(strstr(c->fail_reason, "crash loop"));
+	/* sockets released */
+	for (size_t i = 0; i < c->n_listeners; i++)
+		cr_assert_eq(c->listeners[i].fd, -1);
+	struct sup_answer ans;
+	cr_assert_eq(sup_cluster_restart(&W.s, "c", 7, &ans), SUP_DEFERRED);
+	w_settle(200, "operator restart", 0, 0);
+	cr_assert_eq(c->st, FSM_C_ACTIVE);
+	cr_assert_eq(sup_cluster_serving(c)->st, FSM_G_ACCEPTING);
+	cr_assert_eq(W.op_answers, 1);
+	w_finish();
+}
+
+Test(engine, stopped_worker_is_unresponsive_then_killed_and_restarted)
+{
+	char a[512], b[512], text[2048];
+	snprintf(text, sizeof text, FERRY_HDR "%s%s",
+	    w_cluster(a, sizeof a, "keep", 20000, "127.0.0.1:9092"),
+	    w_cluster(b, sizeof b, "hung", 20010, "127.0.0.1:9092"));
+	w_start(text);
+	struct sup_cluster *k = sup_find_cluster(&W.s, "keep");
+	uint64_t kg = sup_cluster_serving(k)->generation;
+	pid_t kp = sup_cluster_serving(k)->procs[0].pid;
+	struct sup_cluster *h = sup_find_cluster(&W.s, "hung");
+	struct sup_gen *g = sup_cluster_serving(h);
+	uint64_t gen = g->generation;
+	w_find(&g->procs[0])->frozen = true;
+	w_settle(1200, "late", kg, kp);
+	cr_assert(g->unresponsive, "not reported unresponsive after worker_watchdog");
+	cr_assert_not(sup_ready(&W.s));
+	cr_assert_eq(h->unresponsive_total, 1);
+	w_settle(1500, "dead", kg, kp);
+	struct sup_gen *n = sup_cluster_serving(h);
+	cr_assert_gt(n->generation, gen, "not restarted");
+	cr_assert_eq(n->st, FSM_G_ACCEPTING);
+	cr_assert(sup_ready(&W.s));
+	w_finish();
+}
+
+Test(engine, removal_of_a_stopped_worker_ends_by_deadline_and_name_is_free)
+{
+	char a[512], b[512], text[2048], text2[2048];
+	w_cluster(a, sizeof a, "keep", 20000, "127.0.0.1:9092");
+	w_cluster(b, sizeof b, "gone", 20010, "127.0.0.1:9092");
+	snprintf(text, sizeof text, FERRY_HDR "worker_watchdog = 0\n%s%s", a, b);
+	/* worker_watchdog twice is a duplicate key: use a header without it */
+	snprintf(text, sizeof text, "[ferry]\ncontrol_socket = /tmp/x.sock\nadmin_listen = off\n"
+	    "drain_timeout = 2s\ninit_timeout = 1s\nworker_watchdog = 0\n%s%s", a, b);
+	w_start(text);
+	struct sup_gen *g = sup_cluster_serving(sup_find_cluster(&W.s, "gone"));
+	struct w_proc *wp = w_find(&g->procs[0]);
+	wp->frozen = true;
+	snprintf(text2, sizeof text2, "[ferry]\ncontrol_socket = /tmp/x.sock\nadmin_listen = off\n"
+	    "drain_timeout = 2s\ninit_timeout = 1s\nworker_watchdog = 0\n%s", a);
+	const struct sup_reload_record *rec;
+	cr_assert_eq(sup_reload_start(&W.s, text2, strlen(text2), "api", 1, &rec), SUP_OK);
+	cr_assert_eq(rec->status, SUP_RELOAD_SUCCESS);
+	cr_assert_null(sup_find_cluster(&W.s, "gone"), "the removed name is still listed");
+	/* drain_timeout 2s + 2s grace: killed by then */
+	w_settle(4100, "removal", 0, 0);
+	cr_assert(!wp->alive, "a stopped worker outlived drain_timeout + grace");
+	/* re-add on the same ports */
+	cr_assert_eq(sup_reload_start(&W.s, text, strlen(text), "api", 2, &rec), SUP_DEFERRED);
+	w_settle(300, "re-add", 0, 0);
+	cr_assert_eq(W.s.last_reload.status, SUP_RELOAD_SUCCESS);
+	cr_assert_eq(sup_cluster_serving(sup_find_cluster(&W.s, "gone"))->st, FSM_G_ACCEPTING);
+	w_finish();
+}
+
+/* x takes y's ports, y moves to ports held by someone else: together. */
+Test(engine, per_cluster_swap_with_a_failed_bind_rolls_back_both)
+{
+	char x[512], y[512], keep[512], text[4096], text2[4096];
+	w_cluster(keep, sizeof keep, "keep", 20000, "127.0.0.1:9092");
+	w_cluster(x, sizeof x, "x", 20010, "127.0.0.1:9001");
+	w_cluster(y, sizeof y, "y", 20020, "127.0.0.1:9002");
+	snprintf(text, sizeof text, FERRY_HDR "reload_policy = per-cluster\n%s%s%s", keep, x, y);
+	w_start(text);
+	struct sup_cluster *cx = sup_find_cluster(&W.s, "x"), *cy = sup_find_cluster(&W.s, "y");
+	uint64_t gx = sup_cluster_serving(cx)->generation, gy = sup_cluster_serving(cy)->generation;
+	w_cluster(x, sizeof x, "x", 20020, "127.0.0.1:9001");
+	w_cluster(y, sizeof y, "y", 20030, "127.0.0.1:9002");
+	snprintf(W.held_addr[W.n_held++], 64, "127.0.0.1:20030");
+	snprintf(text2, sizeof text2, FERRY_HDR "reload_policy = per-cluster\n%s%s%s", keep, x, y);
+	const struct sup_reload_record *rec;
+	enum sup_result r = sup_reload_start(&W.s, text2, strlen(text2), "api", 1, &rec);
+	if (r == SUP_DEFERRED)
+		w_settle(500, "swap", 0, 0);
+	cr_assert_eq(W.s.last_reload.status, SUP_RELOAD_FAILED);
+	cr_assert_null(W.s.last_reload.modified, "something was committed");
+	cr_assert_eq(sup_cluster_serving(cx)->generation, gx);
+	cr_assert_eq(sup_cluster_serving(cy)->generation, gy);
+	cr_assert_eq(cx->listeners[0].addr.port, 20010);
+	cr_assert_eq(cy->listeners[0].addr.port, 20020);
+	w_check("after swap");
+	w_finish();
+}
+
+Test(engine, per_cluster_swap_commits_both)
+{
+	char x[512], y[512], text[4096], text2[4096];
+	w_cluster(x, sizeof x, "x", 20010, "127.0.0.1:9001");
+	w_cluster(y, sizeof y, "y", 20020, "127.0.0.1:9002");
+	snprintf(text, sizeof text, FERRY_HDR "reload_policy = per-cluster\n%s%s", x, y);
+	w_start(text);
+	w_cluster(x, sizeof x, "x", 20020, "127.0.0.1:9001");
+	w_cluster(y, sizeof y, "y", 20010, "127.0.0.1:9002");
+	snprintf(text2, sizeof text2, FERRY_HDR "reload_policy = per-cluster\n%s%s", x, y);
+	const struct sup_reload_record *rec;
+	if (sup_reload_start(&W.s, text2, strlen(text2), "api", 1, &rec) == SUP_DEFERRED)
+		w_settle(500, "swap", 0, 0);
+	cr_assert_eq(W.s.last_reload.status, SUP_RELOAD_SUCCESS);
+	cr_assert_eq(sup_find_cluster(&W.s, "x")->listeners[0].addr.port, 20020);
+	cr_assert_eq(sup_find_cluster(&W.s, "y")->listeners[0].addr.port, 20010);
+	w_check("after swap");
+	w_finish();
+}
+
+/* ---- the generated test ------------------------------------------------------------ */
+
+enum w_phase { PH_PREPARE, PH_HELD, PH_COMMIT, PH_DRAINING, PH_COUNT };
+enum w_event { EV_READY, EV_FAILED, EV_SIGKILL, EV_WATCHDOG, EV_DEADLINE, EV_QUEUE_FULL,
+	       EV_MALFORMED, EV_COUNT };
+static const char *const w_phase_names[] = { "prepare", "held", "commit", "draining" };
+static const char *const w_event_names[] = { "ready", "failed", "sigkill", "watchdog",
+	"deadline", "queue-full", "malformed" };
+
+static void
+w_deliver(struct w_proc *wp, enum w_event e)
+{
+	struct sup_proc *p = wp->p;
+	if (!p || !wp->alive)
+		return;
+	switch (e) {
+	case EV_READY:
+		sup_on_ready(&W.s, p);
+		break;
+	case EV_FAILED:
+		sup_on_failed(&W.s, p, "simulated failure");
+		break;
+	case EV_SIGKILL:
+		w_exit(wp, SIGKILL);
+		break;
+	case EV_WATCHDOG:
+	case EV_DEADLINE:
+		/* it stops answering anything; time does the rest */
+		wp->frozen = true;
+		break;
+	case EV_QUEUE_FULL:
+		sup_on_queue_full(&W.s, p);
+		break;
+	case EV_MALFORMED:
+		sup_on_malformed(&W.s, p, "simulated garbage");
+		break;
+	case EV_COUNT:
+		break;
+	}
+	sup_reap(&W.s);
+}
+
+static void
+w_generated(bool per_cluster, enum w_phase ph, enum w_event ev, int target_new)
+{
+	char keep[512], mod[512], del[512], add[512], text[4096], text2[4096];
+	char where[160];
+	snprintf(where, sizeof where, "%s %s %s %s", per_cluster ? "per-cluster" : "all-or-nothing",
+	    w_phase_names[ph], w_event_names[ev], target_new ? "new" : "old");
+	w_cluster(keep, sizeof keep, "keep", 20000, "127.0.0.1:9092");
+	w_cluster(mod, sizeof mod, "mod", 20010, "127.0.0.1:9093");
+	w_cluster(del, sizeof del, "del", 20020, "127.0.0.1:9094");
+	/* a deadline alone must end a hung worker: no watchdog then */
+	const char *hdr = ev == EV_DEADLINE ? "[ferry]\ncontrol_socket = /tmp/x.sock\n"
+	    "admin_listen = off\ndrain_timeout = 2s\ninit_timeout = 1s\nworker_watchdog = 0\n"
+	    "crash_loop_limit = 1000\nlog_level = error\n" : FERRY_HDR;
+	snprintf(text, sizeof text, "%sreload_policy = %s\n%s%s%s", hdr,
+	    per_cluster ? "per-cluster" : "all-or-nothing", keep, mod, del);
+	w_start(text);
+	struct sup_gen *kg = sup_cluster_serving(sup_find_cluster(&W.s, "keep"));
+	uint64_t keep_gen = kg->generation;
+	pid_t keep_pid = kg->procs[0].pid;
+	struct sup_gen *old_mod = sup_cluster_serving(sup_find_cluster(&W.s, "mod"));
+
+	/* modify mod (new upstream), remove del, add add (on del's ports) */
+	w_cluster(mod, sizeof mod, "mod", 20010, "127.0.0.1:9095");
+	w_cluster(add, sizeof add, "add", 20020, "127.0.0.1:9096");
+	snprintf(text2, sizeof text2, "%sreload_policy = %s\n%s%s%s", hdr,
+	    per_cluster ? "per-cluster" : "all-or-nothing", keep, mod, add);
+	W.auto_ready = false;
+	size_t ends_before = W.reload_ends;
+	const struct sup_reload_record *rec;
+	enum sup_result r = sup_reload_start(&W.s, text2, strlen(text2), "api", 1, &rec);
+	cr_assert_eq(r, SUP_DEFERRED, "%s: reload did not wait for workers", where);
+	w_check(where);
+	/* the new generations: mod's and add's */
+	struct sup_gen *new_mod = sup_find_cluster(&W.s, "mod")->gens;
+	cr_assert_neq(new_mod, old_mod);
+	struct w_proc *nm = w_find(&new_mod->procs[0]);
+	struct w_proc *na = NULL;
+	for (size_t i = 0; i < W.s.n_limbo; i++)
+		if (strcmp(W.s.limbo[i]->name, "add") == 0)
+			na = w_find(&W.s.limbo[i]->gens->procs[0]);
+	cr_assert_not_null(nm);
+	cr_assert_not_null(na);
+	struct w_proc *om = w_find(&old_mod->procs[0]);
+
+	struct w_proc *target = target_new ? nm : om;
+	switch (ph) {
+	case PH_PREPARE:
+		break;
+	case PH_HELD:
+		sup_on_ready(&W.s, nm->p);  /* mod held, add still preparing */
+		break;
+	case PH_COMMIT:
+	case PH_DRAINING:
+		sup_on_ready(&W.s, nm->p);
+		sup_on_ready(&W.s, na->p);  /* commits now */
+		if (ph == PH_DRAINING && om->alive)
+			cr_assert(om->got_drain || om->got_stop, "%s: old generation not drained",
+			    where);
+		break;
+	case PH_COUNT:
+		break;
+	}
+	sup_reap(&W.s);
+	w_check(where);
+	w_check_keep(where, keep_gen, keep_pid);
+	if (ph == PH_DRAINING)
+		om->frozen = ev == EV_WATCHDOG || ev == EV_DEADLINE;  /* old one hangs draining */
+	w_deliver(target, ev);
+	w_check(where);
+	w_check_keep(where, keep_gen, keep_pid);
+	/* everyone else behaves from now on */
+	for (size_t i = 0; i < W.n_procs; i++)
+		if (&W.procs[i] != target)
+			W.procs[i].auto_ready = true;
+	nm->auto_ready = na->auto_ready = target != nm && target != na;
+	w_settle(6000, where, keep_gen, keep_pid);
+	cr_assert_null(W.s.reload, "%s: the reload never ended", where);
+	cr_assert_eq(W.reload_ends - ends_before, 1, "%s: %zu outcomes recorded", where,
+	    W.reload_ends - ends_before);
+	cr_assert_eq(W.reload_answers, 1, "%s: answered %zu times", where, W.reload_answers);
+	/* what runs matches the outcome */
+	const struct sup_reload_record *out = &W.s.last_reload;
+	struct sup_cluster *m = sup_find_cluster(&W.s, "mod");
+	cr_assert_not_null(m);
+	if (out->status == SUP_RELOAD_SUCCESS) {
+		cr_assert_not_null(sup_find_cluster(&W.s, "add"), "%s", where);
+		cr_assert_null(sup_find_cluster(&W.s, "del"), "%s", where);
+		cr_assert_str_eq(m->cfg.upstream[0].host, "127.0.0.1");
+		cr_assert_eq(m->cfg.upstream[0].port, 9095, "%s", where);
+	} else if (!per_cluster) {
+		cr_assert_null(sup_find_cluster(&W.s, "add"), "%s: rolled back yet added", where);
+		cr_assert_not_null(sup_find_cluster(&W.s, "del"), "%s: rolled back yet removed", where);
+		cr_assert_eq(m->cfg.upstream[0].port, 9093, "%s", where);
+	}
+	/* no process hangs around: frozen ones were killed by a deadline (an
+	 * accepting one without a watchdog has none: ferryd's stop ends it) */
+	w_settle(5000, where, keep_gen, keep_pid);
+	for (size_t i = 0; i < W.n_procs; i++)
+		if (W.procs[i].alive && W.procs[i].frozen &&
+		    !(W.procs[i].p && W.procs[i].p->gen->st == FSM_G_ACCEPTING && ev == EV_DEADLINE))
+			cr_assert(false, "%s: a frozen worker (pid %d) was never killed", where,
+			    (int)W.procs[i].pid);
+	w_finish();
+}
+
+Test(engine, generated_events_at_every_reload_phase, .timeout = 120)
+{
+	for (int pc = 0; pc < 2; pc++)
+		for (int ph = 0; ph < PH_COUNT; ph++)
+			for (int ev = 0; ev < EV_COUNT; ev++)
+				for (int tn = 0; tn < 2; tn++) {
+					/* the old generation is only involved once it drains */
+					if (!tn && ph != PH_DRAINING && ph != PH_PREPARE)
+						continue;
+					w_generated(pc, ph, ev, tn);
+				}
+}
