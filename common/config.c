@@ -252,6 +252,35 @@ cfgp_hosts_conflict(const char *a, const char *b)
 	return strcasecmp(a, b) == 0;
 }
 
+/*
+ * A listening address must be numeric, so that binding it never needs a
+ * (blocking) name lookup on the supervisor's loop: an IPv4 or IPv6 literal
+ * (wildcards included) or "localhost", which is stored as 127.0.0.1. IPv6
+ * literals are stored in their inet_ntop form so equal addresses are equal
+ * strings (plan comparisons, status, canonical text).
+ */
+static int
+cfgp_listen_host(struct cfg_addr *a, char *err, size_t errlen)
+{
+	unsigned char bin[16];
+	char norm[INET6_ADDRSTRLEN];
+
+	if (strcasecmp(a->host, "localhost") == 0) {
+		snprintf(a->host, sizeof a->host, "127.0.0.1");
+		return 0;
+	}
+	if (inet_pton(AF_INET, a->host, bin) == 1)
+		return 0;
+	if (inet_pton(AF_INET6, a->host, bin) == 1 &&
+	    inet_ntop(AF_INET6, bin, norm, sizeof norm) != NULL) {
+		snprintf(a->host, sizeof a->host, "%s", norm);
+		return 0;
+	}
+	snprintf(err, errlen, "%s is not an IP address (listeners bind to "
+	    "addresses; names are resolved only for upstream)", a->host);
+	return -1;
+}
+
 /* Index of v in names, or -1 with a "use ..." hint in err. */
 static int
 cfgp_enum(const char *v, const char *const *names, int n, char *err,
@@ -322,7 +351,8 @@ cfgp_set_admin_listen(struct cfg *c, const char *v, char *err, size_t len)
 		c->admin_enabled = false;
 		return 0;
 	}
-	if (units_parse_addr(v, &a, 0, err, len) != 0)
+	if (units_parse_addr(v, &a, 0, err, len) != 0 ||
+	    cfgp_listen_host(&a, err, len) != 0)
 		return -1;
 	c->admin_listen = a;
 	c->admin_enabled = true;
@@ -496,7 +526,13 @@ cfgp_set_upstream(struct cfg_cluster *cl, const char *v, char *err, size_t len)
 static int
 cfgp_set_bootstrap(struct cfg_cluster *cl, const char *v, char *err, size_t len)
 {
-	return units_parse_addr(v, &cl->bootstrap, 0, err, len);
+	struct cfg_addr a;
+
+	if (units_parse_addr(v, &a, 0, err, len) != 0 ||
+	    cfgp_listen_host(&a, err, len) != 0)
+		return -1;
+	cl->bootstrap = a;
+	return 0;
 }
 
 static int

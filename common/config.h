@@ -27,7 +27,13 @@ enum cfg_policy_reload { CFG_RELOAD_ALL_OR_NOTHING = 0, CFG_RELOAD_PER_CLUSTER }
 enum cfg_log_format { CFG_LOG_LOGFMT = 0, CFG_LOG_JSON };
 
 /* A host:port pair. host is a name or a literal address, IPv6 without the
- * brackets ("::1"), "0.0.0.0" / "::" for wildcards. */
+ * brackets ("::1"), "0.0.0.0" / "::" for wildcards.
+ *
+ * Listening addresses (a cluster's `bootstrap`, `admin_listen`) are always
+ * numeric: the parser accepts only IP literals (wildcards included) and
+ * "localhost", stores "localhost" as "127.0.0.1" and IPv6 literals in their
+ * normal inet_ntop form, and refuses host names, so binding never needs a
+ * name lookup. Only `upstream` hosts are names resolved at connect time. */
 struct cfg_addr {
 	char host[CFG_HOST_MAX];
 	uint16_t port;
