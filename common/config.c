@@ -10,6 +10,10 @@
  * continues so that all problems are reported at once. After the text is
  * read, cross-checks run over the whole file: required keys, defaults that
  * depend on other keys, and listening port conflicts.
+ *
+ * Nothing here aborts: a failed allocation is reported as an error
+ * ("file:line: out of memory", see cfg_errors in config.h), everything
+ * allocated so far is freed, and cfg_parse_string returns -1.
  */
 #include "common/config.h"
 #include "common/file.h"
@@ -77,6 +81,7 @@ struct cfgp {
 	struct cfgp_meta *meta;		/* parallel to cfg->clusters */
 	size_t cap;
 	int n_cluster_headers;		/* including rejected ones */
+	size_t nerr;			/* errors reported by this parse */
 };
 
 struct cfgp_fkeydef {
@@ -105,6 +110,12 @@ static void cfgp_err(struct cfgp *p, int line, const char *fmt, ...)
 
 /* ---- error list ---- */
 
+/* The out-of-memory entry and the list that holds only it (used when the
+ * list itself was never allocated). Never written: a list in this state is
+ * closed (oom set). */
+static const char cfg_errors_oom_text[] = CFG_ERR_OOM;
+static char *const cfg_errors_oom_list[1] = { (char *)cfg_errors_oom_text };
+
 void
 cfg_errors_init(struct cfg_errors *e)
 {
@@ -117,9 +128,26 @@ cfg_errors_free(struct cfg_errors *e)
 	size_t i;
 
 	for (i = 0; i < e->n; i++)
-		free(e->msg[i]);
-	free(e->msg);
+		if (e->msg[i] != cfg_errors_oom_text)
+			free(e->msg[i]);
+	if (e->msg != cfg_errors_oom_list)
+		free(e->msg);
 	memset(e, 0, sizeof *e);
+}
+
+/* Appends the static "out of memory" entry in the slot kept in reserve
+ * (cap >= n + 1 holds whenever msg is allocated) and closes the list. */
+static void
+cfg_errors_oom(struct cfg_errors *e)
+{
+	if (e->msg == NULL) {
+		e->msg = (char **)cfg_errors_oom_list;
+		e->n = 1;
+		e->cap = 1;
+	} else {
+		e->msg[e->n++] = (char *)cfg_errors_oom_text;
+	}
+	e->oom = true;
 }
 
 static void
@@ -131,18 +159,24 @@ cfg_errors_vadd(struct cfg_errors *e, const char *fmt, va_list ap)
 	size_t ncap;
 	int n;
 
+	if (e->oom)
+		return;
 	va_copy(ap2, ap);
 	n = vsnprintf(NULL, 0, fmt, ap2);
 	va_end(ap2);
-	if (n < 0)
-		abort();
-	if ((s = malloc((size_t)n + 1)) == NULL)
-		abort();
+	if (n < 0 || (s = malloc((size_t)n + 1)) == NULL) {
+		cfg_errors_oom(e);
+		return;
+	}
 	vsnprintf(s, (size_t)n + 1, fmt, ap);
-	if (e->n == e->cap) {
+	/* keep one slot free after this message for cfg_errors_oom */
+	if (e->n + 2 > e->cap) {
 		ncap = e->cap ? e->cap * 2 : 8;
-		if ((nm = realloc(e->msg, ncap * sizeof *nm)) == NULL)
-			abort();
+		if ((nm = realloc(e->msg, ncap * sizeof *nm)) == NULL) {
+			free(s);
+			cfg_errors_oom(e);
+			return;
+		}
 		e->msg = nm;
 		e->cap = ncap;
 	}
@@ -169,6 +203,7 @@ cfgp_err(struct cfgp *p, int line, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	p->nerr++;
 	cfg_errors_add(p->errs, "%s:%d: %s", p->path, line, msg);
 }
 
@@ -216,6 +251,35 @@ cfgp_hosts_conflict(const char *a, const char *b)
 	if (inet_pton(AF_INET6, a, x) == 1 && inet_pton(AF_INET6, b, y) == 1)
 		return memcmp(x, y, 16) == 0;
 	return strcasecmp(a, b) == 0;
+}
+
+/*
+ * A listening address must be numeric, so that binding it never needs a
+ * (blocking) name lookup on the supervisor's loop: an IPv4 or IPv6 literal
+ * (wildcards included) or "localhost", which is stored as 127.0.0.1. IPv6
+ * literals are stored in their inet_ntop form so equal addresses are equal
+ * strings (plan comparisons, status, canonical text).
+ */
+static int
+cfgp_listen_host(struct cfg_addr *a, char *err, size_t errlen)
+{
+	unsigned char bin[16];
+	char norm[INET6_ADDRSTRLEN];
+
+	if (strcasecmp(a->host, "localhost") == 0) {
+		snprintf(a->host, sizeof a->host, "127.0.0.1");
+		return 0;
+	}
+	if (inet_pton(AF_INET, a->host, bin) == 1)
+		return 0;
+	if (inet_pton(AF_INET6, a->host, bin) == 1 &&
+	    inet_ntop(AF_INET6, bin, norm, sizeof norm) != NULL) {
+		snprintf(a->host, sizeof a->host, "%s", norm);
+		return 0;
+	}
+	snprintf(err, errlen, "%s is not an IP address (listeners bind to "
+	    "addresses; names are resolved only for upstream)", a->host);
+	return -1;
 }
 
 /* Index of v in names, or -1 with a "use ..." hint in err. */
@@ -288,7 +352,8 @@ cfgp_set_admin_listen(struct cfg *c, const char *v, char *err, size_t len)
 		c->admin_enabled = false;
 		return 0;
 	}
-	if (units_parse_addr(v, &a, 0, err, len) != 0)
+	if (units_parse_addr(v, &a, 0, err, len) != 0 ||
+	    cfgp_listen_host(&a, err, len) != 0)
 		return -1;
 	c->admin_listen = a;
 	c->admin_enabled = true;
@@ -453,8 +518,10 @@ cfgp_set_upstream(struct cfg_cluster *cl, const char *v, char *err, size_t len)
 	for (s = v; *s != '\0'; s++)
 		if (*s == ',')
 			n++;
-	if ((list = calloc(n, sizeof *list)) == NULL)
-		abort();
+	if ((list = calloc(n, sizeof *list)) == NULL) {
+		snprintf(err, len, CFG_ERR_OOM);
+		return -1;
+	}
 	for (s = v;; s = comma + 1) {
 		comma = strchr(s, ',');
 		ilen = comma ? (size_t)(comma - s) : strlen(s);
@@ -478,7 +545,13 @@ cfgp_set_upstream(struct cfg_cluster *cl, const char *v, char *err, size_t len)
 static int
 cfgp_set_bootstrap(struct cfg_cluster *cl, const char *v, char *err, size_t len)
 {
-	return units_parse_addr(v, &cl->bootstrap, 0, err, len);
+	struct cfg_addr a;
+
+	if (units_parse_addr(v, &a, 0, err, len) != 0 ||
+	    cfgp_listen_host(&a, err, len) != 0)
+		return -1;
+	cl->bootstrap = a;
+	return 0;
 }
 
 static int
@@ -609,7 +682,8 @@ static const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT] = {
 
 /* ---- sections ---- */
 
-static void
+/* -1 when out of memory (nothing added). */
+static int
 cfgp_add_cluster(struct cfgp *p, const char *name)
 {
 	struct cfg *c = p->cfg;
@@ -621,10 +695,10 @@ cfgp_add_cluster(struct cfgp *p, const char *name)
 		ncap = p->cap ? p->cap * 2 : 4;
 		np = realloc(c->clusters, ncap * sizeof *c->clusters);
 		if (np == NULL)
-			abort();
+			return -1;
 		c->clusters = np;
 		if ((np = realloc(p->meta, ncap * sizeof *p->meta)) == NULL)
-			abort();
+			return -1;
 		p->meta = np;
 		p->cap = ncap;
 	}
@@ -639,6 +713,7 @@ cfgp_add_cluster(struct cfgp *p, const char *name)
 	cl->idle_timeout_ms = 10 * 60 * 1000;
 	cl->request_timeout_ms = 30 * 1000;
 	cl->max_inflight = 1024;
+	return 0;
 }
 
 /* Handles one header line "[...]" (leading blanks already removed). */
@@ -698,7 +773,10 @@ cfgp_section(struct cfgp *p, char *line)
 		    "at line %d)", name, dup->line);
 		return;
 	}
-	cfgp_add_cluster(p, name);
+	if (cfgp_add_cluster(p, name) != 0) {
+		cfgp_err(p, p->lineno, CFG_ERR_OOM);
+		return;
+	}
 	p->sec = CFGP_SEC_CLUSTER;
 }
 
@@ -921,8 +999,10 @@ cfgp_finish_cluster(struct cfgp *p, size_t idx)
 			    (unsigned)cl->broker_port_last);
 		return;
 	}
-	if ((cl->node_ids = calloc(nports, sizeof *cl->node_ids)) == NULL)
-		abort();
+	if ((cl->node_ids = calloc(nports, sizeof *cl->node_ids)) == NULL) {
+		cfgp_err(p, cl->line, CFG_ERR_OOM);
+		return;
+	}
 	for (i = 0; i < nports; i++)
 		cl->node_ids[i] = (int32_t)i;
 	cl->n_brokers = nports;
@@ -958,8 +1038,10 @@ cfgp_check_ports(struct cfgp *p)
 	char da[CFGP_ERRLEN], db[CFGP_ERRLEN];
 	size_t n = 0, i, j;
 
-	if ((l = calloc(1 + 2 * c->n_clusters, sizeof *l)) == NULL)
-		abort();
+	if ((l = calloc(1 + 2 * c->n_clusters, sizeof *l)) == NULL) {
+		cfgp_err(p, 1, CFG_ERR_OOM);
+		return;
+	}
 	if (p->ferry_line != 0 && c->admin_enabled &&
 	    (p->fline[FK_ADMIN_LISTEN] == 0 || p->fok[FK_ADMIN_LISTEN]))
 		l[n++] = (struct cfgp_listener){ c->admin_listen.host,
@@ -1018,8 +1100,10 @@ cfgp_check_canonical(struct cfgp *p, size_t ci)
 	const struct cfgp_meta *m = &p->meta[ci];
 	char *text = cfg_cluster_canonical(cl), *line, *save = NULL;
 
-	if (text == NULL)
-		abort();
+	if (text == NULL) {
+		cfgp_err(p, cl->line, CFG_ERR_OOM);
+		return;
+	}
 	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		size_t n = strlen(line), k, klen = strcspn(line, " =");
 		int at = cl->line;
@@ -1043,7 +1127,7 @@ cfgp_check_canonical(struct cfgp *p, size_t ci)
 static void
 cfgp_finish(struct cfgp *p)
 {
-	size_t i, n0 = p->errs->n;
+	size_t i, n0 = p->nerr;
 
 	for (i = 0; i < p->cfg->n_clusters; i++)
 		cfgp_finish_cluster(p, i);
@@ -1052,19 +1136,20 @@ cfgp_finish(struct cfgp *p)
 		cfgp_err(p, 1, "no [cluster NAME] section: at least one "
 		    "cluster is required");
 	/* Only a complete cluster has a canonical form. */
-	if (p->errs->n == n0)
+	if (p->nerr == n0)
 		for (i = 0; i < p->cfg->n_clusters; i++)
 			cfgp_check_canonical(p, i);
 }
 
 /* ---- public API ---- */
 
-static void
+/* -1 when out of memory (c->path could not be copied). */
+static int
 cfgp_defaults(struct cfg *c, const char *path)
 {
 	memset(c, 0, sizeof *c);
 	if ((c->path = strdup(path)) == NULL)
-		abort();
+		return -1;
 	snprintf(c->control_socket, sizeof c->control_socket, "%s",
 	    FERRY_DEFAULT_SOCKET);
 	c->admin_enabled = true;
@@ -1081,6 +1166,7 @@ cfgp_defaults(struct cfg *c, const char *path)
 	c->worker_watchdog_ms = 10 * 1000;
 	c->log_level = LOG_INFO;
 	c->log_format = CFG_LOG_LOGFMT;
+	return 0;
 }
 
 int
@@ -1090,17 +1176,19 @@ cfg_parse_string(const char *path, const char *text, size_t len,
 	struct cfg_errors local;
 	struct cfgp p;
 	struct cfg c;
-	size_t n0;
 	int rc;
 
 	memset(out, 0, sizeof *out);
 	cfg_errors_init(&local);
 	if (errs == NULL)
 		errs = &local;
-	n0 = errs->n;
 	if (path == NULL)
 		path = "<config>";
-	cfgp_defaults(&c, path);
+	if (cfgp_defaults(&c, path) != 0) {
+		cfg_errors_add(errs, "%s: " CFG_ERR_OOM, path);
+		cfg_errors_free(&local);
+		return -1;
+	}
 
 	memset(&p, 0, sizeof p);
 	p.path = c.path;
@@ -1111,6 +1199,8 @@ cfg_parse_string(const char *path, const char *text, size_t len,
 	rc = ini_parse_stream(cfgp_reader, &p, cfgp_handler, &p);
 	if (rc > 0)
 		cfgp_err(&p, rc, "syntax error");
+	else if (rc == -2)	/* inih could not allocate its line buffer */
+		cfgp_err(&p, p.lineno, CFG_ERR_OOM);
 	else if (rc < 0)
 		cfgp_err(&p, p.lineno, "cannot parse (inih error %d)", rc);
 	cfgp_finish(&p);
@@ -1121,7 +1211,7 @@ cfg_parse_string(const char *path, const char *text, size_t len,
 		c.ferry_key_lines[k] = p.fline[k];
 	c.ferry_line = p.ferry_line;
 
-	if (errs->n != n0) {
+	if (p.nerr != 0) {
 		cfg_free(&c);
 		cfg_errors_free(&local);
 		return -1;
@@ -1170,22 +1260,69 @@ cfg_free(struct cfg *c)
 	memset(c, 0, sizeof *c);
 }
 
+/*
+ * A growable string for the canonical text (malloc/realloc, so running out
+ * of memory is seen here and not hidden inside stdio). After a failed
+ * append the builder is marked failed and ignores further appends.
+ */
+struct cfgp_sb {
+	char *s;
+	size_t len, cap;
+	bool failed;
+};
+
+static void cfgp_sb_printf(struct cfgp_sb *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void
+cfgp_sb_printf(struct cfgp_sb *b, const char *fmt, ...)
+{
+	va_list ap;
+	size_t need, ncap;
+	char *ns;
+	int n;
+
+	if (b->failed)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		b->failed = true;
+		return;
+	}
+	need = b->len + (size_t)n + 1;
+	if (need > b->cap) {
+		for (ncap = b->cap ? b->cap : 512; ncap < need; ncap *= 2)
+			;
+		if ((ns = realloc(b->s, ncap)) == NULL) {
+			b->failed = true;
+			return;
+		}
+		b->s = ns;
+		b->cap = ncap;
+	}
+	va_start(ap, fmt);
+	vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+}
+
 /* Writes ids as a comma list, runs of three or more as "a-b". */
 static void
-cfgp_fmt_ids(FILE *f, const int32_t *ids, size_t n)
+cfgp_fmt_ids(struct cfgp_sb *b, const int32_t *ids, size_t n)
 {
 	size_t i = 0, j;
 
 	while (i < n) {
 		for (j = i; j + 1 < n && (int64_t)ids[j + 1] == (int64_t)ids[j] + 1; j++)
 			;
-		if (i != 0)
-			fputc(',', f);
 		if (j - i >= 2) {
-			fprintf(f, "%ld-%ld", (long)ids[i], (long)ids[j]);
+			cfgp_sb_printf(b, "%s%ld-%ld", i ? "," : "", (long)ids[i],
+			    (long)ids[j]);
 			i = j + 1;
 		} else {
-			fprintf(f, "%ld", (long)ids[i]);
+			cfgp_sb_printf(b, "%s%ld", i ? "," : "", (long)ids[i]);
 			i++;
 		}
 	}
@@ -1195,42 +1332,41 @@ char *
 cfg_cluster_canonical(const struct cfg_cluster *cl)
 {
 	char buf[CFG_HOST_MAX + 16];
-	char *out = NULL;
-	size_t len = 0, i;
-	FILE *f;
+	struct cfgp_sb b = { 0 };
+	size_t i;
 
-	if ((f = open_memstream(&out, &len)) == NULL)
-		abort();
-	fprintf(f, "[cluster %s]\n", cl->name);
-	fprintf(f, "upstream = ");
+	cfgp_sb_printf(&b, "[cluster %s]\n", cl->name);
+	cfgp_sb_printf(&b, "upstream = ");
 	for (i = 0; i < cl->n_upstream; i++) {
 		units_fmt_addr(&cl->upstream[i], buf, sizeof buf);
-		fprintf(f, "%s%s", i ? "," : "", buf);
+		cfgp_sb_printf(&b, "%s%s", i ? "," : "", buf);
 	}
 	units_fmt_addr(&cl->bootstrap, buf, sizeof buf);
-	fprintf(f, "\nbootstrap = %s\n", buf);
-	fprintf(f, "advertised_host = %s\n", cl->advertised_host);
+	cfgp_sb_printf(&b, "\nbootstrap = %s\n", buf);
+	cfgp_sb_printf(&b, "advertised_host = %s\n", cl->advertised_host);
 	if (cl->broker_port_first == cl->broker_port_last)
-		fprintf(f, "broker_ports = %u\n",
+		cfgp_sb_printf(&b, "broker_ports = %u\n",
 		    (unsigned)cl->broker_port_first);
 	else
-		fprintf(f, "broker_ports = %u-%u\n",
+		cfgp_sb_printf(&b, "broker_ports = %u-%u\n",
 		    (unsigned)cl->broker_port_first,
 		    (unsigned)cl->broker_port_last);
-	fprintf(f, "node_ids = ");
-	cfgp_fmt_ids(f, cl->node_ids, cl->n_brokers);
-	fprintf(f, "\nmax_connections = %lu\n",
+	cfgp_sb_printf(&b, "node_ids = ");
+	cfgp_fmt_ids(&b, cl->node_ids, cl->n_brokers);
+	cfgp_sb_printf(&b, "\nmax_connections = %lu\n",
 	    (unsigned long)cl->max_connections);
 	units_fmt_size(cl->max_frame_bytes, buf, sizeof buf);
-	fprintf(f, "max_frame_bytes = %s\n", buf);
+	cfgp_sb_printf(&b, "max_frame_bytes = %s\n", buf);
 	units_fmt_duration(cl->idle_timeout_ms, buf, sizeof buf);
-	fprintf(f, "idle_timeout = %s\n", buf);
+	cfgp_sb_printf(&b, "idle_timeout = %s\n", buf);
 	units_fmt_duration(cl->request_timeout_ms, buf, sizeof buf);
-	fprintf(f, "request_timeout = %s\n", buf);
-	fprintf(f, "max_inflight_per_connection = %u\n", cl->max_inflight);
-	if (fclose(f) != 0 || out == NULL)
-		abort();
-	return out;
+	cfgp_sb_printf(&b, "request_timeout = %s\n", buf);
+	cfgp_sb_printf(&b, "max_inflight_per_connection = %u\n", cl->max_inflight);
+	if (b.failed) {
+		free(b.s);
+		return NULL;
+	}
+	return b.s;
 }
 
 int

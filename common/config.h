@@ -27,7 +27,13 @@ enum cfg_policy_reload { CFG_RELOAD_ALL_OR_NOTHING = 0, CFG_RELOAD_PER_CLUSTER }
 enum cfg_log_format { CFG_LOG_LOGFMT = 0, CFG_LOG_JSON };
 
 /* A host:port pair. host is a name or a literal address, IPv6 without the
- * brackets ("::1"), "0.0.0.0" / "::" for wildcards. */
+ * brackets ("::1"), "0.0.0.0" / "::" for wildcards.
+ *
+ * Listening addresses (a cluster's `bootstrap`, `admin_listen`) are always
+ * numeric: the parser accepts only IP literals (wildcards included) and
+ * "localhost", stores "localhost" as "127.0.0.1" and IPv6 literals in their
+ * normal inet_ntop form, and refuses host names, so binding never needs a
+ * name lookup. Only `upstream` hosts are names resolved at connect time. */
 struct cfg_addr {
 	char host[CFG_HOST_MAX];
 	uint16_t port;
@@ -81,22 +87,40 @@ struct cfg {
 	int ferry_key_lines[16];         /* see cfg_ferry_key_line() */
 };
 
-/* A growable list of "file:line: message" strings. */
+/*
+ * A growable list of "file:line: message" strings.
+ *
+ * Out of memory: cfg_errors_add never aborts and never loses the fact that
+ * something failed. The list always keeps one slot in reserve (before its
+ * first allocation, msg is pointed at a static one-entry list), so when a
+ * message or the list cannot be allocated, the entry "out of memory" (a
+ * static string) is appended in its place and `oom` is set. From then on the list is closed:
+ * further adds are ignored, so "out of memory" is its last entry and n grows
+ * by one at most. Readers need nothing special (msg[0..n) are always valid
+ * strings); cfg_errors_free knows the static entry.
+ */
+#define CFG_ERR_OOM "out of memory"
+
 struct cfg_errors {
 	char **msg;
 	size_t n, cap;
+	bool oom;              /* an add failed; "out of memory" is msg[n-1] */
 };
 
 void cfg_errors_init(struct cfg_errors *e);
 void cfg_errors_free(struct cfg_errors *e);
-/* printf-style append; never fails silently (aborts only on OOM). */
+/* printf-style append; on allocation failure appends CFG_ERR_OOM instead
+ * (see above). Never aborts. */
 void cfg_errors_add(struct cfg_errors *e, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 /* Parse and validate `text` (len bytes, need not be NUL-terminated); `path`
  * names it in error messages. On success fills *out (caller frees with
  * cfg_free) and returns 0. On failure returns -1, *out is left zeroed and
- * every error is appended to errs. */
+ * every error is appended to errs. Running out of memory is a failure like
+ * any other: -1, nothing leaked, and an error ending in "out of memory"
+ * ("file:line: out of memory", "file:line: KEY: out of memory", or the bare
+ * CFG_ERR_OOM when even the message could not be allocated). */
 int cfg_parse_string(const char *path, const char *text, size_t len,
 		     struct cfg *out, struct cfg_errors *errs);
 
@@ -109,7 +133,8 @@ void cfg_free(struct cfg *c);
 /* Canonical text of one cluster: "[cluster NAME]\n" then every key, in a
  * fixed order, with normalised values ("key = value\n"), defaults written
  * out. Feeding it back to cfg_parse_string yields an equal cluster. Used for
- * IPC and (later) per-cluster hashing. Returns malloc'd NUL-terminated text. */
+ * IPC and per-cluster hashing. Returns malloc'd NUL-terminated text, or NULL
+ * when out of memory. */
 char *cfg_cluster_canonical(const struct cfg_cluster *cl);
 
 /* Find a cluster by name; NULL if absent. */

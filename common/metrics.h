@@ -1,8 +1,8 @@
 /*
  * metrics — the shared-memory counter block of one worker generation.
  *
- * The supervisor creates the block (memfd + mmap), passes the memfd to the
- * worker over IPC, and reads it for /metrics and cluster status without any
+ * The supervisor creates the block (memfd + mmap, sealed so its size can
+ * never change), passes the memfd to the worker over IPC, and reads it for /metrics and cluster status without any
  * message round trip. Counters survive a worker crash because the
  * supervisor keeps its mapping. Workers only ever add (atomic, relaxed);
  * gauges are add/sub pairs.
@@ -12,6 +12,7 @@
 #ifndef FERRY_COMMON_METRICS_H
 #define FERRY_COMMON_METRICS_H
 
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -54,10 +55,16 @@ struct metrics {
 #undef METRICS_DECL
 };
 
-/* Create an anonymous shared block; returns the memfd and maps it at *out.
- * -1 on error (errno). */
+/* Seals every block carries: its size can never change (a mapping of a
+ * truncated file faults with SIGBUS), nor can its seals. */
+#define METRICS_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+
+/* Create an anonymous shared block (a memfd of sizeof(struct metrics),
+ * close-on-exec, sealed with METRICS_SEALS); returns the memfd and maps it
+ * at *out. -1 on error (errno). */
 int metrics_create(uint64_t generation, struct metrics **out);
-/* Map a block received over IPC. -1 on error or wrong size/magic. */
+/* Map a block received over IPC. -1 on error; errno EINVAL when the fd is
+ * not a memfd carrying METRICS_SEALS, or has the wrong size or magic. */
 int metrics_map(int fd, struct metrics **out);
 void metrics_unmap(struct metrics *m);
 

@@ -383,7 +383,8 @@ units_cmp_i32(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Appends v to the growing list; -1 when the list would grow too long. */
+/* Appends v to the growing list; -1 when the list would grow too long, -2
+ * when out of memory. */
 static int
 units_list_push(int32_t **v, size_t *n, size_t *cap, int32_t x)
 {
@@ -396,7 +397,7 @@ units_list_push(int32_t **v, size_t *n, size_t *cap, int32_t x)
 		ncap = *cap ? *cap * 2 : 8;
 		nv = realloc(*v, ncap * sizeof **v);
 		if (nv == NULL)
-			abort();
+			return -2;
 		*v = nv;
 		*cap = ncap;
 	}
@@ -451,7 +452,11 @@ units_parse_int_list(const char *s, int32_t **out, size_t *n,
 			}
 		}
 		for (x = lo;; x++) {
-			if (units_list_push(&v, &nv, &cap, x) != 0) {
+			int pr = units_list_push(&v, &nv, &cap, x);
+
+			if (pr == -2)
+				goto oom;
+			if (pr != 0) {
 				units_err(err, errlen, "list '%s' has more "
 				    "than %d entries", q, UNITS_INT_LIST_MAX);
 				goto fail;
@@ -467,7 +472,7 @@ units_parse_int_list(const char *s, int32_t **out, size_t *n,
 	}
 	sorted = malloc(nv * sizeof *sorted);
 	if (sorted == NULL)
-		abort();
+		goto oom;
 	memcpy(sorted, v, nv * sizeof *sorted);
 	qsort(sorted, nv, sizeof *sorted, units_cmp_i32);
 	for (i = 1; i < nv; i++) {
@@ -485,6 +490,9 @@ units_parse_int_list(const char *s, int32_t **out, size_t *n,
 bad:
 	units_err(err, errlen, "invalid list '%s' (expected non-negative "
 	    "integers like 1-3 or 1,2,5)", q);
+	goto fail;
+oom:
+	units_err(err, errlen, CFG_ERR_OOM);
 fail:
 	free(v);
 	return -1;

@@ -6,7 +6,9 @@
  * ("1-3" or "1,2,5").
  *
  * Every parser returns 0 on success and -1 on malformed input, writing a
- * short human reason (no file:line; the caller adds it) into err.
+ * short human reason (no file:line; the caller adds it) into err. The only
+ * one that allocates, units_parse_int_list, also returns -1 when out of
+ * memory, with the reason "out of memory" (CFG_ERR_OOM).
  */
 #ifndef FERRY_COMMON_UNITS_H
 #define FERRY_COMMON_UNITS_H

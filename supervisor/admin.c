@@ -825,7 +825,7 @@ admin_bind_tcp(struct admin *a, const struct cfg_addr *addr, char *err, size_t e
 	memset(&hints, 0, sizeof hints);
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV | AI_NUMERICHOST; /* never a DNS lookup */
 	snprintf(port, sizeof port, "%u", (unsigned)addr->port);
 	if ((gai = getaddrinfo(addr->host[0] ? addr->host : NULL, port, &hints, &res)) != 0) {
 		admin_seterr(err, errlen, "admin_listen %s: %s", name, gai_strerror(gai));

@@ -19,8 +19,11 @@ listeners_bind_tcp(const struct cfg_addr *a, char *err, size_t errlen)
 	char as[CFG_HOST_MAX + 16], port[8];
 	units_fmt_addr(a, as, sizeof as);
 	snprintf(port, sizeof port, "%u", a->port);
+	/* The config parser only accepts IP literals here (and stores
+	 * "localhost" as 127.0.0.1), so AI_NUMERICHOST holds and getaddrinfo
+	 * never turns into a DNS lookup on the supervisor's loop. */
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
+				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV | AI_NUMERICHOST };
 	struct addrinfo *res = NULL;
 	int r = getaddrinfo(a->host, port, &hints, &res);
 	if (r != 0) {

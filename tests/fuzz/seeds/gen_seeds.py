@@ -357,7 +357,7 @@ def gen_config():
         "broker_ports = 9293\nnode_ids = 2147483646\nmax_frame_bytes = 1025\nidle_timeout = 0\n"
         "request_timeout = 1500ms\nmax_inflight_per_connection = 65536\nmax_connections = 1\n")
     put("fuzz_config", "node-ids",
-        "[cluster c]\nupstream = kafka:9092 , kafka2:9092\nbootstrap = proxy.local:9000\n"
+        "[cluster c]\nupstream = kafka:9092 , kafka2:9092\nbootstrap = localhost:9000\n"
         "broker_ports = 9001-9006\nnode_ids = 0-2, 7 ,9,2147483647\nidle_timeout = 1h\n")
     put("fuzz_config", "errors",
         "\ufeff; comment\n# other\n[ferry]\r\nuser:   bob  ; inline\r\ndrain_timeout = 30\n"
