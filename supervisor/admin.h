@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "supervisor/http.h"
+#include "common/http.h"
 
 struct sup;
 struct admin;

@@ -29,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "supervisor/http.h"
+#include "common/http.h"
 
 #define CTL_EXIT_OK          0
 #define CTL_EXIT_FAILED      1
@@ -43,6 +43,7 @@ struct ctl_opts {
 	const char *socket;             /* control socket path */
 	const char *address;            /* HOST:PORT of admin_listen, or NULL */
 	bool json;
+	long timeout_ms;                /* for the whole request; 0 = CTL_TIMEOUT_MS */
 };
 
 struct ctl_reply {
@@ -51,6 +52,7 @@ struct ctl_reply {
 	int status;
 	const char *body;               /* inside raw */
 	size_t body_len;
+	bool sent;                      /* the request reached ferryd */
 };
 
 static void ctl_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -258,7 +260,7 @@ ctl_request(const struct ctl_opts *o, const char *method, const char *path,
 	    const char *body, size_t body_len, struct ctl_reply *reply,
 	    char *err, size_t errlen)
 {
-	long deadline = ctl_now_ms() + CTL_TIMEOUT_MS;
+	long deadline = ctl_now_ms() + (o->timeout_ms > 0 ? o->timeout_ms : CTL_TIMEOUT_MS);
 	char head[1024], perr[128];
 	size_t cap = 0;
 	int fd, hn;
@@ -295,6 +297,7 @@ ctl_request(const struct ctl_opts *o, const char *method, const char *path,
 		close(fd);
 		return -1;
 	}
+	reply->sent = true;
 
 	for (;;) {
 		if (reply->raw_len == cap) {
@@ -346,7 +349,9 @@ fail:
 	if (fd != -1)
 		close(fd);
 	free(reply->raw);
+	bool sent = reply->sent;
 	memset(reply, 0, sizeof *reply);
+	reply->sent = sent;
 	return -1;
 }
 
@@ -884,6 +889,28 @@ static const struct ctl_command_def ctl_commands[] = {
 	{ "restart", CTL_CMD_RESTART, 1, 1, "POST", NULL, "/admin/clusters/", "/restart", false },
 };
 
+/* How long a reload may take (init_timeout plus margin, as ferryd says in
+ * GET /admin/config/status), plus time to answer; at least CTL_TIMEOUT_MS. */
+static long
+ctl_reload_timeout(const struct ctl_opts *o)
+{
+	struct ctl_reply r;
+	char err[256];
+	long t = CTL_TIMEOUT_MS;
+
+	if (ctl_request(o, "GET", "/admin/config/status", NULL, 0, &r, err, sizeof err) == 0 &&
+	    r.status == 200) {
+		json_t *j = json_loadb(r.body, r.body_len, 0, NULL);
+		json_t *v = json_object_get(j, "reloadTimeoutMs");
+
+		if (json_is_integer(v) && json_integer_value(v) + 10000 > t)
+			t = (long)json_integer_value(v) + 10000;
+		json_decref(j);
+	}
+	free(r.raw);
+	return t;
+}
+
 static int
 ctl_run(const struct ctl_opts *o, const struct ctl_command_def *def, const char *arg)
 {
@@ -904,10 +931,22 @@ ctl_run(const struct ctl_opts *o, const struct ctl_command_def *def, const char 
 	    ctl_file_body(arg, def->name, &body, &body_len) == -1)
 		return CTL_EXIT_FAILED;
 
-	rc = ctl_request(o, method, path, body, body_len, &reply, err, sizeof err);
+	struct ctl_opts ro = *o;
+	if (def->cmd == CTL_CMD_RELOAD)
+		ro.timeout_ms = ctl_reload_timeout(o);
+	rc = ctl_request(&ro, method, path, body, body_len, &reply, err, sizeof err);
 	free(body);
+	if (rc == -1 && def->cmd == CTL_CMD_RELOAD && reply.sent) {
+		/* ferryd took the request but has not answered in the time a
+		 * reload can take: it is not unreachable, the reload runs on */
+		ctl_err("reload still in progress after %lds (%s); `ferryctl config` shows its "
+		    "outcome", ro.timeout_ms / 1000, err);
+		free(reply.raw);
+		return CTL_EXIT_FAILED;
+	}
 	if (rc == -1) {
 		ctl_err("%s", err);
+		free(reply.raw);
 		return CTL_EXIT_UNREACHABLE;
 	}
 	if (o->json || def->cmd == CTL_CMD_METRICS) {
@@ -960,7 +999,7 @@ main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct ctl_opts o = { NULL, NULL, false };
+	struct ctl_opts o = { NULL, NULL, false, 0 };
 	const struct ctl_command_def *def = NULL;
 	const char *env;
 	size_t i;

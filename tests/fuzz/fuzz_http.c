@@ -1,6 +1,6 @@
 /*
  * fuzz_http — libFuzzer harness for the admin API's HTTP code
- * (supervisor/http.c): the incremental request parser, the one-shot
+ * (common/http.c): the incremental request parser, the one-shot
  * response parser and the response formatter.
  *
  * Input: 4 bytes seeding the chunk splitter, then the request bytes.
@@ -21,7 +21,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "supervisor/http.h"
+#include "common/http.h"
 #include "tests/fuzz/fuzz_common.h"
 
 static enum http_result

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "supervisor/http.h"
+#include "common/http.h"
 
 static enum http_result
 feed_str(struct http_parser *p, const char *s)

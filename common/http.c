@@ -8,7 +8,7 @@
  * are copied out of the input buffer (which may move as it grows); only the
  * body points into it, once the request is complete.
  */
-#include "supervisor/http.h"
+#include "common/http.h"
 
 #include <stdarg.h>
 #include <stdint.h>

@@ -31,8 +31,8 @@
  * Content-Length, Connection: close) and, for ferryctl, a parser of one
  * complete response.
  */
-#ifndef FERRY_SUPERVISOR_HTTP_H
-#define FERRY_SUPERVISOR_HTTP_H
+#ifndef FERRY_COMMON_HTTP_H
+#define FERRY_COMMON_HTTP_H
 
 #include <stdbool.h>
 #include <stddef.h>
