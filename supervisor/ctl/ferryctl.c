@@ -420,9 +420,15 @@ ctl_cluster_row(const json_t *c, struct ctl_row *r)
 	bool have_pid = false;
 	size_t i;
 
+	const char *live = json_string_value(json_object_get(c, "liveness"));
+	bool unresponsive = live && strcmp(live, "unresponsive") == 0;
+
 	snprintf(r->col[0], sizeof r->col[0], "%s", name ? name : "?");
-	snprintf(r->col[1], sizeof r->col[1], "%s", state ? state : "?");
-	ctl_since(json_object_get(c, "since"), r->col[2], sizeof r->col[2]);
+	/* a hung worker is not what its lifecycle state says: show it */
+	snprintf(r->col[1], sizeof r->col[1], "%s%s", state ? state : "?",
+	    unresponsive ? ",unresponsive" : "");
+	ctl_since(json_object_get(c, unresponsive ? "livenessSince" : "since"), r->col[2],
+	    sizeof r->col[2]);
 	if (json_is_integer(gen))
 		snprintf(r->col[3], sizeof r->col[3], "%lld", (long long)json_integer_value(gen));
 	else
