@@ -57,7 +57,7 @@ enum cfgp_fkey {
 enum cfgp_ckey {
 	CK_UPSTREAM = 0, CK_BOOTSTRAP, CK_ADVERTISED_HOST, CK_BROKER_PORTS,
 	CK_NODE_IDS, CK_MAX_CONNECTIONS, CK_MAX_FRAME_BYTES, CK_IDLE_TIMEOUT,
-	CK_REQUEST_TIMEOUT, CK_MAX_INFLIGHT, CK_COUNT,
+	CK_REQUEST_TIMEOUT, CK_MAX_INFLIGHT, CK_WORKERS, CK_COUNT,
 };
 
 /* Where each key of one cluster section was set and whether it parsed. */
@@ -667,6 +667,23 @@ cfgp_set_max_inflight(struct cfg_cluster *cl, const char *v, char *err,
 	return 0;
 }
 
+/* workers = N (1..CFG_MAX_WORKERS) or auto (0: the CPUs ferryd may run on,
+ * counted by the supervisor when it starts a generation). */
+static int
+cfgp_set_workers(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	uint64_t n;
+
+	if (strcmp(v, "auto") == 0) {
+		cl->workers = 0;
+		return 0;
+	}
+	if (units_parse_u64(v, 1, CFG_MAX_WORKERS, &n, err, len) != 0)
+		return -1;
+	cl->workers = (uint32_t)n;
+	return 0;
+}
+
 static const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT] = {
 	[CK_UPSTREAM] = { "upstream", cfgp_set_upstream },
 	[CK_BOOTSTRAP] = { "bootstrap", cfgp_set_bootstrap },
@@ -678,6 +695,7 @@ static const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT] = {
 	[CK_IDLE_TIMEOUT] = { "idle_timeout", cfgp_set_idle_timeout },
 	[CK_REQUEST_TIMEOUT] = { "request_timeout", cfgp_set_request_timeout },
 	[CK_MAX_INFLIGHT] = { "max_inflight_per_connection", cfgp_set_max_inflight },
+	[CK_WORKERS] = { "workers", cfgp_set_workers },
 };
 
 /* ---- sections ---- */
@@ -713,6 +731,7 @@ cfgp_add_cluster(struct cfgp *p, const char *name)
 	cl->idle_timeout_ms = 10 * 60 * 1000;
 	cl->request_timeout_ms = 30 * 1000;
 	cl->max_inflight = 1024;
+	cl->workers = 1;
 	return 0;
 }
 
@@ -1362,6 +1381,10 @@ cfg_cluster_canonical(const struct cfg_cluster *cl)
 	units_fmt_duration(cl->request_timeout_ms, buf, sizeof buf);
 	cfgp_sb_printf(&b, "request_timeout = %s\n", buf);
 	cfgp_sb_printf(&b, "max_inflight_per_connection = %u\n", cl->max_inflight);
+	if (cl->workers == 0)
+		cfgp_sb_printf(&b, "workers = auto\n");
+	else
+		cfgp_sb_printf(&b, "workers = %u\n", cl->workers);
 	if (b.failed) {
 		free(b.s);
 		return NULL;

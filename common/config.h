@@ -20,6 +20,7 @@
 
 #define CFG_NAME_MAX 64    /* cluster names: [A-Za-z0-9._-]{1,63} */
 #define CFG_HOST_MAX 256   /* host names / literal addresses */
+#define CFG_MAX_WORKERS 64 /* worker processes per cluster */
 #define CFG_MAX_FILE_BYTES (16u << 20) /* config files larger than this are refused */
 
 enum cfg_policy_startup { CFG_STARTUP_FAIL_FAST = 0, CFG_STARTUP_BEST_EFFORT };
@@ -58,6 +59,8 @@ struct cfg_cluster {
 	                                    within this; default 30s */
 	uint32_t max_inflight;           /* max_inflight_per_connection, default 1024:
 	                                    reading stops beyond it */
+	uint32_t workers;                /* worker processes per generation, default 1;
+	                                    0 = auto (the CPUs ferryd may run on) */
 };
 
 struct cfg {

@@ -12,6 +12,7 @@
 #include "supervisor/engine_priv.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -79,7 +80,8 @@ sup_cluster_current(struct sup_cluster *c)
 /* ---- event queue ------------------------------------------------------------- */
 
 static void
-sup_post(struct sup *s, enum sup_ev_kind kind, void *target, int ev, const char *why)
+sup_post(struct sup *s, enum sup_ev_kind kind, void *target, struct sup_proc *proc, int ev,
+	 const char *why)
 {
 	if (s->evq_len == s->evq_cap) {
 		size_t cap = s->evq_cap ? s->evq_cap * 2 : 64;
@@ -103,6 +105,7 @@ sup_post(struct sup *s, enum sup_ev_kind kind, void *target, int ev, const char 
 	s->evq_len++;
 	e->kind = kind;
 	e->target = target;
+	e->proc = proc;
 	e->ev = ev;
 	snprintf(e->why, sizeof e->why, "%s", why ? why : "");
 }
@@ -110,19 +113,25 @@ sup_post(struct sup *s, enum sup_ev_kind kind, void *target, int ev, const char 
 void
 sup_post_gen(struct sup *s, struct sup_gen *g, enum fsm_gevent e, const char *why)
 {
-	sup_post(s, SUP_EV_GEN, g, (int)e, why);
+	sup_post(s, SUP_EV_GEN, g, NULL, (int)e, why);
+}
+
+void
+sup_post_proc(struct sup *s, struct sup_proc *p, enum fsm_gevent e, const char *why)
+{
+	sup_post(s, SUP_EV_GEN, p->gen, p, (int)e, why);
 }
 
 void
 sup_post_cluster(struct sup *s, struct sup_cluster *c, enum fsm_cevent e, const char *why)
 {
-	sup_post(s, SUP_EV_CLUSTER, c, (int)e, why);
+	sup_post(s, SUP_EV_CLUSTER, c, NULL, (int)e, why);
 }
 
 void
 sup_post_item(struct sup *s, struct sup_reload_item *it, enum fsm_ievent e, const char *why)
 {
-	sup_post(s, SUP_EV_ITEM, it, (int)e, why);
+	sup_post(s, SUP_EV_ITEM, it, NULL, (int)e, why);
 }
 
 /* ---- listeners and cluster configurations ------------------------------------ */
@@ -336,6 +345,20 @@ sup_watchdog_period(const struct sup *s)
 	return p < 25 ? 25 : p;
 }
 
+/* workers = N, or auto: the CPUs ferryd may run on. */
+static size_t
+sup_workers_of(const struct cfg_cluster *cl)
+{
+	size_t n = cl->workers;
+	if (n == 0) {
+		cpu_set_t set;
+		n = sched_getaffinity(0, sizeof set, &set) == 0 ? (size_t)CPU_COUNT(&set) : 1;
+	}
+	if (n < 1)
+		n = 1;
+	return n > SUP_MAX_PROCS ? SUP_MAX_PROCS : n;
+}
+
 static void
 sup_gen_fail_now(struct sup *s, struct sup_gen *g, const char *why)
 {
@@ -362,7 +385,7 @@ sup_gen_start(struct sup *s, struct sup_cluster *c, const struct sup_ccfg *cc,
 	g->item = it;
 	snprintf(g->config_version, sizeof g->config_version, "%s", cc->version);
 	lc_init(&g->lc, s->now_wall_ms, why);
-	g->n_procs = 1;
+	g->n_procs = sup_workers_of(cc->cl);
 	g->init_at = s->now_ms + init_timeout_ms;
 	g->next = c->gens;
 	c->gens = g;
@@ -390,6 +413,7 @@ sup_gen_start(struct sup *s, struct sup_cluster *c, const struct sup_ccfg *cc,
 		p->gen = g;
 		p->index = (unsigned)i;
 		p->last_answer_ms = s->now_ms;
+		p->starts = 1;
 		char perr[160];
 		if (s->ops->spawn(s, p, cc, perr, sizeof perr) == -1) {
 			snprintf(err, sizeof err, "cannot start worker: %s", perr);
@@ -433,13 +457,65 @@ sup_gen_kill(struct sup *s, struct sup_gen *g)
 			s->ops->kill(s, &g->procs[i], SIGKILL);
 }
 
+/* One of several processes crashed: the crash policy of the cluster says
+ * when to replace it, or that the cluster is in a crash loop. */
+static void
+sup_proc_crashed(struct sup *s, struct sup_proc *p, const char *why)
+{
+	struct sup_cluster *c = p->gen->cluster;
+	struct crash_policy cp = { s->cfg.crash_loop_limit, s->cfg.crash_loop_window_ms };
+	uint64_t delay = 0;
+	uint32_t n = 0;
+	if (crash_exited(&c->crash, &cp, s->now_ms, &delay, &n) == CRASH_GIVE_UP) {
+		char reason[320];
+		snprintf(reason, sizeof reason, "crash loop: %u crash%s within %llus, last %s", n,
+		    n == 1 ? "" : "es", (unsigned long long)(cp.window_ms / 1000), why);
+		log_error("cluster failed: crash loop", "cluster=%s crashes=%u hint=\"%s\"", c->name,
+		    n, "ferryctl restart NAME after fixing the cause");
+		if (c->st == FSM_C_ACTIVE)
+			sup_post_cluster(s, c, FSM_CE_CRASH_LOOP, reason);
+		return;
+	}
+	c->restarts++;
+	p->restart_at = s->now_ms + (delay ? delay : 1);
+	log_info("restarting worker", "cluster=%s gen=%llu index=%u delay_ms=%llu "
+	    "crashes_in_window=%u", c->name, (unsigned long long)p->gen->generation, p->index,
+	    (unsigned long long)delay, n);
+}
+
+/* Start the replacement of process p of g (its slot was reaped). */
+static void
+sup_proc_respawn(struct sup *s, struct sup_proc *p)
+{
+	struct sup_gen *g = p->gen;
+	struct sup_cluster *c = g->cluster;
+	p->restart_at = 0;
+	p->ready = p->late = p->dead = false;
+	p->ping_seq = 0;
+	p->pid = 0;
+	p->last_answer_ms = s->now_ms;
+	p->starts++;
+	char err[160];
+	if (s->ops->spawn(s, p, c->ccfg, err, sizeof err) == -1) {
+		char why[200];
+		snprintf(why, sizeof why, "cannot start worker: %s", err);
+		sup_post_proc(s, p, FSM_GE_PROC_EXITED, why);
+		return;
+	}
+	p->alive = true;
+	crash_started(&c->crash, s->now_ms);
+	log_info("worker started", "cluster=%s gen=%llu index=%u pid=%d why=\"replaces a crashed "
+	    "worker\"", c->name, (unsigned long long)g->generation, p->index, (int)p->pid);
+}
+
 static void
 sup_cluster_gen_ended(struct sup *s, struct sup_gen *g, bool crashed, const char *why);
 static void
 sup_cluster_gen_accepting(struct sup *s, struct sup_gen *g);
 
 static void
-sup_gen_event(struct sup *s, struct sup_gen *g, enum fsm_gevent e, const char *why)
+sup_gen_event(struct sup *s, struct sup_gen *g, struct sup_proc *ep, enum fsm_gevent e,
+	      const char *why)
 {
 	struct sup_cluster *c = g->cluster;
 	struct fsm_gstep st = fsm_gen_step(g->st, e);
@@ -489,11 +565,26 @@ sup_gen_event(struct sup *s, struct sup_gen *g, enum fsm_gevent e, const char *w
 		g->stop_at = s->now_ms + SUP_KILL_GRACE_MS;
 	if (a & FSM_GA_DISARM_STOP)
 		g->stop_at = 0;
-	if (a & FSM_GA_KILL) {
+	if (a & (FSM_GA_KILL | FSM_GA_KILL_ALL)) {
 		snprintf(g->end_note, sizeof g->end_note, "%.*s", (int)sizeof g->end_note - 1, why);
-		log_warn("killing worker", "cluster=%s gen=%llu pid=%d why=\"%s\"", c->name,
-		    (unsigned long long)g->generation, (int)g->procs[0].pid, why);
-		sup_gen_kill(s, g);
+		if (ep && !(a & FSM_GA_KILL_ALL)) {
+			log_warn("killing worker", "cluster=%s gen=%llu index=%u pid=%d why=\"%s\"",
+			    c->name, (unsigned long long)g->generation, ep->index, (int)ep->pid, why);
+			if (ep->alive)
+				s->ops->kill(s, ep, SIGKILL);
+		} else {
+			log_warn("killing workers", "cluster=%s gen=%llu pid=%d why=\"%s\"", c->name,
+			    (unsigned long long)g->generation, (int)g->procs[0].pid, why);
+			sup_gen_kill(s, g);
+		}
+	}
+	if ((a & FSM_GA_RESTART_PROC) && ep)
+		sup_proc_crashed(s, ep, why);
+	if ((a & FSM_GA_ACCEPT_PROC) && ep && ep->alive) {
+		if (s->ops->send(s, ep, IPC_ACCEPT, NULL, 0) == -1)
+			sup_post_proc(s, ep, FSM_GE_QUEUE_FULL, "control channel full");
+		log_info("worker accepting", "cluster=%s gen=%llu index=%u pid=%d", c->name,
+		    (unsigned long long)g->generation, ep->index, (int)ep->pid);
 	}
 	if ((a & FSM_GA_ARM_WATCHDOG) && s->cfg.worker_watchdog_ms) {
 		g->watchdog_at = s->now_ms + sup_watchdog_period(s);
@@ -697,7 +788,7 @@ sup_dispatch(struct sup *s)
 			s->evq_len--;
 			switch (e.kind) {
 			case SUP_EV_GEN:
-				sup_gen_event(s, e.target, (enum fsm_gevent)e.ev, e.why);
+				sup_gen_event(s, e.target, e.proc, (enum fsm_gevent)e.ev, e.why);
 				break;
 			case SUP_EV_CLUSTER:
 				sup_cluster_event(s, e.target, (enum fsm_cevent)e.ev, e.why);
@@ -736,11 +827,17 @@ sup_on_ready(struct sup *s, struct sup_proc *p)
 {
 	struct sup_gen *g = p->gen;
 	if (p->ready) {
-		sup_post_gen(s, g, FSM_GE_MALFORMED, "READY sent twice");
-	} else {
+		sup_post_proc(s, p, FSM_GE_MALFORMED, "READY sent twice");
+	} else if (g->st == FSM_G_STARTING) {
 		p->ready = true;
 		if (sup_gen_all_ready(g))
 			sup_post_gen(s, g, FSM_GE_READY, "ready");
+	} else if (p->starts > 1 && (g->st == FSM_G_ACCEPTING || g->st == FSM_G_DRAINING)) {
+		p->ready = true;  /* a replacement of a crashed sibling */
+		sup_post_proc(s, p, FSM_GE_PROC_READY, "ready");
+	} else {
+		p->ready = true;
+		sup_post_proc(s, p, FSM_GE_READY, "ready");
 	}
 	sup_dispatch(s);
 }
@@ -748,7 +845,7 @@ sup_on_ready(struct sup *s, struct sup_proc *p)
 void
 sup_on_failed(struct sup *s, struct sup_proc *p, const char *reason)
 {
-	sup_post_gen(s, p->gen, FSM_GE_FAILED, reason);
+	sup_post_proc(s, p, FSM_GE_FAILED, reason);
 	sup_dispatch(s);
 }
 
@@ -757,14 +854,14 @@ sup_on_malformed(struct sup *s, struct sup_proc *p, const char *what)
 {
 	char why[192];
 	snprintf(why, sizeof why, "malformed message from worker: %s", what);
-	sup_post_gen(s, p->gen, FSM_GE_MALFORMED, why);
+	sup_post_proc(s, p, FSM_GE_MALFORMED, why);
 	sup_dispatch(s);
 }
 
 void
 sup_on_queue_full(struct sup *s, struct sup_proc *p)
 {
-	sup_post_gen(s, p->gen, FSM_GE_QUEUE_FULL, "control channel full");
+	sup_post_proc(s, p, FSM_GE_QUEUE_FULL, "control channel full");
 	sup_dispatch(s);
 }
 
@@ -790,13 +887,11 @@ sup_on_exit(struct sup *s, struct sup_proc *p, int st)
 	    (int)p->pid, how, fsm_gstate_str(g->st));
 	p->alive = false;
 	if (WIFEXITED(st) && WEXITSTATUS(st) == WORKER_EXIT_CONFIG && !g->accepted)
-		sup_post_gen(s, g, FSM_GE_FAILED, how);
+		sup_post_proc(s, p, FSM_GE_FAILED, how);
 	if (!sup_gen_alive(g))
-		sup_post_gen(s, g, FSM_GE_EXITED, how);
-	else if (g->st == FSM_G_ACCEPTING)
-		/* one of several died: the generation is broken (a restart of one
-		 * worker alone comes with several workers per cluster) */
-		sup_post_gen(s, g, FSM_GE_MALFORMED, how);
+		sup_post_proc(s, p, FSM_GE_EXITED, how);
+	else
+		sup_post_proc(s, p, FSM_GE_PROC_EXITED, how);
 	s->reap_pending = true;
 	sup_dispatch(s);
 }
@@ -877,6 +972,8 @@ sup_cluster_deadline(const struct sup_cluster *c)
 		d = sup_min_deadline(d, g->init_at);
 		d = sup_min_deadline(d, g->stop_at);
 		d = sup_min_deadline(d, g->watchdog_at);
+		for (size_t i = 0; i < g->n_procs; i++)
+			d = sup_min_deadline(d, g->procs[i].restart_at);
 	}
 	return d;
 }
@@ -896,6 +993,18 @@ static void
 sup_gen_tick(struct sup *s, struct sup_gen *g)
 {
 	uint64_t now = s->now_ms;
+	for (size_t i = 0; i < g->n_procs; i++) {
+		struct sup_proc *p = &g->procs[i];
+		if (!p->restart_at || now < p->restart_at)
+			continue;
+		if (g->st != FSM_G_ACCEPTING || s->stopping || g->cluster->st != FSM_C_ACTIVE) {
+			p->restart_at = 0;  /* the generation is going away */
+			continue;
+		}
+		if (p->chan || p->metrics)
+			continue;  /* its slot is freed by the reaper first */
+		sup_proc_respawn(s, p);
+	}
 	if (g->init_at && now >= g->init_at) {
 		g->init_at = 0;
 		char why[96];
@@ -925,17 +1034,19 @@ sup_gen_tick(struct sup *s, struct sup_gen *g)
 				p->dead = p->late = true;
 				snprintf(why, sizeof why, "unresponsive: no answer to the watchdog for "
 				    "%llums", (unsigned long long)age);
-				sup_post_gen(s, g, FSM_GE_WD_DEAD, why);
+				sup_post_proc(s, p, FSM_GE_WD_DEAD, why);
 			} else if (age >= w && !p->late) {
 				p->late = true;
 				snprintf(why, sizeof why, "unresponsive: no answer to the watchdog for "
 				    "%llums (worker_watchdog %llums)", (unsigned long long)age,
 				    (unsigned long long)w);
-				sup_post_gen(s, g, FSM_GE_WD_LATE, why);
+				sup_post_proc(s, p, FSM_GE_WD_LATE, why);
 			}
+			if (!p->ready)
+				continue;  /* a replacement still starting: its init is short */
 			struct ipc_ping ping = { .seq = ++p->ping_seq };
 			if (s->ops->send(s, p, IPC_PING, &ping, sizeof ping) == -1)
-				sup_post_gen(s, g, FSM_GE_QUEUE_FULL, "control channel full");
+				sup_post_proc(s, p, FSM_GE_QUEUE_FULL, "control channel full");
 		}
 		g->watchdog_at = now + sup_watchdog_period(s);
 	}
@@ -963,31 +1074,45 @@ sup_tick(struct sup *s)
 
 /* ---- reaper ------------------------------------------------------------------------- */
 
+static void sup_proc_reap(struct sup *s, struct sup_cluster *c, struct sup_proc *p);
+
+/* Counters of the processes fold into the cluster's retired totals (gauges
+ * mean nothing once a process is gone). */
 static void
 sup_gen_free(struct sup *s, struct sup_cluster *c, struct sup_gen *g)
 {
-	for (size_t i = 0; i < g->n_procs; i++) {
-		struct sup_proc *p = &g->procs[i];
-		if (p->metrics) {
-			/* Fold counters into the cluster's retired totals (gauges
-			 * mean nothing once the process is gone). */
-#define SUP_RETIRE(name, type, help) \
-			if (strcmp(#type, "counter") == 0) \
-				METRIC_ADD(&c->retired, name, METRIC_GET(p->metrics, name));
-			METRICS_FIELDS(SUP_RETIRE)
-#undef SUP_RETIRE
-		}
-		s->ops->proc_free(s, p);
-		p->metrics = NULL;
-		p->chan = NULL;
-	}
+	for (size_t i = 0; i < g->n_procs; i++)
+		sup_proc_reap(s, c, &g->procs[i]);
+	if (s->ops->gen_free)
+		s->ops->gen_free(s, g);
 	free(g);
+}
+
+static void
+sup_proc_reap(struct sup *s, struct sup_cluster *c, struct sup_proc *p)
+{
+	if (p->metrics) {
+#define SUP_RETIRE(name, type, help) \
+		if (strcmp(#type, "counter") == 0) \
+			METRIC_ADD(&c->retired, name, METRIC_GET(p->metrics, name));
+		METRICS_FIELDS(SUP_RETIRE)
+#undef SUP_RETIRE
+	}
+	s->ops->proc_free(s, p);
+	p->metrics = NULL;
+	p->chan = NULL;
 }
 
 static void
 sup_cluster_reap_gens(struct sup *s, struct sup_cluster *c, bool all)
 {
 	unsigned kept = 0;
+	/* dead processes of generations that live on (replaced siblings) */
+	for (struct sup_gen *g = c->gens; g; g = g->next)
+		if (sup_gen_alive(g))
+			for (size_t i = 0; i < g->n_procs; i++)
+				if (!g->procs[i].alive && (g->procs[i].chan || g->procs[i].metrics))
+					sup_proc_reap(s, c, &g->procs[i]);
 	struct sup_gen **pp = &c->gens, *g;
 	while ((g = *pp)) {
 		bool ended = fsm_gen_terminal(g->st) && !sup_gen_alive(g);

@@ -11,6 +11,8 @@
 /* Queue an event for the current chain (runs when sup_dispatch() gets to
  * it, never inside the caller). */
 void sup_post_gen(struct sup *s, struct sup_gen *g, enum fsm_gevent e, const char *why);
+/* ... about one process of the generation */
+void sup_post_proc(struct sup *s, struct sup_proc *p, enum fsm_gevent e, const char *why);
 void sup_post_cluster(struct sup *s, struct sup_cluster *c, enum fsm_cevent e, const char *why);
 void sup_post_item(struct sup *s, struct sup_reload_item *it, enum fsm_ievent e, const char *why);
 /* Run queued events until none is left (re-entrant calls return at once). */

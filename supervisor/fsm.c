@@ -23,6 +23,9 @@
 #define HELD FSM_GA_HELD
 #define END FSM_GA_ENDED
 #define CRASH FSM_GA_CRASHED
+#define KALL FSM_GA_KILL_ALL
+#define RESTART FSM_GA_RESTART_PROC
+#define ACCP FSM_GA_ACCEPT_PROC
 
 /* Before ACCEPT (starting and held): a worker that fails, exits, breaks the
  * protocol or misses its init deadline is failed; asked to go, it is
@@ -31,9 +34,10 @@
 #define G_PREACCEPT_COMMON \
 	[FSM_GE_FAILED] = G(FAILED, DI | GRACE | END), \
 	[FSM_GE_EXITED] = G(FAILED, DI | END | CRASH), \
-	[FSM_GE_MALFORMED] = G(FAILED, DI | KILL | END), \
-	[FSM_GE_QUEUE_FULL] = G(FAILED, DI | KILL | END), \
-	[FSM_GE_INIT_DEADLINE] = G(FAILED, KILL | END), \
+	[FSM_GE_PROC_EXITED] = G(FAILED, DI | KALL | END | CRASH), \
+	[FSM_GE_MALFORMED] = G(FAILED, DI | KALL | END), \
+	[FSM_GE_QUEUE_FULL] = G(FAILED, DI | KALL | END), \
+	[FSM_GE_INIT_DEADLINE] = G(FAILED, KALL | END), \
 	[FSM_GE_DRAIN] = G(DRAINING, STP), \
 	[FSM_GE_STOP] = G(DRAINING, STP)
 
@@ -49,7 +53,7 @@ static const struct fsm_gstep fsm_gtable[FSM_G_COUNT][FSM_GE_COUNT] = {
 	[FSM_G_HELD] = {
 		G_PREACCEPT_COMMON,
 		/* READY twice is a protocol violation */
-		[FSM_GE_READY] = G(FAILED, DI | KILL | END),
+		[FSM_GE_READY] = G(FAILED, DI | KALL | END),
 		[FSM_GE_WD_LATE] = G(HELD, 0),
 		[FSM_GE_WD_DEAD] = G(HELD, 0),
 		[FSM_GE_WD_OK] = G(HELD, 0),
@@ -68,6 +72,9 @@ static const struct fsm_gstep fsm_gtable[FSM_G_COUNT][FSM_GE_COUNT] = {
 		[FSM_GE_WD_OK] = G(ACCEPTING, RSP),
 		[FSM_GE_DRAIN] = G(DRAINING, DRN | ASTOP),
 		[FSM_GE_STOP] = G(DRAINING, STP | ASTOP),
+		/* one of several: replace it alone, its siblings serve on */
+		[FSM_GE_PROC_EXITED] = G(ACCEPTING, RESTART),
+		[FSM_GE_PROC_READY] = G(ACCEPTING, ACCP),
 	},
 	[FSM_G_DRAINING] = {
 		[FSM_GE_READY] = G(DRAINING, 0),   /* sent before it saw STOP */
@@ -75,13 +82,17 @@ static const struct fsm_gstep fsm_gtable[FSM_G_COUNT][FSM_GE_COUNT] = {
 		[FSM_GE_EXITED] = G(STOPPED, DI | DSTOP | DWD | END),
 		[FSM_GE_MALFORMED] = G(DRAINING, KILL),
 		[FSM_GE_QUEUE_FULL] = G(DRAINING, KILL),
-		[FSM_GE_INIT_DEADLINE] = G(DRAINING, KILL), /* asked to stop before ACCEPT */
-		[FSM_GE_STOP_DEADLINE] = G(DRAINING, KILL),
+		[FSM_GE_INIT_DEADLINE] = G(DRAINING, KALL), /* asked to stop before ACCEPT */
+		[FSM_GE_STOP_DEADLINE] = G(DRAINING, KALL),
 		[FSM_GE_WD_LATE] = G(DRAINING, UNR),
 		[FSM_GE_WD_DEAD] = G(DRAINING, KILL),
 		[FSM_GE_WD_OK] = G(DRAINING, RSP),
 		[FSM_GE_DRAIN] = G(DRAINING, 0),
 		[FSM_GE_STOP] = G(DRAINING, STP),
+		[FSM_GE_PROC_EXITED] = G(DRAINING, 0),
+		/* a replacement that came up after the drain began: it has
+		 * nothing to drain */
+		[FSM_GE_PROC_READY] = G(DRAINING, KILL),
 	},
 	[FSM_G_STOPPED] = {
 		/* every process is gone: nothing can arrive but our own requests */
@@ -94,14 +105,15 @@ static const struct fsm_gstep fsm_gtable[FSM_G_COUNT][FSM_GE_COUNT] = {
 		[FSM_GE_READY] = G(FAILED, 0),
 		[FSM_GE_FAILED] = G(FAILED, 0),
 		[FSM_GE_EXITED] = G(FAILED, DI | DSTOP),
+		[FSM_GE_PROC_EXITED] = G(FAILED, 0),
 		[FSM_GE_MALFORMED] = G(FAILED, KILL),
 		[FSM_GE_QUEUE_FULL] = G(FAILED, KILL),
-		[FSM_GE_STOP_DEADLINE] = G(FAILED, KILL),
+		[FSM_GE_STOP_DEADLINE] = G(FAILED, KALL),
 		[FSM_GE_WD_LATE] = G(FAILED, 0),
 		[FSM_GE_WD_DEAD] = G(FAILED, 0),
 		[FSM_GE_WD_OK] = G(FAILED, 0),
-		[FSM_GE_DRAIN] = G(FAILED, KILL),
-		[FSM_GE_STOP] = G(FAILED, KILL),
+		[FSM_GE_DRAIN] = G(FAILED, KALL),
+		[FSM_GE_STOP] = G(FAILED, KALL),
 	},
 };
 
@@ -120,6 +132,9 @@ static const struct fsm_gstep fsm_gtable[FSM_G_COUNT][FSM_GE_COUNT] = {
 #undef HELD
 #undef END
 #undef CRASH
+#undef KALL
+#undef RESTART
+#undef ACCP
 
 static const char *const fsm_gstate_names[FSM_G_COUNT] = {
 	[FSM_G_STARTING] = "starting", [FSM_G_HELD] = "held",
@@ -133,13 +148,15 @@ static const char *const fsm_gevent_names[FSM_GE_COUNT] = {
 	[FSM_GE_INIT_DEADLINE] = "init-deadline", [FSM_GE_STOP_DEADLINE] = "stop-deadline",
 	[FSM_GE_WD_LATE] = "watchdog-late", [FSM_GE_WD_DEAD] = "watchdog-dead",
 	[FSM_GE_WD_OK] = "watchdog-ok", [FSM_GE_COMMIT] = "commit", [FSM_GE_DRAIN] = "drain",
-	[FSM_GE_STOP] = "stop",
+	[FSM_GE_STOP] = "stop", [FSM_GE_PROC_EXITED] = "process-exited",
+	[FSM_GE_PROC_READY] = "process-ready",
 };
 
 static const char *const fsm_gaction_names[FSM_GA_COUNT] = {
 	"disarm-init", "send-accept", "send-drain", "send-stop", "arm-stop", "arm-kill-grace",
 	"disarm-stop", "kill", "arm-watchdog", "disarm-watchdog", "unresponsive",
-	"responsive", "held", "ended", "crashed",
+	"responsive", "held", "ended", "crashed", "kill-all", "restart-process",
+	"accept-process",
 };
 
 const char *
@@ -219,7 +236,7 @@ fsm_gen_step(enum fsm_gstate s, enum fsm_gevent e)
 static const struct fsm_cstep fsm_ctable[FSM_C_COUNT][FSM_CE_COUNT] = {
 	[FSM_C_ACTIVE] = {
 		[FSM_CE_CRASH_RESTART] = C(BACKOFF, ARM),
-		[FSM_CE_CRASH_LOOP] = C(FAILED, RELEASE),
+		[FSM_CE_CRASH_LOOP] = C(FAILED, DRAINALL | RELEASE),
 		[FSM_CE_START_FAILED] = C(FAILED, RELEASE),
 		[FSM_CE_ROLL_FAILED] = C(ACTIVE, 0),
 		[FSM_CE_OP_RESTART] = C(ACTIVE, RESET | START),

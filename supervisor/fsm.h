@@ -56,6 +56,8 @@ enum fsm_gevent {
 	FSM_GE_COMMIT,        /* start accepting */
 	FSM_GE_DRAIN,         /* finish what is owed, then exit */
 	FSM_GE_STOP,          /* exit now */
+	FSM_GE_PROC_EXITED,   /* one process exited, others still run */
+	FSM_GE_PROC_READY,    /* a replacement process reported READY */
 	FSM_GE_COUNT,
 };
 
@@ -68,7 +70,8 @@ enum fsm_gaction {
 	FSM_GA_ARM_STOP = 1u << 4,       /* SIGKILL at drain_timeout + grace */
 	FSM_GA_ARM_KILL_GRACE = 1u << 5, /* SIGKILL after a short grace (it said FAILED) */
 	FSM_GA_DISARM_STOP = 1u << 6,
-	FSM_GA_KILL = 1u << 7,           /* SIGKILL every live process now */
+	FSM_GA_KILL = 1u << 7,           /* SIGKILL the event's process (all when it
+	                                    names none) */
 	FSM_GA_ARM_WATCHDOG = 1u << 8,
 	FSM_GA_DISARM_WATCHDOG = 1u << 9,
 	FSM_GA_UNRESPONSIVE = 1u << 10,  /* mark it, count it */
@@ -76,8 +79,11 @@ enum fsm_gaction {
 	FSM_GA_HELD = 1u << 12,          /* tell its owner it is ready */
 	FSM_GA_ENDED = 1u << 13,         /* reached a terminal state: tell its owner */
 	FSM_GA_CRASHED = 1u << 14,       /* ... and nobody asked it to end */
+	FSM_GA_KILL_ALL = 1u << 15,      /* SIGKILL every live process now */
+	FSM_GA_RESTART_PROC = 1u << 16,  /* crash policy: replace the event's process */
+	FSM_GA_ACCEPT_PROC = 1u << 17,   /* send ACCEPT to the event's process */
 };
-#define FSM_GA_COUNT 15
+#define FSM_GA_COUNT 18
 
 struct fsm_gstep {
 	bool allowed;

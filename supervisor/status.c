@@ -449,6 +449,29 @@ status_metrics_text(struct sup *s, size_t *len)
 		fprintf(f, "\"} %llu\n", (unsigned long long)s->clusters[i]->crash.loops);
 	}
 
+	fputs("# HELP ferry_worker_connections Client connections open per worker (index in its generation)\n"
+	    "# TYPE ferry_worker_connections gauge\n", f);
+	for (i = 0; i < s->n_clusters; i++) {
+		uint64_t per[SUP_MAX_PROCS] = { 0 };
+		size_t nw = 0;
+
+		for (const struct sup_gen *g = s->clusters[i]->gens; g != NULL; g = g->next)
+			for (size_t k = 0; k < g->n_procs; k++) {
+				const struct sup_proc *p = &g->procs[k];
+
+				if (!p->alive || p->metrics == NULL)
+					continue;
+				per[k] += METRIC_GET(p->metrics, connections_active);
+				if (k + 1 > nw)
+					nw = k + 1;
+			}
+		for (size_t k = 0; k < nw; k++) {
+			fputs("ferry_worker_connections{cluster=\"", f);
+			status_label(f, s->clusters[i]->name);
+			fprintf(f, "\",worker=\"%zu\"} %lld\n", k, (long long)status_gauge(per[k]));
+		}
+	}
+
 	fputs("# HELP ferry_worker_unresponsive_total Times a worker missed its watchdog\n"
 	    "# TYPE ferry_worker_unresponsive_total counter\n", f);
 	for (i = 0; i < s->n_clusters; i++) {

@@ -43,6 +43,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/genshm.h"
 #include "common/ipc.h"
 #include "common/ipcq.h"
 #include "common/log.h"
@@ -241,11 +242,54 @@ sup_child_exec(struct sup_io *io, struct sup_proc *p, int fd, pid_t ppid)
 	_exit(127);
 }
 
+/* What the I/O layer keeps per generation: its shared block (genshm.h),
+ * passed to every worker of the generation. */
+struct sup_genio {
+	int fd;
+	struct genshm *map;
+};
+
+static struct sup_genio *
+sup_genio(struct sup_gen *g, char *err, size_t errlen)
+{
+	if (g->shared)
+		return g->shared;
+	struct sup_genio *gi = calloc(1, sizeof *gi);
+	if (!gi) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	gi->fd = genshm_create((uint32_t)g->n_procs, &gi->map);
+	if (gi->fd == -1) {
+		snprintf(err, errlen, "generation block: %s", strerror(errno));
+		free(gi);
+		return NULL;
+	}
+	g->shared = gi;
+	return gi;
+}
+
+static void
+sup_io_gen_free(struct sup *s, struct sup_gen *g)
+{
+	(void)s;
+	struct sup_genio *gi = g->shared;
+	if (!gi)
+		return;
+	close(gi->fd);
+	genshm_unmap(gi->map);
+	free(gi);
+	g->shared = NULL;
+}
+
 static int
 sup_io_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char *err,
 	     size_t errlen)
 {
 	struct sup_io *io = s->io;
+	struct sup_genio *gi = sup_genio(p->gen, err, errlen);
+	if (!gi)
+		return -1;
 	struct sup_chan *ch = calloc(1, sizeof *ch);
 	if (!ch) {
 		snprintf(err, errlen, "out of memory");
@@ -295,8 +339,9 @@ sup_io_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char 
 	/* Config text + metrics block, then the listening sockets, queued in
 	 * order like every other message. */
 	uint64_t g = p->gen->generation;
+	int cfds[2] = { ch->metrics_fd, gi->fd };
 	int rc = ipcq_send(&ch->q, ch->fd, IPC_CONFIG, g, cc->canonical, strlen(cc->canonical),
-	    &ch->metrics_fd, 1);
+	    cfds, 2);
 	close(ch->metrics_fd);  /* the mapping keeps the block; the worker gets its fd */
 	ch->metrics_fd = -1;
 	for (size_t first = 0; rc == 0 && first < cc->n_listeners; first += IPC_MAX_FDS) {
@@ -534,6 +579,7 @@ static const struct sup_ops sup_io_ops = {
 	.send = sup_io_send,
 	.kill = sup_io_kill,
 	.proc_free = sup_io_proc_free,
+	.gen_free = sup_io_gen_free,
 	.bind = sup_io_bind,
 	.dup = sup_io_dup,
 	.close = sup_io_close,

@@ -84,6 +84,8 @@ struct sup_proc {
 	uint64_t ping_seq;            /* last PING sent */
 	uint64_t last_answer_ms;      /* mono: last PONG (or start) */
 	bool late, dead;              /* watchdog stages reported */
+	uint64_t restart_at;          /* mono: replace it (one of several crashed) */
+	uint64_t starts;              /* times this slot was started */
 };
 
 enum sup_owner { SUP_OWNER_CLUSTER = 0, SUP_OWNER_RELOAD, SUP_OWNER_NONE };
@@ -104,7 +106,8 @@ struct sup_gen {
 	char end_note[96];            /* why we killed it, for the exit reason */
 	/* deadlines, monotonic ms; 0 = not armed */
 	uint64_t init_at, stop_at, watchdog_at;
-	size_t n_procs;
+	size_t n_procs;               /* workers = N of its configuration */
+	void *shared;                 /* the I/O layer's per-generation block */
 	struct sup_proc procs[SUP_MAX_PROCS];
 	bool reaped;                  /* freed by sup_reap() */
 	struct sup_gen *next;         /* older */
@@ -206,6 +209,8 @@ struct sup_ops {
 	void (*kill)(struct sup *s, struct sup_proc *p, int sig);
 	/* Release p's I/O resources (channel, metrics mapping); from sup_reap(). */
 	void (*proc_free)(struct sup *s, struct sup_proc *p);
+	/* Release what the I/O layer keeps per generation (its shared block). */
+	void (*gen_free)(struct sup *s, struct sup_gen *g);
 	/* Listening sockets. */
 	int (*bind)(struct sup *s, const struct cfg_addr *a, char *err, size_t errlen);
 	int (*dup)(struct sup *s, int fd);
@@ -230,6 +235,7 @@ enum sup_ev_kind { SUP_EV_GEN = 0, SUP_EV_CLUSTER, SUP_EV_ITEM };
 struct sup_event {
 	enum sup_ev_kind kind;
 	void *target;
+	struct sup_proc *proc;        /* the process a generation event is about */
 	int ev;
 	char why[192];
 };

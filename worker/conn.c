@@ -339,6 +339,7 @@ conn_free(struct conn *c)
 	w->n_conns--;
 	METRIC_SUB(w->m, connections_active, 1);
 	free(c);
+	worker_conns_changed(w);
 	worker_conn_closed(w);
 }
 
@@ -1103,6 +1104,8 @@ conn_connect_next(struct conn *c)
 		port = w->cl->upstream[c->upstream_try].port;
 	} else {
 		struct worker_node *n = &w->nodes[c->broker_index];
+		if (!n->known)
+			upstream_node_from_siblings(w, c->broker_index);
 		if (!n->known) {
 			c->state = CONN_WAIT_METADATA;
 			if (!c->waiting_metadata) {
@@ -1188,6 +1191,7 @@ conn_accept(struct worker *w, int fd, int broker_index)
 	w->n_conns++;
 	METRIC_ADD(w->m, connections_accepted, 1);
 	METRIC_ADD(w->m, connections_active, 1);
+	worker_conns_changed(w);
 	c->last_active = ev_now(w->loop);
 	if (w->draining) {
 		/* Accepted just before the listener closed: nothing owed. */

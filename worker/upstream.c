@@ -472,8 +472,28 @@ upstream_learn_node(struct worker *w, int32_t node_id, const char *host, size_t 
 	n->host[host_len] = 0;
 	n->port = port;
 	n->known = true;
+	/* the generation's other workers learn it too */
+	genshm_node_put(w->gen, (size_t)idx, node_id, n->host, port);
 	log_info(moved ? "upstream broker moved" : "upstream broker learned",
 	    "node_id=%d upstream=%s:%d", node_id, n->host, port);
+}
+
+bool
+upstream_node_from_siblings(struct worker *w, int idx)
+{
+	int32_t id, port;
+	char host[CFG_HOST_MAX];
+	if (idx < 0 || (size_t)idx >= w->cl->n_brokers ||
+	    !genshm_node_get(w->gen, (size_t)idx, &id, host, sizeof host, &port) ||
+	    id != w->cl->node_ids[idx])
+		return false;
+	struct worker_node *n = &w->nodes[idx];
+	snprintf(n->host, sizeof n->host, "%s", host);
+	n->port = port;
+	n->known = true;
+	log_debug("upstream broker learned from a sibling", "node_id=%d upstream=%s:%d", id, host,
+	    port);
+	return true;
 }
 
 /* ---- the worker's own metadata fetch ------------------------------------- */

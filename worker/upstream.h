@@ -46,6 +46,10 @@ void upstream_probe_stop(struct worker *w);
 void upstream_learn_node(struct worker *w, int32_t node_id, const char *host, size_t host_len,
 			 int32_t port);
 
+/* Take broker index idx's address from what a sibling worker of the
+ * generation published (genshm.h); true when it is known now. */
+bool upstream_node_from_siblings(struct worker *w, int idx);
+
 /* c-ares on libev. */
 int upstream_dns_init(struct worker *w, char *err, size_t errlen);
 void upstream_dns_free(struct worker *w);

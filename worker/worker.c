@@ -93,6 +93,7 @@ worker_close_listeners(struct worker *w)
 		w->listeners[i].fd = -1;
 	}
 	ev_timer_stop(w->loop, &w->accept_backoff);
+	ev_timer_stop(w->loop, &w->accept_defer);
 	w->accepting = false;
 }
 
@@ -161,13 +162,78 @@ worker_accept_resume_cb(struct ev_loop *loop, ev_timer *t, int revents)
 		ev_io_start(loop, &w->listeners[i].io);
 }
 
+/* Several workers share each listening socket (one accept queue). The
+ * kernel wakes all of them; one with more connections than a live sibling
+ * steps back once for WORKER_DEFER_MS so the sibling takes the connection,
+ * and each takes a few per wake-up: connections spread evenly, and a
+ * connection waits at most WORKER_DEFER_MS more when the sibling is busy
+ * or hung. */
+static void
+worker_listeners_watch(struct worker *w, bool on)
+{
+	for (size_t k = 0; k < w->n_listeners; k++) {
+		if (w->listeners[k].fd < 0)
+			continue;
+		if (on)
+			ev_io_start(w->loop, &w->listeners[k].io);
+		else
+			ev_io_stop(w->loop, &w->listeners[k].io);
+	}
+}
+
+static void
+worker_defer_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct worker *w = t->data;
+	w->deferring = false;
+	w->defer_done = true;
+	if (w->accepting && !w->draining && !ev_is_active(&w->accept_backoff))
+		worker_listeners_watch(w, true);
+}
+
+static void
+worker_heartbeat_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)revents;
+	struct worker *w = t->data;
+	atomic_store_explicit(&w->gen->workers[w->index].heartbeat_ms,
+	    (uint64_t)(ev_now(loop) * 1000.0), memory_order_relaxed);
+}
+
+void
+worker_conns_changed(struct worker *w)
+{
+	if (w->gen)
+		atomic_store_explicit(&w->gen->workers[w->index].connections, w->n_conns,
+		    memory_order_relaxed);
+}
+
 static void
 worker_accept_cb(struct ev_loop *loop, ev_io *io, int revents)
 {
 	(void)revents;
 	struct worker_listener *l = io->data;
 	struct worker *w = l->w;
-	for (int i = 0; i < 64 && !w->draining; i++) {
+	int batch = 64;
+	if (w->gen->n_workers > 1) {
+		uint64_t now = (uint64_t)(ev_now(loop) * 1000.0);
+		atomic_store_explicit(&w->gen->workers[w->index].heartbeat_ms, now,
+		    memory_order_relaxed);
+		bool may_defer = !w->defer_done;
+		w->defer_done = false;
+		if (may_defer && !w->deferring && genshm_should_defer(w->gen, w->index, now,
+		    WORKER_HEARTBEAT_STALE_MS)) {
+			w->deferring = true;
+			worker_listeners_watch(w, false);
+			ev_timer_set(&w->accept_defer, WORKER_DEFER_MS / 1000.0, 0.);
+			ev_timer_start(loop, &w->accept_defer);
+			return;
+		}
+		batch = 2;
+	}
+	for (int i = 0; i < batch && !w->draining; i++) {
 		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd == -1) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
@@ -184,6 +250,8 @@ worker_accept_cb(struct ev_loop *loop, ev_io *io, int revents)
 			return;
 		}
 		conn_accept(w, fd, l->broker_index);
+		atomic_fetch_add_explicit(&w->gen->workers[w->index].accepted, 1,
+		    memory_order_relaxed);
 	}
 }
 
@@ -353,9 +421,13 @@ worker_setup(struct worker *w)
 
 	if (worker_expect(w, IPC_CONFIG, buf, cap, &msg) == -1)
 		return -1;
-	if (msg.nfds != 1 || metrics_map(msg.fds[0], &w->m) == -1) {
+	if (msg.nfds != 2 || metrics_map(msg.fds[0], &w->m) == -1) {
 		ipc_close_fds(&msg);
 		worker_fail(w, "no usable metrics block");
+	}
+	if (genshm_map(msg.fds[1], &w->gen) == -1 || w->index >= w->gen->n_workers) {
+		ipc_close_fds(&msg);
+		worker_fail(w, "no usable generation block");
 	}
 	ipc_close_fds(&msg);
 	struct cfg_errors errs;
@@ -476,6 +548,12 @@ worker_main(int argc, char **argv)
 	ev_timer_init(&w->accept_backoff, worker_accept_resume_cb,
 	    WORKER_ACCEPT_BACKOFF_MS / 1000.0, 0.);
 	w->accept_backoff.data = w;
+	ev_timer_init(&w->accept_defer, worker_defer_cb, WORKER_DEFER_MS / 1000.0, 0.);
+	w->accept_defer.data = w;
+	ev_timer_init(&w->heartbeat, worker_heartbeat_cb, 0., WORKER_HEARTBEAT_MS / 1000.0);
+	w->heartbeat.data = w;
+	ev_timer_start(w->loop, &w->heartbeat);
+	worker_heartbeat_cb(w->loop, &w->heartbeat, 0);
 	ev_signal_init(&w->sig_term, worker_signal_cb, SIGTERM);
 	ev_signal_init(&w->sig_int, worker_signal_cb, SIGINT);
 	ev_signal_init(&w->sig_hup, worker_signal_cb, SIGHUP);
@@ -509,6 +587,11 @@ worker_main(int argc, char **argv)
 		free(w->pool[--w->n_pool]);
 	free(w->listeners);
 	free(w->nodes);
+	if (w->gen) {
+		atomic_store_explicit(&w->gen->workers[w->index].connections, 0, memory_order_relaxed);
+		atomic_store_explicit(&w->gen->workers[w->index].heartbeat_ms, 0, memory_order_relaxed);
+	}
+	genshm_unmap(w->gen);
 	metrics_unmap(w->m);
 	cfg_free(&w->cfg);
 	ipcq_clear(&w->ipc_q);

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "common/config.h"
+#include "common/genshm.h"
 #include "common/ipc.h"
 #include "common/ipcq.h"
 #include "common/log.h"
@@ -39,6 +40,9 @@
 #define WORKER_PROBE_MAX_MS 30000       /* ... doubling up to this */
 #define WORKER_ACCEPT_BACKOFF_MS 100    /* EMFILE/ENFILE: accepting paused this long */
 #define WORKER_BUF_POOL 256             /* idle buffers kept for reuse */
+#define WORKER_HEARTBEAT_MS 100         /* shared heartbeat period */
+#define WORKER_HEARTBEAT_STALE_MS 500   /* a sibling silent this long is not waited for */
+#define WORKER_DEFER_MS 5               /* longest a worker lets a sibling go first */
 
 struct conn;
 struct upstream_fetch;
@@ -71,6 +75,11 @@ struct worker {
 	ev_io ipc_wio;              /* while ipc_q holds messages */
 	struct ipcq ipc_q;          /* to the supervisor: ordered, bounded */
 	unsigned index;             /* of this worker in its generation */
+	struct genshm *gen;         /* shared by the generation's workers */
+	ev_timer heartbeat;         /* publishes that this loop turns */
+	ev_timer accept_defer;      /* a sibling with fewer connections goes first */
+	bool deferring;
+	bool defer_done;            /* stepped back once: accept on the next wake-up */
 
 	struct worker_listener *listeners;
 	size_t n_listeners;
@@ -129,6 +138,9 @@ void worker_unknown_node(struct worker *w, int32_t node_id, const char *host, si
 /* Send a message to the supervisor (queued when the channel is full; a
  * supervisor that stops reading makes the worker drain as an orphan). */
 void worker_ipc_send(struct worker *w, enum ipc_type type, const void *payload, size_t len);
+
+/* Open connections changed: publish the count for the siblings. */
+void worker_conns_changed(struct worker *w);
 
 /* Called by conn.c when a connection is gone (drain bookkeeping). */
 void worker_conn_closed(struct worker *w);

@@ -843,6 +843,7 @@ cluster_eq(const struct cfg_cluster *a, const struct cfg_cluster *b)
 	cr_assert_eq(a->max_connections, b->max_connections);
 	cr_assert_eq(a->max_frame_bytes, b->max_frame_bytes);
 	cr_assert_eq(a->idle_timeout_ms, b->idle_timeout_ms);
+	cr_assert_eq(a->workers, b->workers);
 }
 
 Test(config_canonical, exact_text)
@@ -863,7 +864,8 @@ Test(config_canonical, exact_text)
 	    "max_frame_bytes = 16MiB\n"
 	    "idle_timeout = 0\n"
 	    "request_timeout = 30s\n"
-	    "max_inflight_per_connection = 1024\n");
+	    "max_inflight_per_connection = 1024\n"
+	    "workers = 1\n");
 	free(s);
 	s = cfg_cluster_canonical(&r.c.clusters[1]);
 	cr_assert_str_eq(s,
@@ -877,7 +879,8 @@ Test(config_canonical, exact_text)
 	    "max_frame_bytes = 100MiB\n"
 	    "idle_timeout = 10m\n"
 	    "request_timeout = 30s\n"
-	    "max_inflight_per_connection = 1024\n");
+	    "max_inflight_per_connection = 1024\n"
+	    "workers = 1\n");
 	free(s);
 	done(&r);
 }
@@ -1086,4 +1089,38 @@ Test(config, canonical_node_ids_with_int32_max)
 	free(canon);
 	cfg_free(&c);
 	cfg_errors_free(&e);
+}
+
+Test(config, workers_key)
+{
+	struct res r;
+	static const char base[] = "[cluster a]\nupstream = 127.0.0.1:9092\nbootstrap = 127.0.0.1:9192\n"
+	    "broker_ports = 9193-9195\n";
+	char text[512];
+
+	snprintf(text, sizeof text, "%sworkers = 3\n", base);
+	expect_ok(&r, text);
+	cr_assert_eq(r.c.clusters[0].workers, 3);
+	char *s = cfg_cluster_canonical(&r.c.clusters[0]);
+	cr_assert_not_null(strstr(s, "\nworkers = 3\n"));
+	free(s);
+	done(&r);
+	snprintf(text, sizeof text, "%sworkers = auto\n", base);
+	expect_ok(&r, text);
+	cr_assert_eq(r.c.clusters[0].workers, 0);
+	s = cfg_cluster_canonical(&r.c.clusters[0]);
+	cr_assert_not_null(strstr(s, "\nworkers = auto\n"));
+	free(s);
+	done(&r);
+	snprintf(text, sizeof text, "%sworkers = 0\n", base);
+	parse(&r, text);
+	cr_assert_eq(r.rc, -1);
+	cr_assert_eq(r.e.n, 1);
+	cr_assert_not_null(strstr(r.e.msg[0], "t.ini:5: "), "%s", r.e.msg[0]);
+	done(&r);
+	snprintf(text, sizeof text, "%sworkers = 65\n", base);
+	parse(&r, text);
+	cr_assert_eq(r.rc, -1);
+	cr_assert_not_null(strstr(r.e.msg[0], "t.ini:5: "), "%s", r.e.msg[0]);
+	done(&r);
 }

@@ -421,9 +421,9 @@ Test(status, metrics_text)
 	cr_assert_eq(count(t, "# HELP ferry_requests_total "), 1);
 	cr_assert_eq(count(t, "# TYPE ferry_in_flight "), 1);
 	/* one TYPE per shared counter, plus cluster_state, worker_restarts,
-	 * crash_loops, worker_unresponsive and up */
+	 * crash_loops, worker_connections, worker_unresponsive and up */
 #define COUNT_FIELD(name, type, help) + 1
-	cr_assert_eq(count(t, "# TYPE "), 0 METRICS_FIELDS(COUNT_FIELD) + 5);
+	cr_assert_eq(count(t, "# TYPE "), 0 METRICS_FIELDS(COUNT_FIELD) + 6);
 	cr_assert(has_line(t, "ferry_worker_unresponsive_total{cluster=\"alpha\"} 0"));
 #undef COUNT_FIELD
 	cr_assert(has_line(t, "# TYPE ferry_crash_loops_total counter"));
