@@ -25,6 +25,12 @@ static const char *const ipc_names[IPC_TYPE_COUNT] = {
 	[IPC_PING] = "ping",
 	[IPC_PONG] = "pong",
 	[IPC_LOG_LEVEL] = "log-level",
+	[IPC_HANDOVER] = "handover",
+	[IPC_CONN_IN] = "conn-in",
+	[IPC_CONN_DONE] = "conn-done",
+	[IPC_PROBE] = "probe",
+	[IPC_CONN_OUT] = "conn-out",
+	[IPC_CONN_TAKEN] = "conn-taken",
 };
 
 const char *
@@ -55,6 +61,17 @@ ipc_payload_ok(uint32_t type, uint32_t len)
 		return len == sizeof(struct ipc_ping);
 	case IPC_LOG_LEVEL:
 		return len == sizeof(struct ipc_log_level);
+	case IPC_HANDOVER:
+		return len == sizeof(struct ipc_handover);
+	case IPC_CONN_IN:
+	case IPC_CONN_OUT:
+		return len >= sizeof(struct ipc_conn_record) &&
+		       len <= sizeof(struct ipc_conn_record) + IPC_CONN_PENDING_MAX;
+	case IPC_CONN_DONE:
+	case IPC_CONN_TAKEN:
+		return len == sizeof(struct ipc_conn_ack);
+	case IPC_PROBE:
+		return len == 0;
 	case IPC_FAILED:
 		return len <= 1024;
 	case IPC_ACCEPT:
@@ -202,4 +219,40 @@ bad:
 	ipc_close_fds(msg);
 	errno = EBADMSG;
 	return -1;
+}
+
+int
+ipc_conn_record_check(const void *payload, size_t len, size_t nfds, struct ipc_conn_record *out,
+		      char *err, size_t errlen)
+{
+	if (len < sizeof *out) {
+		snprintf(err, errlen, "connection record: %zu bytes, need %zu", len, sizeof *out);
+		return -1;
+	}
+	memcpy(out, payload, sizeof *out);
+	if (out->version != IPC_CONN_RECORD_VERSION) {
+		snprintf(err, errlen, "connection record: version %u", out->version);
+		return -1;
+	}
+	if (out->flags & ~IPC_CONN_F_UPSTREAM) {
+		snprintf(err, errlen, "connection record: unknown flags 0x%x", out->flags);
+		return -1;
+	}
+	if (out->pending_len > IPC_CONN_PENDING_MAX ||
+	    (size_t)out->pending_len != len - sizeof *out) {
+		snprintf(err, errlen, "connection record: %u pending bytes in a %zu-byte payload",
+		    out->pending_len, len);
+		return -1;
+	}
+	size_t want = (out->flags & IPC_CONN_F_UPSTREAM) ? 2 : 1;
+	if (nfds != want) {
+		snprintf(err, errlen, "connection record: %zu file descriptors, want %zu", nfds, want);
+		return -1;
+	}
+	if (out->broker_index < -1 || out->upstream_try < 0) {
+		snprintf(err, errlen, "connection record: broker index %d, upstream %d",
+		    out->broker_index, out->upstream_try);
+		return -1;
+	}
+	return 0;
 }

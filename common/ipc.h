@@ -36,12 +36,21 @@ enum ipc_type {
 	IPC_STOP,        /* close everything and exit now */
 	IPC_PING,        /* payload: struct ipc_ping; answered with PONG (watchdog) */
 	IPC_LOG_LEVEL,   /* payload: struct ipc_log_level (a reload changed it) */
+	IPC_HANDOVER,    /* payload: struct ipc_handover; like DRAIN, but connections
+	                    whose upstream stays valid move to the new generation */
+	IPC_CONN_IN,     /* payload: struct ipc_conn_record + pending bytes; fds:
+	                    [client] or [client, upstream]: adopt this connection */
+	IPC_CONN_DONE,   /* payload: struct ipc_conn_ack: the outcome of a CONN_OUT */
+	IPC_PROBE,       /* fetch upstream metadata now and report (reload check) */
 	/* worker -> supervisor */
 	IPC_READY,       /* config parsed, listeners received; held until ACCEPT */
 	IPC_UPSTREAM,    /* payload: struct ipc_upstream */
 	IPC_FAILED,      /* payload: reason text; worker exits with WORKER_EXIT_CONFIG */
 	IPC_UNKNOWN_NODE, /* payload: struct ipc_unknown_node */
 	IPC_PONG,        /* payload: struct ipc_ping, the sequence it answers */
+	IPC_CONN_OUT,    /* payload: struct ipc_conn_record + pending bytes; fds:
+	                    [client] or [client, upstream]: hand this one over */
+	IPC_CONN_TAKEN,  /* payload: struct ipc_conn_ack: a CONN_IN was adopted (or not) */
 	IPC_TYPE_COUNT,
 };
 
@@ -75,6 +84,54 @@ struct ipc_ping {
 struct ipc_log_level {
 	uint32_t level;        /* enum log_level */
 };
+
+/*
+ * Live connection handover (a reload that keeps the upstream): the old
+ * worker stops reading requests at a boundary, delivers every response
+ * owed, then sends each connection (CONN_OUT: its sockets and this record)
+ * to the supervisor, which passes it to a worker of the new generation
+ * (CONN_IN with the supervisor's relay id in `id`). The new worker adopts
+ * it and answers CONN_TAKEN; the supervisor tells the old worker
+ * (CONN_DONE with the old worker's id): adopted -> it closes its copies of
+ * the sockets only; not adopted -> it closes the connection cleanly
+ * (shutdown + close: it owes nothing). The old worker keeps its copies
+ * until then, so a handover that fails anywhere ends as a drain.
+ */
+struct ipc_handover {
+	uint64_t deadline_ms;  /* drain_timeout: force-close what is left */
+	uint64_t spread_ms;    /* drain_spread: connections that must close do so at
+	                          request boundaries spread over this */
+	uint32_t handover;     /* 1: move connections; 0: close them (upstream changed) */
+	uint32_t pad;
+};
+
+#define IPC_CONN_F_UPSTREAM 0x1u  /* an upstream socket follows the client's */
+#define IPC_CONN_PENDING_MAX (64u * 1024u)
+
+struct ipc_conn_record {
+	uint64_t id;           /* the sender's handle, echoed in the ack */
+	int32_t broker_index;  /* -1: bootstrap listener */
+	uint32_t flags;        /* IPC_CONN_F_* */
+	int32_t upstream_try;  /* bootstrap connections: index into upstream */
+	uint32_t sasl;         /* SASL pass-through state, opaque outside conn.c */
+	uint64_t requests;     /* requests served so far on this connection */
+	uint32_t pending_len;  /* client bytes read but not forwarded (a partial
+	                          request), right after this record */
+	uint32_t version;      /* IPC_CONN_RECORD_VERSION */
+};
+#define IPC_CONN_RECORD_VERSION 1
+
+struct ipc_conn_ack {
+	uint64_t id;
+	uint32_t adopted;      /* 1 adopted, 0 not */
+	uint32_t pad;
+};
+
+/* Check a CONN_OUT / CONN_IN payload: the record, its version, flags and
+ * pending_len against len and the fds that came with it. 0, or -1 with a
+ * reason. Pure. */
+int ipc_conn_record_check(const void *payload, size_t len, size_t nfds,
+			  struct ipc_conn_record *out, char *err, size_t errlen);
 
 struct ipc_upstream {
 	uint32_t reachable;    /* 1 / 0 */
