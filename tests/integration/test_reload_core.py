@@ -412,7 +412,6 @@ def test_sigstop_sigcont_in_time_keeps_worker(liveness_env, stopped):
              what="liveness back to ok after SIGCONT")
     doc = f.cluster("A")
     assert doc["generation"] == gen and serving_pids(doc) == [pid], doc
-    assert not (doc.get("reason") or "").startswith("unresponsive"), doc
     assert kafka_metadata("127.0.0.1", f.clusters["A"]["bootstrap"])["brokers"]
     time.sleep(2 * WATCHDOG)
     assert pid_alive(pid, st), "the continued worker was killed later"
