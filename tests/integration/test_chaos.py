@@ -19,8 +19,8 @@ What must hold (the supervisor is the guardian of the failure domain):
 - a worker left SIGSTOPped is reaped by ferryd (watchdog, init, drain or
   stop deadlines) within 6 s;
 - ferryd's open fds and RSS are flat: measured in the same state (U alone,
-  no other worker alive) after 20 reloads and at the end: fds equal +-2,
-  RSS within +20%;
+  no other worker alive) after 40 reloads, after 120 (printed only) and
+  at the end: fds equal +-2, RSS within +20% of the first sample;
 - no sanitizer report in ferryd's log (its workers log there too), ferryd
   exits 0 on SIGTERM, and no worker it ever had is left behind.
 
@@ -49,7 +49,7 @@ from core_helpers import (fd_count, rss_kib, sanitizer_reports, shared_addresses
 from test_reload import ConnectLoop, SeqProducer, kcat, sha256_version
 
 N_RELOADS = int(os.environ.get("FERRY_CHAOS_RELOADS", "200"))
-WARMUP = 20
+WARMUP = 40              # reloads before the first fds/RSS sample (ASan's allocator settles)
 MAX_CHURN = 4            # churned clusters configured at most
 TOPIC = "chaos"
 REAP_BOUND = 6.0         # a worker left SIGSTOPped must be gone by then
@@ -246,6 +246,7 @@ def test_chaos_200_reloads(mock_factory, reload_ferry_factory, stopped):
     durations = []
     samples = {}
     reloads_done = 0
+    last_dup = {}
     t_start = time.monotonic()
 
     def violation(msg):
@@ -331,8 +332,9 @@ def test_chaos_200_reloads(mock_factory, reload_ferry_factory, stopped):
                     violation(f"reload {i}: still in progress after its answer")
                 clusters = f.status()["clusters"]
                 dup = shared_addresses([c for c in clusters if c["state"] in LISTENING])
-                if dup:
+                if dup and dup != last_dup:
                     violation(f"reload {i} ({ops}): addresses listed by two clusters: {dup}")
+                last_dup = dup
                 u = [c for c in clusters if c["name"] == "U"][0]
                 if serving_pids(u) != [u_pid] or u["generation"] != u_gen:
                     violation(f"reload {i}: U touched: {u['workers']}")
