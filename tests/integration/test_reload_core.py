@@ -59,10 +59,6 @@ GRACE = 2.0          # contract: STOP/DRAIN end in SIGKILL after drain_timeout +
 SLACK = 1.5          # allowed on top of that in a test
 
 
-class Env:
-    pass
-
-
 def ports_of(f, name):
     c = f.clusters[name]
     return [c["bootstrap"]] + list(c["brokers"])
@@ -75,14 +71,25 @@ def serving_pid(f, name):
 
 
 def assert_ferryd_alive(f, what):
+    """ferryd runs and answers /admin/health; otherwise fails with its
+    exit status and the sanitizer report of its log."""
+    err = None
+    if f.proc.poll() is None:
+        try:
+            code, _, body = f.http("/admin/health")
+            assert code == 200, f"{what}: /admin/health answered {code} {body!r}"
+            return
+        except OSError as e:  # dying: give it a moment to finish its report
+            err = e
+            try:
+                f.proc.wait(3)
+            except Exception:  # noqa: BLE001
+                pass
     rc = f.proc.poll()
-    if rc is not None:
-        reports = sanitizer_reports(f.log_text())
-        raise AssertionError(
-            f"{what}: ferryd exited (status {rc}); sanitizer reports: "
-            f"{reports[:2] or 'none'}\nlog tail:\n{tail_file(f.log_path, 40)}")
-    code, _, body = f.http("/admin/health")
-    assert code == 200, f"{what}: /admin/health answered {code} {body!r}"
+    how = f"exited (status {rc})" if rc is not None else f"does not answer ({err!r})"
+    reports = sanitizer_reports(f.log_text())
+    raise AssertionError(f"{what}: ferryd {how}; sanitizer reports: {reports[:2] or 'none'}\n"
+                         f"log tail:\n{tail_file(f.log_path, 40)}")
 
 
 def assert_no_sanitizer_report(f):
