@@ -102,6 +102,7 @@ sup_chan_read(struct sup_chan *ch)
 	struct sup_io *io = ch->io;
 	struct sup *s = io->s;
 	struct sup_proc *p = ch->p;
+	bool reset_seen = false;
 	for (;;) {
 		struct ipc_msg msg;
 		char err[128] = "";
@@ -109,6 +110,12 @@ sup_chan_read(struct sup_chan *ch)
 		int r = ipc_recv(ch->fd, io->buf, sizeof io->buf, &msg, err, sizeof err);
 		if (r == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return true;
+		if (r == -1 && errno == ECONNRESET && !reset_seen) {
+			/* The worker died with our messages unread: the socket
+			 * reports that once, before what the worker did send. */
+			reset_seen = true;
+			continue;
+		}
 		if (r == 0 || (r == -1 && errno == ECONNRESET)) {
 			/* The worker closed its end (exiting, possibly right after a
 			 * FAILED report): the exit arrives through ev_child. */

