@@ -40,6 +40,18 @@ json_t *status_ready_json(struct sup *s);
  * workers only. Returns a malloc'd NUL-terminated text, its length in *len. */
 char *status_metrics_text(struct sup *s, size_t *len);
 
+/* One-line summaries for systemd's STATUS= (supervisor/notify.h), written
+ * into buf (truncated to len, always terminated):
+ *   status_summary_text: "2 clusters: 1 accepting, 1 failed" -- the state
+ *     of each cluster's serving generation (clusters being removed left
+ *     out), states in lifecycle order, zero counts omitted; "no clusters".
+ *   status_reload_text: the last reload's outcome, then the summary:
+ *     "reload SUCCESS sha256:0123456789ab (0 added, 1 modified, 0 removed);
+ *      2 clusters: 2 accepting", "reload FAILED: <first error>; ...",
+ *     "reload REJECTED: <first error>; ...", "reload UNCHANGED; ...". */
+void status_summary_text(struct sup *s, char *buf, size_t len);
+void status_reload_text(struct sup *s, char *buf, size_t len);
+
 /* Compact JSON dump followed by "\n" (what every admin response carries).
  * malloc'd; NULL when out of memory. */
 char *status_dump(const json_t *j, size_t *len);
