@@ -21,7 +21,6 @@ import shutil
 import socket
 import stat
 import subprocess
-from pathlib import Path
 
 import pytest
 
