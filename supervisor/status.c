@@ -8,6 +8,7 @@
  */
 #include "supervisor/status.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -583,4 +584,96 @@ status_config_json(const struct sup *s)
 		    "requestedVersion", s->last_validation.requested_version));
 	}
 	return o;
+}
+
+/* ---- one-line summaries (systemd STATUS=) ------------------------------------------- */
+
+static void
+status_appendf(char *buf, size_t len, size_t *at, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void
+status_appendf(char *buf, size_t len, size_t *at, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (len == 0 || *at >= len - 1)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(buf + *at, len - *at, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*at = *at + (size_t)n < len - 1 ? *at + (size_t)n : len - 1;
+}
+
+static void
+status_summary_append(struct sup *s, char *buf, size_t len, size_t *at)
+{
+	size_t counts[LC_STATE_COUNT] = { 0 }, total = 0, none = 0;
+	bool first = true;
+
+	for (size_t i = 0; i < s->n_clusters; i++) {
+		if (s->clusters[i]->st == FSM_C_LEAVING || s->clusters[i]->st == FSM_C_GONE)
+			continue;
+		total++;
+		if (status_serving(s->clusters[i]) == NULL)
+			none++;
+		else
+			counts[status_cluster_state(s->clusters[i])]++;
+	}
+	if (total == 0) {
+		status_appendf(buf, len, at, "no clusters");
+		return;
+	}
+	status_appendf(buf, len, at, "%zu cluster%s:", total, total == 1 ? "" : "s");
+	for (int st = 0; st < LC_STATE_COUNT; st++) {
+		size_t n = counts[st] + (st == LC_INITIALIZING ? none : 0);
+		if (n == 0)
+			continue;
+		status_appendf(buf, len, at, "%s %zu %s", first ? "" : ",", n,
+		    lc_state_str((enum lc_state)st));
+		first = false;
+	}
+}
+
+void
+status_summary_text(struct sup *s, char *buf, size_t len)
+{
+	size_t at = 0;
+
+	if (len == 0)
+		return;
+	buf[0] = '\0';
+	status_summary_append(s, buf, len, &at);
+}
+
+static size_t
+status_strv_len(char *const *v)
+{
+	size_t n = 0;
+	while (v && v[n])
+		n++;
+	return n;
+}
+
+void
+status_reload_text(struct sup *s, char *buf, size_t len)
+{
+	const struct sup_reload_record *rec = &s->last_reload;
+	size_t at = 0;
+
+	if (len == 0)
+		return;
+	buf[0] = '\0';
+	status_appendf(buf, len, &at, "reload %s", sup_reload_status_str(rec->status));
+	if (rec->status == SUP_RELOAD_SUCCESS)
+		/* sha256: and the first 12 hex digits, as short as a git id */
+		status_appendf(buf, len, &at, " %.19s (%zu added, %zu modified, %zu removed)",
+		    rec->requested_version, status_strv_len(rec->added),
+		    status_strv_len(rec->modified), status_strv_len(rec->removed));
+	else if (rec->errors && rec->errors[0])
+		status_appendf(buf, len, &at, ": %s", rec->errors[0]);
+	status_appendf(buf, len, &at, "; ");
+	status_summary_append(s, buf, len, &at);
 }

@@ -48,6 +48,18 @@ json_t *status_reload_reply_json(const struct sup *s, const struct sup_reload_re
  * "lastReloadAttempt":{...}|null,"lastValidationAttempt":{...}|null}. */
 json_t *status_config_json(const struct sup *s);
 
+/* One-line summaries for systemd's STATUS= (supervisor/notify.h), written
+ * into buf (truncated to len, always terminated):
+ *   status_summary_text: "2 clusters: 1 accepting, 1 failed" -- the state
+ *     of each cluster's serving generation (clusters being removed left
+ *     out), states in lifecycle order, zero counts omitted; "no clusters".
+ *   status_reload_text: the last reload's outcome, then the summary:
+ *     "reload SUCCESS sha256:0123456789ab (0 added, 1 modified, 0 removed);
+ *      2 clusters: 2 accepting", "reload FAILED: <first error>; ...",
+ *     "reload REJECTED: <first error>; ...", "reload UNCHANGED; ...". */
+void status_summary_text(struct sup *s, char *buf, size_t len);
+void status_reload_text(struct sup *s, char *buf, size_t len);
+
 /* Compact JSON dump followed by "\n" (what every admin response carries).
  * malloc'd; NULL when out of memory. */
 char *status_dump(const json_t *j, size_t *len);

@@ -504,3 +504,57 @@ Test(status, unknown_nodes_listed)
 	cr_assert_eq(json_array_size(json_object_get(o, "unknownNodes")), 0);
 	json_decref(o);
 }
+
+/* --- one-line summaries (systemd STATUS=) --------------------------------- */
+
+Test(status, summary_text)
+{
+	char buf[256];
+
+	status_summary_text(&fx_sup, buf, sizeof buf);
+	cr_assert_str_eq(buf, "2 clusters: 1 accepting, 1 failed");
+	fx_workers[2].lc.state = LC_ACCEPTING;
+	status_summary_text(&fx_sup, buf, sizeof buf);
+	cr_assert_str_eq(buf, "2 clusters: 2 accepting");
+	fx_clusters[1].st = FSM_C_LEAVING;
+	status_summary_text(&fx_sup, buf, sizeof buf);
+	cr_assert_str_eq(buf, "1 cluster: 1 accepting");
+	fx_clusters[1].st = FSM_C_ACTIVE;
+	fx_clusters[1].gens = NULL;                  /* no generation yet */
+	status_summary_text(&fx_sup, buf, sizeof buf);
+	cr_assert_str_eq(buf, "2 clusters: 1 initializing, 1 accepting");
+	status_summary_text(&fx_sup, buf, 12);
+	cr_assert_str_eq(buf, "2 clusters:");
+	fx_sup.n_clusters = 0;
+	status_summary_text(&fx_sup, buf, sizeof buf);
+	cr_assert_str_eq(buf, "no clusters");
+}
+
+Test(status, reload_text)
+{
+	char buf[256];
+	char *added[] = { "gamma", NULL }, *modified[] = { "alpha", "beta", NULL };
+	char *errors[] = { "beta: bind 0.0.0.0:9292: Address in use", "second", NULL };
+	struct sup_reload_record *rec = &fx_sup.last_reload;
+
+	rec->status = SUP_RELOAD_SUCCESS;
+	snprintf(rec->requested_version, sizeof rec->requested_version, "sha256:%s",
+	    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+	rec->added = added;
+	rec->modified = modified;
+	status_reload_text(&fx_sup, buf, sizeof buf);
+	cr_assert_str_eq(buf, "reload SUCCESS sha256:0123456789ab (1 added, 2 modified, 0 removed); "
+	    "2 clusters: 1 accepting, 1 failed");
+
+	rec->status = SUP_RELOAD_FAILED;
+	rec->errors = errors;
+	status_reload_text(&fx_sup, buf, sizeof buf);
+	cr_assert_str_eq(buf, "reload FAILED: beta: bind 0.0.0.0:9292: Address in use; "
+	    "2 clusters: 1 accepting, 1 failed");
+
+	rec->status = SUP_RELOAD_UNCHANGED;
+	rec->errors = NULL;
+	status_reload_text(&fx_sup, buf, sizeof buf);
+	cr_assert_str_eq(buf, "reload UNCHANGED; 2 clusters: 1 accepting, 1 failed");
+	memset(rec, 0, sizeof *rec);   /* the arrays above are not malloc'd */
+}
