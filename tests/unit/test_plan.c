@@ -642,6 +642,31 @@ Test(resolve, broker_ranges_count_as_addresses)
 	scen_free(&sc);
 }
 
+Test(resolve, one_address_spelled_two_ways_is_one_address)
+{
+	/* a listens on [::1] written out in full and moves (and fails); n is
+	 * added on the short spelling of the same address */
+	char run[2048] = FERRY_HDR, next[2048] = FERRY_HDR;
+	add_cluster(run, sizeof run, "a", "0:0:0:0:0:0:0:1", 21800, 21801, 21801, 9001);
+	add_cluster(next, sizeof next, "a", "0:0:0:0:0:0:0:1", 21810, 21811, 21811, 9001);
+	add_cluster(next, sizeof next, "n", "::1", 21800, 21801, 21801, 9002);
+	struct scen sc;
+	scen_init(&sc, run, next);
+	resolve(&sc, true, "a", NULL);
+	EXPECT_COMMITS(&sc, "n", false);
+	scen_free(&sc);
+
+	/* the any-address written out in full is a wildcard */
+	char run2[2048] = FERRY_HDR, next2[2048] = FERRY_HDR;
+	add_cluster(run2, sizeof run2, "a", "0:0:0:0:0:0:0:0", 21820, 21821, 21821, 9001);
+	add_cluster(next2, sizeof next2, "a", "0:0:0:0:0:0:0:0", 21830, 21831, 21831, 9001);
+	add_cluster(next2, sizeof next2, "n", "127.0.0.1", 21820, 21822, 21822, 9002);
+	scen_init(&sc, run2, next2);
+	resolve(&sc, true, "a", NULL);
+	EXPECT_COMMITS(&sc, "n", false);
+	scen_free(&sc);
+}
+
 Test(resolve, merged_result_check_refuses_two_clusters_on_one_address)
 {
 	/* Inconsistent input no caller should produce (two running clusters
