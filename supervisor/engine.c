@@ -683,8 +683,11 @@ static void
 sup_cluster_gen_accepting(struct sup *s, struct sup_gen *g)
 {
 	struct sup_cluster *c = g->cluster;
+	/* A generation a reload holds is the reload's to decide on (a crash
+	 * restart may accept while a reload prepares the same cluster). */
 	for (struct sup_gen *o = g->next; o; o = o->next)
-		if (!fsm_gen_terminal(o->st) && o->st != FSM_G_DRAINING)
+		if (!fsm_gen_terminal(o->st) && o->st != FSM_G_DRAINING &&
+		    o->owner != SUP_OWNER_RELOAD)
 			sup_post_gen(s, o, FSM_GE_DRAIN, "replaced by a newer generation");
 	sup_answer_restart(s, c, g, true, "");
 }
@@ -1246,6 +1249,8 @@ sup_stop(struct sup *s, const char *why)
 	s->stopping = true;
 	s->hup_pending = false;
 	s->hup_at = 0;
+	if (s->ops->stopping)
+		s->ops->stopping(s, why);
 	log_info("stopping", "why=\"%s\" drain_timeout_ms=%llu", why,
 	    (unsigned long long)s->cfg.drain_timeout_ms);
 	reload_abort(s, "ferryd is stopping");

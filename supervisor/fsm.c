@@ -26,6 +26,7 @@
 #define KALL FSM_GA_KILL_ALL
 #define RESTART FSM_GA_RESTART_PROC
 #define ACCP FSM_GA_ACCEPT_PROC
+#define HAND FSM_GA_SEND_HANDOVER
 
 /* Before ACCEPT (starting and held): a worker that fails, exits, breaks the
  * protocol or misses its init deadline is failed; asked to go, it is
@@ -39,6 +40,7 @@
 	[FSM_GE_QUEUE_FULL] = G(FAILED, DI | KALL | END), \
 	[FSM_GE_INIT_DEADLINE] = G(FAILED, KALL | END), \
 	[FSM_GE_DRAIN] = G(DRAINING, STP), \
+	[FSM_GE_HANDOVER] = G(DRAINING, STP), \
 	[FSM_GE_STOP] = G(DRAINING, STP)
 
 static const struct fsm_gstep fsm_gtable[FSM_G_COUNT][FSM_GE_COUNT] = {
@@ -71,6 +73,7 @@ static const struct fsm_gstep fsm_gtable[FSM_G_COUNT][FSM_GE_COUNT] = {
 		[FSM_GE_WD_DEAD] = G(ACCEPTING, KILL),
 		[FSM_GE_WD_OK] = G(ACCEPTING, RSP),
 		[FSM_GE_DRAIN] = G(DRAINING, DRN | ASTOP),
+		[FSM_GE_HANDOVER] = G(DRAINING, HAND | ASTOP),
 		[FSM_GE_STOP] = G(DRAINING, STP | ASTOP),
 		/* one of several: replace it alone, its siblings serve on */
 		[FSM_GE_PROC_EXITED] = G(ACCEPTING, RESTART),
@@ -88,6 +91,7 @@ static const struct fsm_gstep fsm_gtable[FSM_G_COUNT][FSM_GE_COUNT] = {
 		[FSM_GE_WD_DEAD] = G(DRAINING, KILL),
 		[FSM_GE_WD_OK] = G(DRAINING, RSP),
 		[FSM_GE_DRAIN] = G(DRAINING, 0),
+		[FSM_GE_HANDOVER] = G(DRAINING, 0),
 		[FSM_GE_STOP] = G(DRAINING, STP),
 		[FSM_GE_PROC_EXITED] = G(DRAINING, 0),
 		/* a replacement that came up after the drain began: it has
@@ -97,6 +101,7 @@ static const struct fsm_gstep fsm_gtable[FSM_G_COUNT][FSM_GE_COUNT] = {
 	[FSM_G_STOPPED] = {
 		/* every process is gone: nothing can arrive but our own requests */
 		[FSM_GE_DRAIN] = G(STOPPED, 0),
+		[FSM_GE_HANDOVER] = G(STOPPED, 0),
 		[FSM_GE_STOP] = G(STOPPED, 0),
 	},
 	[FSM_G_FAILED] = {
@@ -113,6 +118,7 @@ static const struct fsm_gstep fsm_gtable[FSM_G_COUNT][FSM_GE_COUNT] = {
 		[FSM_GE_WD_DEAD] = G(FAILED, 0),
 		[FSM_GE_WD_OK] = G(FAILED, 0),
 		[FSM_GE_DRAIN] = G(FAILED, KALL),
+		[FSM_GE_HANDOVER] = G(FAILED, KALL),
 		[FSM_GE_STOP] = G(FAILED, KALL),
 	},
 };
@@ -135,6 +141,7 @@ static const struct fsm_gstep fsm_gtable[FSM_G_COUNT][FSM_GE_COUNT] = {
 #undef KALL
 #undef RESTART
 #undef ACCP
+#undef HAND
 
 static const char *const fsm_gstate_names[FSM_G_COUNT] = {
 	[FSM_G_STARTING] = "starting", [FSM_G_HELD] = "held",
@@ -149,14 +156,14 @@ static const char *const fsm_gevent_names[FSM_GE_COUNT] = {
 	[FSM_GE_WD_LATE] = "watchdog-late", [FSM_GE_WD_DEAD] = "watchdog-dead",
 	[FSM_GE_WD_OK] = "watchdog-ok", [FSM_GE_COMMIT] = "commit", [FSM_GE_DRAIN] = "drain",
 	[FSM_GE_STOP] = "stop", [FSM_GE_PROC_EXITED] = "process-exited",
-	[FSM_GE_PROC_READY] = "process-ready",
+	[FSM_GE_PROC_READY] = "process-ready", [FSM_GE_HANDOVER] = "handover",
 };
 
 static const char *const fsm_gaction_names[FSM_GA_COUNT] = {
 	"disarm-init", "send-accept", "send-drain", "send-stop", "arm-stop", "arm-kill-grace",
 	"disarm-stop", "kill", "arm-watchdog", "disarm-watchdog", "unresponsive",
 	"responsive", "held", "ended", "crashed", "kill-all", "restart-process",
-	"accept-process",
+	"accept-process", "send-handover",
 };
 
 const char *

@@ -58,6 +58,8 @@ enum fsm_gevent {
 	FSM_GE_STOP,          /* exit now */
 	FSM_GE_PROC_EXITED,   /* one process exited, others still run */
 	FSM_GE_PROC_READY,    /* a replacement process reported READY */
+	FSM_GE_HANDOVER,      /* like DRAIN, but its connections move to the newer
+	                         generation where they can (live handover) */
 	FSM_GE_COUNT,
 };
 
@@ -82,8 +84,9 @@ enum fsm_gaction {
 	FSM_GA_KILL_ALL = 1u << 15,      /* SIGKILL every live process now */
 	FSM_GA_RESTART_PROC = 1u << 16,  /* crash policy: replace the event's process */
 	FSM_GA_ACCEPT_PROC = 1u << 17,   /* send ACCEPT to the event's process */
+	FSM_GA_SEND_HANDOVER = 1u << 18,
 };
-#define FSM_GA_COUNT 18
+#define FSM_GA_COUNT 19
 
 struct fsm_gstep {
 	bool allowed;

@@ -3,10 +3,12 @@
  */
 #include "supervisor/plan.h"
 
+#include <arpa/inet.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/units.h"
 
@@ -167,19 +169,44 @@ plan_free(struct plan *p)
 
 /* ---- resolving a reload: who commits -------------------------------------------- */
 
-/* Does cluster cl listen on host:port? */
+/* The any-address of either family, however it is written ("0.0.0.0",
+ * "::", "0:0:0:0:0:0:0:0"); empty means any too. */
 static bool
 plan_wildcard(const char *h)
 {
-	return h[0] == 0 || strcmp(h, "0.0.0.0") == 0 || strcmp(h, "::") == 0;
+	static const unsigned char zero[16];
+	unsigned char a[16];
+	if (h[0] == 0)
+		return true;
+	if (inet_pton(AF_INET, h, a) == 1)
+		return memcmp(a, zero, 4) == 0;
+	if (inet_pton(AF_INET6, h, a) == 1)
+		return memcmp(a, zero, 16) == 0;
+	return false;
 }
 
+/* Would two hosts collide on one port in bind()? The same rule as the
+ * config validator: a wildcard collides with everything, literal
+ * addresses compare in binary form ("::1" is "0:0:0:0:0:0:0:1"), names
+ * without regard to case. */
+static bool
+plan_hosts_collide(const char *a, const char *b)
+{
+	unsigned char x[16], y[16];
+	if (plan_wildcard(a) || plan_wildcard(b))
+		return true;
+	if (inet_pton(AF_INET, a, x) == 1 && inet_pton(AF_INET, b, y) == 1)
+		return memcmp(x, y, 4) == 0;
+	if (inet_pton(AF_INET6, a, x) == 1 && inet_pton(AF_INET6, b, y) == 1)
+		return memcmp(x, y, 16) == 0;
+	return strcasecmp(a, b) == 0;
+}
+
+/* Does cluster cl listen on host:port? */
 static bool
 plan_listens_on(const struct cfg_cluster *cl, const struct cfg_addr *a)
 {
-	/* A wildcard and a specific address on one port conflict in bind(). */
-	if (strcmp(cl->bootstrap.host, a->host) != 0 && !plan_wildcard(cl->bootstrap.host) &&
-	    !plan_wildcard(a->host))
+	if (!plan_hosts_collide(cl->bootstrap.host, a->host))
 		return false;
 	if (cl->bootstrap.port == a->port)
 		return true;

@@ -312,6 +312,16 @@ reload_commit_item(struct sup *s, struct sup_reload_item *it)
 		sup_ccfg_free(s, old);
 		it->gen->owner = SUP_OWNER_CLUSTER;
 		it->gen->item = NULL;
+		/* It becomes the cluster's newest generation, even if a crash
+		 * restart started one (with the old configuration) meanwhile:
+		 * that one is older now and drains when this one accepts. */
+		for (struct sup_gen **pp = &c->gens; *pp; pp = &(*pp)->next)
+			if (*pp == it->gen) {
+				*pp = it->gen->next;
+				it->gen->next = c->gens;
+				c->gens = it->gen;
+				break;
+			}
 		sup_post_cluster(s, c, FSM_CE_COMMIT, "reload: modified");
 		sup_post_gen(s, it->gen, FSM_GE_COMMIT, "reload: modified");
 		break;

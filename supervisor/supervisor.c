@@ -49,6 +49,8 @@
 #include "common/log.h"
 #include "supervisor/admin.h"
 #include "supervisor/listeners.h"
+#include "supervisor/notify.h"
+#include "supervisor/status.h"
 
 #define SUP_PERSIST_TIMEOUT_MS 5000
 #define SUP_BACKSTOP_S 10.0     /* beyond drain_timeout + grace: leave anyway */
@@ -64,6 +66,8 @@ struct sup_io {
 	ev_timer deadline;
 	ev_timer backstop;
 	ev_prepare prepare;
+	bool notified_ready;          /* READY=1 sent once serving */
+	char last_status[256];        /* last STATUS= sent */
 	uint8_t buf[sizeof(struct ipc_hdr) + IPC_MAX_PAYLOAD];
 };
 
@@ -581,6 +585,63 @@ sup_io_answer_op(struct sup *s, uint64_t waiter, const struct sup_answer *a)
 	admin_answer_op(s, waiter, a);
 }
 
+/* ---- systemd notify (supervisor/notify.h; no-ops without NOTIFY_SOCKET) ---- */
+
+static void
+sup_io_ready_changed(struct sup *s, bool ready)
+{
+	struct sup_io *io = s->io;
+	if (!ready || io->notified_ready || s->stopping)
+		return;
+	status_summary_text(s, io->last_status, sizeof io->last_status);
+	notify_ready(io->last_status);
+	io->notified_ready = true;
+}
+
+/* STATUS= follows the clusters' states (after every chain, when changed). */
+static void
+sup_io_status_update(struct sup *s)
+{
+	struct sup_io *io = s->io;
+	char buf[sizeof io->last_status];
+	if (!notify_enabled() || s->reload)
+		return;
+	status_summary_text(s, buf, sizeof buf);
+	if (strcmp(buf, io->last_status) == 0)
+		return;
+	memcpy(io->last_status, buf, sizeof buf);
+	notify_status("%s", buf);
+}
+
+static void
+sup_io_stopping(struct sup *s, const char *why)
+{
+	(void)s;
+	notify_stopping();
+	notify_status("stopping: %s", why);
+}
+
+static void
+sup_io_reload_begin(struct sup *s)
+{
+	(void)s;
+	notify_reloading();
+}
+
+static void
+sup_io_reload_end(struct sup *s, const struct sup_reload_record *rec)
+{
+	struct sup_io *io = s->io;
+	(void)rec;
+	char buf[sizeof io->last_status];
+	status_reload_text(s, buf, sizeof buf);
+	if (s->stopping)
+		notify_status("%s", buf);
+	else
+		notify_ready(buf);  /* systemd waits for READY=1 after RELOADING=1 */
+	status_summary_text(s, io->last_status, sizeof io->last_status);
+}
+
 static const struct sup_ops sup_io_ops = {
 	.spawn = sup_io_spawn,
 	.send = sup_io_send,
@@ -594,6 +655,10 @@ static const struct sup_ops sup_io_ops = {
 	.answer_op = sup_io_answer_op,
 	.persist = sup_io_persist,
 	.stopped = sup_io_stopped,
+	.stopping = sup_io_stopping,
+	.reload_begin = sup_io_reload_begin,
+	.reload_end = sup_io_reload_end,
+	.ready_changed = sup_io_ready_changed,
 };
 
 /* ---- loop plumbing ---------------------------------------------------------------------- */
@@ -617,6 +682,7 @@ sup_prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 	struct sup *s = io->s;
 	sup_clock(s);
 	sup_reap(s);
+	sup_io_status_update(s);
 	ev_timer_stop(loop, &io->deadline);
 	uint64_t d = sup_next_deadline(s);
 	if (d) {
@@ -732,6 +798,7 @@ sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 	io->self_exe = strdup(self_exe);
 	io->loop = ev_default_loop(EVFLAG_AUTO);
 	signal(SIGPIPE, SIG_IGN);
+	notify_init();  /* before any worker is forked: they must not inherit it */
 	sup_clock(s);
 
 	int rc = 1;
@@ -781,5 +848,6 @@ out:
 	free(io->self_exe);
 	free(io);
 	free(s);
+	notify_close();
 	return rc;
 }

@@ -224,7 +224,8 @@ struct sup_ops {
 		       size_t errlen);
 	/* Everything has exited after sup_stop(): leave the loop. */
 	void (*stopped)(struct sup *s);
-	/* Reload lifecycle, for service managers (may be NULL). */
+	/* Lifecycle, for service managers (may be NULL). */
+	void (*stopping)(struct sup *s, const char *why);
 	void (*reload_begin)(struct sup *s);
 	void (*reload_end)(struct sup *s, const struct sup_reload_record *rec);
 	void (*ready_changed)(struct sup *s, bool ready);

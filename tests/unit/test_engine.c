@@ -723,3 +723,46 @@ Test(engine, generated_events_at_every_reload_phase, .timeout = 120)
 					w_generated(pc, ph, ev, tn);
 				}
 }
+
+/* The serving generation of a cluster crashes while a reload prepares a
+ * change of that cluster and waits for another one: the crash restart
+ * (old configuration) accepts meanwhile; at commit the reload's generation
+ * serves the new configuration and the restarted one drains. */
+Test(engine, crash_restart_during_a_reload_does_not_win_over_the_commit)
+{
+	char a[512], b[512], text[4096], text2[4096];
+	w_cluster(a, sizeof a, "a", 20010, "127.0.0.1:9001");
+	w_cluster(b, sizeof b, "b", 20020, "127.0.0.1:9002");
+	snprintf(text, sizeof text, FERRY_HDR "%s%s", a, b);
+	w_start(text);
+	struct sup_cluster *ca = sup_find_cluster(&W.s, "a"), *cb = sup_find_cluster(&W.s, "b");
+	struct sup_gen *old_a = sup_cluster_serving(ca);
+	w_cluster(a, sizeof a, "a", 20010, "127.0.0.1:9011");
+	w_cluster(b, sizeof b, "b", 20020, "127.0.0.1:9012");
+	snprintf(text2, sizeof text2, FERRY_HDR "%s%s", a, b);
+	W.auto_ready = false;
+	const struct sup_reload_record *rec;
+	cr_assert_eq(sup_reload_start(&W.s, text2, strlen(text2), "api", 1, &rec), SUP_DEFERRED);
+	struct sup_gen *new_a = ca->gens, *new_b = cb->gens;
+	sup_on_ready(&W.s, &new_a->procs[0]);                                 /* a held */
+	w_exit(w_find(&old_a->procs[0]), SIGKILL);                            /* a crashes */
+	sup_reap(&W.s);
+	for (size_t i = 0; i < W.n_procs; i++)
+		W.procs[i].auto_ready = W.procs[i].p != &new_b->procs[0];  /* b stays slow */
+	W.auto_ready = true;  /* the crash restart comes up */
+	w_settle(400, "restart", 0, 0);  /* init_timeout is 1s */
+	struct sup_gen *restarted = sup_cluster_serving(ca);
+	cr_assert(restarted != old_a && restarted != new_a, "no crash restart happened");
+	cr_assert_eq(restarted->st, FSM_G_ACCEPTING);
+	cr_assert_eq(new_a->st, FSM_G_HELD, "the restart touched the reload's generation: %s",
+	    fsm_gstate_str(new_a->st));
+	sup_on_ready(&W.s, &new_b->procs[0]);                                 /* b ready: commit */
+	w_settle(500, "commit", 0, 0);
+	cr_assert_eq(W.s.last_reload.status, SUP_RELOAD_SUCCESS);
+	cr_assert_eq(sup_cluster_serving(ca), new_a, "a serves the restarted old configuration");
+	cr_assert_eq(new_a->st, FSM_G_ACCEPTING);
+	cr_assert_eq(ca->cfg.upstream[0].port, 9011);
+	cr_assert(restarted->st == FSM_G_DRAINING || restarted->st == FSM_G_STOPPED);
+	cr_assert_eq(W.s.violations, 0);
+	w_finish();
+}
