@@ -28,6 +28,7 @@
 #include "worker/kafka/apiversions.h"
 #include "worker/kafka/codec.h"
 #include "worker/kafka/rewrite.h"
+#include "worker/kafka/sniff.h"
 #include "worker/transport.h"
 #include "worker/upstream.h"
 
@@ -94,6 +95,7 @@ struct conn {
 	                           first request, which is on its way */
 	bool waiting_metadata;
 	bool seen_request;      /* a request header parsed (TLS sniffing is over) */
+	bool seen_response;     /* a response from upstream matched its request */
 	bool req_need_more;     /* bytes at a request boundary do not make a header yet */
 	bool cli_eof;           /* client sent FIN: no more requests */
 	bool up_eof;            /* upstream sent FIN: deliver what is whole, then close */
@@ -380,6 +382,39 @@ conn_close(struct conn *c, enum log_level lvl, const char *what)
 		log_debug(what, "reason=\"%s\"", c->why);
 	}
 	conn_free(c);
+}
+
+/* ---- upstream health ---------------------------------------------------- */
+
+/*
+ * The upstream broke the Kafka protocol on this connection: close it (the
+ * reason is also c->why) and set the cluster's upstream condition to
+ * unreachable with this protocol error, so the worker re-probes it until a
+ * well-formed answer comes (worker_upstream_report). Before any response
+ * matched a request on this connection the peer is "not a Kafka broker" as
+ * far as ferry can tell. Returns -1 (close).
+ */
+static int
+conn_upstream_broken(struct conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int
+conn_upstream_broken(struct conn *c, const char *fmt, ...)
+{
+	char addr[INET6_ADDRSTRLEN + 8] = "?", msg[sizeof c->why];
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	if (c->up.fd >= 0 && getpeername(c->up.fd, (struct sockaddr *)&ss, &sl) == 0)
+		conn_addr_str(&ss, addr, sizeof addr);
+	int off = snprintf(msg, sizeof msg, c->seen_response ? "protocol error from %s: "
+	    : "not a Kafka broker at %s: ", addr);
+	if (off > 0 && (size_t)off < sizeof msg) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(msg + off, sizeof msg - (size_t)off, fmt, ap);
+		va_end(ap);
+	}
+	worker_upstream_report(c->w, false, msg);
+	return conn_fail(c, "%s", msg);
 }
 
 /* ---- writing ------------------------------------------------------------ */
@@ -675,9 +710,13 @@ resp_finish_rewrite(struct conn *c)
 	d->acc = NULL;
 	if (r != KC_OK) {
 		METRIC_ADD(w->m, malformed_responses, 1);
-		return conn_fail(c, "malformed %s v%d response from upstream: %s",
+		return conn_upstream_broken(c, "malformed %s v%d response: %s",
 		    kc_api_name(d->acc_key), d->acc_ver, err);
 	}
+	/* A well-formed Kafka answer: what "reachable" means (conn_connected
+	 * does not claim it on a bare TCP connect). */
+	if (d->acc_key == KC_API_API_VERSIONS || d->acc_key == KC_API_METADATA)
+		worker_upstream_report(w, true, NULL);
 	d->out = out;
 	d->out_len = out_len;
 	d->out_off = 0;
@@ -748,18 +787,27 @@ resp_parse(struct conn *c)
 			METRIC_ADD(w->m, frame_too_large, 1);
 		else
 			METRIC_ADD(w->m, malformed_responses, 1);
-		return conn_fail(c, "malformed response from upstream: %s", err);
+		if (!c->seen_response) {
+			/* Say what the peer speaks instead (TLS, HTTP, ...). */
+			char what[200];
+			enum kc_sniff v = kc_sniff_response(p, avail, w->cl->max_frame_bytes);
+			if (v != KC_SNIFF_KAFKA && v != KC_SNIFF_NEED_MORE)
+				return conn_upstream_broken(c, "%s", kc_sniff_describe(v, p, avail,
+				    w->cl->max_frame_bytes, what, sizeof what));
+		}
+		return conn_upstream_broken(c, "malformed response: %s", err);
 	}
 	if (!head) {
 		METRIC_ADD(w->m, correlation_mismatch, 1);
-		return conn_fail(c, "upstream sent a response (correlation id %d) nobody asked for",
+		return conn_upstream_broken(c, "a response (correlation id %d) nobody asked for",
 		    corr);
 	}
 	if (corr != head->corr) {
 		METRIC_ADD(w->m, correlation_mismatch, 1);
-		return conn_fail(c, "response correlation id %d does not match request %d (%s)",
-		    corr, head->corr, kc_api_name(head->key));
+		return conn_upstream_broken(c, "response correlation id %d does not match request "
+		    "%d (%s)", corr, head->corr, kc_api_name(head->key));
 	}
+	c->seen_response = true;
 	if (kc_response_needs_rewrite(head->key, head->ver)) {
 		if (d->fwd)
 			return 0;  /* flush what precedes it first */
@@ -885,6 +933,22 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 		METRIC_ADD(w->m, upstream_closed, 1);
 		if (c->fifo_len == 0 && !c->resp.frame_left && !c->resp.acc)
 			return conn_end(c, "upstream closed the connection");
+		struct inflight *head = fifo_head(c);
+		if (!c->seen_response && head && !head->synthetic &&
+		    head->key == KC_API_API_VERSIONS && !c->resp.frame_left && !c->resp.acc) {
+			/* Every Kafka broker answers ApiVersions (v0 with an error
+			 * code when it is too new); TLS servers and most other
+			 * services just hang up on it. */
+			if (c->resp.buf && c->resp.end > c->resp.start) {
+				char what[200];
+				return conn_upstream_broken(c, "%s", kc_sniff_describe(
+				    KC_SNIFF_NEED_MORE, c->resp.buf + c->resp.start,
+				    c->resp.end - c->resp.start, w->cl->max_frame_bytes, what,
+				    sizeof what));
+			}
+			return conn_upstream_broken(c, "closed the connection without answering "
+			    "ApiVersions (a TLS port, or not Kafka?)");
+		}
 		return conn_fail(c, "upstream closed the connection with %zu request(s) in flight",
 		    c->fifo_len);
 	}
@@ -1082,7 +1146,8 @@ conn_connected(void *arg, int fd, const char *err, bool local)
 		conn_close(c, LOG_DEBUG, "connection closed");
 		return;
 	}
-	worker_upstream_report(w, true, NULL);
+	/* A TCP connect is not Kafka health: the condition becomes reachable on
+	 * a well-formed ApiVersions or Metadata answer (resp_finish_rewrite). */
 	transport_plain_init(&c->up, fd);
 	c->state = CONN_OPEN;
 	c->last_active = ev_now(w->loop);

@@ -12,6 +12,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +23,10 @@
 #include "worker/kafka/apiversions.h"
 #include "worker/kafka/codec.h"
 #include "worker/kafka/rewrite.h"
+#include "worker/kafka/sniff.h"
 
 #define UC_MAX_ADDRS 8
+#define FETCH_SNIFF_BYTES 64   /* first read of a fetch: enough to tell TLS/HTTP */
 
 /* ---- c-ares on libev ------------------------------------------------------ */
 
@@ -517,6 +520,47 @@ struct upstream_fetch {
 	char err[400];
 };
 
+/* "host:port" of the bootstrap server this fetch is talking to. */
+static const char *
+fetch_addr(const struct upstream_fetch *f, char *buf, size_t len)
+{
+	const struct cfg_addr *a = &f->w->cl->upstream[f->try];
+	snprintf(buf, len, strchr(a->host, ':') ? "[%s]:%u" : "%s:%u", a->host, a->port);
+	return buf;
+}
+
+static const char *
+fetch_api(const struct upstream_fetch *f)
+{
+	return f->phase == FETCH_METADATA ? "Metadata" : "ApiVersions";
+}
+
+/* The upstream does not speak Kafka (or not well): f->err, try the next.
+ * The health condition names it (not a TCP error, a protocol one). */
+static void fetch_next(struct upstream_fetch *f);
+
+static void
+fetch_protocol_error(struct upstream_fetch *f, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+fetch_protocol_error(struct upstream_fetch *f, const char *fmt, ...)
+{
+	char addr[CFG_HOST_MAX + 16];
+	fetch_addr(f, addr, sizeof addr);
+	/* Before the first well-formed answer it is not a Kafka broker as far as
+	 * ferry can tell; after ApiVersions parsed it is one that misbehaves. */
+	int off = snprintf(f->err, sizeof f->err, f->phase == FETCH_APIVERSIONS
+	    ? "not a Kafka broker at %s: " : "protocol error from %s: ", addr);
+	if (off > 0 && (size_t)off < sizeof f->err) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(f->err + off, sizeof f->err - (size_t)off, fmt, ap);
+		va_end(ap);
+	}
+	fetch_next(f);
+}
+
 static void fetch_connect(struct upstream_fetch *f);
 
 /* Free a fetch without resuming anyone (worker exit). */
@@ -606,17 +650,17 @@ fetch_handle(struct upstream_fetch *f)
 		int16_t min = 0, max = 0;
 		int r = kc_apiversions_find(f->buf, f->len, 0, 3, &min, &max);
 		if (r != KC_OK) {
-			snprintf(f->err, sizeof f->err, "upstream ApiVersions response %s",
-			    r == -2 ? "lists no Metadata" : "is malformed");
-			fetch_next(f);
+			fetch_protocol_error(f, "%s", r == -2 ? "ApiVersions response lists no Metadata"
+			    : "malformed response to ApiVersions");
 			return;
 		}
 		int16_t v = max > 12 ? 12 : max;
 		if (v < 1)
 			v = 1;
 		if (v < min || !kc_response_needs_rewrite(3, v)) {
-			snprintf(f->err, sizeof f->err, "upstream Metadata versions %d-%d unsupported",
-			    min, max);
+			char addr[CFG_HOST_MAX + 16];
+			snprintf(f->err, sizeof f->err, "upstream %s: Metadata versions %d-%d unsupported",
+			    fetch_addr(f, addr, sizeof addr), min, max);
 			fetch_next(f);
 			return;
 		}
@@ -633,9 +677,7 @@ fetch_handle(struct upstream_fetch *f)
 	METRIC_ADD(w->m, metadata_fetches, 1);
 	if (kc_rewrite_response(3, f->md_version, f->buf, f->len, &map, &out, &out_len, err,
 	    sizeof err) != KC_OK) {
-		snprintf(f->err, sizeof f->err, "upstream Metadata v%d response malformed: %s",
-		    f->md_version, err);
-		fetch_next(f);
+		fetch_protocol_error(f, "malformed Metadata v%d response: %s", f->md_version, err);
 		return;
 	}
 	free(out);
@@ -664,43 +706,66 @@ fetch_io_cb(struct ev_loop *loop, ev_io *io, int revents)
 		}
 		return;
 	}
-	/* Read a size-prefixed frame. */
-	size_t need = 4;
-	if (f->len >= 4) {
-		uint32_t sz = (uint32_t)f->buf[0] << 24 | (uint32_t)f->buf[1] << 16 |
-			      (uint32_t)f->buf[2] << 8 | f->buf[3];
-		if (sz < 4 || sz > f->w->cl->max_frame_bytes) {
-			snprintf(f->err, sizeof f->err, "metadata fetch: bad response size %u", sz);
+	/* Read a size-prefixed frame. The first read of the first response
+	 * takes up to FETCH_SNIFF_BYTES: enough to tell what the peer speaks
+	 * when it is not Kafka (sniff.h). */
+	uint64_t max_frame = f->w->cl->max_frame_bytes;
+	for (;;) {
+		size_t need = f->phase == FETCH_APIVERSIONS ? FETCH_SNIFF_BYTES : 4;
+		if (f->len >= 4) {
+			enum kc_sniff v = kc_sniff_response(f->buf, f->len, max_frame);
+			if (v != KC_SNIFF_KAFKA) {
+				char what[200];
+				fetch_protocol_error(f, "%s", kc_sniff_describe(v, f->buf, f->len,
+				    max_frame, what, sizeof what));
+				return;
+			}
+			need = 4 + (size_t)kc_get_i32(f->buf);
+			if (f->len > need)
+				f->len = need;  /* (nothing else is owed on this connection) */
+			if (f->len == need) {
+				fetch_handle(f);
+				return;
+			}
+		}
+		if (f->cap < need) {
+			size_t ncap = need < 4096 ? 4096 : need;
+			uint8_t *nb = realloc(f->buf, ncap);
+			if (!nb) {
+				snprintf(f->err, sizeof f->err, "metadata fetch: out of memory");
+				f->local = true;
+				fetch_next(f);
+				return;
+			}
+			f->buf = nb;
+			f->cap = ncap;
+		}
+		ssize_t n = recv(f->fd, f->buf + f->len, need - f->len, 0);
+		if (n == -1 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n < 0) {
+			char addr[CFG_HOST_MAX + 16];
+			snprintf(f->err, sizeof f->err, "metadata fetch from %s: %s",
+			    fetch_addr(f, addr, sizeof addr), strerror(errno));
 			fetch_next(f);
 			return;
 		}
-		need = 4 + (size_t)sz;
-	}
-	if (f->cap < need) {
-		size_t ncap = need < 4096 ? 4096 : need;
-		uint8_t *nb = realloc(f->buf, ncap);
-		if (!nb) {
-			snprintf(f->err, sizeof f->err, "metadata fetch: out of memory");
-			fetch_next(f);
+		if (n == 0) {
+			char what[200];
+			if (f->len == 0)
+				fetch_protocol_error(f, "closed the connection without answering %s%s",
+				    fetch_api(f), f->phase == FETCH_APIVERSIONS
+				    ? " (a TLS port, or not Kafka?)" : "");
+			else if (f->len < 4)
+				fetch_protocol_error(f, "%s", kc_sniff_describe(KC_SNIFF_NEED_MORE,
+				    f->buf, f->len, max_frame, what, sizeof what));
+			else
+				fetch_protocol_error(f, "closed the connection in the middle of a %zu "
+				    "byte %s response", need, fetch_api(f));
 			return;
 		}
-		f->buf = nb;
-		f->cap = ncap;
+		f->len += (size_t)n;
 	}
-	ssize_t n = recv(f->fd, f->buf + f->len, need - f->len, 0);
-	if (n == -1 && (errno == EAGAIN || errno == EINTR))
-		return;
-	if (n <= 0) {
-		snprintf(f->err, sizeof f->err, "metadata fetch: %s",
-		    n == 0 ? "upstream closed the connection" : strerror(errno));
-		fetch_next(f);
-		return;
-	}
-	f->len += (size_t)n;
-	if (f->len >= 4 && need == 4)
-		return;  /* size known now; read the rest on the next event */
-	if (f->len == need)
-		fetch_handle(f);
 }
 
 static void
@@ -744,7 +809,14 @@ fetch_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	(void)loop;
 	(void)revents;
 	struct upstream_fetch *f = t->data;
-	snprintf(f->err, sizeof f->err, "metadata fetch timed out");
+	char addr[CFG_HOST_MAX + 16];
+	fetch_addr(f, addr, sizeof addr);
+	if (f->phase == FETCH_CONNECTING)
+		snprintf(f->err, sizeof f->err, "metadata fetch timed out connecting to %s", addr);
+	else
+		snprintf(f->err, sizeof f->err, "%s accepted the connection but did not answer %s "
+		    "within %ds (not a Kafka broker?)", addr, fetch_api(f),
+		    WORKER_METADATA_TIMEOUT_MS / 1000);
 	fetch_end(f, false);
 }
 

@@ -131,17 +131,38 @@ worker_drain_deadline_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	ev_break(w->loop, EVBREAK_ALL);
 }
 
+/*
+ * Drain, or (already draining) keep whichever deadline comes first: a
+ * supervisor that goes away while a generation drains with a long
+ * drain_timeout must not leave the worker behind for the rest of it, so
+ * WORKER_ORPHAN_DRAIN_MS re-arms the timer when it is the earlier one.
+ */
 static void
 worker_drain(struct worker *w, uint64_t deadline_ms, const char *why)
 {
-	if (w->draining)
+	ev_tstamp after = (ev_tstamp)deadline_ms / 1000.0;
+	if (w->draining) {
+		ev_tstamp left = ev_is_active(&w->drain_timer)
+		    ? ev_timer_remaining(w->loop, &w->drain_timer) : 0.;  /* (deadline passed: exiting) */
+		if (after >= left) {
+			log_debug("already draining", "why=\"%s\" deadline_ms=%llu left_ms=%.0f", why,
+			    (unsigned long long)deadline_ms, left * 1000.0);
+			return;
+		}
+		log_info("drain deadline moved earlier", "why=\"%s\" connections=%llu "
+		    "deadline_ms=%llu was_ms=%.0f", why, (unsigned long long)w->n_conns,
+		    (unsigned long long)deadline_ms, left * 1000.0);
+		ev_timer_stop(w->loop, &w->drain_timer);
+		ev_timer_set(&w->drain_timer, after, 0.);
+		ev_timer_start(w->loop, &w->drain_timer);
 		return;
+	}
 	w->draining = true;
 	upstream_probe_stop(w);
 	log_info("draining", "why=\"%s\" connections=%llu deadline_ms=%llu", why,
 	    (unsigned long long)w->n_conns, (unsigned long long)deadline_ms);
 	worker_close_listeners(w);
-	ev_timer_init(&w->drain_timer, worker_drain_deadline_cb, (ev_tstamp)deadline_ms / 1000.0, 0.);
+	ev_timer_init(&w->drain_timer, worker_drain_deadline_cb, after, 0.);
 	w->drain_timer.data = w;
 	ev_timer_start(w->loop, &w->drain_timer);
 	conn_drain_all(w);

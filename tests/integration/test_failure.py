@@ -636,3 +636,51 @@ def test_supervisor_sigkill_with_request_in_flight(upstream, ferry_factory):
             except Exception:  # noqa: BLE001
                 pass
         kill_pids(list(workers.items()))
+
+
+def test_supervisor_sigkill_while_a_generation_drains(upstream, reload_ferry_factory):
+    """kill -9 ferryd while an old generation drains with drain_timeout = 20s
+    and a connection that still owes a response: the draining worker keeps
+    the earlier deadline (WORKER_ORPHAN_DRAIN_MS, 1.5 s), so no worker
+    outlives ferryd by more than 2 s."""
+    f = reload_ferry_factory({"A": upstream, "B": upstream}, drain_timeout="20s")
+    metadata_ok(f, "A")
+    old_pid = serving_pid(f, "A")
+    for broker in (1, 2, 3):
+        upstream.command(f"rtt {broker} 30000")
+    s = socket.create_connection(("127.0.0.1", f.clusters["A"]["bootstrap"]), timeout=5)
+    workers = {}
+    try:
+        req = struct.pack(">hhih", 3, 0, 42, 4) + b"slow" + struct.pack(">i", 0)
+        s.sendall(struct.pack(">i", len(req)) + req)
+        wait_for(lambda: sum(w.get("inFlight", 0) for w in f.cluster("A")["workers"]) >= 1,
+                 5, what="request in flight on A's worker")
+        f.spec["A"]["extra"]["idle_timeout"] = "7m"
+        f.write()
+        r = f.reload_ctl()
+        assert r.returncode == 0, r.stdout + r.stderr
+        wait_for(lambda: any(w["pid"] == old_pid and w["state"] == "draining"
+                             for w in f.cluster("A")["workers"]),
+                 5, what="A's old generation draining")
+        time.sleep(0.5)  # well inside the 20 s drain
+        assert pid_alive(old_pid)
+        t0, workers = _kill_supervisor(f)
+        assert old_pid in workers, (old_pid, workers)
+        gone, left = _wait_workers_gone(workers, t0, 25.0)
+        t_close, how = wait_closed(s, t0, 25.0)
+        print(f"after SIGKILL of ferryd during a 20 s drain: workers gone in {gone}s, "
+              f"draining client closed ({how}) after {t_close}s")
+        assert gone is not None, f"workers {left} still running 25 s after ferryd was killed"
+        assert gone <= 2.0, (f"workers took {gone:.2f}s to exit after ferryd was killed "
+                             f"during a 20 s drain (bound 2 s)")
+        assert t_close is not None and t_close <= 2.0, (t_close, how)
+        log = f.log_text()
+        assert "drain deadline moved earlier" in log, tail_file(f.log_path, 80)
+    finally:
+        s.close()
+        for broker in (1, 2, 3):
+            try:
+                upstream.command(f"rtt {broker} 0")
+            except Exception:  # noqa: BLE001
+                pass
+        kill_pids(list(workers.items()))
