@@ -10,10 +10,41 @@
  * Connections move through reading -> (deferred) -> writing -> lingering:
  * after the response the write side is shut down and unread input is
  * drained for a moment before close(), so a client whose request we refused
- * early (413) still gets the response instead of a reset. At most
- * ADMIN_MAX_CONNS connections per listener: when full, or when accept() runs
- * out of descriptors, the listener stops watching (a timer re-arms it after
- * EMFILE) so the loop never spins on a readable listening socket.
+ * early (413) still gets the response instead of a reset.
+ *
+ * Budgets and eviction (limits in admin.h). Each listener counts its own
+ * connections, up to ADMIN_MAX_CONNS. Every loop iteration in which both
+ * listening sockets are readable accepts up to ADMIN_ACCEPT_BATCH from each,
+ * so a flood on one never delays the other by more than one batch. A newly
+ * accepted connection is read at once: a client that sent its request with
+ * the connect is answered before anything else can happen to it.
+ *
+ * When a listener is full, accepting continues and each new connection
+ * evicts one old connection of the same listener. To find the victim in
+ * O(1), every evictable connection sits in exactly one FIFO queue of its
+ * listener (appended when it enters the queue, so each queue is ordered by
+ * how long its members have waited there):
+ *   ADMIN_Q_LINGERING        response sent, only draining input: free to drop;
+ *   ADMIN_Q_READING + k      still reading the request, having received
+ *                            bytes of class k: 0, 1, 2-3, 4-7, ... (k =
+ *                            bit length of the count); a connection moves to
+ *                            the tail of the next class as its bytes grow;
+ *   ADMIN_Q_WRITING          response partly sent, client not reading.
+ * The victim is the head of the first non-empty queue, checked in that order
+ * (a fixed ADMIN_Q_COUNT heads): the one that has sent least and, among
+ * those, has waited longest. A reading victim is sent a best-effort 503.
+ * Deferred connections are in no queue and are never evicted; if nothing is
+ * evictable the new connection is answered 503 and closed.
+ *
+ * When accept() runs out of descriptors the listener stops watching and a
+ * timer re-arms it, so the loop never spins on a readable listening socket.
+ *
+ * Nothing here blocks the loop: every socket is non-blocking; send() of the
+ * small 100-continue and 503 messages uses MSG_DONTWAIT and is best effort;
+ * the only file read (admin_h_validate with an empty body) goes through
+ * file_read_all, which refuses anything but a bounded regular file (file.h
+ * says what remains: a hung network file system). getaddrinfo() runs once in
+ * admin_start, before the loop, and with a numeric service.
  */
 #include "supervisor/admin.h"
 
@@ -41,14 +72,29 @@
 
 #define ADMIN_LINGER_TIMEOUT 2.0    /* seconds to drain input after the response */
 #define ADMIN_ACCEPT_BACKOFF 1.0    /* seconds to pause accept() after EMFILE */
-#define ADMIN_ACCEPT_BATCH   16
+#define ADMIN_ACCEPT_BATCH   64     /* per listener per loop iteration */
 #define ADMIN_PARAM_MAX      256
+#define ADMIN_READ_CLASSES   26     /* byte-count classes 0, 1, 2-3, ..., >= 2^24 */
+#define ADMIN_EVICT_LOG_S    10     /* at most one eviction warning per this */
 
 enum admin_conn_state {
 	ADMIN_CONN_READING = 0,
 	ADMIN_CONN_DEFERRED,
 	ADMIN_CONN_WRITING,
 	ADMIN_CONN_LINGERING,
+};
+
+/* Eviction queues, cheapest victim first; see the header comment. */
+enum {
+	ADMIN_Q_LINGERING = 0,
+	ADMIN_Q_READING,                                /* + byte class */
+	ADMIN_Q_WRITING = ADMIN_Q_READING + ADMIN_READ_CLASSES,
+	ADMIN_Q_COUNT,
+	ADMIN_Q_NONE = -1,                              /* deferred: not evictable */
+};
+
+struct admin_queue {
+	struct admin_conn *head, *tail;
 };
 
 struct admin_server {
@@ -59,6 +105,11 @@ struct admin_server {
 	ev_timer backoff;
 	bool backing_off;
 	unsigned n_conns;
+	size_t body_buffered;           /* bytes charged by large bodies */
+	unsigned long long evicted;     /* connections evicted, ever */
+	unsigned long long refused;     /* full with nothing evictable */
+	uint64_t evict_logged_ms;       /* last eviction warning */
+	struct admin_queue q[ADMIN_Q_COUNT];
 };
 
 struct admin_conn {
@@ -70,9 +121,13 @@ struct admin_conn {
 	struct http_parser parser;
 	bool continue_sent;
 	bool head_only;                 /* HEAD: headers without the body */
+	bool in_body;                   /* head complete: body deadline armed */
+	size_t body_charged;            /* bytes counted in srv->body_buffered */
 	char *out;
 	size_t out_len, out_off;
-	struct admin_conn *prev, *next;
+	struct admin_conn *prev, *next; /* all connections (admin->conns) */
+	int queue;                      /* ADMIN_Q_*, or ADMIN_Q_NONE */
+	struct admin_conn *qprev, *qnext;
 };
 
 struct admin {
@@ -377,6 +432,72 @@ admin_h_validate(struct admin_request *req, struct admin_response *resp)
 	return ADMIN_RESPOND;
 }
 
+/* --- eviction queues ---------------------------------------------------- */
+
+/* Class of a byte count: 0 for 0, else its bit length (1, 2-3, 4-7, ...). */
+static int
+admin_read_class(size_t bytes)
+{
+	int k = 0;
+
+	while (bytes > 0 && k + 1 < ADMIN_READ_CLASSES) {
+		bytes >>= 1;
+		k++;
+	}
+	return k;
+}
+
+static void
+admin_queue_del(struct admin_conn *c)
+{
+	struct admin_queue *q;
+
+	if (c->queue == ADMIN_Q_NONE)
+		return;
+	q = &c->srv->q[c->queue];
+	if (c->qprev)
+		c->qprev->qnext = c->qnext;
+	else
+		q->head = c->qnext;
+	if (c->qnext)
+		c->qnext->qprev = c->qprev;
+	else
+		q->tail = c->qprev;
+	c->qprev = c->qnext = NULL;
+	c->queue = ADMIN_Q_NONE;
+}
+
+/* Move c to the tail of queue `which` (ADMIN_Q_NONE: out of every queue).
+ * Staying in the same queue keeps its place. */
+static void
+admin_queue_put(struct admin_conn *c, int which)
+{
+	struct admin_queue *q;
+
+	if (c->queue == which)
+		return;
+	admin_queue_del(c);
+	if (which == ADMIN_Q_NONE)
+		return;
+	q = &c->srv->q[which];
+	c->queue = which;
+	c->qprev = q->tail;
+	c->qnext = NULL;
+	if (q->tail)
+		q->tail->qnext = c;
+	else
+		q->head = c;
+	q->tail = c;
+}
+
+/* Give back what c charged to its listener's body budget. */
+static void
+admin_conn_uncharge(struct admin_conn *c)
+{
+	c->srv->body_buffered -= c->body_charged;
+	c->body_charged = 0;
+}
+
 /* --- connections -------------------------------------------------------- */
 
 static void
@@ -385,6 +506,8 @@ admin_conn_close(struct admin_conn *c)
 	struct admin_server *srv = c->srv;
 	struct ev_loop *loop = srv->admin->sup->loop;
 
+	admin_queue_del(c);
+	admin_conn_uncharge(c);
 	ev_io_stop(loop, &c->io);
 	ev_timer_stop(loop, &c->timer);
 	close(c->fd);
@@ -423,6 +546,7 @@ admin_conn_linger(struct admin_conn *c)
 		return;
 	}
 	c->state = ADMIN_CONN_LINGERING;
+	admin_queue_put(c, ADMIN_Q_LINGERING);
 	ev_io_stop(loop, &c->io);
 	ev_io_set(&c->io, c->fd, EV_READ);
 	ev_io_start(loop, &c->io);
@@ -474,6 +598,8 @@ admin_conn_send(struct admin_conn *c, struct admin_response *resp)
 	}
 	c->out_off = 0;
 	c->state = ADMIN_CONN_WRITING;
+	admin_conn_uncharge(c);
+	admin_queue_put(c, ADMIN_Q_WRITING);
 	ev_io_stop(loop, &c->io);
 	ev_io_set(&c->io, c->fd, EV_WRITE);
 	ev_io_start(loop, &c->io);
@@ -502,6 +628,7 @@ admin_conn_request(struct admin_conn *c)
 	if (admin_dispatch(c, &resp) == ADMIN_DEFERRED) {
 		/* deferred: wait for admin_conn_respond(), read no further */
 		c->state = ADMIN_CONN_DEFERRED;
+		admin_queue_put(c, ADMIN_Q_NONE);
 		ev_io_stop(loop, &c->io);
 		admin_conn_set_timer(c, 0);
 		free(resp.body);
@@ -547,6 +674,27 @@ admin_conn_readable(struct admin_conn *c)
 		admin_conn_request(c);
 		return;
 	}
+	/* still reading: its byte class decides its eviction order */
+	admin_queue_put(c, ADMIN_Q_READING + admin_read_class(c->parser.len));
+	if (!c->in_body && c->parser.state == HTTP_PARSER_BODY) {
+		/* head complete: the body gets its own deadline */
+		c->in_body = true;
+		admin_conn_set_timer(c, ADMIN_BODY_TIMEOUT);
+	}
+	if (c->parser.len > HTTP_MAX_HEAD) {
+		struct admin_server *srv = c->srv;
+
+		srv->body_buffered += c->parser.len - c->body_charged;
+		c->body_charged = c->parser.len;
+		if (srv->body_buffered > ADMIN_MAX_BODY_BUFFERED) {
+			log_warn("admin request refused: too much request data buffered",
+			    "listener=%s buffered=%zu limit=%u", srv->kind, srv->body_buffered,
+			    ADMIN_MAX_BODY_BUFFERED);
+			admin_conn_fail(c, 503, "admin API busy: too many large requests in "
+			    "progress, retry later");
+			return;
+		}
+	}
 	if (!c->continue_sent && http_parser_wants_continue(&c->parser)) {
 		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
@@ -581,7 +729,8 @@ admin_conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	log_debug("admin client timed out", "listener=%s state=%s", c->srv->kind,
 	    admin_conn_state_str(c->state));
 	if (c->state == ADMIN_CONN_READING && c->parser.len > 0) {
-		admin_conn_fail(c, 408, "request not received in time");
+		admin_conn_fail(c, 408, c->in_body ? "request body not received in time" :
+		    "request head not received in time");
 		return;
 	}
 	admin_conn_close(c);
@@ -589,7 +738,8 @@ admin_conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 /* --- listeners ---------------------------------------------------------- */
 
-/* Watch the listening socket only while there is room and no back-off. */
+/* Watch the listening socket unless accept() is backing off. A full
+ * listener keeps accepting: each new connection evicts an old one. */
 static void
 admin_server_update(struct admin_server *srv)
 {
@@ -597,10 +747,59 @@ admin_server_update(struct admin_server *srv)
 
 	if (srv->fd == -1)
 		return;
-	if (!srv->backing_off && srv->n_conns < ADMIN_MAX_CONNS)
+	if (!srv->backing_off)
 		ev_io_start(loop, &srv->io);
 	else
 		ev_io_stop(loop, &srv->io);
+}
+
+/* Best-effort one-shot answer on a socket we are about to close. */
+static void
+admin_send_busy(int fd)
+{
+	static const char body[] = "{\"error\":\"admin API busy: too many connections\"}\n";
+	char msg[256];
+	int n;
+
+	n = snprintf(msg, sizeof msg, "HTTP/1.1 503 Service Unavailable\r\n"
+	    "Content-Type: application/json\r\nContent-Length: %zu\r\n"
+	    "Retry-After: 1\r\nConnection: close\r\n\r\n%s", sizeof body - 1, body);
+	if (n > 0 && (size_t)n < sizeof msg)
+		(void)send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+static void
+admin_server_log_evictions(struct admin_server *srv)
+{
+	uint64_t now = clock_mono_ms();
+
+	if (srv->evict_logged_ms != 0 && now - srv->evict_logged_ms < ADMIN_EVICT_LOG_S * 1000)
+		return;
+	srv->evict_logged_ms = now;
+	log_warn("admin listener full, dropping the slowest connections", "listener=%s "
+	    "max_connections=%u evicted_total=%llu refused_total=%llu", srv->kind,
+	    ADMIN_MAX_CONNS, srv->evicted, srv->refused);
+}
+
+/* Make room for one connection: close the cheapest victim (see the header
+ * comment). Returns false when nothing can be evicted. */
+static bool
+admin_server_evict(struct admin_server *srv)
+{
+	struct admin_conn *victim = NULL;
+	int i;
+
+	for (i = 0; i < ADMIN_Q_COUNT && victim == NULL; i++)
+		victim = srv->q[i].head;
+	if (victim == NULL)
+		return false;
+	log_debug("admin connection evicted", "listener=%s state=%s bytes=%zu",
+	    srv->kind, admin_conn_state_str(victim->state), victim->parser.len);
+	if (victim->state == ADMIN_CONN_READING)
+		admin_send_busy(victim->fd);
+	admin_conn_close(victim);
+	srv->evicted++;
+	return true;
 }
 
 static void
@@ -623,7 +822,7 @@ admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 	int fd, i;
 
 	(void)revents;
-	for (i = 0; i < ADMIN_ACCEPT_BATCH && srv->n_conns < ADMIN_MAX_CONNS; i++) {
+	for (i = 0; i < ADMIN_ACCEPT_BATCH && !srv->backing_off; i++) {
 		fd = accept4(srv->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd == -1) {
 			if (errno == EINTR || errno == ECONNABORTED)
@@ -643,17 +842,31 @@ admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 			    strerror(errno));
 			break;
 		}
+		if (srv->n_conns >= ADMIN_MAX_CONNS) {
+			bool room = admin_server_evict(srv);
+
+			if (!room)
+				srv->refused++;
+			admin_server_log_evictions(srv);
+			if (!room) {
+				admin_send_busy(fd);
+				close(fd);
+				continue;
+			}
+		}
 		if ((c = calloc(1, sizeof *c)) == NULL) {
+			admin_send_busy(fd);
 			close(fd);
 			break;
 		}
 		c->srv = srv;
 		c->fd = fd;
 		c->state = ADMIN_CONN_READING;
+		c->queue = ADMIN_Q_NONE;
 		http_parser_init(&c->parser);
 		ev_io_init(&c->io, admin_conn_io_cb, fd, EV_READ);
 		c->io.data = c;
-		ev_timer_init(&c->timer, admin_conn_timer_cb, ADMIN_READ_TIMEOUT, 0.);
+		ev_timer_init(&c->timer, admin_conn_timer_cb, ADMIN_HEAD_TIMEOUT, 0.);
 		c->timer.data = c;
 		ev_io_start(loop, &c->io);
 		ev_timer_start(loop, &c->timer);
@@ -662,6 +875,9 @@ admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 			a->conns->prev = c;
 		a->conns = c;
 		srv->n_conns++;
+		admin_queue_put(c, ADMIN_Q_READING);
+		/* a request sent with the connect is answered now (may close c) */
+		admin_conn_readable(c);
 	}
 	admin_server_update(srv);
 }
@@ -795,7 +1011,7 @@ admin_bind_control(struct admin *a, const char *path, char *err, size_t errlen)
 		unlink(path);
 		goto fail;
 	}
-	if (listen(fd, ADMIN_MAX_CONNS) == -1) {
+	if (listen(fd, ADMIN_BACKLOG) == -1) {
 		admin_seterr(err, errlen, "control socket %s: listen: %s", path, strerror(errno));
 		unlink(path);
 		goto fail;
@@ -838,7 +1054,7 @@ admin_bind_tcp(struct admin *a, const struct cfg_addr *addr, char *err, size_t e
 		}
 		if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
 		    bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-		    listen(fd, ADMIN_MAX_CONNS) == 0)
+		    listen(fd, ADMIN_BACKLOG) == 0)
 			break;
 		e = errno;
 		close(fd);
