@@ -617,3 +617,101 @@ def test_ferryctl_missing_daemon_exits_3_promptly(workdir):
     assert r.returncode == 3, (r.stdout, r.stderr)
     assert "Connection refused" in r.stderr
     assert took < 2.0
+
+
+# --------------------------------------------------------------------------
+# deadlines and eviction order, one listener at a time
+# --------------------------------------------------------------------------
+
+ADMIN_MAX_CONNS = 1024           # supervisor/admin.h
+
+
+def recv_all(s, timeout):
+    s.settimeout(timeout)
+    buf = b""
+    try:
+        while True:
+            d = s.recv(4096)
+            if not d:
+                return buf, "EOF"
+            buf += d
+    except socket.timeout:
+        return buf, "timeout"
+    except OSError as e:
+        return buf, str(e)
+
+
+@pytest.mark.timeout(60)
+def test_head_deadline(mock_factory, ferry_factory):
+    mock = mock_factory("a", brokers=1)
+    ferry = ferry_factory({"a": mock})
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    partial = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    t0 = time.monotonic()
+    silent.connect(ferry.sock)
+    partial.connect(("127.0.0.1", ferry.admin_port))
+    partial.sendall(b"GET /admin/health HTTP/1.1\r\nHost: x\r\n")
+    buf, how = recv_all(partial, 6)
+    took = time.monotonic() - t0
+    assert buf.startswith(b"HTTP/1.1 408 "), buf
+    assert b"request head not received in time" in buf
+    assert 2.0 < took < 4.0, took
+    buf, how = recv_all(silent, 6)
+    assert buf == b"" and how == "EOF", (buf, how)
+    silent.close()
+    partial.close()
+
+
+@pytest.mark.timeout(60)
+def test_full_listener_evicts_least_sent_longest_waiting(mock_factory, ferry_factory):
+    raise_nofile()
+    mock = mock_factory("a", brokers=1)
+    ferry = ferry_factory({"a": mock})
+    pid = ferry.proc.pid
+
+    def connect():
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(ferry.sock)
+        return s
+
+    base = fd_count(pid)
+    # some bytes first, then silent ones: the silent ones have sent least
+    talkers = []
+    for _ in range(24):
+        s = connect()
+        s.sendall(b"GET /admin/he")
+        talkers.append(s)
+    silent = [connect() for _ in range(ADMIN_MAX_CONNS - len(talkers))]
+    extra = None
+    deadline = time.monotonic() + 2
+    while fd_count(pid) < base + ADMIN_MAX_CONNS and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        # the listener is full: a well-formed request evicts the oldest of
+        # those that sent least, and is answered
+        for k in range(2):
+            s = connect()
+            s.sendall(REQUEST)
+            buf, _ = recv_all(s, 2)
+            s.close()
+            assert buf.startswith(b"HTTP/1.1 200 "), buf
+            victim, how = recv_all(silent[k], 1)
+            assert victim.startswith(b"HTTP/1.1 503 "), (k, victim, how)
+            assert b"too many connections" in victim
+            if k == 0:
+                # the answered connection is gone: fill its place again
+                while fd_count(pid) >= base + ADMIN_MAX_CONNS:
+                    time.sleep(0.01)
+                extra = connect()
+                while fd_count(pid) < base + ADMIN_MAX_CONNS:
+                    time.sleep(0.01)
+        # the next-oldest silent one and every talker are still waiting
+        for s in [silent[2]] + talkers:
+            s.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                s.recv(1)
+    finally:
+        for s in talkers + silent + ([extra] if extra else []):
+            s.close()
+    log = ferry.log_path.read_text()
+    assert 'msg="admin listener full, dropping the slowest connections" listener=control' in log
