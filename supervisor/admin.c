@@ -109,6 +109,7 @@ struct admin_server {
 	unsigned long long evicted;     /* connections evicted, ever */
 	unsigned long long refused;     /* full with nothing evictable */
 	uint64_t evict_logged_ms;       /* last eviction warning */
+	struct log_ratelimit rl_body;   /* body-budget refusals */
 	struct admin_queue q[ADMIN_Q_COUNT];
 };
 
@@ -687,9 +688,13 @@ admin_conn_readable(struct admin_conn *c)
 		srv->body_buffered += c->parser.len - c->body_charged;
 		c->body_charged = c->parser.len;
 		if (srv->body_buffered > ADMIN_MAX_BODY_BUFFERED) {
-			log_warn("admin request refused: too much request data buffered",
-			    "listener=%s buffered=%zu limit=%u", srv->kind, srv->body_buffered,
-			    ADMIN_MAX_BODY_BUFFERED);
+			uint64_t dropped = 0;
+
+			if (log_ratelimit_ok(&srv->rl_body, 1, 5, &dropped))
+				log_warn("admin request refused: too much request data buffered",
+				    "listener=%s buffered=%zu limit=%u suppressed=%llu", srv->kind,
+				    srv->body_buffered, ADMIN_MAX_BODY_BUFFERED,
+				    (unsigned long long)dropped);
 			admin_conn_fail(c, 503, "admin API busy: too many large requests in "
 			    "progress, retry later");
 			return;

@@ -16,6 +16,10 @@ ferryctl's connect).
   restarted.
 - test_ferryctl_retries_*: a refused control-socket connect is retried
   briefly; a missing daemon still exits 3 promptly.
+- test_head_deadline, test_full_listener_evicts_least_sent_longest_waiting,
+  test_large_bodies_share_a_memory_budget: the 2.5 s head deadline (408),
+  the eviction order of a full listener (503 to the victim), and the 64 MiB
+  per-listener budget for large bodies.
 
 Latency figures are printed (pytest -s) for the report.
 """
@@ -715,3 +719,44 @@ def test_full_listener_evicts_least_sent_longest_waiting(mock_factory, ferry_fac
             s.close()
     log = ferry.log_path.read_text()
     assert 'msg="admin listener full, dropping the slowest connections" listener=control' in log
+
+
+@pytest.mark.timeout(60)
+def test_large_bodies_share_a_memory_budget(mock_factory, ferry_factory):
+    """Uploads in progress may buffer at most 64 MiB per listener: 17 bodies
+    of almost 4 MiB each cannot all be held; those that cross the budget are
+    answered 503, and small requests are not affected."""
+    mock = mock_factory("a", brokers=1)
+    ferry = ferry_factory({"a": mock})
+    size = 4 * 1024 * 1024
+    head = (b"POST /admin/config/validate HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Length: %d\r\n\r\n" % size)
+    chunk = b";" * (size - 1)
+    uploads = []
+    try:
+        for _ in range(17):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.connect(("127.0.0.1", ferry.admin_port))
+            s.settimeout(5)
+            try:
+                s.sendall(head + chunk)
+            except OSError:
+                pass                    # refused mid-upload: reset
+            uploads.append(s)
+        code, _, body = ferry.http("/admin/health", via="tcp")
+        assert code == 200
+        answers = [recv_all(s, 0.2)[0] for s in uploads]
+        # 15 bodies (and their heads) fit in 64 MiB and are still waiting
+        # for their last byte; the 16th and 17th crossed the budget
+        assert all(a == b"" for a in answers[:15]), [a[:40] for a in answers]
+        for a in answers[15:]:
+            assert a.startswith(b"HTTP/1.1 503 "), [a[:40] for a in answers]
+            assert b"too many large requests" in a
+    finally:
+        for s in uploads:
+            s.close()
+    code, _, body = ferry.http("/admin/config/validate", via="tcp", method="POST",
+                               body=ferry.config_text.encode())
+    assert code == 200, body
+    assert "admin request refused: too much request data buffered" in \
+        ferry.log_path.read_text()
