@@ -4,7 +4,8 @@
  * One blocking HTTP/1.1 request per run, over the control socket (default
  * FERRY_DEFAULT_SOCKET, overridden by $FERRY_SOCKET, or -s) or over the
  * TCP admin listener (-a HOST:PORT), with a 30 s budget for the whole
- * exchange. --json prints the response body unchanged; otherwise the JSON
+ * exchange. A control socket that refuses the connect or does not exist yet
+ * is retried for up to 1 s (ctl_connect_unix) before giving up with exit 3. --json prints the response body unchanged; otherwise the JSON
  * is rendered for people (a table for status).
  *
  * Exit codes are contract: 0 ok, 1 the operation failed or was rejected
