@@ -20,21 +20,12 @@
  * the connect is answered before anything else can happen to it.
  *
  * When a listener is full, accepting continues and each new connection
- * evicts one old connection of the same listener. To find the victim in
- * O(1), every evictable connection sits in exactly one FIFO queue of its
- * listener (appended when it enters the queue, so each queue is ordered by
- * how long its members have waited there):
- *   ADMIN_Q_LINGERING        response sent, only draining input: free to drop;
- *   ADMIN_Q_READING + k      still reading the request, having received
- *                            bytes of class k: 0, 1, 2-3, 4-7, ... (k =
- *                            bit length of the count); a connection moves to
- *                            the tail of the next class as its bytes grow;
- *   ADMIN_Q_WRITING          response partly sent, client not reading.
- * The victim is the head of the first non-empty queue, checked in that order
- * (a fixed ADMIN_Q_COUNT heads): the one that has sent least and, among
- * those, has waited longest. A reading victim is sent a best-effort 503.
- * Deferred connections are in no queue and are never evicted; if nothing is
- * evictable the new connection is answered 503 and closed.
+ * evicts one old connection of the same listener, chosen in O(1) by the
+ * queues of evict.h: first one whose response is already sent, then the
+ * reading connection that has sent least and waited longest, then one whose
+ * client does not read its response. A reading victim is sent a best-effort
+ * 503. Deferred connections are in no queue and are never evicted; if
+ * nothing is evictable the new connection is answered 503 and closed.
  *
  * When accept() runs out of descriptors the listener stops watching and a
  * timer re-arms it, so the loop never spins on a readable listening socket.
@@ -54,6 +45,7 @@
 #include <netinet/in.h>
 #include <sodium.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +58,7 @@
 #include "common/log.h"
 #include "common/units.h"
 #include "common/file.h"
+#include "supervisor/evict.h"
 #include "supervisor/reload.h"
 #include "supervisor/status.h"
 #include "supervisor/supervisor.h"
@@ -74,7 +67,6 @@
 #define ADMIN_ACCEPT_BACKOFF 1.0    /* seconds to pause accept() after EMFILE */
 #define ADMIN_ACCEPT_BATCH   64     /* per listener per loop iteration */
 #define ADMIN_PARAM_MAX      256
-#define ADMIN_READ_CLASSES   26     /* byte-count classes 0, 1, 2-3, ..., >= 2^24 */
 #define ADMIN_EVICT_LOG_S    10     /* at most one eviction warning per this */
 
 enum admin_conn_state {
@@ -82,19 +74,6 @@ enum admin_conn_state {
 	ADMIN_CONN_DEFERRED,
 	ADMIN_CONN_WRITING,
 	ADMIN_CONN_LINGERING,
-};
-
-/* Eviction queues, cheapest victim first; see the header comment. */
-enum {
-	ADMIN_Q_LINGERING = 0,
-	ADMIN_Q_READING,                                /* + byte class */
-	ADMIN_Q_WRITING = ADMIN_Q_READING + ADMIN_READ_CLASSES,
-	ADMIN_Q_COUNT,
-	ADMIN_Q_NONE = -1,                              /* deferred: not evictable */
-};
-
-struct admin_queue {
-	struct admin_conn *head, *tail;
 };
 
 struct admin_server {
@@ -110,7 +89,7 @@ struct admin_server {
 	unsigned long long refused;     /* full with nothing evictable */
 	uint64_t evict_logged_ms;       /* last eviction warning */
 	struct log_ratelimit rl_body;   /* body-budget refusals */
-	struct admin_queue q[ADMIN_Q_COUNT];
+	struct evict_set evict;         /* evictable connections (evict.h) */
 };
 
 struct admin_conn {
@@ -127,8 +106,7 @@ struct admin_conn {
 	char *out;
 	size_t out_len, out_off;
 	struct admin_conn *prev, *next; /* all connections (admin->conns) */
-	int queue;                      /* ADMIN_Q_*, or ADMIN_Q_NONE */
-	struct admin_conn *qprev, *qnext;
+	struct evict_node evict;        /* its place in srv->evict */
 };
 
 struct admin {
@@ -433,62 +411,18 @@ admin_h_validate(struct admin_request *req, struct admin_response *resp)
 	return ADMIN_RESPOND;
 }
 
-/* --- eviction queues ---------------------------------------------------- */
+/* --- eviction queues (evict.h) ----------------------------------------- */
 
-/* Class of a byte count: 0 for 0, else its bit length (1, 2-3, 4-7, ...). */
-static int
-admin_read_class(size_t bytes)
+static struct admin_conn *
+admin_conn_of(struct evict_node *n)
 {
-	int k = 0;
-
-	while (bytes > 0 && k + 1 < ADMIN_READ_CLASSES) {
-		bytes >>= 1;
-		k++;
-	}
-	return k;
+	return (struct admin_conn *)(void *)((char *)n - offsetof(struct admin_conn, evict));
 }
 
-static void
-admin_queue_del(struct admin_conn *c)
-{
-	struct admin_queue *q;
-
-	if (c->queue == ADMIN_Q_NONE)
-		return;
-	q = &c->srv->q[c->queue];
-	if (c->qprev)
-		c->qprev->qnext = c->qnext;
-	else
-		q->head = c->qnext;
-	if (c->qnext)
-		c->qnext->qprev = c->qprev;
-	else
-		q->tail = c->qprev;
-	c->qprev = c->qnext = NULL;
-	c->queue = ADMIN_Q_NONE;
-}
-
-/* Move c to the tail of queue `which` (ADMIN_Q_NONE: out of every queue).
- * Staying in the same queue keeps its place. */
 static void
 admin_queue_put(struct admin_conn *c, int which)
 {
-	struct admin_queue *q;
-
-	if (c->queue == which)
-		return;
-	admin_queue_del(c);
-	if (which == ADMIN_Q_NONE)
-		return;
-	q = &c->srv->q[which];
-	c->queue = which;
-	c->qprev = q->tail;
-	c->qnext = NULL;
-	if (q->tail)
-		q->tail->qnext = c;
-	else
-		q->head = c;
-	q->tail = c;
+	evict_put(&c->srv->evict, &c->evict, which);
 }
 
 /* Give back what c charged to its listener's body budget. */
@@ -507,7 +441,7 @@ admin_conn_close(struct admin_conn *c)
 	struct admin_server *srv = c->srv;
 	struct ev_loop *loop = srv->admin->sup->loop;
 
-	admin_queue_del(c);
+	evict_del(&srv->evict, &c->evict);
 	admin_conn_uncharge(c);
 	ev_io_stop(loop, &c->io);
 	ev_timer_stop(loop, &c->timer);
@@ -547,7 +481,7 @@ admin_conn_linger(struct admin_conn *c)
 		return;
 	}
 	c->state = ADMIN_CONN_LINGERING;
-	admin_queue_put(c, ADMIN_Q_LINGERING);
+	admin_queue_put(c, EVICT_Q_LINGERING);
 	ev_io_stop(loop, &c->io);
 	ev_io_set(&c->io, c->fd, EV_READ);
 	ev_io_start(loop, &c->io);
@@ -600,7 +534,7 @@ admin_conn_send(struct admin_conn *c, struct admin_response *resp)
 	c->out_off = 0;
 	c->state = ADMIN_CONN_WRITING;
 	admin_conn_uncharge(c);
-	admin_queue_put(c, ADMIN_Q_WRITING);
+	admin_queue_put(c, EVICT_Q_WRITING);
 	ev_io_stop(loop, &c->io);
 	ev_io_set(&c->io, c->fd, EV_WRITE);
 	ev_io_start(loop, &c->io);
@@ -629,7 +563,7 @@ admin_conn_request(struct admin_conn *c)
 	if (admin_dispatch(c, &resp) == ADMIN_DEFERRED) {
 		/* deferred: wait for admin_conn_respond(), read no further */
 		c->state = ADMIN_CONN_DEFERRED;
-		admin_queue_put(c, ADMIN_Q_NONE);
+		admin_queue_put(c, EVICT_Q_NONE);
 		ev_io_stop(loop, &c->io);
 		admin_conn_set_timer(c, 0);
 		free(resp.body);
@@ -676,7 +610,7 @@ admin_conn_readable(struct admin_conn *c)
 		return;
 	}
 	/* still reading: its byte class decides its eviction order */
-	admin_queue_put(c, ADMIN_Q_READING + admin_read_class(c->parser.len));
+	admin_queue_put(c, evict_reading_queue(c->parser.len));
 	if (!c->in_body && c->parser.state == HTTP_PARSER_BODY) {
 		/* head complete: the body gets its own deadline */
 		c->in_body = true;
@@ -791,13 +725,12 @@ admin_server_log_evictions(struct admin_server *srv)
 static bool
 admin_server_evict(struct admin_server *srv)
 {
-	struct admin_conn *victim = NULL;
-	int i;
+	struct evict_node *n = evict_victim(&srv->evict);
+	struct admin_conn *victim;
 
-	for (i = 0; i < ADMIN_Q_COUNT && victim == NULL; i++)
-		victim = srv->q[i].head;
-	if (victim == NULL)
+	if (n == NULL)
 		return false;
+	victim = admin_conn_of(n);
 	log_debug("admin connection evicted", "listener=%s state=%s bytes=%zu",
 	    srv->kind, admin_conn_state_str(victim->state), victim->parser.len);
 	if (victim->state == ADMIN_CONN_READING)
@@ -867,7 +800,7 @@ admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		c->srv = srv;
 		c->fd = fd;
 		c->state = ADMIN_CONN_READING;
-		c->queue = ADMIN_Q_NONE;
+		evict_node_init(&c->evict);
 		http_parser_init(&c->parser);
 		ev_io_init(&c->io, admin_conn_io_cb, fd, EV_READ);
 		c->io.data = c;
@@ -880,7 +813,7 @@ admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 			a->conns->prev = c;
 		a->conns = c;
 		srv->n_conns++;
-		admin_queue_put(c, ADMIN_Q_READING);
+		admin_queue_put(c, evict_reading_queue(0));
 		/* a request sent with the connect is answered now (may close c) */
 		admin_conn_readable(c);
 	}
@@ -890,6 +823,7 @@ admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 static void
 admin_server_init(struct admin *a, struct admin_server *srv, const char *kind)
 {
+	evict_set_init(&srv->evict);
 	srv->admin = a;
 	srv->kind = kind;
 	srv->fd = -1;

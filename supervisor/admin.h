@@ -39,7 +39,7 @@ struct admin_conn;
  * accepted and then its body within ADMIN_BODY_TIMEOUT; otherwise it gets a
  * 408 (or is closed when it sent nothing). When a listener is full, a new
  * connection is taken anyway and one existing connection is evicted, cheapest
- * first (admin.c, "eviction"): one whose response has already been sent, then
+ * first (evict.h): one whose response has already been sent, then
  * the reading connection that has sent the fewest bytes (by power-of-two
  * class) and, among those, has waited longest in that class, then the oldest
  * one still being written to. Deferred connections (a reload or restart in
