@@ -13,7 +13,10 @@
  * early (413) still gets the response instead of a reset.
  *
  * Budgets and eviction (limits in admin.h). Each listener counts its own
- * connections, up to ADMIN_MAX_CONNS. Every loop iteration in which both
+ * connections, up to ADMIN_MAX_CONNS, or less when the descriptor limit
+ * cannot hold two full listeners beside the workers' descriptors
+ * (admin_conn_budget): then neither listener can use up the descriptors
+ * the other needs. Every loop iteration in which both
  * listening sockets are readable accepts up to ADMIN_ACCEPT_BATCH from each,
  * so a flood on one never delays the other by more than one batch. A newly
  * accepted connection is read at once: a client that sent its request with
@@ -49,6 +52,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -68,6 +72,8 @@
 #define ADMIN_ACCEPT_BATCH   64     /* per listener per loop iteration */
 #define ADMIN_PARAM_MAX      256
 #define ADMIN_EVICT_LOG_S    10     /* at most one eviction warning per this */
+#define ADMIN_FD_RESERVE     256    /* descriptors left for everything else */
+#define ADMIN_MIN_CONNS      16
 
 enum admin_conn_state {
 	ADMIN_CONN_READING = 0,
@@ -84,6 +90,7 @@ struct admin_server {
 	ev_timer backoff;
 	bool backing_off;
 	unsigned n_conns;
+	unsigned max_conns;             /* ADMIN_MAX_CONNS or less, admin_conn_budget */
 	size_t body_buffered;           /* bytes charged by large bodies */
 	unsigned long long evicted;     /* connections evicted, ever */
 	unsigned long long refused;     /* full with nothing evictable */
@@ -717,7 +724,7 @@ admin_server_log_evictions(struct admin_server *srv)
 	srv->evict_logged_ms = now;
 	log_warn("admin listener full, dropping the slowest connections", "listener=%s "
 	    "max_connections=%u evicted_total=%llu refused_total=%llu", srv->kind,
-	    ADMIN_MAX_CONNS, srv->evicted, srv->refused);
+	    srv->max_conns, srv->evicted, srv->refused);
 }
 
 /* Make room for one connection: close the cheapest victim (see the header
@@ -780,7 +787,7 @@ admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 			    strerror(errno));
 			break;
 		}
-		if (srv->n_conns >= ADMIN_MAX_CONNS) {
+		if (srv->n_conns >= srv->max_conns) {
 			bool room = admin_server_evict(srv);
 
 			if (!room)
@@ -1009,6 +1016,34 @@ admin_bind_tcp(struct admin *a, const struct cfg_addr *addr, char *err, size_t e
 	return 0;
 }
 
+/* Connections per listener: ADMIN_MAX_CONNS when RLIMIT_NOFILE (already
+ * raised to its hard limit by the supervisor) leaves room for both
+ * listeners after ADMIN_FD_RESERVE and the listening sockets and control
+ * channels of two generations of every configured cluster; otherwise half
+ * of what is left, at least ADMIN_MIN_CONNS. Clusters added by a later
+ * reload come out of the reserve. */
+static unsigned
+admin_conn_budget(const struct sup *s)
+{
+	struct rlimit rl;
+	unsigned long long reserve = ADMIN_FD_RESERVE, room;
+	size_t i;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == -1 || rl.rlim_cur == RLIM_INFINITY)
+		return ADMIN_MAX_CONNS;
+	for (i = 0; i < s->cfg.n_clusters; i++)
+		reserve += 2 * (s->cfg.clusters[i].n_brokers + 1 + 2);
+	room = rl.rlim_cur > reserve ? (rl.rlim_cur - reserve) / 2 : 0;
+	if (room >= ADMIN_MAX_CONNS)
+		return ADMIN_MAX_CONNS;
+	if (room < ADMIN_MIN_CONNS)
+		room = ADMIN_MIN_CONNS;
+	log_warn("file descriptor limit lowers the admin connection budget",
+	    "limit=%llu per_listener=%llu wanted=%u hint=\"raise LimitNOFILE (ulimit -n)\"",
+	    (unsigned long long)rl.rlim_cur, room, ADMIN_MAX_CONNS);
+	return (unsigned)room;
+}
+
 int
 admin_start(struct sup *s, char *err, size_t errlen)
 {
@@ -1030,6 +1065,7 @@ admin_start(struct sup *s, char *err, size_t errlen)
 	a->sup = s;
 	admin_server_init(a, &a->control, "control");
 	admin_server_init(a, &a->http, "http");
+	a->control.max_conns = a->http.max_conns = admin_conn_budget(s);
 	s->admin = a;
 	if (admin_bind_control(a, s->cfg.control_socket, err, errlen) == -1)
 		goto fail;

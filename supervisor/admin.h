@@ -51,7 +51,7 @@ struct admin_conn;
  * budget of ADMIN_MAX_BODY_BUFFERED bytes; a body that would exceed it is
  * answered 503 (memory stays bounded however many uploads are in flight).
  */
-#define ADMIN_MAX_CONNS         1024    /* per listener */
+#define ADMIN_MAX_CONNS         1024    /* per listener; less under a low fd limit */
 #define ADMIN_BACKLOG           SOMAXCONN
 #define ADMIN_HEAD_TIMEOUT      2.5     /* seconds from accept to a complete head */
 #define ADMIN_BODY_TIMEOUT      10.0    /* seconds from the head to a complete body */
