@@ -395,6 +395,11 @@ def test_slowloris_and_storm(mock_factory, ferry_factory, capsys, monkeypatch):
     # about 2,000 concurrent connections' worth of allocator high-water mark
     assert rss_after[0] <= base_rss + 32 * 1024, f"RSS {base_rss} -> {rss_after}"
     assert rss_after[1] <= rss_after[0] + 6 * 1024, f"RSS grew: {base_rss} -> {rss_after}"
+    # both listeners were full, so the storm was served by evicting
+    log = ferry.log_path.read_text()
+    for listener in ("control", "http"):
+        assert ('msg="admin listener full, dropping the slowest connections" '
+                f'listener={listener}') in log
     ferry.ctl("health")
 
 
