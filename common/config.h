@@ -21,7 +21,12 @@
 #define CFG_NAME_MAX 64    /* cluster names: [A-Za-z0-9._-]{1,63} */
 #define CFG_HOST_MAX 256   /* host names / literal addresses */
 #define CFG_MAX_WORKERS 64 /* worker processes per cluster */
-#define CFG_MAX_FILE_BYTES (16u << 20) /* config files larger than this are refused */
+/* The one size limit of a configuration: a config file read from disk
+ * (startup, SIGHUP, `ferryd -t`, an empty validate/reload request) and a
+ * config posted to the admin API (HTTP_MAX_BODY is defined as this) are
+ * refused beyond it. Small enough that 1,024 admin connections each
+ * uploading one cannot exhaust memory by themselves. */
+#define CFG_MAX_FILE_BYTES (4u << 20)
 
 enum cfg_policy_startup { CFG_STARTUP_FAIL_FAST = 0, CFG_STARTUP_BEST_EFFORT };
 enum cfg_policy_reload { CFG_RELOAD_ALL_OR_NOTHING = 0, CFG_RELOAD_PER_CLUSTER };

@@ -37,8 +37,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "common/config.h"
+
 #define HTTP_MAX_HEAD    (16u * 1024)        /* request line + header fields */
-#define HTTP_MAX_BODY    (4u * 1024 * 1024)
+/* A request body is at most a config file: one limit for both (config.h). */
+#define HTTP_MAX_BODY    CFG_MAX_FILE_BYTES
 #define HTTP_MAX_HEADERS 100
 #define HTTP_METHOD_MAX  16
 

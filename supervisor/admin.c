@@ -10,10 +10,35 @@
  * Connections move through reading -> (deferred) -> writing -> lingering:
  * after the response the write side is shut down and unread input is
  * drained for a moment before close(), so a client whose request we refused
- * early (413) still gets the response instead of a reset. At most
- * ADMIN_MAX_CONNS connections per listener: when full, or when accept() runs
- * out of descriptors, the listener stops watching (a timer re-arms it after
- * EMFILE) so the loop never spins on a readable listening socket.
+ * early (413) still gets the response instead of a reset.
+ *
+ * Budgets and eviction (limits in admin.h). Each listener counts its own
+ * connections, up to ADMIN_MAX_CONNS, or less when the descriptor limit
+ * cannot hold two full listeners beside the workers' descriptors
+ * (admin_conn_budget): then neither listener can use up the descriptors
+ * the other needs. Every loop iteration in which both
+ * listening sockets are readable accepts up to ADMIN_ACCEPT_BATCH from each,
+ * so a flood on one never delays the other by more than one batch. A newly
+ * accepted connection is read at once: a client that sent its request with
+ * the connect is answered before anything else can happen to it.
+ *
+ * When a listener is full, accepting continues and each new connection
+ * evicts one old connection of the same listener, chosen in O(1) by the
+ * queues of evict.h: first one whose response is already sent, then the
+ * reading connection that has sent least and waited longest, then one whose
+ * client does not read its response. A reading victim is sent a best-effort
+ * 503. Deferred connections are in no queue and are never evicted; if
+ * nothing is evictable the new connection is answered 503 and closed.
+ *
+ * When accept() runs out of descriptors the listener stops watching and a
+ * timer re-arms it, so the loop never spins on a readable listening socket.
+ *
+ * Nothing here blocks the loop: every socket is non-blocking; send() of the
+ * small 100-continue and 503 messages uses MSG_DONTWAIT and is best effort;
+ * the only file read (admin_h_validate with an empty body) goes through
+ * file_read_all, which refuses anything but a bounded regular file (file.h
+ * says what remains: a hung network file system). getaddrinfo() runs once in
+ * admin_start, before the loop, and with a numeric service.
  */
 #include "supervisor/admin.h"
 
@@ -23,9 +48,11 @@
 #include <netinet/in.h>
 #include <sodium.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -35,13 +62,17 @@
 #include "common/log.h"
 #include "common/units.h"
 #include "common/file.h"
+#include "supervisor/evict.h"
 #include "supervisor/status.h"
 #include "supervisor/supervisor.h"
 
 #define ADMIN_LINGER_TIMEOUT 2.0    /* seconds to drain input after the response */
 #define ADMIN_ACCEPT_BACKOFF 1.0    /* seconds to pause accept() after EMFILE */
-#define ADMIN_ACCEPT_BATCH   16
+#define ADMIN_ACCEPT_BATCH   64     /* per listener per loop iteration */
 #define ADMIN_PARAM_MAX      256
+#define ADMIN_EVICT_LOG_S    10     /* at most one eviction warning per this */
+#define ADMIN_FD_RESERVE     256    /* descriptors left for everything else */
+#define ADMIN_MIN_CONNS      16
 
 enum admin_conn_state {
 	ADMIN_CONN_READING = 0,
@@ -58,6 +89,13 @@ struct admin_server {
 	ev_timer backoff;
 	bool backing_off;
 	unsigned n_conns;
+	unsigned max_conns;             /* ADMIN_MAX_CONNS or less, admin_conn_budget */
+	size_t body_buffered;           /* bytes charged by large bodies */
+	unsigned long long evicted;     /* connections evicted, ever */
+	unsigned long long refused;     /* full with nothing evictable */
+	uint64_t evict_logged_ms;       /* last eviction warning */
+	struct log_ratelimit rl_body;   /* body-budget refusals */
+	struct evict_set evict;         /* evictable connections (evict.h) */
 };
 
 struct admin_conn {
@@ -70,9 +108,12 @@ struct admin_conn {
 	bool continue_sent;
 	bool head_only;                 /* HEAD: headers without the body */
 	uint64_t id;                    /* names a deferred request to the engine */
+	bool in_body;                   /* head complete: body deadline armed */
+	size_t body_charged;            /* bytes counted in srv->body_buffered */
 	char *out;
 	size_t out_len, out_off;
-	struct admin_conn *prev, *next;
+	struct admin_conn *prev, *next; /* all connections (admin->conns) */
+	struct evict_node evict;        /* its place in srv->evict */
 };
 
 struct admin {
@@ -379,6 +420,28 @@ admin_h_validate(struct admin_request *req, struct admin_response *resp)
 	return ADMIN_RESPOND;
 }
 
+/* --- eviction queues (evict.h) ----------------------------------------- */
+
+static struct admin_conn *
+admin_conn_of(struct evict_node *n)
+{
+	return (struct admin_conn *)(void *)((char *)n - offsetof(struct admin_conn, evict));
+}
+
+static void
+admin_queue_put(struct admin_conn *c, int which)
+{
+	evict_put(&c->srv->evict, &c->evict, which);
+}
+
+/* Give back what c charged to its listener's body budget. */
+static void
+admin_conn_uncharge(struct admin_conn *c)
+{
+	c->srv->body_buffered -= c->body_charged;
+	c->body_charged = 0;
+}
+
 /* --- connections -------------------------------------------------------- */
 
 static void
@@ -387,6 +450,8 @@ admin_conn_close(struct admin_conn *c)
 	struct admin_server *srv = c->srv;
 	struct ev_loop *loop = srv->admin->loop;
 
+	evict_del(&srv->evict, &c->evict);
+	admin_conn_uncharge(c);
 	ev_io_stop(loop, &c->io);
 	ev_timer_stop(loop, &c->timer);
 	close(c->fd);
@@ -425,6 +490,7 @@ admin_conn_linger(struct admin_conn *c)
 		return;
 	}
 	c->state = ADMIN_CONN_LINGERING;
+	admin_queue_put(c, EVICT_Q_LINGERING);
 	ev_io_stop(loop, &c->io);
 	ev_io_set(&c->io, c->fd, EV_READ);
 	ev_io_start(loop, &c->io);
@@ -476,6 +542,8 @@ admin_conn_send(struct admin_conn *c, struct admin_response *resp)
 	}
 	c->out_off = 0;
 	c->state = ADMIN_CONN_WRITING;
+	admin_conn_uncharge(c);
+	admin_queue_put(c, EVICT_Q_WRITING);
 	ev_io_stop(loop, &c->io);
 	ev_io_set(&c->io, c->fd, EV_WRITE);
 	ev_io_start(loop, &c->io);
@@ -504,6 +572,7 @@ admin_conn_request(struct admin_conn *c)
 	if (admin_dispatch(c, &resp) == ADMIN_DEFERRED) {
 		/* deferred: wait for admin_conn_respond(), read no further */
 		c->state = ADMIN_CONN_DEFERRED;
+		admin_queue_put(c, EVICT_Q_NONE);
 		ev_io_stop(loop, &c->io);
 		admin_conn_set_timer(c, 0);
 		free(resp.body);
@@ -549,6 +618,31 @@ admin_conn_readable(struct admin_conn *c)
 		admin_conn_request(c);
 		return;
 	}
+	/* still reading: its byte class decides its eviction order */
+	admin_queue_put(c, evict_reading_queue(c->parser.len));
+	if (!c->in_body && c->parser.state == HTTP_PARSER_BODY) {
+		/* head complete: the body gets its own deadline */
+		c->in_body = true;
+		admin_conn_set_timer(c, ADMIN_BODY_TIMEOUT);
+	}
+	if (c->parser.len > HTTP_MAX_HEAD) {
+		struct admin_server *srv = c->srv;
+
+		srv->body_buffered += c->parser.len - c->body_charged;
+		c->body_charged = c->parser.len;
+		if (srv->body_buffered > ADMIN_MAX_BODY_BUFFERED) {
+			uint64_t dropped = 0;
+
+			if (log_ratelimit_ok(&srv->rl_body, 1, 5, &dropped))
+				log_warn("admin request refused: too much request data buffered",
+				    "listener=%s buffered=%zu limit=%u suppressed=%llu", srv->kind,
+				    srv->body_buffered, ADMIN_MAX_BODY_BUFFERED,
+				    (unsigned long long)dropped);
+			admin_conn_fail(c, 503, "admin API busy: too many large requests in "
+			    "progress, retry later");
+			return;
+		}
+	}
 	if (!c->continue_sent && http_parser_wants_continue(&c->parser)) {
 		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
@@ -583,7 +677,8 @@ admin_conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	log_debug("admin client timed out", "listener=%s state=%s", c->srv->kind,
 	    admin_conn_state_str(c->state));
 	if (c->state == ADMIN_CONN_READING && c->parser.len > 0) {
-		admin_conn_fail(c, 408, "request not received in time");
+		admin_conn_fail(c, 408, c->in_body ? "request body not received in time" :
+		    "request head not received in time");
 		return;
 	}
 	admin_conn_close(c);
@@ -591,7 +686,8 @@ admin_conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 /* --- listeners ---------------------------------------------------------- */
 
-/* Watch the listening socket only while there is room and no back-off. */
+/* Watch the listening socket unless accept() is backing off. A full
+ * listener keeps accepting: each new connection evicts an old one. */
 static void
 admin_server_update(struct admin_server *srv)
 {
@@ -599,10 +695,58 @@ admin_server_update(struct admin_server *srv)
 
 	if (srv->fd == -1)
 		return;
-	if (!srv->backing_off && srv->n_conns < ADMIN_MAX_CONNS)
+	if (!srv->backing_off)
 		ev_io_start(loop, &srv->io);
 	else
 		ev_io_stop(loop, &srv->io);
+}
+
+/* Best-effort one-shot answer on a socket we are about to close. */
+static void
+admin_send_busy(int fd)
+{
+	static const char body[] = "{\"error\":\"admin API busy: too many connections\"}\n";
+	char msg[256];
+	int n;
+
+	n = snprintf(msg, sizeof msg, "HTTP/1.1 503 Service Unavailable\r\n"
+	    "Content-Type: application/json\r\nContent-Length: %zu\r\n"
+	    "Retry-After: 1\r\nConnection: close\r\n\r\n%s", sizeof body - 1, body);
+	if (n > 0 && (size_t)n < sizeof msg)
+		(void)send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+static void
+admin_server_log_evictions(struct admin_server *srv)
+{
+	uint64_t now = clock_mono_ms();
+
+	if (srv->evict_logged_ms != 0 && now - srv->evict_logged_ms < ADMIN_EVICT_LOG_S * 1000)
+		return;
+	srv->evict_logged_ms = now;
+	log_warn("admin listener full, dropping the slowest connections", "listener=%s "
+	    "max_connections=%u evicted_total=%llu refused_total=%llu", srv->kind,
+	    srv->max_conns, srv->evicted, srv->refused);
+}
+
+/* Make room for one connection: close the cheapest victim (see the header
+ * comment). Returns false when nothing can be evicted. */
+static bool
+admin_server_evict(struct admin_server *srv)
+{
+	struct evict_node *n = evict_victim(&srv->evict);
+	struct admin_conn *victim;
+
+	if (n == NULL)
+		return false;
+	victim = admin_conn_of(n);
+	log_debug("admin connection evicted", "listener=%s state=%s bytes=%zu",
+	    srv->kind, admin_conn_state_str(victim->state), victim->parser.len);
+	if (victim->state == ADMIN_CONN_READING)
+		admin_send_busy(victim->fd);
+	admin_conn_close(victim);
+	srv->evicted++;
+	return true;
 }
 
 static void
@@ -625,7 +769,7 @@ admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 	int fd, i;
 
 	(void)revents;
-	for (i = 0; i < ADMIN_ACCEPT_BATCH && srv->n_conns < ADMIN_MAX_CONNS; i++) {
+	for (i = 0; i < ADMIN_ACCEPT_BATCH && !srv->backing_off; i++) {
 		fd = accept4(srv->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd == -1) {
 			if (errno == EINTR || errno == ECONNABORTED)
@@ -645,17 +789,31 @@ admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 			    strerror(errno));
 			break;
 		}
+		if (srv->n_conns >= srv->max_conns) {
+			bool room = admin_server_evict(srv);
+
+			if (!room)
+				srv->refused++;
+			admin_server_log_evictions(srv);
+			if (!room) {
+				admin_send_busy(fd);
+				close(fd);
+				continue;
+			}
+		}
 		if ((c = calloc(1, sizeof *c)) == NULL) {
+			admin_send_busy(fd);
 			close(fd);
 			break;
 		}
 		c->srv = srv;
 		c->fd = fd;
 		c->state = ADMIN_CONN_READING;
+		evict_node_init(&c->evict);
 		http_parser_init(&c->parser);
 		ev_io_init(&c->io, admin_conn_io_cb, fd, EV_READ);
 		c->io.data = c;
-		ev_timer_init(&c->timer, admin_conn_timer_cb, ADMIN_READ_TIMEOUT, 0.);
+		ev_timer_init(&c->timer, admin_conn_timer_cb, ADMIN_HEAD_TIMEOUT, 0.);
 		c->timer.data = c;
 		ev_io_start(loop, &c->io);
 		ev_timer_start(loop, &c->timer);
@@ -664,6 +822,9 @@ admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 			a->conns->prev = c;
 		a->conns = c;
 		srv->n_conns++;
+		admin_queue_put(c, evict_reading_queue(0));
+		/* a request sent with the connect is answered now (may close c) */
+		admin_conn_readable(c);
 	}
 	admin_server_update(srv);
 }
@@ -671,6 +832,7 @@ admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 static void
 admin_server_init(struct admin *a, struct admin_server *srv, const char *kind)
 {
+	evict_set_init(&srv->evict);
 	srv->admin = a;
 	srv->kind = kind;
 	srv->fd = -1;
@@ -797,7 +959,7 @@ admin_bind_control(struct admin *a, const char *path, char *err, size_t errlen)
 		unlink(path);
 		goto fail;
 	}
-	if (listen(fd, ADMIN_MAX_CONNS) == -1) {
+	if (listen(fd, ADMIN_BACKLOG) == -1) {
 		admin_seterr(err, errlen, "control socket %s: listen: %s", path, strerror(errno));
 		unlink(path);
 		goto fail;
@@ -840,7 +1002,7 @@ admin_bind_tcp(struct admin *a, const struct cfg_addr *addr, char *err, size_t e
 		}
 		if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
 		    bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-		    listen(fd, ADMIN_MAX_CONNS) == 0)
+		    listen(fd, ADMIN_BACKLOG) == 0)
 			break;
 		e = errno;
 		close(fd);
@@ -854,6 +1016,34 @@ admin_bind_tcp(struct admin *a, const struct cfg_addr *addr, char *err, size_t e
 	}
 	admin_server_start(&a->http, fd);
 	return 0;
+}
+
+/* Connections per listener: ADMIN_MAX_CONNS when RLIMIT_NOFILE (already
+ * raised to its hard limit by the supervisor) leaves room for both
+ * listeners after ADMIN_FD_RESERVE and the listening sockets and control
+ * channels of two generations of every configured cluster; otherwise half
+ * of what is left, at least ADMIN_MIN_CONNS. Clusters added by a later
+ * reload come out of the reserve. */
+static unsigned
+admin_conn_budget(const struct sup *s)
+{
+	struct rlimit rl;
+	unsigned long long reserve = ADMIN_FD_RESERVE, room;
+	size_t i;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == -1 || rl.rlim_cur == RLIM_INFINITY)
+		return ADMIN_MAX_CONNS;
+	for (i = 0; i < s->cfg.n_clusters; i++)
+		reserve += 2 * (s->cfg.clusters[i].n_brokers + 1 + 2);
+	room = rl.rlim_cur > reserve ? (rl.rlim_cur - reserve) / 2 : 0;
+	if (room >= ADMIN_MAX_CONNS)
+		return ADMIN_MAX_CONNS;
+	if (room < ADMIN_MIN_CONNS)
+		room = ADMIN_MIN_CONNS;
+	log_warn("file descriptor limit lowers the admin connection budget",
+	    "limit=%llu per_listener=%llu wanted=%u hint=\"raise LimitNOFILE (ulimit -n)\"",
+	    (unsigned long long)rl.rlim_cur, room, ADMIN_MAX_CONNS);
+	return (unsigned)room;
 }
 
 int
@@ -878,6 +1068,7 @@ admin_start(struct sup *s, struct ev_loop *loop, char *err, size_t errlen)
 	a->loop = loop;
 	admin_server_init(a, &a->control, "control");
 	admin_server_init(a, &a->http, "http");
+	a->control.max_conns = a->http.max_conns = admin_conn_budget(s);
 	s->admin = a;
 	if (admin_bind_control(a, s->cfg.control_socket, err, errlen) == -1)
 		goto fail;

@@ -13,7 +13,8 @@
  * ("/admin/clusters/ * /drain"). A handler either fills the response and
  * returns ADMIN_RESPOND, or keeps req->conn, returns ADMIN_DEFERRED and later
  * completes it with admin_conn_respond() (e.g. a reload that waits for
- * workers). A deferred connection is not timed out; admin_stop() closes it,
+ * workers). A deferred connection is neither timed out nor evicted;
+ * admin_stop() closes it,
  * so whoever holds it must forget it before (or when) the admin stops.
  */
 #ifndef FERRY_SUPERVISOR_ADMIN_H
@@ -23,6 +24,7 @@
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "common/http.h"
 
@@ -30,9 +32,33 @@ struct sup;
 struct admin;
 struct admin_conn;
 
-#define ADMIN_MAX_CONNS     64      /* per listener */
-#define ADMIN_READ_TIMEOUT  10.0    /* seconds to receive a whole request */
-#define ADMIN_WRITE_TIMEOUT 10.0    /* seconds to send the response */
+/*
+ * Limits. Each listener (control socket, admin_listen) has its own budget of
+ * connections, so neither can starve the other; both listen with a SOMAXCONN
+ * backlog and are accepted in equal batches per loop iteration.
+ *
+ * A connection must send its request head within ADMIN_HEAD_TIMEOUT of being
+ * accepted and then its body within ADMIN_BODY_TIMEOUT; otherwise it gets a
+ * 408 (or is closed when it sent nothing). When a listener is full, a new
+ * connection is taken anyway and one existing connection is evicted, cheapest
+ * first (evict.h): one whose response has already been sent, then
+ * the reading connection that has sent the fewest bytes (by power-of-two
+ * class) and, among those, has waited longest in that class, then the oldest
+ * one still being written to. Deferred connections (a reload or restart in
+ * progress) are never evicted. A well-behaved client, which sends its whole
+ * request right after connecting, is read and answered at accept time, so
+ * slow or idle connections cannot keep it out.
+ *
+ * Request bodies larger than HTTP_MAX_HEAD count against a per-listener
+ * budget of ADMIN_MAX_BODY_BUFFERED bytes; a body that would exceed it is
+ * answered 503 (memory stays bounded however many uploads are in flight).
+ */
+#define ADMIN_MAX_CONNS         1024    /* per listener; less under a low fd limit */
+#define ADMIN_BACKLOG           SOMAXCONN
+#define ADMIN_HEAD_TIMEOUT      2.5     /* seconds from accept to a complete head */
+#define ADMIN_BODY_TIMEOUT      10.0    /* seconds from the head to a complete body */
+#define ADMIN_WRITE_TIMEOUT     10.0    /* seconds to send the response */
+#define ADMIN_MAX_BODY_BUFFERED (64u * 1024 * 1024) /* per listener, see above */
 
 /* Bind the control socket and, when enabled, the TCP admin listener, and
  * start serving on s->loop. Stores its state in s->admin. Returns 0, or -1

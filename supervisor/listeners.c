@@ -13,6 +13,13 @@
 
 #include "common/units.h"
 
+/* Called at start and, on the supervisor's loop, when a reload binds a new
+ * address. socket/bind/listen do not block. getaddrinfo() does not touch
+ * the resolver for a numeric host (0.0.0.0, ::, 127.0.0.1: the usual bind
+ * addresses) and the service is numeric; a host *name* is resolved through
+ * NSS (/etc/hosts, then DNS), which can wait for the resolver's timeout
+ * times its attempts per server (resolv.conf defaults: 5 s x 2). That is
+ * bounded but not short; see docs/operations.md. */
 int
 listeners_bind_tcp(const struct cfg_addr *a, char *err, size_t errlen)
 {

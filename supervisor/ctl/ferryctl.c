@@ -4,7 +4,8 @@
  * One blocking HTTP/1.1 request per run, over the control socket (default
  * FERRY_DEFAULT_SOCKET, overridden by $FERRY_SOCKET, or -s) or over the
  * TCP admin listener (-a HOST:PORT), with a 30 s budget for the whole
- * exchange. --json prints the response body unchanged; otherwise the JSON
+ * exchange. A control socket that refuses the connect or does not exist yet
+ * is retried for up to 1 s (ctl_connect_unix) before giving up with exit 3. --json prints the response body unchanged; otherwise the JSON
  * is rendered for people (a table for status).
  *
  * Exit codes are contract: 0 ok, 1 the operation failed or was rejected
@@ -136,11 +137,27 @@ ctl_strerror(int e)
 	return strerror(e);
 }
 
+/* A refused connect to the control socket is retried for up to
+ * CTL_CONNECT_RETRY_MS with doubling pauses (CTL_CONNECT_PAUSE_MS, then x2,
+ * at most 200 ms): the socket may be about to appear (ferryd starting), its
+ * backlog may be momentarily full (EAGAIN), or ferryd may be between
+ * unlink and bind. Any other error, or the end of the window, gives up. */
+#define CTL_CONNECT_RETRY_MS 1000
+#define CTL_CONNECT_PAUSE_MS 20
+
+static bool
+ctl_connect_retryable(int e)
+{
+	return e == ECONNREFUSED || e == EAGAIN || e == EWOULDBLOCK || e == ENOENT;
+}
+
 static int
 ctl_connect_unix(const char *path, long deadline, char *err, size_t errlen)
 {
 	struct sockaddr_un sun;
-	int fd;
+	long give_up = ctl_now_ms() + CTL_CONNECT_RETRY_MS, pause = CTL_CONNECT_PAUSE_MS;
+	struct timespec ts;
+	int fd, e;
 
 	memset(&sun, 0, sizeof sun);
 	sun.sun_family = AF_UNIX;
@@ -149,15 +166,25 @@ ctl_connect_unix(const char *path, long deadline, char *err, size_t errlen)
 		return -1;
 	}
 	memcpy(sun.sun_path, path, strlen(path) + 1);
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1 ||
-	    ctl_arm_timeout(fd, deadline) == -1 ||
-	    connect(fd, (struct sockaddr *)&sun, sizeof sun) == -1) {
-		snprintf(err, errlen, "cannot connect to %s: %s", path, ctl_strerror(errno));
+	for (;;) {
+		if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) != -1 &&
+		    ctl_arm_timeout(fd, deadline) == 0 &&
+		    connect(fd, (struct sockaddr *)&sun, sizeof sun) == 0)
+			return fd;
+		e = errno;
 		if (fd != -1)
 			close(fd);
+		if (e == EINTR || (ctl_connect_retryable(e) && ctl_now_ms() + pause <= give_up &&
+		    ctl_now_ms() + pause < deadline)) {
+			ts.tv_sec = pause / 1000;
+			ts.tv_nsec = (pause % 1000) * 1000000L;
+			nanosleep(&ts, NULL);
+			pause = pause * 2 > 200 ? 200 : pause * 2;
+			continue;
+		}
+		snprintf(err, errlen, "cannot connect to %s: %s", path, ctl_strerror(e));
 		return -1;
 	}
-	return fd;
 }
 
 /* Split "host:port" or "[v6]:port". */
