@@ -50,14 +50,14 @@ enum cfgp_fkey {
 	FK_CONTROL_SOCKET = 0, FK_ADMIN_LISTEN, FK_USER, FK_STARTUP_POLICY,
 	FK_RELOAD_POLICY, FK_DRAIN_TIMEOUT, FK_INIT_TIMEOUT, FK_LOG_LEVEL,
 	FK_LOG_FORMAT, FK_PERSIST, FK_CRASH_LOOP_LIMIT, FK_CRASH_LOOP_WINDOW,
-	FK_WORKER_WATCHDOG,
+	FK_WORKER_WATCHDOG, FK_DRAIN_SPREAD, FK_RELOAD_UPSTREAM_CHECK,
 	FK_COUNT,
 };
 
 enum cfgp_ckey {
 	CK_UPSTREAM = 0, CK_BOOTSTRAP, CK_ADVERTISED_HOST, CK_BROKER_PORTS,
 	CK_NODE_IDS, CK_MAX_CONNECTIONS, CK_MAX_FRAME_BYTES, CK_IDLE_TIMEOUT,
-	CK_REQUEST_TIMEOUT, CK_MAX_INFLIGHT, CK_WORKERS, CK_COUNT,
+	CK_REQUEST_TIMEOUT, CK_MAX_INFLIGHT, CK_WORKERS, CK_HANDOVER, CK_COUNT,
 };
 
 /* Where each key of one cluster section was set and whether it parsed. */
@@ -253,12 +253,56 @@ cfgp_hosts_conflict(const char *a, const char *b)
 	return strcasecmp(a, b) == 0;
 }
 
+#define CFGP_HOSTS_FILE "/etc/hosts"
+
+/* The address of `name` in a hosts(5) file (the first line naming it), as
+ * an IP literal in out. 0, or -1 when it is not there. A local file, never
+ * DNS: how a fleet gives identical configs per-machine listen addresses
+ * (each replica's /etc/hosts maps the same name to its own address). */
+static int
+cfgp_hosts_file_lookup(const char *path, const char *name, char *out, size_t outlen)
+{
+	FILE *f = fopen(path, "re");
+	char line[1024];
+	int rc = -1;
+	unsigned char bin[16];
+
+	if (f == NULL)
+		return -1;
+	while (rc == -1 && fgets(line, sizeof line, f) != NULL) {
+		char *save = NULL, *hash = strchr(line, '#');
+		if (hash)
+			*hash = '\0';
+		char *ip = strtok_r(line, " \t\r\n", &save);
+		if (ip == NULL)
+			continue;
+		bool v4 = inet_pton(AF_INET, ip, bin) == 1;
+		if (!v4 && inet_pton(AF_INET6, ip, bin) != 1)
+			continue;
+		for (char *n = strtok_r(NULL, " \t\r\n", &save); n != NULL;
+		    n = strtok_r(NULL, " \t\r\n", &save)) {
+			if (strcasecmp(n, name) != 0)
+				continue;
+			if (v4)
+				snprintf(out, outlen, "%s", ip);
+			else if (inet_ntop(AF_INET6, bin, out, (socklen_t)outlen) == NULL)
+				break;
+			rc = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
 /*
  * A listening address must be numeric, so that binding it never needs a
  * (blocking) name lookup on the supervisor's loop: an IPv4 or IPv6 literal
- * (wildcards included) or "localhost", which is stored as 127.0.0.1. IPv6
- * literals are stored in their inet_ntop form so equal addresses are equal
- * strings (plan comparisons, status, canonical text).
+ * (wildcards included), "localhost", which is stored as 127.0.0.1, or a
+ * name listed in /etc/hosts (read here, at validation; DNS is never asked),
+ * stored as its address. IPv6 literals are stored in their inet_ntop form
+ * so equal addresses are equal strings (plan comparisons, status, canonical
+ * text).
  */
 static int
 cfgp_listen_host(struct cfg_addr *a, char *err, size_t errlen)
@@ -277,8 +321,13 @@ cfgp_listen_host(struct cfg_addr *a, char *err, size_t errlen)
 		snprintf(a->host, sizeof a->host, "%s", norm);
 		return 0;
 	}
+	if (cfgp_hosts_file_lookup(CFGP_HOSTS_FILE, a->host, norm, sizeof norm) == 0) {
+		snprintf(a->host, sizeof a->host, "%s", norm);
+		return 0;
+	}
 	snprintf(err, errlen, "%s is not an IP address (listeners bind to "
-	    "addresses; names are resolved only for upstream)", a->host);
+	    "addresses: IP literals, localhost or a name in /etc/hosts; DNS names are "
+	    "resolved only for upstream)", a->host);
 	return -1;
 }
 
@@ -489,6 +538,26 @@ cfgp_set_worker_watchdog(struct cfg *c, const char *v, char *err, size_t len)
 	return 0;
 }
 
+static int
+cfgp_set_drain_spread(struct cfg *c, const char *v, char *err, size_t len)
+{
+	return units_parse_duration_ms(v, &c->drain_spread_ms, err, len);
+}
+
+static int
+cfgp_set_reload_upstream_check(struct cfg *c, const char *v, char *err, size_t len)
+{
+	if (strcmp(v, "on") == 0 || strcmp(v, "true") == 0 || strcmp(v, "yes") == 0)
+		c->reload_upstream_check = true;
+	else if (strcmp(v, "off") == 0 || strcmp(v, "false") == 0 || strcmp(v, "no") == 0)
+		c->reload_upstream_check = false;
+	else {
+		snprintf(err, len, "invalid value '%s' (use on or off)", v);
+		return -1;
+	}
+	return 0;
+}
+
 static const struct cfgp_fkeydef cfgp_fkeys[FK_COUNT] = {
 	[FK_CONTROL_SOCKET] = { "control_socket", cfgp_set_control_socket },
 	[FK_ADMIN_LISTEN] = { "admin_listen", cfgp_set_admin_listen },
@@ -503,6 +572,8 @@ static const struct cfgp_fkeydef cfgp_fkeys[FK_COUNT] = {
 	[FK_CRASH_LOOP_LIMIT] = { "crash_loop_limit", cfgp_set_crash_loop_limit },
 	[FK_CRASH_LOOP_WINDOW] = { "crash_loop_window", cfgp_set_crash_loop_window },
 	[FK_WORKER_WATCHDOG] = { "worker_watchdog", cfgp_set_worker_watchdog },
+	[FK_DRAIN_SPREAD] = { "drain_spread", cfgp_set_drain_spread },
+	[FK_RELOAD_UPSTREAM_CHECK] = { "reload_upstream_check", cfgp_set_reload_upstream_check },
 };
 
 /* ---- [cluster NAME] keys ---- */
@@ -684,6 +755,27 @@ cfgp_set_workers(struct cfg_cluster *cl, const char *v, char *err, size_t len)
 	return 0;
 }
 
+/* on/off booleans of the config (also accepted: true/false, yes/no). */
+static int
+cfgp_onoff(const char *v, bool *out, char *err, size_t len)
+{
+	if (strcmp(v, "on") == 0 || strcmp(v, "true") == 0 || strcmp(v, "yes") == 0)
+		*out = true;
+	else if (strcmp(v, "off") == 0 || strcmp(v, "false") == 0 || strcmp(v, "no") == 0)
+		*out = false;
+	else {
+		snprintf(err, len, "invalid value '%s' (use on or off)", v);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+cfgp_set_handover(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return cfgp_onoff(v, &cl->handover, err, len);
+}
+
 static const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT] = {
 	[CK_UPSTREAM] = { "upstream", cfgp_set_upstream },
 	[CK_BOOTSTRAP] = { "bootstrap", cfgp_set_bootstrap },
@@ -696,6 +788,7 @@ static const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT] = {
 	[CK_REQUEST_TIMEOUT] = { "request_timeout", cfgp_set_request_timeout },
 	[CK_MAX_INFLIGHT] = { "max_inflight_per_connection", cfgp_set_max_inflight },
 	[CK_WORKERS] = { "workers", cfgp_set_workers },
+	[CK_HANDOVER] = { "handover", cfgp_set_handover },
 };
 
 /* ---- sections ---- */
@@ -732,6 +825,7 @@ cfgp_add_cluster(struct cfgp *p, const char *name)
 	cl->request_timeout_ms = 30 * 1000;
 	cl->max_inflight = 1024;
 	cl->workers = 1;
+	cl->handover = true;
 	return 0;
 }
 
@@ -1183,6 +1277,8 @@ cfgp_defaults(struct cfg *c, const char *path)
 	c->crash_loop_limit = 5;
 	c->crash_loop_window_ms = 60 * 1000;
 	c->worker_watchdog_ms = 10 * 1000;
+	c->drain_spread_ms = 5 * 1000;
+	c->reload_upstream_check = true;
 	c->log_level = LOG_INFO;
 	c->log_format = CFG_LOG_LOGFMT;
 	return 0;
@@ -1381,6 +1477,7 @@ cfg_cluster_canonical(const struct cfg_cluster *cl)
 	units_fmt_duration(cl->request_timeout_ms, buf, sizeof buf);
 	cfgp_sb_printf(&b, "request_timeout = %s\n", buf);
 	cfgp_sb_printf(&b, "max_inflight_per_connection = %u\n", cl->max_inflight);
+	cfgp_sb_printf(&b, "handover = %s\n", cl->handover ? "on" : "off");
 	if (cl->workers == 0)
 		cfgp_sb_printf(&b, "workers = auto\n");
 	else

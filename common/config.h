@@ -64,6 +64,8 @@ struct cfg_cluster {
 	                                    within this; default 30s */
 	uint32_t max_inflight;           /* max_inflight_per_connection, default 1024:
 	                                    reading stops beyond it */
+	bool handover;                   /* hand live connections to a new generation on
+	                                    reload (default on) */
 	uint32_t workers;                /* worker processes per generation, default 1;
 	                                    0 = auto (the CPUs ferryd may run on) */
 };
@@ -85,6 +87,11 @@ struct cfg {
 	bool persist;                    /* write a posted config to path on reload */
 	uint32_t crash_loop_limit;       /* crashes within the window -> failed; default 5 */
 	uint64_t crash_loop_window_ms;   /* default 60s */
+	uint64_t drain_spread_ms;        /* connections that must close on a reload close
+	                                    at request boundaries spread over this
+	                                    (bounded by drain_timeout); default 5s */
+	bool reload_upstream_check;      /* a changed upstream must answer metadata
+	                                    before its cluster commits; default on */
 	uint64_t worker_watchdog_ms;     /* a worker must answer a ping within this;
 	                                    default 10s, 0 = off */
 

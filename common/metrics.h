@@ -27,6 +27,8 @@
 	X(connections_idle_closed, counter, "Client connections closed by idle_timeout") \
 	X(connections_drained, counter, "Client connections closed cleanly during drain") \
 	X(connections_forced, counter, "Client connections force-closed at drain_timeout") \
+	X(connections_handed_over, counter, "Client connections handed over to a newer generation") \
+	X(connections_adopted, counter, "Client connections adopted from an older generation") \
 	X(requests, counter, "Requests forwarded upstream") \
 	X(responses, counter, "Responses delivered to clients") \
 	X(in_flight, gauge, "Requests forwarded that still owe a response") \

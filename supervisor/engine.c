@@ -359,6 +359,9 @@ sup_workers_of(const struct cfg_cluster *cl)
 	return n > SUP_MAX_PROCS ? SUP_MAX_PROCS : n;
 }
 
+static void sup_relays_proc_gone(struct sup *s, struct sup_proc *p);
+static void sup_relays_tick(struct sup *s);
+
 static void
 sup_gen_fail_now(struct sup *s, struct sup_gen *g, const char *why)
 {
@@ -384,6 +387,7 @@ sup_gen_start(struct sup *s, struct sup_cluster *c, const struct sup_ccfg *cc,
 	g->owner = owner;
 	g->item = it;
 	snprintf(g->config_version, sizeof g->config_version, "%s", cc->version);
+	plan_upstream_key(cc->cl, g->upstream_key, sizeof g->upstream_key);
 	lc_init(&g->lc, s->now_wall_ms, why);
 	g->n_procs = sup_workers_of(cc->cl);
 	g->init_at = s->now_ms + init_timeout_ms;
@@ -559,6 +563,16 @@ sup_gen_event(struct sup *s, struct sup_gen *g, struct sup_proc *ep, enum fsm_ge
 	}
 	if (a & FSM_GA_SEND_STOP)
 		sup_gen_send(s, g, IPC_STOP, NULL, 0);
+	if (a & FSM_GA_SEND_HANDOVER) {
+		struct ipc_handover h = { .deadline_ms = s->cfg.drain_timeout_ms,
+					  .handover = g->handover_keep ? 1 : 0 };
+		h.spread_ms = s->cfg.drain_spread_ms < s->cfg.drain_timeout_ms ?
+		    s->cfg.drain_spread_ms : s->cfg.drain_timeout_ms;
+		sup_gen_send(s, g, IPC_HANDOVER, &h, sizeof h);
+		log_info("handing over connections", "cluster=%s gen=%llu mode=%s spread_ms=%llu",
+		    c->name, (unsigned long long)g->generation,
+		    h.handover ? "move" : "close-spread", (unsigned long long)h.spread_ms);
+	}
 	if (a & FSM_GA_ARM_STOP)
 		g->stop_at = s->now_ms + s->cfg.drain_timeout_ms + SUP_STOP_GRACE_MS;
 	if (a & FSM_GA_ARM_KILL_GRACE)
@@ -615,6 +629,30 @@ sup_gen_event(struct sup *s, struct sup_gen *g, struct sup_proc *ep, enum fsm_ge
 	}
 	if (from == FSM_G_HELD && st.next == FSM_G_ACCEPTING && g->owner == SUP_OWNER_CLUSTER)
 		sup_cluster_gen_accepting(s, g);
+	if ((a & FSM_GA_ENDED) && g->replaced) {
+		c->last_replacement.valid = true;
+		c->last_replacement.from_generation = g->generation;
+		struct sup_gen *cur = sup_cluster_serving(c);
+		c->last_replacement.to_generation = cur ? cur->generation : 0;
+		c->last_replacement.handed_over = c->last_replacement.drained =
+		    c->last_replacement.forced = 0;
+		for (size_t i = 0; i < g->n_procs; i++) {
+			struct metrics *m = g->procs[i].metrics;
+			if (!m)
+				continue;
+			c->last_replacement.handed_over += METRIC_GET(m, connections_handed_over);
+			c->last_replacement.drained += METRIC_GET(m, connections_drained);
+			c->last_replacement.forced += METRIC_GET(m, connections_forced);
+		}
+		c->last_replacement.duration_ms = s->now_ms - g->replaced_at_ms;
+		log_info("replaced generation gone", "cluster=%s gen=%llu handed_over=%llu "
+		    "drained=%llu forced=%llu duration_ms=%llu", c->name,
+		    (unsigned long long)g->generation,
+		    (unsigned long long)c->last_replacement.handed_over,
+		    (unsigned long long)c->last_replacement.drained,
+		    (unsigned long long)c->last_replacement.forced,
+		    (unsigned long long)c->last_replacement.duration_ms);
+	}
 	if (a & FSM_GA_ENDED) {
 		if (g->owner == SUP_OWNER_RELOAD)
 			reload_gen_ended(s, g, why);
@@ -685,10 +723,19 @@ sup_cluster_gen_accepting(struct sup *s, struct sup_gen *g)
 	struct sup_cluster *c = g->cluster;
 	/* A generation a reload holds is the reload's to decide on (a crash
 	 * restart may accept while a reload prepares the same cluster). */
-	for (struct sup_gen *o = g->next; o; o = o->next)
-		if (!fsm_gen_terminal(o->st) && o->st != FSM_G_DRAINING &&
-		    o->owner != SUP_OWNER_RELOAD)
-			sup_post_gen(s, o, FSM_GE_DRAIN, "replaced by a newer generation");
+	for (struct sup_gen *o = g->next; o; o = o->next) {
+		if (fsm_gen_terminal(o->st) || o->st == FSM_G_DRAINING ||
+		    o->owner == SUP_OWNER_RELOAD)
+			continue;
+		/* Its connections move to the new generation when the upstream
+		 * they are connected to stays valid (handover = on); otherwise
+		 * they close at request boundaries spread over drain_spread. */
+		o->replaced = true;
+		o->replaced_at_ms = s->now_ms;
+		o->handover_keep = c->ccfg->cl->handover &&
+		    strcmp(o->upstream_key, g->upstream_key) == 0;
+		sup_post_gen(s, o, FSM_GE_HANDOVER, "replaced by a newer generation");
+	}
 	sup_answer_restart(s, c, g, true, "");
 }
 
@@ -889,6 +936,7 @@ sup_on_exit(struct sup *s, struct sup_proc *p, int st)
 	    "how=\"%s\" state=%s", g->cluster->name, (unsigned long long)g->generation,
 	    (int)p->pid, how, fsm_gstate_str(g->st));
 	p->alive = false;
+	sup_relays_proc_gone(s, p);
 	if (WIFEXITED(st) && WEXITSTATUS(st) == WORKER_EXIT_CONFIG && !g->accepted)
 		sup_post_proc(s, p, FSM_GE_FAILED, how);
 	if (!sup_gen_alive(g))
@@ -925,6 +973,18 @@ sup_on_upstream(struct sup *s, struct sup_proc *p, const struct ipc_upstream *u)
 {
 	struct sup_gen *g = p->gen;
 	struct sup_cluster *c = g->cluster;
+	if (g->need_probe && !g->upstream_ok) {
+		/* reload_upstream_check: the reload waits for this answer */
+		if (u->reachable) {
+			g->upstream_ok = true;
+			reload_gen_held(s, g);
+			sup_dispatch(s);
+		} else {
+			snprintf(g->probe_error, sizeof g->probe_error, "%.*s", (int)sizeof u->error,
+			    u->error);
+		}
+		return;
+	}
 	/* Only the serving generation speaks for the cluster. */
 	if (sup_cluster_serving(c) != g)
 		return;
@@ -985,6 +1045,8 @@ uint64_t
 sup_next_deadline(const struct sup *s)
 {
 	uint64_t d = s->hup_at;
+	for (size_t i = 0; i < s->n_relays; i++)
+		d = sup_min_deadline(d, s->relays[i].deadline_ms);
 	for (size_t i = 0; i < s->n_clusters; i++)
 		d = sup_min_deadline(d, sup_cluster_deadline(s->clusters[i]));
 	for (size_t i = 0; i < s->n_limbo; i++)
@@ -1010,9 +1072,14 @@ sup_gen_tick(struct sup *s, struct sup_gen *g)
 	}
 	if (g->init_at && now >= g->init_at) {
 		g->init_at = 0;
-		char why[96];
-		snprintf(why, sizeof why, "not ready within init_timeout (%llums)",
-		    (unsigned long long)s->cfg.init_timeout_ms);
+		char why[320];
+		if (g->need_probe && !g->upstream_ok && g->st == FSM_G_HELD)
+			snprintf(why, sizeof why, "new upstream did not answer metadata within "
+			    "init_timeout (%llums): %s", (unsigned long long)s->cfg.init_timeout_ms,
+			    g->probe_error[0] ? g->probe_error : "no answer");
+		else
+			snprintf(why, sizeof why, "not ready within init_timeout (%llums)",
+			    (unsigned long long)s->cfg.init_timeout_ms);
 		sup_post_gen(s, g, FSM_GE_INIT_DEADLINE, why);
 	}
 	if (g->stop_at && now >= g->stop_at) {
@@ -1051,7 +1118,18 @@ sup_gen_tick(struct sup *s, struct sup_gen *g)
 			if (s->ops->send(s, p, IPC_PING, &ping, sizeof ping) == -1)
 				sup_post_proc(s, p, FSM_GE_QUEUE_FULL, "control channel full");
 		}
-		g->watchdog_at = now + sup_watchdog_period(s);
+		/* next ping, or the moment a process becomes late or dead,
+		 * whichever comes first: the report is on time, not a period late */
+		uint64_t next = now + sup_watchdog_period(s);
+		for (size_t i = 0; i < g->n_procs; i++) {
+			struct sup_proc *p = &g->procs[i];
+			if (!p->alive || !p->ready || p->dead)
+				continue;
+			uint64_t due = p->last_answer_ms + (p->late ? 2 * w : w);
+			if (due > now && due < next)
+				next = due;
+		}
+		g->watchdog_at = next;
 	}
 }
 
@@ -1071,6 +1149,7 @@ sup_tick(struct sup *s)
 			}
 		}
 	}
+	sup_relays_tick(s);
 	reload_tick(s);
 	sup_dispatch(s);
 }
@@ -1278,6 +1357,7 @@ sup_free(struct sup *s)
 	s->clusters = s->limbo = NULL;
 	s->n_clusters = s->n_limbo = 0;
 	sup_record_clear(&s->last_reload);
+	free(s->relays);
 	free(s->evq);
 	cfg_free(&s->cfg);
 	free(s->config_path);
@@ -1388,4 +1468,147 @@ sup_cluster_restart(struct sup *s, const char *name, uint64_t waiter, struct sup
 	c->restart_gen = g->generation;
 	a->result = SUP_DEFERRED;
 	return SUP_DEFERRED;
+}
+
+/* ---- live handover: relaying connections between generations ------------------------ */
+
+static void
+sup_relay_done(struct sup *s, struct sup_proc *from, uint64_t from_id, bool adopted)
+{
+	if (!from || !from->alive)
+		return;
+	struct ipc_conn_ack ack = { .id = from_id, .adopted = adopted ? 1 : 0 };
+	if (s->ops->send(s, from, IPC_CONN_DONE, &ack, sizeof ack) == -1)
+		sup_post_proc(s, from, FSM_GE_QUEUE_FULL, "control channel full");
+	if (!adopted)
+		s->handovers_refused++;
+}
+
+static void
+sup_relay_del(struct sup *s, size_t i)
+{
+	s->relays[i] = s->relays[--s->n_relays];
+}
+
+/* The newest accepting generation of c other than `not`, and its process
+ * with the fewest connections. */
+static struct sup_proc *
+sup_handover_target(struct sup_cluster *c, const struct sup_gen *not)
+{
+	for (struct sup_gen *g = c->gens; g; g = g->next) {
+		if (g == not || g->st != FSM_G_ACCEPTING || g->owner != SUP_OWNER_CLUSTER)
+			continue;
+		struct sup_proc *best = NULL;
+		uint64_t least = UINT64_MAX;
+		for (size_t i = 0; i < g->n_procs; i++) {
+			struct sup_proc *p = &g->procs[i];
+			if (!p->alive || !p->ready || p->late)
+				continue;
+			uint64_t n = p->metrics ? METRIC_GET(p->metrics, connections_active) : 0;
+			if (n < least) {
+				least = n;
+				best = p;
+			}
+		}
+		return best;
+	}
+	return NULL;
+}
+
+void
+sup_on_conn_out(struct sup *s, struct sup_proc *p, const void *payload, size_t len,
+		const int *fds, size_t nfds)
+{
+	struct sup_gen *g = p->gen;
+	struct ipc_conn_record rec;
+	char err[160];
+	if (ipc_conn_record_check(payload, len, nfds, &rec, err, sizeof err) == -1) {
+		for (size_t i = 0; i < nfds; i++)
+			s->ops->close(s, fds[i]);
+		sup_on_malformed(s, p, err);
+		return;
+	}
+	struct sup_proc *to = g->st == FSM_G_DRAINING && g->handover_keep ?
+	    sup_handover_target(g->cluster, g) : NULL;
+	bool sent = false;
+	if (to) {
+		if (s->n_relays == s->cap_relays) {
+			size_t cap = s->cap_relays ? s->cap_relays * 2 : 64;
+			struct sup_relay *r = realloc(s->relays, cap * sizeof *r);
+			if (r) {
+				s->relays = r;
+				s->cap_relays = cap;
+			}
+		}
+		if (s->n_relays < s->cap_relays) {
+			uint8_t buf[sizeof rec + IPC_CONN_PENDING_MAX];
+			memcpy(buf, payload, len);
+			struct ipc_conn_record *out = (struct ipc_conn_record *)buf;
+			out->id = ++s->next_relay;
+			if (s->ops->send_fds(s, to, IPC_CONN_IN, buf, len, fds, nfds) == 0) {
+				s->relays[s->n_relays++] = (struct sup_relay){
+					.id = out->id, .from = p, .to = to, .from_id = rec.id,
+					.deadline_ms = s->now_ms + SUP_RELAY_TIMEOUT_MS,
+				};
+				s->handovers_relayed++;
+				sent = true;
+			} else {
+				sup_post_proc(s, to, FSM_GE_QUEUE_FULL, "control channel full");
+			}
+		}
+	}
+	/* Our copies go now: the new worker holds its own (or nobody). */
+	for (size_t i = 0; i < nfds; i++)
+		s->ops->close(s, fds[i]);
+	if (!sent)
+		sup_relay_done(s, p, rec.id, false);
+	sup_dispatch(s);
+}
+
+void
+sup_on_conn_taken(struct sup *s, struct sup_proc *p, const struct ipc_conn_ack *ack)
+{
+	for (size_t i = 0; i < s->n_relays; i++) {
+		struct sup_relay *r = &s->relays[i];
+		if (r->id != ack->id || r->to != p)
+			continue;
+		sup_relay_done(s, r->from, r->from_id, ack->adopted != 0);
+		sup_relay_del(s, i);
+		break;
+	}
+	/* an answer for a relay that timed out: the old worker has closed it */
+	sup_dispatch(s);
+}
+
+/* A process exited: relays it was part of end now. */
+static void
+sup_relays_proc_gone(struct sup *s, struct sup_proc *p)
+{
+	for (size_t i = 0; i < s->n_relays;) {
+		struct sup_relay *r = &s->relays[i];
+		if (r->to == p) {
+			sup_relay_done(s, r->from, r->from_id, false);
+			sup_relay_del(s, i);
+		} else if (r->from == p) {
+			sup_relay_del(s, i);  /* the new worker has it, or nobody */
+		} else {
+			i++;
+		}
+	}
+}
+
+static void
+sup_relays_tick(struct sup *s)
+{
+	for (size_t i = 0; i < s->n_relays;) {
+		struct sup_relay *r = &s->relays[i];
+		if (s->now_ms < r->deadline_ms) {
+			i++;
+			continue;
+		}
+		log_warn("handed-over connection not adopted in time; closing it",
+		    "cluster=%s timeout_ms=%d", r->from->gen->cluster->name, SUP_RELAY_TIMEOUT_MS);
+		sup_relay_done(s, r->from, r->from_id, false);
+		sup_relay_del(s, i);
+	}
 }

@@ -41,6 +41,24 @@ plan_cluster_version(const struct cfg_cluster *cl, char *out, size_t outlen)
 	return 0;
 }
 
+int
+plan_upstream_key(const struct cfg_cluster *cl, char *out, size_t outlen)
+{
+	crypto_hash_sha256_state st;
+	crypto_hash_sha256_init(&st);
+	for (size_t i = 0; i < cl->n_upstream; i++) {
+		char a[CFG_HOST_MAX + 16];
+		units_fmt_addr(&cl->upstream[i], a, sizeof a);
+		crypto_hash_sha256_update(&st, (const unsigned char *)a, strlen(a) + 1);
+	}
+	unsigned char h[crypto_hash_sha256_BYTES];
+	crypto_hash_sha256_final(&st, h);
+	char hex[2 * crypto_hash_sha256_BYTES + 1];
+	sodium_bin2hex(hex, sizeof hex, h, sizeof h);
+	snprintf(out, outlen, "sha256:%s", hex);
+	return 0;
+}
+
 static bool
 plan_addr_eq(const struct cfg_addr *a, const struct cfg_addr *b)
 {

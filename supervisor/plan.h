@@ -73,6 +73,12 @@ void plan_free(struct plan *p);
 int plan_resolve(const struct plan *p, const struct plan_running *run, const struct cfg *next,
 		 const bool *ok, bool per_cluster, bool *commit, char *err, size_t errlen);
 
+/* "sha256:<hex>" over what a cluster's upstream connections depend on (the
+ * upstream list; dial map and upstream TLS settings when they exist): two
+ * configurations with the same key can take over each other's connections.
+ * 0, or -1 on OOM. */
+int plan_upstream_key(const struct cfg_cluster *cl, char *out, size_t outlen);
+
 /* True when the two clusters listen on exactly the same addresses. */
 bool plan_same_listeners(const struct cfg_cluster *a, const struct cfg_cluster *b);
 

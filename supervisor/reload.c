@@ -172,6 +172,8 @@ reload_apply_live(struct sup *s, const struct cfg *next)
 	s->cfg.crash_loop_limit = next->crash_loop_limit;
 	s->cfg.crash_loop_window_ms = next->crash_loop_window_ms;
 	s->cfg.worker_watchdog_ms = next->worker_watchdog_ms;
+	s->cfg.drain_spread_ms = next->drain_spread_ms;
+	s->cfg.reload_upstream_check = next->reload_upstream_check;
 	log_set_level((enum log_level)s->cfg.log_level);
 	if (!level_changed)
 		return;
@@ -284,8 +286,18 @@ reload_end_now(struct sup *s, struct sup_reload *r, enum sup_reload_status st,
 void
 reload_gen_held(struct sup *s, struct sup_gen *g)
 {
-	if (g->item)
-		sup_post_item(s, g->item, FSM_IE_PREPARED, "ready");
+	if (!g->item || g->st != FSM_G_HELD)
+		return;
+	if (g->need_probe && !g->upstream_ok) {
+		/* reload_upstream_check: held, but prepared only once the new
+		 * upstream answered a metadata request (its init deadline runs) */
+		if (!g->probe_sent) {
+			g->probe_sent = true;
+			sup_gen_send(s, g, IPC_PROBE, NULL, 0);
+		}
+		return;
+	}
+	sup_post_item(s, g->item, FSM_IE_PREPARED, "ready");
 }
 
 void
@@ -667,8 +679,16 @@ sup_reload_start(struct sup *s, const char *text, size_t len, const char *source
 		it->gen = sup_gen_start(s, it->cluster, cc, SUP_OWNER_RELOAD, it,
 		    r->next.init_timeout_ms, it->pi->op == PLAN_ADD ? "reload: added" :
 		    "reload: modified");
-		if (!it->gen)
+		if (!it->gen) {
 			sup_post_item(s, it, FSM_IE_FAILED, "out of memory");
+			continue;
+		}
+		/* A modified cluster whose upstream changed commits only once the
+		 * new upstream answered (reload_upstream_check). */
+		struct sup_gen *serving = sup_cluster_serving(it->cluster);
+		if (it->pi->op == PLAN_MODIFY && r->next.reload_upstream_check && serving &&
+		    serving != it->gen && strcmp(serving->upstream_key, it->gen->upstream_key) != 0)
+			it->gen->need_probe = true;
 	}
 	free(reuse);
 	sup_dispatch(s);

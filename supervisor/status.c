@@ -243,6 +243,14 @@ status_cluster_json(struct sup_cluster *c)
 	}
 	json_object_set_new(o, "unknownNodes", un);
 
+	if (c->last_replacement.valid)
+		json_object_set_new(o, "lastReplacement", json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}",
+		    "fromGeneration", (json_int_t)c->last_replacement.from_generation,
+		    "toGeneration", (json_int_t)c->last_replacement.to_generation,
+		    "handedOver", (json_int_t)c->last_replacement.handed_over,
+		    "drained", (json_int_t)c->last_replacement.drained,
+		    "forced", (json_int_t)c->last_replacement.forced,
+		    "durationMs", (json_int_t)c->last_replacement.duration_ms));
 	ws = json_array();
 	for (g = c->gens; g != NULL; g = g->next)
 		if (sup_gen_alive(g) || g == serving)

@@ -126,7 +126,8 @@ sup_chan_read(struct sup_chan *ch)
 			sup_chan_stop_reading(ch);
 			return false;
 		}
-		if (r == -1 || msg.hdr.generation != p->gen->generation || msg.nfds) {
+		if (r == -1 || msg.hdr.generation != p->gen->generation ||
+		    (msg.nfds && msg.hdr.type != IPC_CONN_OUT)) {
 			if (r == 1)
 				ipc_close_fds(&msg);
 			sup_chan_stop_reading(ch);
@@ -167,6 +168,19 @@ sup_chan_read(struct sup_chan *ch)
 			struct ipc_ping pong;
 			memcpy(&pong, msg.payload, sizeof pong);
 			sup_on_pong(s, p, pong.seq);
+			break;
+		}
+		case IPC_CONN_OUT: {
+			/* the engine closes the fds whatever it decides */
+			size_t nfds = msg.nfds;
+			ipc_msg_take_fds(&msg);
+			sup_on_conn_out(s, p, msg.payload, msg.hdr.len, msg.fds, nfds);
+			break;
+		}
+		case IPC_CONN_TAKEN: {
+			struct ipc_conn_ack ack;
+			memcpy(&ack, msg.payload, sizeof ack);
+			sup_on_conn_taken(s, p, &ack);
 			break;
 		}
 		default: {
@@ -409,6 +423,21 @@ sup_io_send(struct sup *s, struct sup_proc *p, enum ipc_type type, const void *p
 	return 0;
 }
 
+static int
+sup_io_send_fds(struct sup *s, struct sup_proc *p, enum ipc_type type, const void *payload,
+		size_t len, const int *fds, size_t nfds)
+{
+	struct sup_io *io = s->io;
+	struct sup_chan *ch = p->chan;
+	if (!ch || ch->fd < 0)
+		return -1;
+	if (ipcq_send(&ch->q, ch->fd, type, p->gen->generation, payload, len, fds, nfds) == -1)
+		return -1;
+	if (ipcq_pending(&ch->q))
+		ev_io_start(io->loop, &ch->wio);
+	return 0;
+}
+
 static void
 sup_io_kill(struct sup *s, struct sup_proc *p, int sig)
 {
@@ -645,6 +674,7 @@ sup_io_reload_end(struct sup *s, const struct sup_reload_record *rec)
 static const struct sup_ops sup_io_ops = {
 	.spawn = sup_io_spawn,
 	.send = sup_io_send,
+	.send_fds = sup_io_send_fds,
 	.kill = sup_io_kill,
 	.proc_free = sup_io_proc_free,
 	.gen_free = sup_io_gen_free,

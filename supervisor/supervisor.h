@@ -43,6 +43,7 @@ struct sup_reload;
 #define SUP_STOP_GRACE_MS 2000    /* beyond drain_timeout before SIGKILL */
 #define SUP_KILL_GRACE_MS 1000    /* a worker that said FAILED must be gone by then */
 #define SUP_KEEP_ENDED 3          /* ended generations kept for status */
+#define SUP_RELAY_TIMEOUT_MS 2000 /* a handed-over connection not adopted by then is closed */
 
 enum sup_listener_role { SUP_LISTENER_BOOTSTRAP = 0, SUP_LISTENER_BROKER };
 const char *sup_listener_role_str(enum sup_listener_role r);
@@ -104,6 +105,13 @@ struct sup_gen {
 	bool unresponsive;
 	uint64_t unresponsive_since_ms; /* wall */
 	char end_note[96];            /* why we killed it, for the exit reason */
+	char upstream_key[PLAN_VERSION_LEN]; /* what its upstream connections depend on */
+	bool handover_keep;           /* replaced: its connections may move (same upstream) */
+	bool replaced;                /* drained or handed over for a newer generation */
+	uint64_t replaced_at_ms;      /* mono */
+	bool need_probe;              /* reload: the new upstream must answer first */
+	bool probe_sent, upstream_ok;
+	char probe_error[192];
 	/* deadlines, monotonic ms; 0 = not armed */
 	uint64_t init_at, stop_at, watchdog_at;
 	size_t n_procs;               /* workers = N of its configuration */
@@ -144,6 +152,13 @@ struct sup_cluster {
 	uint64_t upstream_since_ms;
 	char upstream_error[192];
 	bool listed;                  /* in sup->clusters (else limbo) */
+	/* what happened to the connections of the last replaced generation */
+	struct {
+		uint64_t from_generation, to_generation;
+		uint64_t handed_over, drained, forced;
+		uint64_t duration_ms;
+		bool valid;
+	} last_replacement;
 };
 
 /* Outcome of the last reload / validation, for GET /admin/config/status. */
@@ -206,6 +221,9 @@ struct sup_ops {
 	/* Queue a message on p's channel. -1: queue full or channel gone. */
 	int (*send)(struct sup *s, struct sup_proc *p, enum ipc_type type, const void *payload,
 		    size_t len);
+	/* ... with file descriptors (the caller keeps its own). */
+	int (*send_fds)(struct sup *s, struct sup_proc *p, enum ipc_type type,
+			const void *payload, size_t len, const int *fds, size_t nfds);
 	void (*kill)(struct sup *s, struct sup_proc *p, int sig);
 	/* Release p's I/O resources (channel, metrics mapping); from sup_reap(). */
 	void (*proc_free)(struct sup *s, struct sup_proc *p);
@@ -278,6 +296,16 @@ struct sup {
 	bool dispatching;
 	bool reap_pending;
 	uint64_t violations;          /* forbidden pairs met (programming errors) */
+	/* live handover: connections passed from an old worker to a new one */
+	struct sup_relay {
+		uint64_t id;              /* ours, given to the new worker */
+		struct sup_proc *from, *to;
+		uint64_t from_id;         /* the old worker's */
+		uint64_t deadline_ms;     /* mono: not adopted by then = not adopted */
+	} *relays;
+	size_t n_relays, cap_relays;
+	uint64_t next_relay;
+	uint64_t handovers_relayed, handovers_refused;
 	char start_error[256];        /* sup_start(): why the next generation cannot start */
 };
 
@@ -314,6 +342,12 @@ void sup_on_queue_full(struct sup *s, struct sup_proc *p);
 void sup_on_pong(struct sup *s, struct sup_proc *p, uint64_t seq);
 void sup_on_upstream(struct sup *s, struct sup_proc *p, const struct ipc_upstream *u);
 void sup_on_unknown_node(struct sup *s, struct sup_proc *p, const struct ipc_unknown_node *u);
+/* Live handover: an old worker hands a connection over (fds: [client] or
+ * [client, upstream], closed by the engine whatever happens), a new worker
+ * says whether it adopted one. */
+void sup_on_conn_out(struct sup *s, struct sup_proc *p, const void *payload, size_t len,
+		     const int *fds, size_t nfds);
+void sup_on_conn_taken(struct sup *s, struct sup_proc *p, const struct ipc_conn_ack *ack);
 /* Deadlines: the earliest armed one (mono ms, 0 = none), and firing. */
 uint64_t sup_next_deadline(const struct sup *s);
 void sup_tick(struct sup *s);

@@ -378,6 +378,11 @@ worker_ipc_cb(struct ev_loop *loop, ev_io *io, int revents)
 			}
 			break;
 		}
+		case IPC_PROBE:
+			/* a reload asks whether the (new) upstream answers: the
+			 * fetch reports the upstream condition either way */
+			upstream_fetch_metadata(w);
+			break;
 		case IPC_STOP:
 			log_info("stopping", "%s", "");
 			worker_close_listeners(w);

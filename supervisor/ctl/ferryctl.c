@@ -878,6 +878,14 @@ ctl_file_body(const char *file, const char *verb, char **body, size_t *len)
 		*body = NULL;
 		return -1;
 	}
+	if (*len > HTTP_MAX_BODY) {
+		/* the same limit ferryd applies to a config file and a posted one */
+		ctl_err("%s is larger than %u bytes, the limit of a configuration", file,
+		    (unsigned)HTTP_MAX_BODY);
+		free(*body);
+		*body = NULL;
+		return -1;
+	}
 	return 0;
 }
 

@@ -9,8 +9,9 @@ from ferryd's main pid (NotifyAccess=main), none from a worker.
     FERRY_BUILD=$PWD/build /usr/bin/python3 -m pytest -q tests/integration/test_systemd.py
 
 supervisor/notify.c speaks the protocol (unit-tested in tests/unit/
-test_notify.c); the supervisor's calls into it are wired by the supervisor
-rewrite, hence the xfail marks until then.
+test_notify.c); supervisor/supervisor.c calls it from the engine's
+lifecycle hooks (ready, reload begin/end, stopping) and after every event
+chain for STATUS=.
 """
 
 import os
@@ -26,9 +27,6 @@ from conftest import allocate_ports
 SO_PASSCRED = getattr(socket, "SO_PASSCRED", 16)
 SCM_CREDENTIALS = getattr(socket, "SCM_CREDENTIALS", 2)
 
-wiring_pending = pytest.mark.xfail(
-    strict=False,
-    reason="wiring pending: supervisor.c/reload.c do not call supervisor/notify yet")
 
 
 class NotifySocket:
@@ -88,7 +86,6 @@ def notify_sock(workdir):
     n.close()
 
 
-@wiring_pending
 def test_notify_ready_reload_failed_reload_stopping(mock_factory, reload_ferry_factory,
                                                      notify_sock, workdir):
     up = mock_factory("up", brokers=3)
@@ -146,7 +143,6 @@ def test_notify_ready_reload_failed_reload_stopping(mock_factory, reload_ferry_f
     assert senders == {main_pid}, (senders, main_pid)
 
 
-@wiring_pending
 def test_notify_abstract_socket(mock_factory, reload_ferry_factory, workdir):
     name = f"ferry-it-notify-{os.getpid()}-{time.monotonic_ns()}"
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)

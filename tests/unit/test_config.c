@@ -608,7 +608,7 @@ Test(config_errors, listen_host_names_refused)
 	    "broker_ports = 9193\n"
 	    "[cluster b]\n"
 	    "upstream = h:1\n"
-	    "bootstrap = localhost.localdomain:9292\n"		/* 10 */
+	    "bootstrap = no-such-host.invalid:9292\n"		/* 10 */
 	    "broker_ports = 9293\n"
 	    "[cluster c]\n"
 	    "upstream = h:1\n"
@@ -619,15 +619,15 @@ Test(config_errors, listen_host_names_refused)
 	    "bootstrap = 10.0.0.256:9492\n"			/* 18 */
 	    "broker_ports = 9493\n",
 	    "t.ini:2: admin_listen: admin.example.com is not an IP address "
-	    "(listeners bind to addresses; names are resolved only for upstream)\n"
+	    "(listeners bind to addresses: IP literals, localhost or a name in /etc/hosts; DNS names are resolved only for upstream)\n"
 	    "t.ini:5: bootstrap: proxy.local is not an IP address (listeners "
-	    "bind to addresses; names are resolved only for upstream)\n"
-	    "t.ini:10: bootstrap: localhost.localdomain is not an IP address "
-	    "(listeners bind to addresses; names are resolved only for upstream)\n"
+	    "bind to addresses: IP literals, localhost or a name in /etc/hosts; DNS names are resolved only for upstream)\n"
+	    "t.ini:10: bootstrap: no-such-host.invalid is not an IP address "
+	    "(listeners bind to addresses: IP literals, localhost or a name in /etc/hosts; DNS names are resolved only for upstream)\n"
 	    "t.ini:14: bootstrap: 127.1 is not an IP address (listeners bind "
-	    "to addresses; names are resolved only for upstream)\n"
+	    "to addresses: IP literals, localhost or a name in /etc/hosts; DNS names are resolved only for upstream)\n"
 	    "t.ini:18: bootstrap: 10.0.0.256 is not an IP address (listeners "
-	    "bind to addresses; names are resolved only for upstream)\n");
+	    "bind to addresses: IP literals, localhost or a name in /etc/hosts; DNS names are resolved only for upstream)\n");
 }
 
 Test(config_errors, port_overlap_with_admin)
@@ -865,6 +865,7 @@ Test(config_canonical, exact_text)
 	    "idle_timeout = 0\n"
 	    "request_timeout = 30s\n"
 	    "max_inflight_per_connection = 1024\n"
+	    "handover = on\n"
 	    "workers = 1\n");
 	free(s);
 	s = cfg_cluster_canonical(&r.c.clusters[1]);
@@ -880,6 +881,7 @@ Test(config_canonical, exact_text)
 	    "idle_timeout = 10m\n"
 	    "request_timeout = 30s\n"
 	    "max_inflight_per_connection = 1024\n"
+	    "handover = on\n"
 	    "workers = 1\n");
 	free(s);
 	done(&r);

@@ -46,6 +46,7 @@ struct w_proc {
 	bool reported;            /* its exit was delivered */
 	bool frozen;              /* SIGSTOPped: answers nothing */
 	bool got_accept, got_drain, got_stop, killed;
+	bool got_probe;           /* reload_upstream_check: answers when not frozen */
 	bool auto_ready;
 };
 
@@ -106,10 +107,12 @@ w_send(struct sup *s, struct sup_proc *p, enum ipc_type type, const void *payloa
 	cr_assert(wp->alive || wp->reported == false, "send to a reaped process");
 	if (type == IPC_ACCEPT)
 		wp->got_accept = true;
-	if (type == IPC_DRAIN)
+	if (type == IPC_DRAIN || type == IPC_HANDOVER)
 		wp->got_drain = true;
 	if (type == IPC_STOP)
 		wp->got_stop = true;
+	if (type == IPC_PROBE)
+		wp->got_probe = true;
 	return 0;
 }
 
@@ -224,8 +227,17 @@ w_reload_end(struct sup *s, const struct sup_reload_record *rec)
 	W.reload_ends++;
 }
 
+static int
+w_send_fds(struct sup *s, struct sup_proc *p, enum ipc_type type, const void *payload,
+	   size_t len, const int *fds, size_t nfds)
+{
+	(void)fds;
+	(void)nfds;
+	return w_send(s, p, type, payload, len);
+}
+
 static const struct sup_ops w_ops = {
-	.spawn = w_spawn, .send = w_send, .kill = w_kill, .proc_free = w_proc_free,
+	.spawn = w_spawn, .send = w_send, .send_fds = w_send_fds, .kill = w_kill, .proc_free = w_proc_free,
 	.bind = w_bind, .dup = w_dup, .close = w_close, .answer_reload = w_answer_reload,
 	.answer_op = w_answer_op, .persist = w_persist, .stopped = w_stopped,
 	.reload_end = w_reload_end,
@@ -355,6 +367,11 @@ w_react(void)
 			any = true;
 		} else if (wp->auto_ready && !wp->p->ready) {
 			sup_on_ready(&W.s, wp->p);
+			any = true;
+		} else if (wp->got_probe && wp->auto_ready) {
+			wp->got_probe = false;
+			struct ipc_upstream u = { .reachable = 1 };
+			sup_on_upstream(&W.s, wp->p, &u);
 			any = true;
 		} else if (wp->p->ping_seq) {
 			sup_on_pong(&W.s, wp->p, wp->p->ping_seq);
@@ -628,7 +645,8 @@ w_generated(bool per_cluster, enum w_phase ph, enum w_event ev, int target_new)
 	struct sup_gen *old_mod = sup_cluster_serving(sup_find_cluster(&W.s, "mod"));
 
 	/* modify mod (new upstream), remove del, add add (on del's ports) */
-	w_cluster(mod, sizeof mod, "mod", 20010, "127.0.0.1:9095");
+	w_cluster(mod, sizeof mod, "mod", 20010, "127.0.0.1:9093");
+	strncat(mod, "max_connections = 999\n", sizeof mod - strlen(mod) - 1);
 	w_cluster(add, sizeof add, "add", 20020, "127.0.0.1:9096");
 	snprintf(text2, sizeof text2, "%sreload_policy = %s\n%s%s%s", hdr,
 	    per_cluster ? "per-cluster" : "all-or-nothing", keep, mod, add);
@@ -694,11 +712,11 @@ w_generated(bool per_cluster, enum w_phase ph, enum w_event ev, int target_new)
 		cr_assert_not_null(sup_find_cluster(&W.s, "add"), "%s", where);
 		cr_assert_null(sup_find_cluster(&W.s, "del"), "%s", where);
 		cr_assert_str_eq(m->cfg.upstream[0].host, "127.0.0.1");
-		cr_assert_eq(m->cfg.upstream[0].port, 9095, "%s", where);
+		cr_assert_eq(m->cfg.max_connections, 999, "%s", where);
 	} else if (!per_cluster) {
 		cr_assert_null(sup_find_cluster(&W.s, "add"), "%s: rolled back yet added", where);
 		cr_assert_not_null(sup_find_cluster(&W.s, "del"), "%s: rolled back yet removed", where);
-		cr_assert_eq(m->cfg.upstream[0].port, 9093, "%s", where);
+		cr_assert_neq(m->cfg.max_connections, 999, "%s", where);
 	}
 	/* no process hangs around: frozen ones were killed by a deadline (an
 	 * accepting one without a watchdog has none: ferryd's stop ends it) */
@@ -737,8 +755,10 @@ Test(engine, crash_restart_during_a_reload_does_not_win_over_the_commit)
 	w_start(text);
 	struct sup_cluster *ca = sup_find_cluster(&W.s, "a"), *cb = sup_find_cluster(&W.s, "b");
 	struct sup_gen *old_a = sup_cluster_serving(ca);
-	w_cluster(a, sizeof a, "a", 20010, "127.0.0.1:9011");
-	w_cluster(b, sizeof b, "b", 20020, "127.0.0.1:9012");
+	w_cluster(a, sizeof a, "a", 20010, "127.0.0.1:9001");
+	strncat(a, "max_connections = 999\n", sizeof a - strlen(a) - 1);
+	w_cluster(b, sizeof b, "b", 20020, "127.0.0.1:9002");
+	strncat(b, "max_connections = 999\n", sizeof b - strlen(b) - 1);
 	snprintf(text2, sizeof text2, FERRY_HDR "%s%s", a, b);
 	W.auto_ready = false;
 	const struct sup_reload_record *rec;
@@ -758,11 +778,50 @@ Test(engine, crash_restart_during_a_reload_does_not_win_over_the_commit)
 	    fsm_gstate_str(new_a->st));
 	sup_on_ready(&W.s, &new_b->procs[0]);                                 /* b ready: commit */
 	w_settle(500, "commit", 0, 0);
-	cr_assert_eq(W.s.last_reload.status, SUP_RELOAD_SUCCESS);
+	cr_assert_eq(W.s.last_reload.status, SUP_RELOAD_SUCCESS, "%s",
+	    W.s.last_reload.errors ? W.s.last_reload.errors[0] : "?");
 	cr_assert_eq(sup_cluster_serving(ca), new_a, "a serves the restarted old configuration");
 	cr_assert_eq(new_a->st, FSM_G_ACCEPTING);
-	cr_assert_eq(ca->cfg.upstream[0].port, 9011);
+	cr_assert_eq(ca->cfg.max_connections, 999);
 	cr_assert(restarted->st == FSM_G_DRAINING || restarted->st == FSM_G_STOPPED);
 	cr_assert_eq(W.s.violations, 0);
+	w_finish();
+}
+
+/* reload_upstream_check: a modified cluster whose upstream changed commits
+ * only once its new generation answered the probe; without an answer the
+ * reload fails at init_timeout, naming it, and the old generation serves on. */
+Test(engine, changed_upstream_must_answer_before_commit)
+{
+	char a[512], text[2048], text2[2048];
+	w_cluster(a, sizeof a, "a", 20010, "127.0.0.1:9001");
+	snprintf(text, sizeof text, FERRY_HDR "%s", a);
+	w_start(text);
+	struct sup_cluster *ca = sup_find_cluster(&W.s, "a");
+	struct sup_gen *old = sup_cluster_serving(ca);
+	w_cluster(a, sizeof a, "a", 20010, "127.0.0.1:9011");
+	snprintf(text2, sizeof text2, FERRY_HDR "%s", a);
+	/* 1: the new generation becomes ready but its upstream never answers */
+	W.auto_ready = true;
+	const struct sup_reload_record *rec;
+	cr_assert_eq(sup_reload_start(&W.s, text2, strlen(text2), "api", 1, &rec), SUP_DEFERRED);
+	struct sup_gen *g = ca->gens;
+	struct w_proc *wp = NULL;
+	w_react();
+	wp = w_find(&g->procs[0]);
+	cr_assert(g->need_probe && wp->got_probe, "no probe sent for a changed upstream");
+	wp->auto_ready = false;   /* keeps quiet about the probe */
+	w_settle(1500, "probe", 0, 0);
+	cr_assert_eq(W.s.last_reload.status, SUP_RELOAD_FAILED);
+	cr_assert_not_null(strstr(W.s.last_reload.errors[0], "new upstream"), "%s",
+	    W.s.last_reload.errors[0]);
+	cr_assert_eq(sup_cluster_serving(ca), old);
+	cr_assert_eq(ca->cfg.upstream[0].port, 9001);
+	/* 2: it answers: committed */
+	cr_assert_eq(sup_reload_start(&W.s, text2, strlen(text2), "api", 2, &rec), SUP_DEFERRED);
+	w_settle(300, "probe ok", 0, 0);
+	cr_assert_eq(W.s.last_reload.status, SUP_RELOAD_SUCCESS);
+	cr_assert_eq(ca->cfg.upstream[0].port, 9011);
+	cr_assert_neq(sup_cluster_serving(ca), old);
 	w_finish();
 }
