@@ -2,7 +2,8 @@
  * kload — Kafka load generator for scripts/bench, on librdkafka's public API.
  *
  *   kload -b BROKERS -t TOPIC [-C] [-s SIZE] [-d SECS] [-w WARMUP_SECS]
- *         [-r MSGS_PER_SEC] [-R FROMPORT:TOPORT,...] [-p PID,...] [-X key=val]...
+ *         [-r MSGS_PER_SEC] [-n PRODUCERS] [-R FROMPORT:TOPORT,...] [-p PID,...]
+ *         [-X key=val]...
  *
  * Produce mode (default): 1 KiB messages (-s), acks=1, linger.ms=5, no key
  * (spread over all partitions). Without -r it produces as fast as the
@@ -23,6 +24,12 @@
  *       send time, so a stalled path is not hidden by coordinated omission)
  *   cpu_ms                  utime+stime of the -p PIDs during the window
  *   self_cpu_ms             this process during the window
+ *
+ * -n N (saturating produce only) runs N producer instances in this process,
+ * instance i producing only to partition i mod (the topic's partitions): N
+ * producer connections to the brokers (plus each instance's bootstrap
+ * connection, idle after the first metadata), driven round-robin by one
+ * thread. The figures are the sum over the instances.
  *
  * -R rewrites the port of every broker connection librdkafka makes
  * (connect_cb): how the HAProxy baseline keeps the client on the proxy
@@ -47,6 +54,7 @@
 #define MAX_REMAP 64
 #define MAX_PIDS 64
 #define MAX_WIN 4096
+#define MAX_INST 64
 
 static struct { uint16_t from, to; } remap[MAX_REMAP];
 static int n_remap;
@@ -232,17 +240,85 @@ on_sig(int s)
 	stop = 1;
 }
 
+/* -n: n producers from conf (each a copy), instance i on partition i % np;
+ * produces as fast as they take it until the window is over. The caller
+ * destroys nothing: the handles are flushed and destroyed here. */
+static void
+produce_many(rd_kafka_conf_t *conf, int n, const char *topic, size_t size, uint64_t warm_end,
+	     uint64_t win_end, double *cpu0, double *self0, double *cpu1, double *self1,
+	     uint64_t *t1_ns)
+{
+	rd_kafka_t *rk[MAX_INST];
+	rd_kafka_topic_t *rkt[MAX_INST];
+	char err[512];
+	for (int i = 0; i < n; i++) {
+		rd_kafka_conf_t *c = i == n - 1 ? conf : rd_kafka_conf_dup(conf);
+		if (!(rk[i] = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof err)))
+			die("%s", err);
+		rkt[i] = rd_kafka_topic_new(rk[i], topic, NULL);
+	}
+	const struct rd_kafka_metadata *md;
+	rd_kafka_resp_err_t e = rd_kafka_metadata(rk[0], 0, rkt[0], &md, 10000);
+	if (e || md->topic_cnt != 1 || md->topics[0].partition_cnt == 0)
+		die("metadata for the topic: %s", e ? rd_kafka_err2str(e) : "no partitions");
+	int np = md->topics[0].partition_cnt;
+	rd_kafka_metadata_destroy(md);
+	char *payload = malloc(size);
+	if (!payload)
+		die("%s", "out of memory");
+	memset(payload, 'x', size);
+	while (!stop && measuring < 2) {
+		uint64_t t = now_ns();
+		if (measuring == 0 && t >= warm_end) {
+			measuring = 1;
+			t0_ns = now_ns();
+			*cpu0 = pids_cpu_ms();
+			*self0 = self_cpu_ms();
+		} else if (measuring == 1 && t >= win_end) {
+			measuring = 2;
+			*t1_ns = now_ns();
+			*cpu1 = pids_cpu_ms();
+			*self1 = self_cpu_ms();
+			break;
+		}
+		int blocked = 0;
+		for (int i = 0; i < n; i++) {
+			for (int k = 0; k < 1000; k++) {
+				if (rd_kafka_produce(rkt[i], i % np, 0, payload, size, NULL, 0,
+					(void *)(uintptr_t)now_ns()) == -1) {
+					if (rd_kafka_last_error() != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+						die("produce: %s",
+						    rd_kafka_err2str(rd_kafka_last_error()));
+					blocked++;
+					break;
+				}
+			}
+			rd_kafka_poll(rk[i], 0);
+		}
+		if (blocked == n) {
+			struct timespec ts = { 0, 1000000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+	for (int i = 0; i < n; i++) {
+		rd_kafka_flush(rk[i], 10000);
+		rd_kafka_topic_destroy(rkt[i]);
+		rd_kafka_destroy(rk[i]);
+	}
+	free(payload);
+}
+
 int
 main(int argc, char **argv)
 {
 	const char *brokers = NULL, *topic = NULL;
-	int consume = 0, opt;
+	int consume = 0, opt, n_inst = 1;
 	size_t size = 1024;
 	double dur = 5, warm = 1, rate = 0;
 	char *xs[64];
 	int n_xs = 0;
 
-	while ((opt = getopt(argc, argv, "b:t:Cs:d:w:r:R:p:X:")) != -1) {
+	while ((opt = getopt(argc, argv, "b:t:Cs:d:w:r:n:R:p:X:")) != -1) {
 		switch (opt) {
 		case 'b': brokers = optarg; break;
 		case 't': topic = optarg; break;
@@ -251,6 +327,7 @@ main(int argc, char **argv)
 		case 'd': dur = atof(optarg); break;
 		case 'w': warm = atof(optarg); break;
 		case 'r': rate = atof(optarg); break;
+		case 'n': n_inst = atoi(optarg); break;
 		case 'R':
 			for (char *s = strtok(optarg, ","); s && n_remap < MAX_REMAP; s = strtok(NULL, ",")) {
 				unsigned a, b;
@@ -270,12 +347,14 @@ main(int argc, char **argv)
 			break;
 		default:
 			fprintf(stderr, "usage: kload -b BROKERS -t TOPIC [-C] [-s SIZE] [-d SECS] "
-					"[-w SECS] [-r MSG/S] [-R FROM:TO,...] [-p PID,...] [-X k=v]...\n");
+					"[-w SECS] [-r MSG/S] [-n N] [-R FROM:TO,...] [-p PID,...] [-X k=v]...\n");
 			return 2;
 		}
 	}
 	if (!brokers || !topic || size == 0 || dur <= 0)
 		die("%s", "need -b and -t (see the usage at the top of kload.c)");
+	if (n_inst < 1 || n_inst > MAX_INST || (n_inst > 1 && (consume || rate > 0)))
+		die("%s", "-n wants 1..64 and only saturating produce (no -C, no -r)");
 	signal(SIGINT, on_sig);
 	signal(SIGTERM, on_sig);
 
@@ -312,19 +391,26 @@ main(int argc, char **argv)
 	if (n_remap)
 		rd_kafka_conf_set_connect_cb(conf, connect_remap);
 
+	uint64_t start = now_ns();
+	uint64_t warm_end = start + (uint64_t)(warm * 1e9);
+	uint64_t win_end = warm_end + (uint64_t)(dur * 1e9);
+	double cpu0 = 0, self0 = 0, cpu1 = 0, self1 = 0;
+	uint64_t t1_ns = 0;
+	rd_kafka_t *rk = NULL;
+	if (n_inst > 1) {
+		produce_many(conf, n_inst, topic, size, warm_end, win_end, &cpu0, &self0, &cpu1,
+		    &self1, &t1_ns);
+		goto report;
+	}
+
 	char err[512];
-	rd_kafka_t *rk = rd_kafka_new(consume ? RD_KAFKA_CONSUMER : RD_KAFKA_PRODUCER, conf, err,
+	rk = rd_kafka_new(consume ? RD_KAFKA_CONSUMER : RD_KAFKA_PRODUCER, conf, err,
 	    sizeof err);
 	if (!rk)
 		die("%s", err);
 	if (consume)
 		rd_kafka_poll_set_consumer(rk);  /* stats arrive through consumer_poll */
 
-	uint64_t start = now_ns();
-	uint64_t warm_end = start + (uint64_t)(warm * 1e9);
-	uint64_t win_end = warm_end + (uint64_t)(dur * 1e9);
-	double cpu0 = 0, self0 = 0, cpu1 = 0, self1 = 0;
-	uint64_t t1_ns = 0;
 	if (rate > 0 && !consume)
 		lat_us = calloc(1, 1), cap_lat = 0; /* enabled; grown on first use */
 
@@ -415,9 +501,10 @@ main(int argc, char **argv)
 		rd_kafka_consumer_close(rk);
 		rd_kafka_topic_destroy(rkt);
 	}
+	rd_kafka_destroy(rk);
+report:
 	if (measuring < 2)
 		die("%s", "interrupted before the end of the window");
-	rd_kafka_destroy(rk);
 
 	double secs = (double)(t1_ns - t0_ns) / 1e9;
 	double p99s[MAX_WIN];

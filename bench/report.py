@@ -4,7 +4,9 @@
     python3 bench/report.py build-bench/results.tsv build-bench
 
 Each line of results.tsv is KIND<TAB>key=value<TAB>...; KIND is meta, tput
-(one kload run: path, round, test = saturate|rate|fetch), mem or reload.
+(one kload run: path, round, test = saturate|rate|fetch), mem, reload or
+workers (test = balance: per-worker connection counts; test = produce8: one
+kload -n 8 run through direct, haproxy_t1/t2, ferry_w1/w2).
 Per path the median over rounds is reported; ratios are ferry / HAProxy
 (nbthread 1). MB = 10^6 bytes of message payload. Standard library only;
 the plot needs gnuplot (skipped with a note when it is missing).
@@ -24,6 +26,14 @@ LABEL = {
     "haproxy_mt": "HAProxy, default threads (1 round)",
 }
 MIB = 1024.0
+WPATHS = ["direct", "haproxy_t1", "haproxy_t2", "ferry_w1", "ferry_w2"]
+WLABEL = {
+    "direct": "direct (no proxy)",
+    "haproxy_t1": "HAProxy, nbthread 1",
+    "haproxy_t2": "HAProxy, nbthread 2",
+    "ferry_w1": "ferry, workers = 1",
+    "ferry_w2": "ferry, workers = 2",
+}
 
 
 def num(v):
@@ -33,8 +43,18 @@ def num(v):
         return v
 
 
+def counts_of(v):
+    """'334/333/333' -> [334, 333, 333] (a single count arrives as a float)."""
+    if isinstance(v, float):
+        return [int(v)]
+    try:
+        return [int(x) for x in str(v).split("/") if x != ""]
+    except ValueError:
+        return []
+
+
 def load(path):
-    meta, tput, mem, reload = {}, [], {}, []
+    meta, tput, mem, reload, workers = {}, [], {}, [], []
     with open(path) as f:
         for line in f:
             fields = line.rstrip("\n").split("\t")
@@ -51,7 +71,9 @@ def load(path):
                 mem[kv.get("name")] = kv
             elif kind == "reload":
                 reload.append(kv)
-    return meta, tput, mem, reload
+            elif kind == "workers":
+                workers.append(kv)
+    return meta, tput, mem, reload, workers
 
 
 def med(xs):
@@ -124,7 +146,7 @@ def ratio(a, b):
 
 def main():
     tsv, outdir = sys.argv[1], sys.argv[2]
-    meta, tput, mem, reload = load(tsv)
+    meta, tput, mem, reload, wk = load(tsv)
     res = per_path(tput)
     # added p50: per round, path minus direct of the same round; then the median
     direct_r = res.get("direct", {}).get("rtt_p50_us", {}).get("by_round", {})
@@ -256,6 +278,9 @@ def main():
             add(f"| {n} | {fmt(d['start_ms'])} | {fmt(med(d['reload_server_ms']))} | "
                 f"{fmt(med(d['reload_wall_ms']))} | {sum(1 for x in d['reload_rc'] if x)} | {d['c0_after']} |")
 
+    # several workers per cluster
+    wres = workers_section(wk, add)
+
     # targets
     targets = []
 
@@ -310,7 +335,7 @@ def main():
         f.write(md)
     out = {"preliminary": True, "meta": meta, "paths": res, "ratios_ferry_over_haproxy": ratios,
            "ferry_minus_haproxy_rtt_p50_us": ferry_minus_haproxy_p50,
-           "memory": memo, "reload": {str(k): d for k, d in sorted(rel.items())}, "targets": targets,
+           "memory": memo, "workers": wres, "reload": {str(k): d for k, d in sorted(rel.items())}, "targets": targets,
            "units": {"mbps": "10^6 bytes of payload per second", "cpu_ms_per_mb": "proxy utime+stime ms per 10^6 payload bytes",
                      "rtt": "librdkafka broker rtt window (request sent -> response), µs"}}
     with open(os.path.join(outdir, "bench.json"), "w") as f:
@@ -338,6 +363,118 @@ def main():
         md += "\n(gnuplot not installed: no plot)\n"
     sys.stdout.write(md)
     print(f"\nraw: {tsv}\njson: {os.path.join(outdir, 'bench.json')}")
+
+
+def workers_section(wk, add):
+    """Balance and 8-producer throughput tables of the workers runs; returns
+    their figures for bench.json (None when the section was not run)."""
+    if not wk:
+        return None
+    out = {"kernel": [], "balance": [], "produce8": {}, "ratios": {}}
+
+    def dev_of(c, n):
+        even = sum(c) / n if n and c else None
+        return max(abs(x - even) for x in c) / even * 100 if even and len(c) == n else None
+
+    kern = [r for r in wk if r.get("test") == "kernel"]
+    if kern:
+        add("")
+        add("The kernel alone (`bench/acceptq.c`, no ferry): idle processes accepting 1,000 "
+            "connections, one per ms; `-kill`: one of two processes does not accept while 1,000 "
+            "arrive at once, then exits; lost = connections reset by the kernel.\n")
+        add("| socket(s) | processes | accepted per process | max deviation from even | lost |")
+        add("|---|---:|---|---:|---:|")
+        for r in kern:
+            c = counts_of(r.get("counts"))
+            n = int(r.get("n", 0))
+            kill = str(r.get("mode", "")).endswith("-kill")
+            dev = None if kill else dev_of(c, n)
+            out["kernel"].append({"mode": r.get("mode"), "n": n, "counts": c, "max_dev_pct": dev,
+                                  "lost": r.get("lost"), "failed": r.get("failed")})
+            add(f"| {r.get('mode')} | {n} | {' / '.join(map(str, c)) or '–'} | "
+                f"{fmt(dev, 1) + ' %' if dev is not None else '–'} | "
+                f"{fmt(r.get('lost')) if kill else '–'} |")
+    bal = [r for r in wk if r.get("test") == "balance"]
+    if bal:
+        add("")
+        add("Several workers per cluster: 1,000 connections held, counted per worker "
+            "(`ferryctl status`). Burst: 200 connects every 10 ms; paced: 10 every 10 ms.\n")
+        add("| cluster | workers | arrival | connections per worker | max deviation from even |")
+        add("|---|---:|---|---|---:|")
+        for r in bal:
+            c = counts_of(r.get("counts"))
+            n = int(r.get("workers", 0))
+            dev = dev_of(c, n)
+            out["balance"].append({"cluster": r.get("cluster"), "workers": n, "pace": r.get("pace"),
+                                   "counts": c, "total": sum(c), "max_dev_pct": dev,
+                                   "opened": r.get("opened"), "failed": r.get("failed")})
+            add(f"| {r.get('cluster')} | {n} | {r.get('pace')} | {' / '.join(map(str, c)) or '–'} | "
+                f"{fmt(dev, 1)} % |")
+    runs = [r for r in wk if r.get("test") == "produce8"]
+    if runs:
+        res = {}
+        for p in WPATHS:
+            pr = [r for r in runs if r.get("path") == p and "mbps" in r]
+            if not pr:
+                continue
+            by_round = {}
+            for r in pr:
+                mb = r["bytes"] / 1e6
+                by_round[int(r["round"])] = {
+                    "mbps": r["mbps"],
+                    "cpu_ms_per_mb": r["cpu_ms"] / mb if mb > 0 and p != "direct" else None,
+                    "client_cpu_ms_per_mb": r["self_cpu_ms"] / mb if mb > 0 else None,
+                    "conns": counts_of(r["conns"]) if "conns" in r else None,
+                    "proc_ticks": counts_of(r.get("proc_ticks")),
+                }
+            res[p] = {"by_round": by_round,
+                      "mbps": med([x["mbps"] for x in by_round.values()]),
+                      "cpu_ms_per_mb": med([x["cpu_ms_per_mb"] for x in by_round.values()
+                                            if x["cpu_ms_per_mb"] is not None]),
+                      "errors": sum(int(r.get("all_errors", 0)) + int(r.get("failed", 0)) for r in pr)}
+        out["produce8"] = res
+
+        def rr(a, b, k):
+            A, B = res.get(a, {}).get("by_round", {}), res.get(b, {}).get("by_round", {})
+            xs = [ratio(A[i][k], B[i][k]) for i in A if i in B]
+            xs = [x for x in xs if x is not None]
+            return statistics.median(xs) if xs else None
+
+        add("")
+        add("8 producer connections (`kload -n 8`: eight producers in one process, each on one "
+            "partition of `bench`): median over rounds; proxy CPU = utime+stime of the proxy's "
+            "processes (ferry: supervisor and workers) per MB.\n")
+        add("| path | produce MB/s | proxy CPU ms/MB | connections per worker (mid-run) | "
+            "CPU split, ticks (ferry: supervisor / workers) | errors |")
+        add("|---|---:|---:|---|---|---:|")
+        for p in WPATHS:
+            if p not in res:
+                continue
+            last = res[p]["by_round"][max(res[p]["by_round"])]
+            add(f"| {WLABEL[p]} | {fmt(res[p]['mbps'])} | {fmt(res[p]['cpu_ms_per_mb'], 3)} | "
+                f"{' / '.join(map(str, last['conns'])) if last['conns'] else '–'} | "
+                f"{' / '.join(map(str, last['proc_ticks'])) if p != 'direct' else '–'} | "
+                f"{res[p]['errors']} |")
+        ratios = {
+            "ferry_w2_over_w1_mbps": rr("ferry_w2", "ferry_w1", "mbps"),
+            "ferry_w2_over_w1_cpu_per_mb": rr("ferry_w2", "ferry_w1", "cpu_ms_per_mb"),
+            "haproxy_t2_over_t1_mbps": rr("haproxy_t2", "haproxy_t1", "mbps"),
+            "haproxy_t2_over_t1_cpu_per_mb": rr("haproxy_t2", "haproxy_t1", "cpu_ms_per_mb"),
+            "ferry_w2_over_haproxy_t2_mbps": rr("ferry_w2", "haproxy_t2", "mbps"),
+            "ferry_w2_over_haproxy_t2_cpu_per_mb": rr("ferry_w2", "haproxy_t2", "cpu_ms_per_mb"),
+            "ferry_w1_over_direct_mbps": rr("ferry_w1", "direct", "mbps"),
+        }
+        out["ratios"] = ratios
+        add("")
+        add("Median of the per-round ratios: "
+            f"ferry workers 2/1: MB/s ×{fmt(ratios['ferry_w2_over_w1_mbps'], 2)}, "
+            f"CPU/MB ×{fmt(ratios['ferry_w2_over_w1_cpu_per_mb'], 2)}; "
+            f"HAProxy nbthread 2/1: MB/s ×{fmt(ratios['haproxy_t2_over_t1_mbps'], 2)}, "
+            f"CPU/MB ×{fmt(ratios['haproxy_t2_over_t1_cpu_per_mb'], 2)}; "
+            f"ferry workers 2 / HAProxy nbthread 2: MB/s ×{fmt(ratios['ferry_w2_over_haproxy_t2_mbps'], 2)}, "
+            f"CPU/MB ×{fmt(ratios['ferry_w2_over_haproxy_t2_cpu_per_mb'], 2)}; "
+            f"ferry workers 1 / direct: MB/s ×{fmt(ratios['ferry_w1_over_direct_mbps'], 2)}.")
+    return out
 
 
 if __name__ == "__main__":

@@ -455,6 +455,8 @@ worker_setup(struct worker *w)
 		ipc_close_fds(&msg);
 		worker_fail(w, "no usable generation block");
 	}
+	/* a replacement starts from nothing, not from its predecessor's count */
+	worker_conns_changed(w);
 	ipc_close_fds(&msg);
 	struct cfg_errors errs;
 	cfg_errors_init(&errs);

@@ -478,7 +478,7 @@ class Ferry:
     BROKERS_PER_CLUSTER = 3
 
     def __init__(self, keeper, workdir, upstreams, extra_ferry="", user="nobody",
-                 drain_timeout="2s"):
+                 drain_timeout="2s", cluster_keys=None):
         for b in (FERRYD, FERRYCTL):
             if not b.exists():
                 pytest.fail(f"{b} not built")
@@ -500,6 +500,8 @@ class Ferry:
         self.config_path = self.workdir / "ferry.ini"
         self.log_path = self.workdir / "ferryd.log"
         self.proc = None
+        # keys written into every [cluster] section (e.g. workers = 2)
+        self.cluster_keys = {k: str(v) for k, v in (cluster_keys or {}).items()}
         lines = [
             "[ferry]",
             f"control_socket = {self.sock}",
@@ -523,6 +525,7 @@ class Ferry:
                 f"broker_ports = {c['brokers'][0]}-{c['brokers'][-1]}",
                 f"node_ids = {c['node_ids'][0]}-{c['node_ids'][-1]}",
             ]
+            lines += [f"{k} = {v}" for k, v in self.cluster_keys.items()]
         self.config_text = "\n".join(lines) + "\n"
         self.config_path.write_text(self.config_text)
 
@@ -553,6 +556,10 @@ class Ferry:
             f"ferryd not ready after {timeout}s (last ferryctl ready: rc={last.returncode if last else None} "
             f"out={last.stdout if last else ''!r} err={last.stderr if last else ''!r}); log:\n"
             + tail_file(self.log_path))
+
+    def workers_of(self, name):
+        """The number of worker processes cluster `name` is configured with."""
+        return int(self.cluster_keys.get("workers", 1))
 
     # ---- addresses ----
     def bootstrap(self, name):
@@ -656,6 +663,20 @@ def ferry_factory(keeper, workdir, request):
             f.start()
         return f
     return make
+
+
+@pytest.fixture(params=[1, 2], ids=["w1", "w2"])
+def workers_n(request):
+    """`workers` of every cluster, for test modules that run their tests with
+    one worker per cluster and again with two (test_reload.py,
+    test_failure.py override their Ferry factories with it). 1 writes no
+    key at all, so the default is what the w1 run checks."""
+    return request.param
+
+
+def workers_keys(n):
+    """cluster_keys for `workers = n` (none for the default, 1)."""
+    return {} if n == 1 else {"workers": str(n)}
 
 
 E2E_TOPIC = "ferry-e2e"
@@ -921,8 +942,9 @@ class ReloadFerry(Ferry):
     a test can post a variant without touching the file."""
 
     def __init__(self, keeper, workdir, upstreams, ferry_extra=None, drain_timeout="5s",
-                 init_timeout="10s", cluster_extra=None):
-        super().__init__(keeper, workdir, upstreams, drain_timeout=drain_timeout)
+                 init_timeout="10s", cluster_extra=None, cluster_keys=None):
+        super().__init__(keeper, workdir, upstreams, drain_timeout=drain_timeout,
+                         cluster_keys=cluster_keys)
         self.ferry_keys = {
             "control_socket": self.sock,
             "admin_listen": f"127.0.0.1:{self.admin_port}",
@@ -936,7 +958,8 @@ class ReloadFerry(Ferry):
         self.spec = {}
         for name, mock in upstreams.items():
             self.spec[name] = {"upstream": mock.bootstrap,
-                               "extra": dict((cluster_extra or {}).get(name, {}))}
+                               "extra": {**self.cluster_keys,
+                                         **(cluster_extra or {}).get(name, {})}}
         self.write()
 
     # ---- config ----
@@ -978,11 +1001,14 @@ class ReloadFerry(Ferry):
         self.clusters[name] = {"bootstrap": ports[0], "brokers": ports[1:],
                                "node_ids": [1 + k for k in range(n)]}
         self.spec[name] = {"upstream": upstream if isinstance(upstream, str) else upstream.bootstrap,
-                           "extra": {}}
+                           "extra": dict(self.cluster_keys)}
 
     def remove_cluster(self, name):
         del self.spec[name]
         return self.clusters.pop(name)
+
+    def workers_of(self, name):
+        return int(self.spec[name]["extra"].get("workers", 1))
 
     # ---- process ----
     def start(self, wait=True, env=None):

@@ -5,6 +5,12 @@ supervisor that dies under its workers. Each test runs a real ferryd (the
 build in $FERRY_BUILD) in front of librdkafka mock clusters; see conftest.py.
 
     FERRY_BUILD=/path/to/build /usr/bin/python3 -m pytest -q tests/integration/test_failure.py
+
+Every test runs with one worker per cluster (id w1) and with `workers = 2`
+in every cluster (id w2). With two, a crash takes one process of the
+generation: its sibling keeps serving (and keeps its pid), the crashed one
+alone is replaced under the cluster's crash policy, and a crash loop still
+fails the whole cluster.
 """
 
 import json
@@ -21,7 +27,7 @@ import time
 import pytest
 
 from conftest import (children_of, kafka_metadata, kill_pids, pid_alive, proc_starttime,
-                      serving_pids, tail_file)
+                      serving_pids, tail_file, workers_keys)
 
 TOPIC = "ferry-fail"
 
@@ -95,12 +101,25 @@ def wait_for(pred, timeout, interval=0.05, what="condition"):
         time.sleep(interval)
 
 
-def serving_pid(ferry, name):
+def serving_set(ferry, name):
+    """The pids of cluster `name`'s workers when it is accepting with all of
+    them (as many as configured, all alive), else None."""
     c = ferry.cluster(name)
-    pids = serving_pids(c)
-    if c["state"] == "accepting" and len(pids) == 1 and pid_alive(pids[0]):
-        return pids[0]
+    pids = frozenset(serving_pids(c))
+    if c["state"] == "accepting" and len(pids) == ferry.workers_of(name) \
+            and all(pid_alive(p) for p in pids):
+        return pids
     return None
+
+
+def worker_pid(ferry, name, index):
+    """The pid of worker `index` of cluster `name`'s serving generation."""
+    c = ferry.cluster(name)
+    for w in c["workers"]:
+        if w["index"] == index and w["state"] == "accepting" \
+                and w["generation"] == c["generation"]:
+            return w["pid"]
+    raise AssertionError(f"{name}: no accepting worker {index}: {c['workers']}")
 
 
 def metadata_ok(ferry, name, port=None, timeout=3.0):
@@ -277,6 +296,14 @@ def assert_clean_log(ferry):
 
 
 @pytest.fixture
+def ferry_factory(ferry_factory, workers_n):
+    """conftest's factory with `workers = N` in every cluster: N = 1 (w1), 2 (w2)."""
+    def make(upstreams, **kw):
+        return ferry_factory(upstreams, cluster_keys=workers_keys(workers_n), **kw)
+    return make
+
+
+@pytest.fixture
 def upstream(mock_factory):
     """One 3-broker mock upstream with topic ferry-fail (3 partitions),
     shared by the clusters of a test."""
@@ -288,22 +315,34 @@ def upstream(mock_factory):
 # --------------------------------------------------------------------------
 
 def test_single_sigkill_serves_again_within_2s(upstream, ferry_factory):
+    """SIGKILL of one of A's workers (its only one with workers = 1): A serves
+    again within 2 s on its bootstrap and a broker port, through a new
+    process; B is not touched. With one worker that is a new generation;
+    with two, the killed process alone is replaced inside the same
+    generation, and its sibling keeps its pid and serves all along."""
     f = ferry_factory({"A": upstream, "B": upstream})
-    a_pid, b_pid = serving_pid(f, "A"), serving_pid(f, "B")
-    assert a_pid and b_pid, f.status()
-    b_start = proc_starttime(b_pid)
+    a_pids, b_pids = serving_set(f, "A"), serving_set(f, "B")
+    assert a_pids and b_pids, f.status()
+    n = f.workers_of("A")
+    b_starts = {p: proc_starttime(p) for p in b_pids}
     gen0 = f.cluster("A")["generation"]
     broker_port = f.clusters["A"]["brokers"][1]
+    victim = worker_pid(f, "A", 0)
+    siblings = a_pids - {victim}
 
-    os.kill(a_pid, signal.SIGKILL)
+    os.kill(victim, signal.SIGKILL)
     t0 = time.monotonic()
+    if siblings:
+        # the siblings serve while the killed one is replaced
+        metadata_ok(f, "A", timeout=1.0)
+        metadata_ok(f, "A", port=broker_port, timeout=1.0)
     back = None
     last = None
     while time.monotonic() - t0 < 2.0:
         try:
-            p = serving_pid(f, "A")
+            p = serving_set(f, "A")
             last = f.cluster("A")["state"], p
-            if p and p != a_pid:
+            if p and victim not in p:
                 # Bootstrap and a broker port (the new worker must learn the
                 # upstream brokers again on its own).
                 metadata_ok(f, "A", timeout=1.0)
@@ -317,32 +356,46 @@ def test_single_sigkill_serves_again_within_2s(upstream, ferry_factory):
     assert back is not None, f"A not serving again within 2 s of SIGKILL of its worker (last: {last})"
 
     a = f.cluster("A")
-    assert a["state"] == "accepting" and a["generation"] > gen0, a
-    assert not pid_alive(a_pid)
-    assert serving_pid(f, "B") == b_pid and pid_alive(b_pid, b_start), "B's worker was touched"
+    assert a["state"] == "accepting", a
+    if n == 1:
+        assert a["generation"] > gen0, a
+    else:
+        assert a["generation"] == gen0, f"the generation was replaced, not the process: {a}"
+        now = serving_set(f, "A")
+        assert siblings < now and len(now - siblings) == 1, \
+            f"a sibling of the killed worker was touched: {sorted(a_pids)} -> {a['workers']}"
+        assert worker_pid(f, "A", 0) in now - siblings
+    assert not pid_alive(victim)
+    assert serving_set(f, "B") == b_pids and all(pid_alive(p, st) for p, st in b_starts.items()), \
+        "B's worker was touched"
     m = f.metrics()
     assert m.get(("ferry_worker_restarts_total", "A")) == 1, m
     assert m.get(("ferry_crash_loops_total", "A")) == 0, m
     assert m.get(("ferry_worker_restarts_total", "B")) == 0, m
     log = tail_file(f.log_path, 2000)
-    assert re.search(rf'worker exited.*cluster=A .*pid={a_pid} how="killed by signal 9', log), log
+    assert re.search(rf'worker exited.*cluster=A .*pid={victim} how="killed by signal 9', log), log
     assert_clean_log(f)
 
 
 def test_crash_loop_fails_cluster_and_restart_recovers(upstream, ferry_factory):
+    """Worker 0 of A is killed three times within crash_loop_window
+    (crash_loop_limit = 3): replaced after 100 ms, then 200 ms, then A is
+    failed (its other workers, with workers = 2, are stopped too) and not
+    restarted; B serves throughout; ferryctl restart brings A back."""
     f = ferry_factory({"A": upstream, "B": upstream},
                       extra_ferry="crash_loop_limit = 3\ncrash_loop_window = 30s")
-    a_pid, b_pid = serving_pid(f, "A"), serving_pid(f, "B")
-    assert a_pid and b_pid, f.status()
-    b_start = proc_starttime(b_pid)
+    a_pids, b_pids = serving_set(f, "A"), serving_set(f, "B")
+    assert a_pids and b_pids, f.status()
+    b_starts = {p: proc_starttime(p) for p in b_pids}
     sup = f.proc.pid
     killed = []
     gaps = []  # seconds from a SIGKILL to the next worker of A being forked
 
     with Traffic(f, "B") as traffic:
-        victim = a_pid
+        victim = worker_pid(f, "A", 0)
+        siblings = a_pids - {victim}
         for round_ in range(3):
-            known = {b_pid, victim} | set(killed)
+            known = b_pids | siblings | {victim} | set(killed)
             os.kill(victim, signal.SIGKILL)
             t_kill = time.monotonic()
             killed.append(victim)
@@ -360,17 +413,22 @@ def test_crash_loop_fails_cluster_and_restart_recovers(upstream, ferry_factory):
             assert new, f"no new worker for A within 5 s of kill #{round_ + 1}"
             gaps.append(time.monotonic() - t_kill)
             # Let it come back fully (accepting) before killing it again.
-            victim = wait_for(lambda: serving_pid(f, "A") == new and new, 10,
-                              what=f"A's worker {new} accepting after kill #{round_ + 1}")
+            victim = wait_for(lambda: serving_set(f, "A") == siblings | {new} and new, 10,
+                              what=f"A's worker {new} accepting beside {sorted(siblings)} "
+                                   f"after kill #{round_ + 1}")
 
         # Third crash within the window: the cluster is given up on.
         a = wait_for(lambda: (lambda c: c if c["state"] == "failed" else None)(f.cluster("A")),
                      5, what="A failed after 3 crashes")
         traffic.check("during the crash loop")
 
+        # A failed cluster has released everything: its other workers
+        # (workers = 2) are gone too; they have no connection to drain.
+        wait_for(lambda: not any(pid_alive(p) for p in siblings), 3,
+                 what=f"A's surviving workers {sorted(siblings)} stopped after the crash loop")
         # No restart is attempted any more.
         time.sleep(1.5)
-        extra = [p for p in child_pids(sup) if p not in {b_pid} | set(killed) and pid_alive(p)]
+        extra = [p for p in child_pids(sup) if p not in b_pids | set(killed) and pid_alive(p)]
         assert not extra, f"A restarted after it was declared failed: {extra}; {f.cluster('A')}"
         assert f.cluster("A")["state"] == "failed"
         traffic.check("after the crash loop")
@@ -394,11 +452,11 @@ def test_crash_loop_fails_cluster_and_restart_recovers(upstream, ferry_factory):
     assert gaps[1] >= 0.19 and gaps[1] > gaps[0], \
         f"restarts did not get slower: gaps {['%.3f' % g for g in gaps]}"
     log = tail_file(f.log_path, 2000)
-    delays = [int(d) for d in re.findall(r"restarting worker.*cluster=A delay_ms=(\d+)", log)]
+    delays = [int(d) for d in re.findall(r"restarting worker.*cluster=A .*?delay_ms=(\d+)", log)]
     assert delays == [100, 200], f"logged restart delays {delays}"
 
     # B was never touched.
-    assert serving_pid(f, "B") == b_pid and pid_alive(b_pid, b_start)
+    assert serving_set(f, "B") == b_pids and all(pid_alive(p, st) for p, st in b_starts.items())
     assert produce(f.bootstrap("B"), 20, "after-loop") == []
 
     m = f.metrics()
@@ -410,28 +468,30 @@ def test_crash_loop_fails_cluster_and_restart_recovers(upstream, ferry_factory):
     # The operator brings it back.
     r = f.ctl("restart", "A", check=False, timeout=30)
     assert r.returncode == 0, f"ferryctl restart A: rc={r.returncode} {r.stdout} {r.stderr}"
-    new_pid = wait_for(lambda: serving_pid(f, "A"), 10, what="A accepting after restart")
+    new_pids = wait_for(lambda: serving_set(f, "A"), 10, what="A accepting after restart")
     a = f.cluster("A")
     assert a["state"] == "accepting" and a["generation"] > failed_gen, a
-    assert new_pid not in killed
+    assert new_pids.isdisjoint(set(killed) | siblings), (new_pids, killed, siblings)
     metadata_ok(f, "A")
     assert produce(f.bootstrap("A"), 20, "after-restart") == []
     m = f.metrics()
     assert m.get(("ferry_crash_loops_total", "A")) == 1, m
     assert m.get(("ferry_worker_restarts_total", "A")) == 2, m
-    assert serving_pid(f, "B") == b_pid and pid_alive(b_pid, b_start)
+    assert serving_set(f, "B") == b_pids and all(pid_alive(p, st) for p, st in b_starts.items())
     assert_clean_log(f)
 
 
 def test_crash_loop_failed_cluster_refuses_clients(upstream, ferry_factory):
     """A cluster failed by a crash loop has released its resources (DESIGN
     §3 `failed`): a client is refused at once instead of being queued on a
-    listening socket that no worker will ever accept from."""
+    listening socket that no worker will ever accept from -- with
+    workers = 2 too, where the killed worker's sibling still holds the
+    listening sockets when the crash loop is declared."""
     f = ferry_factory({"A": upstream, "B": upstream},
                       extra_ferry="crash_loop_limit = 1\ncrash_loop_window = 30s")
-    a_pid = serving_pid(f, "A")
-    assert a_pid
-    os.kill(a_pid, signal.SIGKILL)
+    a_pids = serving_set(f, "A")
+    assert a_pids
+    os.kill(worker_pid(f, "A", 0), signal.SIGKILL)
     a = wait_for(lambda: (lambda c: c if c["state"] == "failed" else None)(f.cluster("A")),
                  5, what="A failed after its first crash (crash_loop_limit = 1)")
     assert "crash loop" in (a["reason"] or ""), a
@@ -449,7 +509,7 @@ def test_crash_loop_failed_cluster_refuses_clients(upstream, ferry_factory):
     metadata_ok(f, "B")
     # The operator restart binds again and serves.
     f.ctl("restart", "A", timeout=30)
-    wait_for(lambda: serving_pid(f, "A"), 10, what="A accepting after restart")
+    wait_for(lambda: serving_set(f, "A"), 10, what="A accepting after restart")
     metadata_ok(f, "A")
     assert_clean_log(f)
 
@@ -503,7 +563,7 @@ def test_startup_best_effort_serves_the_others(upstream, ferry_factory):
         assert f"127.0.0.1:{taken}" in (b["reason"] or "") \
             and "Address already in use" in b["reason"], f"B's reason: {b['reason']!r}"
         assert not serving_pids(b)
-        a_pid = wait_for(lambda: serving_pid(f, "A"), 10, what="A accepting")
+        a_pids = wait_for(lambda: serving_set(f, "A"), 10, what="A accepting")
         metadata_ok(f, "A")
         assert produce(f.bootstrap("A"), 10, "be") == []
 
@@ -526,11 +586,11 @@ def test_startup_best_effort_serves_the_others(upstream, ferry_factory):
         holder.close()
         r = f.ctl("restart", "B", check=False, timeout=30)
         assert r.returncode == 0, f"restart after freeing the port: rc={r.returncode} {r.stdout} {r.stderr}"
-        wait_for(lambda: serving_pid(f, "B"), 10, what="B accepting after restart")
+        wait_for(lambda: serving_set(f, "B"), 10, what="B accepting after restart")
         metadata_ok(f, "B")
         metadata_ok(f, "B", port=f.clusters["B"]["brokers"][2])
         assert produce(f.bootstrap("B"), 10, "be-b") == []
-        assert serving_pid(f, "A") == a_pid
+        assert serving_set(f, "A") == a_pids
         assert f.ctl("ready", check=False).returncode == 0
         assert_clean_log(f)
     finally:

@@ -18,6 +18,11 @@ of that ferryd (each new worker generation included) sleeps N seconds right
 after AddressSanitizer initialises, i.e. before it can read its config. That
 makes "a worker that takes N seconds to become ready" deterministic; it
 needs the ASan build scripts/test makes and those tests skip otherwise.
+
+Every test runs twice: with one worker per cluster (id w1, the default) and
+with `workers = 2` in every cluster (id w2): a generation is then two
+processes, and each assertion about "the serving worker" is about all of
+the generation's workers (serving_set).
 """
 
 import collections
@@ -36,7 +41,8 @@ import pytest
 
 from conftest import (FERRYD, RFC3339_UTC, allocate_ports, apiversions_v0, fetch_v4,
                       kafka_metadata, kreq, pid_alive, port_refuses, proc_starttime,
-                      recv_kframe, serving_pids, tail_file, wait_closed, wait_for)
+                      recv_kframe, serving_pids, tail_file, wait_closed, wait_for,
+                      workers_keys)
 
 TOPIC = "reload"
 EMPTY = "reload-empty"
@@ -49,6 +55,15 @@ DRAIN_TIMEOUT = 5.0
 
 class Env:
     pass
+
+
+@pytest.fixture
+def reload_ferry_factory(reload_ferry_factory, workers_n):
+    """conftest's factory, with `workers = N` in every cluster (clusters a
+    test adds later too): N = 1 (w1) and 2 (w2)."""
+    def make(upstreams, **kw):
+        return reload_ferry_factory(upstreams, cluster_keys=workers_keys(workers_n), **kw)
+    return make
 
 
 @pytest.fixture
@@ -100,14 +115,24 @@ def sha256_version(text):
 
 
 def cluster_pids(f):
-    """{name: (generation, [serving pids])}."""
-    return {c["name"]: (c["generation"], serving_pids(c)) for c in f.status()["clusters"]}
+    """{name: (generation, [serving pids, sorted])}."""
+    return {c["name"]: (c["generation"], sorted(serving_pids(c)))
+            for c in f.status()["clusters"]}
 
 
-def serving_pid(f, name):
-    pids = serving_pids(f.cluster(name))
-    assert len(pids) == 1, f"{name}: serving workers {pids}"
-    return pids[0]
+def serving_set(f, name):
+    """The pids of cluster `name`'s serving generation: as many accepting
+    workers as it is configured with, all of its current generation, each
+    its own process."""
+    c = f.cluster(name)
+    ws = [w for w in c["workers"] if w.get("state") == "accepting"]
+    n = f.workers_of(name)
+    assert len(ws) == n, f"{name}: {len(ws)} serving workers, want {n}: {c['workers']}"
+    assert all(w["generation"] == c["generation"] for w in ws), \
+        f"{name}: serving workers of another generation than {c['generation']}: {c['workers']}"
+    pids = frozenset(w["pid"] for w in ws)
+    assert len(pids) == n and all(pids), f"{name}: serving pids {c['workers']}"
+    return pids
 
 
 def kcat(args, input=None, timeout=60):
@@ -310,20 +335,22 @@ def test_30_reloads_under_load(renv):
     bootstrap and broker ports) and an idempotent producer run through A:
     no connect is refused or times out, no delivery fails, every message is
     consumed exactly once, B is never touched, at most the serving plus
-    draining generations are alive, and each old generation exits within
-    drain_timeout of being replaced. ApiVersions exchanges may fail only the
+    draining generations are alive, each new generation is all new processes,
+    and every process of each old generation exits within drain_timeout of
+    being replaced. ApiVersions exchanges may fail only the
     way the drain contract allows (see the end of the test); their number is
     printed."""
     f = renv.f
     a = f.clusters["A"]
     ports = [a["bootstrap"]] + a["brokers"]
-    b_pid = serving_pid(f, "B")
+    b_pids = serving_set(f, "B")
     b_gen = f.cluster("B")["generation"]
+    n = f.workers_of("A")
 
     loop = ConnectLoop(ports)
     prod = SeqProducer(f.bootstrap("A"), TOPIC)
     watcher = PidWatcher()
-    reloads = []  # (t_start, t_end, old pid, new pid)
+    reloads = []  # (t_start, t_end, old pids, new pids)
     loop.start()
     prod.start()
     watcher.start()
@@ -333,9 +360,7 @@ def test_30_reloads_under_load(renv):
         assert not loop.connect_failures and not prod.errors
         for i in range(30):
             before = f.cluster("A")
-            old_pid = serving_pids(before)
-            assert len(old_pid) == 1, before["workers"]
-            old_pid = old_pid[0]
+            old_pids = serving_set(f, "A")
             f.spec["A"]["extra"]["idle_timeout"] = "11m" if i % 2 == 0 else "10m"
             f.write()
             t0 = time.monotonic()
@@ -347,28 +372,32 @@ def test_30_reloads_under_load(renv):
             assert (body["clustersModified"], body["clustersAdded"], body["clustersRemoved"]) \
                 == (["A"], [], []), body
             assert body["configVersion"] == sha256_version(f.config_text), body
-            watcher.watch(old_pid, t1)
+            for p in old_pids:
+                watcher.watch(p, t1)
 
             doc = f.cluster("A")
             assert doc["state"] == "accepting", doc
             assert doc["generation"] > before["generation"], (before["generation"], doc)
             serving = [w for w in doc["workers"] if w["state"] == "accepting"]
-            assert len(serving) == 1 and serving[0]["generation"] == doc["generation"], doc["workers"]
-            new_pid = serving[0]["pid"]
-            assert new_pid != old_pid
-            others = {w["pid"]: w["state"] for w in doc["workers"] if w["pid"] != new_pid}
+            assert len(serving) == n and all(w["generation"] == doc["generation"]
+                                             for w in serving), doc["workers"]
+            new_pids = frozenset(w["pid"] for w in serving)
+            assert len(new_pids) == n and new_pids.isdisjoint(old_pids), (old_pids, doc["workers"])
+            others = {w["pid"]: w["state"] for w in doc["workers"] if w["pid"] not in new_pids}
             assert set(others.values()) <= {"draining", "stopped"}, doc["workers"]
             olds = [w for w in doc["workers"] if w["generation"] == before["generation"]]
-            if olds:
-                assert olds[0]["state"] in ("draining", "stopped"), doc["workers"]
-            else:  # already exited and no longer listed
-                assert not pid_alive(old_pid), doc["workers"]
+            for w in olds:
+                assert w["state"] in ("draining", "stopped"), doc["workers"]
+            # the ones no longer listed have already exited
+            for p in old_pids - {w["pid"] for w in olds}:
+                assert not pid_alive(p), (p, doc["workers"])
             draining = {w["pid"] for w in doc["workers"] if w["state"] == "draining"}
             live = set(f.live_workers())
-            assert live <= {new_pid, b_pid} | draining, \
-                f"live workers {sorted(live)}, allowed: serving {new_pid}, B {b_pid}, draining {sorted(draining)}"
-            assert serving_pids(f.cluster("B")) == [b_pid]
-            reloads.append((t0, t1, old_pid, new_pid))
+            assert live <= new_pids | b_pids | draining, \
+                (f"live workers {sorted(live)}, allowed: serving {sorted(new_pids)}, "
+                 f"B {sorted(b_pids)}, draining {sorted(draining)}")
+            assert serving_set(f, "B") == b_pids
+            reloads.append((t0, t1, old_pids, new_pids))
             time.sleep(0.2)
         time.sleep(0.5)  # traffic on the last generation too
     finally:
@@ -412,7 +441,7 @@ def test_30_reloads_under_load(renv):
     assert prod.errors == [], f"delivery errors: {prod.errors[:5]} ({summary})"
     assert sorted(prod.delivered) == prod.produced, summary
     assert not late, f"old generations alive longer than drain_timeout after being replaced: {late}"
-    assert set(f.live_workers()) == {reloads[-1][3], b_pid}
+    assert set(f.live_workers()) == reloads[-1][3] | b_pids
     assert f.cluster("B")["generation"] == b_gen
 
     # Every message exactly once, consumed through A from the beginning.
@@ -464,14 +493,14 @@ def _check_rolled_back(f, before_pids, before_version, what):
 
 
 def _good_reload_after(f, name="A"):
-    old = serving_pid(f, name)
+    old = serving_set(f, name)
     f.spec[name]["extra"]["idle_timeout"] = "7m"
     f.write()
     r = f.reload_ctl()
     assert r.returncode == 0, f"the next good reload failed: rc={r.returncode} {r.stdout} {r.stderr}"
     assert "modified: " + name in r.stdout, r.stdout
-    new = serving_pid(f, name)
-    assert new != old
+    new = serving_set(f, name)
+    assert new.isdisjoint(old), (old, new)
     assert f.config_status()["currentConfigVersion"] == sha256_version(f.config_text)
     assert_serves(f, name)
     roundtrip(f.bootstrap(name), "after-rollback")
@@ -731,8 +760,8 @@ def test_add_remove_move_clusters_live(renv):
     each checked with real clients through the new ports, and the ports
     given up refusing connections."""
     f, m = renv.f, renv.m
-    a_pid = serving_pid(f, "A")
-    b_pid = serving_pid(f, "B")
+    a_pids = serving_set(f, "A")
+    b_pids = serving_set(f, "B")
     roundtrip(f.bootstrap("A"), "before")
 
     # add C
@@ -744,7 +773,8 @@ def test_add_remove_move_clusters_live(renv):
     assert c["state"] == "accepting", c
     assert_serves(f, "C")
     roundtrip(f.bootstrap("C"), "via-c")
-    assert serving_pid(f, "A") == a_pid and serving_pid(f, "B") == b_pid
+    serving_set(f, "C")  # as many workers as configured
+    assert serving_set(f, "A") == a_pids and serving_set(f, "B") == b_pids
 
     # remove B
     b_ports = [f.clusters["B"]["bootstrap"]] + f.clusters["B"]["brokers"]
@@ -753,10 +783,11 @@ def test_add_remove_move_clusters_live(renv):
     code, body = f.reload_http()
     assert code == 200 and body["clustersRemoved"] == ["B"], body
     wait_for(lambda: all(port_refuses(p) for p in b_ports), 3, what="B's ports refusing")
-    wait_for(lambda: not pid_alive(b_pid), DRAIN_TIMEOUT + 1, what="B's worker gone")
+    wait_for(lambda: not any(pid_alive(p) for p in b_pids), DRAIN_TIMEOUT + 1,
+             what="B's workers gone")
     wait_for(lambda: f.cluster_doc("B") is None, 3, what="B gone from /admin/clusters")
     assert sorted(c["name"] for c in f.status()["clusters"]) == ["A", "C"]
-    assert serving_pid(f, "A") == a_pid
+    assert serving_set(f, "A") == a_pids
 
     # move A's bootstrap port (broker ports stay)
     old_boot = f.clusters["A"]["bootstrap"]
@@ -764,7 +795,7 @@ def test_add_remove_move_clusters_live(renv):
     f.write()
     r = f.reload_ctl()
     assert r.returncode == 0 and "modified: A" in r.stdout, r.stdout
-    assert serving_pid(f, "A") != a_pid
+    assert serving_set(f, "A").isdisjoint(a_pids)
     wait_for(lambda: port_refuses(old_boot), 3, what="A's old bootstrap port refusing")
     assert_serves(f, "A")
     roundtrip(f.bootstrap("A"), "moved")
@@ -842,7 +873,7 @@ def test_drain_delivers_long_poll_then_closes(renv):
     fetch = socket.create_connection(("127.0.0.1", port), timeout=5)
     fetch.sendall(apiversions_v0(6))
     recv_kframe(fetch, 5)
-    old_pid = serving_pid(f, "A")
+    old_pids = serving_set(f, "A")
     drained0 = f.metrics().get(("ferry_connections_drained_total", "A"), 0)
 
     t_sent = time.monotonic()
@@ -867,7 +898,8 @@ def test_drain_delivers_long_poll_then_closes(renv):
     assert t_resp - t_sent >= 2.5, f"Fetch answered after {t_resp - t_sent:.2f}s: not a long poll"
     data, _ = wait_closed(fetch, 2)
     assert data == b""
-    wait_for(lambda: not pid_alive(old_pid), 2, what="old generation exited after the Fetch")
+    wait_for(lambda: not any(pid_alive(p) for p in old_pids), 2,
+             what="old generation exited after the Fetch")
     assert time.monotonic() - t_reload < DRAIN_TIMEOUT, "old generation waited for drain_timeout"
     m = f.metrics()
     assert m[("ferry_connections_drained_total", "A")] >= drained0 + 2, m
@@ -884,7 +916,7 @@ def test_drain_forces_late_response_at_deadline(renv):
     f, m = renv.f, renv.m
     node = 3
     port = f.broker_addresses("A")[node][1]
-    old_pid = serving_pid(f, "A")
+    old_pids = serving_set(f, "A")
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
     s.sendall(apiversions_v0(1))
     recv_kframe(s, 5)
@@ -904,7 +936,8 @@ def test_drain_forces_late_response_at_deadline(renv):
         assert data == b"", f"{len(data)} bytes arrived: the late response was not held back"
         assert DRAIN_TIMEOUT - 0.5 <= closed_after <= DRAIN_TIMEOUT + 1.0, \
             f"closed {closed_after:.2f}s after the reload (drain_timeout {DRAIN_TIMEOUT}s)"
-        wait_for(lambda: not pid_alive(old_pid), 2, what="old generation exited at the deadline")
+        wait_for(lambda: not any(pid_alive(p) for p in old_pids), 2,
+                 what="old generation exited at the deadline")
         assert f.metrics()[("ferry_connections_forced_total", "A")] == forced0 + 1
         assert "drain deadline reached" in f.log_text()
     finally:
@@ -922,13 +955,13 @@ def test_cluster_drain_and_restart(renv):
     stopped and its sockets refuse; ferryctl restart (and POST .../restart)
     bring it back with a new generation that serves; B is never touched."""
     f = renv.f
-    b_pid = serving_pid(f, "B")
+    b_pids = serving_set(f, "B")
     a = f.clusters["A"]
     a_ports = [a["bootstrap"]] + a["brokers"]
 
     for round_, (drain, restart) in enumerate((("http", "ctl"), ("ctl", "http"))):
         gen0 = f.cluster("A")["generation"]
-        old_pid = serving_pid(f, "A")
+        old_pids = serving_set(f, "A")
         # A long-poll Fetch keeps the draining generation around long
         # enough to be seen draining.
         _, port = leader_port(f, "A", EMPTY, 0)
@@ -950,9 +983,9 @@ def test_cluster_drain_and_restart(renv):
         fetch.close()
         wait_for(lambda: f.cluster("A")["state"] == "stopped", DRAIN_TIMEOUT + 1,
                  what="A stopped")
-        assert not pid_alive(old_pid)
+        assert not any(pid_alive(p) for p in old_pids)
         assert all(port_refuses(p) for p in a_ports)
-        assert serving_pid(f, "B") == b_pid
+        assert serving_set(f, "B") == b_pids
         assert_serves(f, "B")
         # Draining it again is a conflict, not a success.
         code, _, _ = f.http("/admin/clusters/A/drain", method="POST")
@@ -968,10 +1001,10 @@ def test_cluster_drain_and_restart(renv):
             assert code == 200, (code, body)
         st = f.cluster("A")
         assert st["state"] == "accepting" and st["generation"] > gen0, st
-        assert serving_pid(f, "A") != old_pid
+        assert serving_set(f, "A").isdisjoint(old_pids)
         assert_serves(f, "A")
         roundtrip(f.bootstrap("A"), f"restarted-{round_}")
-    assert serving_pid(f, "B") == b_pid
+    assert serving_set(f, "B") == b_pids
 
 
 # --------------------------------------------------------------------------
@@ -1023,13 +1056,13 @@ def test_persist_posted_config(mock_factory, reload_ferry_factory, workdir):
     try:
         with pytest.raises(OSError):
             (confdir / "probe").write_text("x")
-        old_pid = serving_pid(f, "A")
+        old_pids = serving_set(f, "A")
         f.spec["A"]["extra"]["idle_timeout"] = "4m"
         text2 = f.render()
         code, body = f.reload_http(text2)
         assert code == 200 and body["success"] is True and body["changed"] is True, body
         assert body["persisted"] is False and body.get("persistError"), body
-        assert serving_pid(f, "A") != old_pid
+        assert serving_set(f, "A").isdisjoint(old_pids)
         st = f.config_status()
         assert st["currentConfigVersion"] == sha256_version(text2)
         last = st["lastReloadAttempt"]
@@ -1079,16 +1112,16 @@ def test_reload_per_cluster_policy_commits_what_prepared(renv):
         assert st["currentConfigVersion"] == version, "a partial reload is not the new version"
         assert "A" in r.stdout and "modified: A" in r.stdout, r.stdout
         after = cluster_pids(f)
-        assert after["A"][1] != before["A"][1], "A was not replaced"
+        assert set(after["A"][1]).isdisjoint(before["A"][1]), "A was not replaced"
         assert after["B"] == before["B"], "B's serving generation changed"
         assert kafka_metadata("127.0.0.1", old_b)["brokers"], "B stopped serving"
         assert kafka_metadata("127.0.0.1", f.clusters["A"]["bootstrap"])["brokers"]
     finally:
         held.close()
-    pid_a = serving_pid(f, "A")
+    pids_a = serving_set(f, "A")
     r = f.reload_ctl()
     assert r.returncode == 0, f"rc={r.returncode}\n{r.stdout}{r.stderr}"
     assert "modified: B" in r.stdout and "A" not in r.stdout.split("modified:")[1], r.stdout
-    assert serving_pid(f, "A") == pid_a, "A was touched by the retry"
+    assert serving_set(f, "A") == pids_a, "A was touched by the retry"
     assert kafka_metadata("127.0.0.1", held_port)["brokers"]
     wait_for(lambda: port_refuses(old_b), 6, what="B's old bootstrap port closed")

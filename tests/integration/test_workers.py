@@ -122,3 +122,36 @@ def test_reload_1_to_3_and_back_refuses_nobody(mock_factory, reload_ferry_factor
           f"{len(loop.exchange_failures)}")
     assert loop.connect_failures == [], loop.connect_failures[:5]
     assert loop.ok > 100
+
+
+def test_balance_after_a_worker_is_replaced(mock_factory, reload_ferry_factory):
+    """Two workers hold 100 connections each; worker 0 is killed (its 100
+    go with it) and replaced. 200 more connections then even the two out
+    again: the replacement is not counted with its predecessor's
+    connections, nor its sibling left with all the new ones."""
+    f, _ = _ferry(mock_factory, reload_ferry_factory, 2)
+    port = f.clusters["A"]["bootstrap"]
+    socks = []
+
+    def counts():
+        return [w["connections"] for w in sorted(_workers(f, "A"), key=lambda w: w["index"])]
+    try:
+        for _ in range(200):
+            socks.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+        wait_for(lambda: sum(counts()) == 200, 10, what="200 connections counted")
+        victim = [w for w in _workers(f, "A") if w["index"] == 0][0]["pid"]
+        os.kill(victim, signal.SIGKILL)
+        wait_for(lambda: (lambda ws: len(ws) == 2 and victim not in [w["pid"] for w in ws]
+                          and all(w["state"] == "accepting" for w in ws))(_workers(f, "A")),
+                 10, what="worker 0 replaced")
+        before = counts()
+        for _ in range(200):
+            socks.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+        after = wait_for(lambda: (lambda c: c if sum(c) == sum(before) + 200 else None)(counts()),
+                         10, what="200 more connections counted")
+        print(f"\nafter the kill: {before}; after 200 more: {after}")
+        for c in after:
+            assert abs(c - sum(after) / 2) <= 0.25 * sum(after) / 2, f"not within 25% of even: {after}"
+    finally:
+        for s in socks:
+            s.close()
