@@ -45,7 +45,9 @@
 	X(request_timeouts, counter, "Client connections closed because a request frame did not arrive completely within request_timeout") \
 	X(inflight_paused, counter, "Times a client request had to wait because max_inflight_per_connection requests were in flight (backpressure: the client is not read meanwhile)") \
 	X(accept_paused, counter, "Times accepting paused for 100 ms because the worker ran out of file descriptors or memory") \
-	X(responses_trailing_bytes, counter, "Rewritten upstream responses that carried bytes after the complete message (dropped; clients ignore them too)")
+	X(responses_trailing_bytes, counter, "Rewritten upstream responses that carried bytes after the complete message (dropped; clients ignore them too)") \
+	X(connections_handed_over, counter, "Client connections handed over to a newer generation") \
+	X(connections_adopted, counter, "Client connections adopted from an older generation")
 
 struct metrics {
 	uint64_t magic;

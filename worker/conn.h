@@ -58,6 +58,26 @@ void conn_drain_all(struct worker *w);
 /* Close every connection now (drain deadline); counted as forced. */
 void conn_close_all(struct worker *w, bool forced);
 
+/* Reload, upstream kept (IPC_HANDOVER, handover = 1): every connection
+ * stops at its next request boundary, delivers what it owes and moves to
+ * the new generation (CONN_OUT); one that cannot move finishes as a
+ * drain, or (TLS) is spread like conn_spread_all. */
+void conn_handover_all(struct worker *w);
+/* Reload, upstream changed (handover = 0): each connection keeps being
+ * served until a random time in w->spread_window_ms, then drains. */
+void conn_spread_all(struct worker *w);
+/* CONN_DONE: the new generation adopted the connection (close our copies
+ * of its sockets) or did not (close it cleanly). */
+void conn_handover_done(struct worker *w, const struct ipc_conn_ack *ack);
+/* The control channel is gone: connections waiting for CONN_DONE are
+ * closed (without shutdown: an adopter keeps them), those waiting to move
+ * finish as drains. Deferred to the next loop turn. */
+void conn_handover_abort(struct worker *w);
+/* CONN_IN: adopt a connection of the old generation (takes the message's
+ * fds) and answer CONN_TAKEN. A bad record or a full worker: the fds are
+ * closed, the answer is adopted = 0. */
+void conn_adopt(struct worker *w, struct ipc_msg *msg);
+
 /* The metadata fetch ended: resume connections waiting for broker addresses. */
 void conn_metadata_ready(struct worker *w);
 
