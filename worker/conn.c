@@ -926,8 +926,7 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 		int r = conn_handover_try(c);
 		if (r != 0)
 			return r < 0 ? -1 : 0;
-	}
-	if (c->draining && conn_owes_nothing(c)) {
+	} else if (c->draining && conn_owes_nothing(c)) {
 		if (conn_drain_pending(c)) {
 			if (conn_drain_grace(c))
 				conn_timer_due(c, c->drain_grace_until);
