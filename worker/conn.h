@@ -43,6 +43,30 @@
  * Drain: stop parsing new requests at the next request boundary (a request
  * frame in progress is still read to its end), deliver every owed
  * response, then close; force-close at the deadline.
+ *
+ * Reload: how a connection leaves its generation (worker/handover.h).
+ *   serving --IPC_DRAIN--> draining --nothing owed--> closed (drained)
+ *   serving --HANDOVER h=1--> to-boundary: nothing more is parsed (no
+ *     grace: what was read and not parsed travels as pending bytes); the
+ *     frame in progress is read and forwarded, every response owed is
+ *     delivered, both buffers flushed; then (handover_decide):
+ *       NOW   -> CONN_OUT {record, pending, [client, upstream]} -> handed:
+ *                no watcher, no timer, fds kept; at most
+ *                WORKER_HANDOVER_WINDOW handed at once, the rest wait;
+ *                CONN_DONE adopted=1 -> close our copies (handed over);
+ *                adopted=0 -> shutdown + close (drained);
+ *                deadline -> shutdown + close (forced);
+ *                channel gone -> close our copies (drained)
+ *       DRAIN -> cannot move (client half-closed, upstream closed, TLS,
+ *                channel refused): serve the bytes read, then close
+ *     A connection not connected upstream yet moves at once, client only.
+ *   serving --HANDOVER h=0--> spread: served as usual until a random time
+ *     in the drain_spread window, then drained; not connected upstream:
+ *     drained at once.
+ *   (new worker) CONN_IN --record ok--> open both ways (or connecting, as
+ *     a fresh connection), pending bytes first in the client buffer,
+ *     CONN_TAKEN adopted=1; a bad record or a full worker: fds closed,
+ *     CONN_TAKEN adopted=0.
  */
 #ifndef FERRY_WORKER_CONN_H
 #define FERRY_WORKER_CONN_H

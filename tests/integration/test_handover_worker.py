@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from conftest import BUILD, FERRYD, Ferry, _readline, _recv_exact, register_log
+from conftest import (BUILD, FERRYD, Ferry, _readline, _recv_exact, children_of, kill_pids,
+                      pid_alive, proc_starttime, register_log)
 
 RELAY = BUILD / "tests" / "peers" / "handover_relay"
 
@@ -176,4 +177,33 @@ def test_upstream_changed_closes_spread(relay):
     st = r.wait(lambda st: st["old_alive"] == 0)
     assert st["drained"] == 30 and st["forced"] == 0 and st["handed_over"] == 0
     for s in socks:
+        s.close()
+
+
+def test_supervisor_gone_mid_handover(relay):
+    """The control channel closes while a connection still owes a response:
+    it is delivered, then the connection closes cleanly; the worker exits."""
+    r = relay()
+    s = socket.create_connection(r.addr, timeout=5)
+    s.sendall(metadata_request(1))
+    assert read_response(s) == 1
+    for b in (1, 2, 3):
+        r.ferry.upstreams["A"].command(f"rtt {b} 600")
+    s.sendall(metadata_request(2))
+    time.sleep(0.05)
+    assert r.cmd("handover 1 5000 1000") == "OK"
+    workers = [(p, proc_starttime(p)) for p in children_of(r.proc.pid)]
+    assert len(workers) == 2
+    r.proc.kill()
+    r.proc.wait(5)
+    try:
+        assert read_response(s) == 2
+        s.settimeout(5)
+        assert s.recv(1) == b""
+        deadline = time.monotonic() + 5
+        while any(pid_alive(p, st) for p, st in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(pid_alive(p, st) for p, st in workers), "workers exit on their own"
+    finally:
+        kill_pids(workers)
         s.close()
