@@ -82,6 +82,7 @@ def test_connection_moves_and_keeps_serving(relay):
     assert read_response(s) == 1
     assert r.cmd("handover 1 5000 1000") == "OK"
     st = r.wait(lambda st: st["handed_over"] == 1 and st["old_alive"] == 0)
+    assert st["old_status"] == 0, "the old worker exits cleanly (sanitizers included)"
     assert st["adopted"] == 1 and st["taken"] == 1 and st["declined"] == 0
     assert st["forced"] == 0 and st["new_active"] == 1
     # the same TCP connection, now served by generation 2
@@ -108,6 +109,7 @@ def test_request_in_flight_then_next_on_the_new_generation(relay):
     assert read_response(s) == 3
     assert time.monotonic() - t0 >= 0.8
     st = r.wait(lambda st: st["handed_over"] == 1 and st["old_alive"] == 0)
+    assert st["old_status"] == 0, "the old worker exits cleanly (sanitizers included)"
     assert st["forced"] == 0 and st["adopted"] == 1
     s.close()
 
@@ -123,6 +125,7 @@ def test_idle_and_fresh_connections_move_at_once(relay):
     t0 = time.monotonic()
     assert r.cmd("handover 1 5000 1000") == "OK"
     st = r.wait(lambda st: st["handed_over"] == 40 and st["old_alive"] == 0)
+    assert st["old_status"] == 0, "the old worker exits cleanly (sanitizers included)"
     took = time.monotonic() - t0
     assert took < 2.0, f"handover of 40 connections took {took:.2f}s"
     assert st["adopted"] == 40 and st["forced"] == 0 and st["drained"] == 0
@@ -148,6 +151,7 @@ def test_new_generation_gone_closes_cleanly_at_a_boundary(relay):
     s.settimeout(5)
     assert s.recv(1) == b""               # then a clean close
     st = r.wait(lambda st: st["old_alive"] == 0)
+    assert st["old_status"] == 0, "the old worker exits cleanly (sanitizers included)"
     assert st["handed_over"] == 0 and st["declined"] == 1 and st["forced"] == 0
     assert st["drained"] == 1
     s.close()
@@ -175,6 +179,7 @@ def test_upstream_changed_closes_spread(relay):
     assert times[-1] - times[0] >= 0.5, f"closes not spread: {times}"
     assert times[-1] <= 2.5, f"a close came after the window: {times}"
     st = r.wait(lambda st: st["old_alive"] == 0)
+    assert st["old_status"] == 0, "the old worker exits cleanly (sanitizers included)"
     assert st["drained"] == 30 and st["forced"] == 0 and st["handed_over"] == 0
     for s in socks:
         s.close()
@@ -207,3 +212,30 @@ def test_supervisor_gone_mid_handover(relay):
     finally:
         kill_pids(workers)
         s.close()
+
+
+def test_frame_in_progress_is_finished_and_bytes_read_move_with_it(relay):
+    """A request frame half sent at the handover is read to its end and
+    forwarded by the old worker; the next request, read in the same read
+    but not parsed, travels with the record (pending bytes) and is answered
+    by the new generation, in order."""
+    r = relay()
+    s = socket.create_connection(r.addr, timeout=5)
+    s.sendall(metadata_request(1))
+    assert read_response(s) == 1
+    req2 = metadata_request(2)
+    s.sendall(req2[:-2])                  # header parsed, 2 body bytes to come
+    time.sleep(0.2)
+    assert r.cmd("handover 1 5000 1000") == "OK"
+    time.sleep(0.2)
+    st = r.status()
+    assert st["out"] == 0, "not moved in the middle of a frame"
+    s.sendall(req2[-2:] + metadata_request(3))
+    assert read_response(s) == 2
+    assert read_response(s) == 3
+    st = r.wait(lambda st: st["handed_over"] == 1 and st["old_alive"] == 0)
+    assert st["old_status"] == 0
+    assert st["pending"] == len(metadata_request(3)), "request 3 moved as pending bytes"
+    s.sendall(metadata_request(4))
+    assert read_response(s) == 4
+    s.close()

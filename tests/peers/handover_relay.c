@@ -12,7 +12,7 @@
  *   handover H DEADLINE_MS SPREAD_MS  start generation 2 (accepting), send
  *                     IPC_HANDOVER {deadline, spread, H} to generation 1 -> "OK"
  *   kill-new          SIGKILL generation 2 (later CONN_OUTs get adopted=0) -> "OK"
- *   status            -> "old_alive=0|1 out=N in=N taken=N declined=N
+ *   status            -> "old_alive=0|1 old_status=N pending=BYTES out=N in=N taken=N declined=N
  *                        handed_over=N drained=N forced=N adopted=N
  *                        old_active=N new_active=N" (metrics blocks)
  * and relays meanwhile: CONN_OUT from generation 1 becomes CONN_IN (relay
@@ -44,6 +44,7 @@ struct gen {
 	int fd;                 /* IPC, -1 when gone */
 	struct metrics *m;
 	bool alive;
+	int status;             /* exit code, 128 + signal; -1 while running */
 };
 
 static const char *ferryd;
@@ -54,7 +55,7 @@ static int *listeners;
 static size_t n_listeners;
 static uint8_t buf[sizeof(struct ipc_hdr) + IPC_MAX_PAYLOAD];
 static uint64_t relay_old_id[MAX_RELAY];   /* relay id -> old worker's id */
-static uint64_t n_relay, n_out, n_taken, n_declined;
+static uint64_t n_relay, n_out, n_taken, n_declined, n_pending;
 
 static void
 die(const char *what)
@@ -127,6 +128,7 @@ start_gen(struct gen *g, uint64_t generation)
 	g->pid = pid;
 	g->fd = sv[0];
 	g->alive = true;
+	g->status = -1;
 	int cfds[2] = { mfd, gfd };
 	if (ipc_send(g->fd, IPC_CONFIG, generation, canonical, strlen(canonical), cfds, 2) == -1)
 		die("send config");
@@ -155,6 +157,7 @@ gone(struct gen *g)
 		int st;
 		waitpid(g->pid, &st, 0);
 		g->alive = false;
+		g->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 	}
 }
 
@@ -187,6 +190,7 @@ relay_one(struct gen *from, struct gen *old, struct gen *neu)
 			fprintf(stderr, "handover_relay: bad CONN_OUT: %s\n", err);
 			exit(1);
 		}
+		n_pending += rec.pending_len;
 		if (neu->fd < 0 || n_relay == MAX_RELAY) {
 			done(old, rec.id, 0);
 		} else {
@@ -289,9 +293,10 @@ main(int argc, char **argv)
 				printf("OK\n");
 			} else if (strcmp(line, "status") == 0) {
 				/* (the old one has exited once its channel is gone) */
-				printf("old_alive=%d out=%llu in=%llu taken=%llu declined=%llu "
+				printf("old_alive=%d old_status=%d pending=%llu out=%llu in=%llu taken=%llu declined=%llu "
 				    "handed_over=%llu drained=%llu forced=%llu adopted=%llu "
-				    "old_active=%llu new_active=%llu\n", old.fd >= 0,
+				    "old_active=%llu new_active=%llu\n", old.fd >= 0, old.status,
+				    (unsigned long long)n_pending,
 				    (unsigned long long)n_out, (unsigned long long)n_relay,
 				    (unsigned long long)n_taken, (unsigned long long)n_declined,
 				    GET(&old, connections_handed_over), GET(&old, connections_drained),
