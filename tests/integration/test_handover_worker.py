@@ -239,3 +239,25 @@ def test_frame_in_progress_is_finished_and_bytes_read_move_with_it(relay):
     s.sendall(metadata_request(4))
     assert read_response(s) == 4
     s.close()
+
+
+def test_not_connected_upstream_moves_client_only(keeper, workdir, request, mock_factory):
+    """A connection still waiting for its upstream (here: broker addresses
+    not learned yet) moves at once without an upstream socket; the request
+    it sent travels as pending bytes and the new worker connects and
+    answers it."""
+    mock = mock_factory("up", topics=("t:1",))
+    for b in (1, 2, 3):
+        mock.command(f"rtt {b} 1500")    # the workers' own metadata fetch is slow
+    r = Relay(keeper, workdir, request, mock)
+    s = socket.create_connection((r.addr[0], r.ferry.clusters["A"]["brokers"][0]), timeout=10)
+    s.sendall(metadata_request(1))
+    time.sleep(0.3)
+    assert r.cmd("handover 1 8000 1000") == "OK"
+    st = r.wait(lambda st: st["out"] == 1, timeout=3)
+    assert st["with_upstream"] == 0
+    assert st["pending"] == len(metadata_request(1))
+    assert read_response(s) == 1
+    st = r.wait(lambda st: st["handed_over"] == 1 and st["old_alive"] == 0)
+    assert st["old_status"] == 0 and st["adopted"] == 1
+    s.close()

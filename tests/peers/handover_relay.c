@@ -12,7 +12,8 @@
  *   handover H DEADLINE_MS SPREAD_MS  start generation 2 (accepting), send
  *                     IPC_HANDOVER {deadline, spread, H} to generation 1 -> "OK"
  *   kill-new          SIGKILL generation 2 (later CONN_OUTs get adopted=0) -> "OK"
- *   status            -> "old_alive=0|1 old_status=N pending=BYTES out=N in=N taken=N declined=N
+ *   status            -> "old_alive=0|1 old_status=N pending=BYTES
+ *                        with_upstream=N out=N in=N taken=N declined=N
  *                        handed_over=N drained=N forced=N adopted=N
  *                        old_active=N new_active=N" (metrics blocks)
  * and relays meanwhile: CONN_OUT from generation 1 becomes CONN_IN (relay
@@ -55,7 +56,7 @@ static int *listeners;
 static size_t n_listeners;
 static uint8_t buf[sizeof(struct ipc_hdr) + IPC_MAX_PAYLOAD];
 static uint64_t relay_old_id[MAX_RELAY];   /* relay id -> old worker's id */
-static uint64_t n_relay, n_out, n_taken, n_declined, n_pending;
+static uint64_t n_relay, n_out, n_taken, n_declined, n_pending, n_with_up;
 
 static void
 die(const char *what)
@@ -191,6 +192,8 @@ relay_one(struct gen *from, struct gen *old, struct gen *neu)
 			exit(1);
 		}
 		n_pending += rec.pending_len;
+		if (rec.flags & IPC_CONN_F_UPSTREAM)
+			n_with_up++;
 		if (neu->fd < 0 || n_relay == MAX_RELAY) {
 			done(old, rec.id, 0);
 		} else {
@@ -293,10 +296,10 @@ main(int argc, char **argv)
 				printf("OK\n");
 			} else if (strcmp(line, "status") == 0) {
 				/* (the old one has exited once its channel is gone) */
-				printf("old_alive=%d old_status=%d pending=%llu out=%llu in=%llu taken=%llu declined=%llu "
+				printf("old_alive=%d old_status=%d pending=%llu with_upstream=%llu out=%llu in=%llu taken=%llu declined=%llu "
 				    "handed_over=%llu drained=%llu forced=%llu adopted=%llu "
 				    "old_active=%llu new_active=%llu\n", old.fd >= 0, old.status,
-				    (unsigned long long)n_pending,
+				    (unsigned long long)n_pending, (unsigned long long)n_with_up,
 				    (unsigned long long)n_out, (unsigned long long)n_relay,
 				    (unsigned long long)n_taken, (unsigned long long)n_declined,
 				    GET(&old, connections_handed_over), GET(&old, connections_drained),
