@@ -261,3 +261,15 @@ def test_not_connected_upstream_moves_client_only(keeper, workdir, request, mock
     st = r.wait(lambda st: st["handed_over"] == 1 and st["old_alive"] == 0)
     assert st["old_status"] == 0 and st["adopted"] == 1
     s.close()
+
+
+@pytest.mark.parametrize("kind", ["fds", "version", "pending", "broker", "notstream"])
+def test_bad_record_is_refused_and_its_fds_closed(relay, kind):
+    r = relay()
+    assert r.cmd("handover 1 5000 1000") == "OK"   # starts generation 2
+    assert r.cmd(f"bad-in {kind}") == "TAKEN adopted=0 closed=1 alive=1"
+    # generation 2 still serves
+    s = socket.create_connection(r.addr, timeout=5)
+    s.sendall(metadata_request(7))
+    assert read_response(s) == 7
+    s.close()

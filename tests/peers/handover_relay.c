@@ -11,6 +11,9 @@
  * reads commands on stdin, one a line, each answered with one line:
  *   handover H DEADLINE_MS SPREAD_MS  start generation 2 (accepting), send
  *                     IPC_HANDOVER {deadline, spread, H} to generation 1 -> "OK"
+ *   bad-in KIND       a CONN_IN generation 2 must refuse (fds, version,
+ *                     pending, broker, notstream) -> "TAKEN adopted=0|1
+ *                     closed=0|1 alive=0|1"
  *   kill-new          SIGKILL generation 2 (later CONN_OUTs get adopted=0) -> "OK"
  *   status            -> "old_alive=0|1 old_status=N pending=BYTES
  *                        with_upstream=N out=N in=N taken=N declined=N
@@ -217,6 +220,67 @@ relay_one(struct gen *from, struct gen *old, struct gen *neu)
 	return 0;
 }
 
+/* Send generation 2 a CONN_IN that must be refused (kind: fds, version,
+ * pending, broker, notstream); answer whether it said adopted=0 and closed
+ * the descriptor it got. */
+static void
+bad_in(struct gen *neu, const char *kind)
+{
+	int sv[2];
+	bool dgram = strcmp(kind, "notstream") == 0;
+	if (neu->fd < 0 || socketpair(AF_UNIX, (dgram ? SOCK_DGRAM : SOCK_STREAM) | SOCK_CLOEXEC, 0,
+	    sv) == -1) {
+		printf("ERR no new generation\n");
+		return;
+	}
+	struct { struct ipc_conn_record r; uint8_t pending[8]; } m;
+	memset(&m, 0, sizeof m);
+	m.r.id = UINT64_MAX - 1;
+	m.r.broker_index = -1;
+	m.r.version = IPC_CONN_RECORD_VERSION;
+	size_t len = sizeof m.r;
+	if (strcmp(kind, "fds") == 0)
+		m.r.flags = IPC_CONN_F_UPSTREAM;     /* one fd only */
+	else if (strcmp(kind, "version") == 0)
+		m.r.version = 99;
+	else if (strcmp(kind, "pending") == 0)
+		m.r.pending_len = 5, len += 3;       /* 3 bytes follow, 5 announced */
+	else if (strcmp(kind, "broker") == 0)
+		m.r.broker_index = 99;
+	ipc_send(neu->fd, IPC_CONN_IN, neu->generation, &m, len, &sv[1], 1);
+	close(sv[1]);
+	int adopted = -1;
+	for (int i = 0; i < 50 && adopted < 0; i++) {
+		struct pollfd pfd = { .fd = neu->fd, .events = POLLIN };
+		if (poll(&pfd, 1, 100) != 1)
+			continue;
+		struct ipc_msg msg;
+		char err[128];
+		if (ipc_recv(neu->fd, buf, sizeof buf, &msg, err, sizeof err) != 1)
+			break;
+		if (msg.hdr.type == IPC_CONN_TAKEN) {
+			struct ipc_conn_ack a;
+			memcpy(&a, msg.payload, sizeof a);
+			if (a.id == UINT64_MAX - 1)
+				adopted = (int)a.adopted;
+		}
+		ipc_close_fds(&msg);
+	}
+	/* Our end sees the worker's copy closed: EOF (stream) or ECONNREFUSED
+	 * on send (datagram peer gone). */
+	int closed = 0;
+	if (dgram) {
+		closed = send(sv[0], "x", 1, MSG_DONTWAIT) == -1 && errno == ECONNREFUSED;
+	} else {
+		struct pollfd pfd = { .fd = sv[0], .events = POLLIN };
+		char c;
+		closed = poll(&pfd, 1, 2000) == 1 && read(sv[0], &c, 1) == 0;
+	}
+	close(sv[0]);
+	printf("TAKEN adopted=%d closed=%d alive=%d\n", adopted, closed,
+	    kill(neu->pid, 0) == 0);
+}
+
 #define GET(g, f) ((g)->m ? (unsigned long long)METRIC_GET((g)->m, f) : 0ull)
 
 int
@@ -289,6 +353,8 @@ main(int argc, char **argv)
 				    0) == -1)
 					die("send handover");
 				printf("OK\n");
+			} else if (strncmp(line, "bad-in ", 7) == 0) {
+				bad_in(&neu, line + 7);
 			} else if (strcmp(line, "kill-new") == 0) {
 				if (neu.alive)
 					kill(neu.pid, SIGKILL);
