@@ -16,6 +16,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -25,6 +26,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "worker/handover.h"
 #include "worker/kafka/apiversions.h"
 #include "worker/kafka/codec.h"
 #include "worker/kafka/rewrite.h"
@@ -102,7 +104,18 @@ struct conn {
 	bool inflight_paused;   /* a request waits: max_inflight reached (counted once) */
 	bool quiet;             /* the pending close is a clean one (log at debug) */
 	char why[160];          /* reason of the pending close */
+	/* leaving the generation (see "Reload" in conn.h) */
+	enum handover_exit exit;
+	ev_tstamp close_at;     /* HANDOVER_EXIT_SPREAD: start draining then */
+	bool handed;            /* CONN_OUT sent: no I/O; the fds stay open until
+	                           CONN_DONE says who owns the connection */
+	bool ho_waiting;        /* ready to move, held back by the window */
+	uint64_t ho_id;         /* its record id in CONN_OUT / CONN_DONE */
+	uint64_t requests;      /* request headers parsed (carried in the record) */
 };
+
+/* All pending bytes of a boundary fit a record. */
+_Static_assert(WORKER_BUF_SIZE <= IPC_CONN_PENDING_MAX, "pending bytes must fit the record");
 
 /* ---- FIFO of in-flight requests ---------------------------------------- */
 
@@ -324,6 +337,10 @@ conn_free(struct conn *c)
 	ev_timer_stop(w->loop, &c->timer);
 	if (c->uc)
 		upstream_connect_cancel(c->uc);
+	if (c->handed)
+		w->handover_out--;
+	if (c->ho_waiting)
+		w->handover_waiting--;
 	transport_close(&c->cli);
 	transport_close(&c->up);
 	dir_release(w, &c->req);
@@ -628,6 +645,7 @@ req_parse(struct conn *c)
 		return conn_fail(c, "malformed request: %s", err);
 	}
 	c->seen_request = true;
+	c->requests++;
 	if (h.api_key == 18 && !kc_request_allowed(18, h.api_version)) {
 		/* Client ahead of the proxy: answer UNSUPPORTED_VERSION ourselves,
 		 * in order, so it retries at a version we parse. */
@@ -869,6 +887,8 @@ conn_request_clock(struct conn *c)
 	conn_timer_due(c, c->req_since + conn_request_timeout(c));
 }
 
+static int conn_handover_try(struct conn *c);
+
 /* Move bytes both ways until nothing progresses. Returns -1 when the
  * connection must close (reason in c->why). */
 static int
@@ -926,6 +946,12 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 			return -1;
 		if (c->cli_eof && req_unparsed(c) == 0)
 			return conn_end(c, "client closed the connection");
+		if (c->exit == HANDOVER_EXIT_HANDOVER)
+			return conn_handover_try(c) < 0 ? -1 : 0;
+		if (c->draining && !conn_drain_pending(c)) {
+			METRIC_ADD(w->m, connections_drained, 1);
+			return conn_end(c, "drained");
+		}
 		return 0;
 	}
 	if (c->up_eof && !c->resp.fwd && !c->resp.out) {
@@ -960,7 +986,11 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 		/* Half-closed: deliver what is owed (bounded by the timer). */
 		conn_timer_due(c, c->cli_eof_at + conn_request_timeout(c));
 	}
-	if (c->draining && conn_owes_nothing(c)) {
+	if (c->exit == HANDOVER_EXIT_HANDOVER) {
+		int r = conn_handover_try(c);
+		if (r != 0)
+			return r < 0 ? -1 : 0;
+	} else if (c->draining && conn_owes_nothing(c)) {
 		if (conn_drain_pending(c)) {
 			if (conn_drain_grace(c))
 				conn_timer_due(c, c->drain_grace_until);
@@ -1002,6 +1032,12 @@ static void
 conn_update_watchers(struct conn *c)
 {
 	int ce = 0, ue = 0;
+	if (c->handed) {
+		/* Another process may be using the sockets now. */
+		ev_io_stop(c->w->loop, &c->cli_io);
+		ev_io_stop(c->w->loop, &c->up_io);
+		return;
+	}
 	if (conn_reads_client(c))
 		ce |= EV_READ;
 	if (c->resp.fwd || c->resp.out)
@@ -1039,6 +1075,8 @@ conn_is_idle(const struct conn *c)
 	return conn_owes_nothing(c) && !req_partial(c) && !c->cli_eof;
 }
 
+static void conn_drain_one(struct conn *c);
+
 /* Metadata wait while connecting; request_timeout, half-close deadline and
  * idle_timeout once open (see conn.h). Deadlines are recomputed from the
  * timestamps the data path keeps; the timer is re-armed for the next one. */
@@ -1049,6 +1087,8 @@ conn_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	struct conn *c = t->data;
 	struct worker *w = c->w;
 	c->timer_at = 0;
+	if (c->handed)
+		return;  /* (its timer is stopped; nothing of it runs here) */
 	if (c->state == CONN_WAIT_METADATA) {
 		snprintf(c->why, sizeof c->why, "timed out waiting for broker addresses");
 		conn_close(c, LOG_WARN, "connection closed");
@@ -1062,6 +1102,14 @@ conn_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 		c->drain_grace_until = 0;
 		conn_step(c, false, false);
 		return;
+	}
+	if (c->exit == HANDOVER_EXIT_SPREAD && !c->draining) {
+		if (now >= c->close_at) {
+			/* Its turn in drain_spread: close at the next boundary. */
+			conn_drain_one(c);
+			return;
+		}
+		next = c->close_at;
 	}
 	if (c->req_since) {
 		ev_tstamp due = c->req_since + rt;
@@ -1078,7 +1126,8 @@ conn_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 			conn_close(c, LOG_WARN, "connection closed");
 			return;
 		}
-		next = due;
+		if (!next || due < next)
+			next = due;
 	}
 	if (c->cli_eof) {
 		ev_tstamp due = c->cli_eof_at + rt;
@@ -1219,24 +1268,14 @@ conn_metadata_ready(struct worker *w)
 
 /* ---- lifecycle ------------------------------------------------------------ */
 
-void
-conn_accept(struct worker *w, int fd, int broker_index)
+/* A connection on client socket fd, not connected upstream yet, in the
+ * worker's list. NULL (fd not closed) when out of memory. */
+static struct conn *
+conn_new(struct worker *w, int fd, int broker_index)
 {
-	if (w->n_conns >= w->cl->max_connections) {
-		METRIC_ADD(w->m, connections_rejected, 1);
-		uint64_t sup = 0;
-		if (log_ratelimit_ok(&w->rl_accept, 1, 5, &sup))
-			log_warn("connection rejected: max_connections reached",
-			    "max_connections=%u suppressed=%llu", w->cl->max_connections,
-			    (unsigned long long)sup);
-		close(fd);
-		return;
-	}
 	struct conn *c = calloc(1, sizeof *c);
-	if (!c) {
-		close(fd);
-		return;
-	}
+	if (!c)
+		return NULL;
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 	c->w = w;
@@ -1254,10 +1293,31 @@ conn_accept(struct worker *w, int fd, int broker_index)
 		w->conns->prev = c;
 	w->conns = c;
 	w->n_conns++;
-	METRIC_ADD(w->m, connections_accepted, 1);
 	METRIC_ADD(w->m, connections_active, 1);
 	worker_conns_changed(w);
 	c->last_active = ev_now(w->loop);
+	return c;
+}
+
+void
+conn_accept(struct worker *w, int fd, int broker_index)
+{
+	if (w->n_conns >= w->cl->max_connections) {
+		METRIC_ADD(w->m, connections_rejected, 1);
+		uint64_t sup = 0;
+		if (log_ratelimit_ok(&w->rl_accept, 1, 5, &sup))
+			log_warn("connection rejected: max_connections reached",
+			    "max_connections=%u suppressed=%llu", w->cl->max_connections,
+			    (unsigned long long)sup);
+		close(fd);
+		return;
+	}
+	struct conn *c = conn_new(w, fd, broker_index);
+	if (!c) {
+		close(fd);
+		return;
+	}
+	METRIC_ADD(w->m, connections_accepted, 1);
 	if (w->draining) {
 		/* Accepted just before the listener closed: nothing owed. */
 		c->draining = true;
@@ -1270,34 +1330,57 @@ conn_accept(struct worker *w, int fd, int broker_index)
 		conn_update_watchers(c);
 }
 
+/* Close both sockets for everyone holding a copy (the supervisor, a new
+ * worker that did not adopt them): the client sees the close. */
+static void
+conn_shutdown(struct conn *c)
+{
+	if (c->cli.fd >= 0)
+		shutdown(c->cli.fd, SHUT_RDWR);
+	if (c->up.fd >= 0)
+		shutdown(c->up.fd, SHUT_RDWR);
+}
+
+/* Today's drain for one connection (IPC_DRAIN, or a spread connection's
+ * turn): stop at the next request boundary, serve the requests already
+ * received, give a fresh connection's first request CONN_DRAIN_GRACE to
+ * arrive, then close. May free c. */
+static void
+conn_drain_one(struct conn *c)
+{
+	struct worker *w = c->w;
+	c->exit = HANDOVER_EXIT_DRAIN;
+	c->draining = true;
+	c->drain_credit = req_unparsed(c);
+	if (c->req_need_more ||
+	    (!c->seen_request && c->drain_credit == 0 &&
+	     ev_now(w->loop) - c->last_active < CONN_DRAIN_FRESH)) {
+		/* A request is on its way: give it a moment. */
+		c->drain_grace_until = ev_now(w->loop) + CONN_DRAIN_GRACE;
+		c->drain_credit = SIZE_MAX / 2;  /* the one in flight */
+	}
+	if (c->state != CONN_OPEN) {
+		if (!conn_drain_pending(c)) {
+			/* Not connected upstream, nothing received: nothing owed. */
+			METRIC_ADD(w->m, connections_drained, 1);
+			snprintf(c->why, sizeof c->why, "drained");
+			conn_close(c, LOG_DEBUG, "connection closed");
+			return;
+		}
+		/* Requests already sent: serve them once connected. */
+		conn_update_watchers(c);
+		return;
+	}
+	conn_step(c, false, false);
+}
+
 void
 conn_drain_all(struct worker *w)
 {
 	struct conn *c = w->conns, *next;
 	for (; c; c = next) {
 		next = c->next;
-		c->draining = true;
-		c->drain_credit = req_unparsed(c);
-		if (c->req_need_more ||
-		    (!c->seen_request && c->drain_credit == 0 &&
-		     ev_now(w->loop) - c->last_active < CONN_DRAIN_FRESH)) {
-			/* A request is on its way: give it a moment. */
-			c->drain_grace_until = ev_now(w->loop) + CONN_DRAIN_GRACE;
-			c->drain_credit = SIZE_MAX / 2;  /* the one in flight */
-		}
-		if (c->state != CONN_OPEN) {
-			if (!conn_drain_pending(c)) {
-				/* Not connected upstream, nothing received: nothing owed. */
-				METRIC_ADD(w->m, connections_drained, 1);
-				snprintf(c->why, sizeof c->why, "drained");
-				conn_close(c, LOG_DEBUG, "connection closed");
-				continue;
-			}
-			/* Requests already sent: serve them once connected. */
-			conn_update_watchers(c);
-			continue;
-		}
-		conn_step(c, false, false);
+		conn_drain_one(c);
 	}
 }
 
@@ -1308,7 +1391,337 @@ conn_close_all(struct worker *w, bool forced)
 		struct conn *c = w->conns;
 		if (forced)
 			METRIC_ADD(w->m, connections_forced, 1);
+		if (forced && c->handed) {
+			/* CONN_DONE never came: the client must see a close
+			 * whoever else holds a copy of its socket. */
+			conn_shutdown(c);
+		}
 		snprintf(c->why, sizeof c->why, forced ? "drain deadline" : "shutdown");
 		conn_close(c, forced ? LOG_INFO : LOG_DEBUG, "connection closed");
 	}
+}
+
+/* ---- reload: handover and spread (see conn.h) -------------------------------- */
+
+/* Both sides plaintext: the connection can continue from its sockets
+ * alone. (The one place to say so; TLS transports will answer no.) */
+static bool
+conn_movable(const struct conn *c)
+{
+	return transport_movable(&c->cli) && transport_movable(&c->up);
+}
+
+static struct handover_view
+conn_handover_view(const struct conn *c)
+{
+	const struct dir *r = &c->resp;
+	struct handover_view v = {
+		.upstream_open = c->state == CONN_OPEN,
+		.movable = conn_movable(c),
+		.owes = !conn_owes_nothing(c),
+		.frame_partial = c->req.frame_left > 0 || c->req.skip_left > 0,
+		.resp_unparsed = r->buf && r->end > r->start + r->fwd,
+		.cli_eof = c->cli_eof,
+		.up_eof = c->up_eof,
+		.pending = req_unparsed(c),
+	};
+	return v;
+}
+
+/* Finish here as a drain, from a request boundary reached while handing
+ * over: the bytes already read (which would have travelled with the
+ * record) are served, nothing more is read. */
+static void
+conn_exit_drain(struct conn *c)
+{
+	c->exit = HANDOVER_EXIT_DRAIN;
+	c->draining = true;
+	c->drain_credit = req_unparsed(c);
+	c->drain_grace_until = 0;
+	if (c->ho_waiting) {
+		c->ho_waiting = false;
+		c->w->handover_waiting--;
+	}
+}
+
+/* Send c to the new generation: CONN_OUT with its record, the request
+ * bytes read and not parsed, and its sockets. 1 sent (c is silent from now
+ * on), 0 not now (the window is full: c waits), -1 not sent. */
+static int
+conn_handover_send(struct conn *c)
+{
+	struct worker *w = c->w;
+	if (w->handover_out >= WORKER_HANDOVER_WINDOW) {
+		if (!c->ho_waiting) {
+			c->ho_waiting = true;
+			w->handover_waiting++;
+		}
+		return 0;
+	}
+	bool up = c->state == CONN_OPEN;
+	size_t pending = req_unparsed(c);
+	struct ipc_conn_record rec;
+	uint8_t *msg = malloc(sizeof rec + pending);
+	if (!msg)
+		return -1;
+	handover_record_init(&rec, w->handover_seq + 1, c->broker_index, c->upstream_try, up,
+	    c->requests, pending);
+	memcpy(msg, &rec, sizeof rec);
+	if (pending)
+		memcpy(msg + sizeof rec, c->req.buf + c->req.start + c->req.fwd, pending);
+	int fds[2] = { c->cli.fd, c->up.fd };
+	int r = worker_ipc_send_fds(w, IPC_CONN_OUT, msg, sizeof rec + pending, fds, up ? 2 : 1);
+	int err = errno;
+	free(msg);
+	if (r == -1) {
+		log_debug("connection not handed over", "error=\"%s\"", strerror(err));
+		return -1;
+	}
+	c->ho_id = ++w->handover_seq;
+	c->handed = true;
+	w->handover_out++;
+	if (c->ho_waiting) {
+		c->ho_waiting = false;
+		w->handover_waiting--;
+	}
+	if (c->uc) {
+		/* Not connected yet: the new worker connects itself. */
+		upstream_connect_cancel(c->uc);
+		c->uc = NULL;
+	}
+	c->waiting_metadata = false;
+	conn_timer_stop(c);
+	ev_io_stop(w->loop, &c->cli_io);
+	ev_io_stop(w->loop, &c->up_io);
+	/* The pending bytes travel with the record; buffers go back. */
+	dir_release(w, &c->req);
+	dir_release(w, &c->resp);
+	c->req.start = c->req.end = 0;
+	log_debug("connection handed over", "id=%llu upstream=%s pending=%zu requests=%llu",
+	    (unsigned long long)c->ho_id, up ? "open" : "none", pending,
+	    (unsigned long long)c->requests);
+	return 1;
+}
+
+/* At the end of an event of a connection leaving by handover: move it if it
+ * is at a boundary with nothing owed. 0 waiting (continue), 1 handed over
+ * or finished as a drain (the drain ran), -1 close (why set). */
+static int
+conn_handover_try(struct conn *c)
+{
+	if (c->handed || c->ho_waiting)
+		return c->handed ? 1 : 0;
+	struct handover_view v = conn_handover_view(c);
+	enum handover_step step = handover_decide(&v);
+	if (step == HANDOVER_WAIT)
+		return 0;
+	if (step == HANDOVER_NOW) {
+		int r = conn_handover_send(c);
+		if (r == 1)
+			return 1;
+		if (r == 0)
+			return 0;
+	}
+	/* It cannot move (or the channel refused it): a drain, from here. */
+	conn_exit_drain(c);
+	return conn_pump(c, false, false) < 0 ? -1 : 1;
+}
+
+void
+conn_handover_all(struct worker *w)
+{
+	struct conn *c = w->conns, *next;
+	ev_tstamp now = ev_now(w->loop);
+	for (; c; c = next) {
+		next = c->next;
+		if (!conn_movable(c) && c->state == CONN_OPEN) {
+			/* A TLS session stays here: served, then closed at a
+			 * boundary in the drain_spread window. */
+			c->exit = HANDOVER_EXIT_SPREAD;
+			c->close_at = now + (ev_tstamp)handover_spread_offset(w->spread_window_ms,
+			    arc4random()) / 1000.0;
+			conn_timer_due(c, c->close_at);
+			continue;
+		}
+		/* Stop at the next request boundary (a frame in progress is
+		 * finished); no grace: what is read and not parsed moves with
+		 * the connection. */
+		c->exit = HANDOVER_EXIT_HANDOVER;
+		c->draining = true;
+		c->drain_credit = 0;
+		c->drain_grace_until = 0;
+		conn_step(c, false, false);
+	}
+}
+
+void
+conn_spread_all(struct worker *w)
+{
+	struct conn *c = w->conns, *next;
+	ev_tstamp now = ev_now(w->loop);
+	for (; c; c = next) {
+		next = c->next;
+		if (c->state != CONN_OPEN) {
+			/* Not connected upstream: nothing to smooth. */
+			conn_drain_one(c);
+			continue;
+		}
+		c->exit = HANDOVER_EXIT_SPREAD;
+		c->close_at = now + (ev_tstamp)handover_spread_offset(w->spread_window_ms,
+		    arc4random()) / 1000.0;
+		conn_timer_due(c, c->close_at);
+	}
+}
+
+/* Connections held back by the window, while there is room. */
+static void
+conn_handover_resume(struct worker *w)
+{
+	struct conn *c = w->conns, *next;
+	for (; c && w->handover_waiting && w->handover_out < WORKER_HANDOVER_WINDOW; c = next) {
+		next = c->next;
+		if (!c->ho_waiting)
+			continue;
+		c->ho_waiting = false;
+		w->handover_waiting--;
+		conn_step(c, false, false);
+	}
+}
+
+void
+conn_handover_done(struct worker *w, const struct ipc_conn_ack *ack)
+{
+	struct conn *c = w->conns;
+	while (c && !(c->handed && c->ho_id == ack->id))
+		c = c->next;
+	if (!c) {
+		log_debug("handover outcome for no connection here", "id=%llu adopted=%u",
+		    (unsigned long long)ack->id, ack->adopted);
+		return;
+	}
+	if (ack->adopted) {
+		/* The new generation owns it: close our copies only. */
+		METRIC_ADD(w->m, connections_handed_over, 1);
+		snprintf(c->why, sizeof c->why, "handed over");
+	} else {
+		/* Nobody took it: a clean close at the boundary (nothing owed). */
+		conn_shutdown(c);
+		METRIC_ADD(w->m, connections_drained, 1);
+		snprintf(c->why, sizeof c->why, "drained (handover declined)");
+	}
+	conn_close(c, LOG_DEBUG, "connection closed");
+	conn_handover_resume(w);
+}
+
+static void
+conn_handover_abort_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct worker *w = t->data;
+	struct conn *c = w->conns, *next;
+	for (; c; c = next) {
+		next = c->next;
+		if (c->handed) {
+			/* No answer can come. Whoever holds its sockets now (the
+			 * new worker, if it adopted it) keeps serving it; if
+			 * nobody does, this close is the clean one. */
+			METRIC_ADD(w->m, connections_drained, 1);
+			snprintf(c->why, sizeof c->why, "control channel closed during handover");
+			conn_close(c, LOG_DEBUG, "connection closed");
+		} else if (c->exit == HANDOVER_EXIT_HANDOVER) {
+			conn_exit_drain(c);
+			conn_step(c, false, false);
+		}
+	}
+}
+
+void
+conn_handover_abort(struct worker *w)
+{
+	if (!w->handover_out && !w->handover_waiting)
+		return;  /* (new handovers fail to send and fall back by themselves) */
+	if (ev_is_active(&w->handover_abort))
+		return;
+	/* Deferred: this may run inside another connection's event. */
+	ev_timer_init(&w->handover_abort, conn_handover_abort_cb, 0., 0.);
+	w->handover_abort.data = w;
+	ev_timer_start(w->loop, &w->handover_abort);
+}
+
+/* ---- adoption (the new worker) ------------------------------------------------- */
+
+static bool
+conn_fd_is_stream(int fd)
+{
+	int type = 0;
+	socklen_t len = sizeof type;
+	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM;
+}
+
+void
+conn_adopt(struct worker *w, struct ipc_msg *msg)
+{
+	struct ipc_conn_ack ack = { 0 };
+	struct handover_adopt a;
+	char err[160] = "";
+	size_t nfds = msg->nfds;
+	int fds[IPC_MAX_FDS];
+	memcpy(fds, msg->fds, nfds * sizeof fds[0]);
+	ipc_msg_take_fds(msg);
+	if (msg->hdr.len >= sizeof(struct ipc_conn_record))
+		memcpy(&ack.id, msg->payload + offsetof(struct ipc_conn_record, id), sizeof ack.id);
+
+	struct conn *c = NULL;
+	if (w->draining)
+		snprintf(err, sizeof err, "this worker is draining");
+	else if (handover_adopt_plan(msg->payload, msg->hdr.len, nfds, w->cl->n_brokers,
+	    w->cl->n_upstream, w->n_conns, w->cl->max_connections, &a, err, sizeof err) == -1)
+		;
+	else if (!conn_fd_is_stream(fds[0]) || (a.open && !conn_fd_is_stream(fds[1])))
+		snprintf(err, sizeof err, "a descriptor is not a stream socket");
+	else if (!(c = conn_new(w, fds[0], a.rec.broker_index)))
+		snprintf(err, sizeof err, "out of memory");
+	else if (a.rec.pending_len && !(c->req.buf = worker_buf_get(w)))
+		snprintf(err, sizeof err, "out of memory");
+	if (err[0]) {
+		if (c) {
+			c->cli.fd = -1;  /* closed below with the others */
+			conn_free(c);
+		}
+		for (size_t i = 0; i < nfds; i++)
+			close(fds[i]);
+		log_warn("connection not adopted", "id=%llu reason=\"%s\"",
+		    (unsigned long long)ack.id, err);
+		worker_ipc_send(w, IPC_CONN_TAKEN, &ack, sizeof ack);
+		return;
+	}
+	METRIC_ADD(w->m, connections_adopted, 1);
+	for (size_t i = 0; i < nfds; i++)
+		fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
+	c->upstream_try = (size_t)a.rec.upstream_try;
+	c->requests = a.rec.requests;
+	c->seen_request = a.seen_request;
+	if (a.rec.pending_len) {
+		/* Read by the old worker, not forwarded: first in line. */
+		memcpy(c->req.buf, a.pending, a.rec.pending_len);
+		c->req.start = 0;
+		c->req.end = a.rec.pending_len;
+	}
+	ack.adopted = 1;
+	worker_ipc_send(w, IPC_CONN_TAKEN, &ack, sizeof ack);
+	log_debug("connection adopted", "id=%llu upstream=%s pending=%u requests=%llu",
+	    (unsigned long long)ack.id, a.open ? "open" : "none", a.rec.pending_len,
+	    (unsigned long long)a.rec.requests);
+	if (!a.open) {
+		/* Nothing was forwarded on it: connect as a fresh one would. */
+		if (conn_connect_next(c) == 0)
+			conn_update_watchers(c);
+		return;
+	}
+	transport_plain_init(&c->up, fds[1]);
+	c->state = CONN_OPEN;
+	if (w->cl->idle_timeout_ms)
+		conn_timer_arm(c, c->last_active + (ev_tstamp)w->cl->idle_timeout_ms / 1000.0);
+	conn_step(c, false, false);
 }

@@ -43,6 +43,30 @@
  * Drain: stop parsing new requests at the next request boundary (a request
  * frame in progress is still read to its end), deliver every owed
  * response, then close; force-close at the deadline.
+ *
+ * Reload: how a connection leaves its generation (worker/handover.h).
+ *   serving --IPC_DRAIN--> draining --nothing owed--> closed (drained)
+ *   serving --HANDOVER h=1--> to-boundary: nothing more is parsed (no
+ *     grace: what was read and not parsed travels as pending bytes); the
+ *     frame in progress is read and forwarded, every response owed is
+ *     delivered, both buffers flushed; then (handover_decide):
+ *       NOW   -> CONN_OUT {record, pending, [client, upstream]} -> handed:
+ *                no watcher, no timer, fds kept; at most
+ *                WORKER_HANDOVER_WINDOW handed at once, the rest wait;
+ *                CONN_DONE adopted=1 -> close our copies (handed over);
+ *                adopted=0 -> shutdown + close (drained);
+ *                deadline -> shutdown + close (forced);
+ *                channel gone -> close our copies (drained)
+ *       DRAIN -> cannot move (client half-closed, upstream closed, TLS,
+ *                channel refused): serve the bytes read, then close
+ *     A connection not connected upstream yet moves at once, client only.
+ *   serving --HANDOVER h=0--> spread: served as usual until a random time
+ *     in the drain_spread window, then drained; not connected upstream:
+ *     drained at once.
+ *   (new worker) CONN_IN --record ok--> open both ways (or connecting, as
+ *     a fresh connection), pending bytes first in the client buffer,
+ *     CONN_TAKEN adopted=1; a bad record or a full worker: fds closed,
+ *     CONN_TAKEN adopted=0.
  */
 #ifndef FERRY_WORKER_CONN_H
 #define FERRY_WORKER_CONN_H
@@ -57,6 +81,26 @@ void conn_accept(struct worker *w, int fd, int broker_index);
 void conn_drain_all(struct worker *w);
 /* Close every connection now (drain deadline); counted as forced. */
 void conn_close_all(struct worker *w, bool forced);
+
+/* Reload, upstream kept (IPC_HANDOVER, handover = 1): every connection
+ * stops at its next request boundary, delivers what it owes and moves to
+ * the new generation (CONN_OUT); one that cannot move finishes as a
+ * drain, or (TLS) is spread like conn_spread_all. */
+void conn_handover_all(struct worker *w);
+/* Reload, upstream changed (handover = 0): each connection keeps being
+ * served until a random time in w->spread_window_ms, then drains. */
+void conn_spread_all(struct worker *w);
+/* CONN_DONE: the new generation adopted the connection (close our copies
+ * of its sockets) or did not (close it cleanly). */
+void conn_handover_done(struct worker *w, const struct ipc_conn_ack *ack);
+/* The control channel is gone: connections waiting for CONN_DONE are
+ * closed (without shutdown: an adopter keeps them), those waiting to move
+ * finish as drains. Deferred to the next loop turn. */
+void conn_handover_abort(struct worker *w);
+/* CONN_IN: adopt a connection of the old generation (takes the message's
+ * fds) and answer CONN_TAKEN. A bad record or a full worker: the fds are
+ * closed, the answer is adopted = 0. */
+void conn_adopt(struct worker *w, struct ipc_msg *msg);
 
 /* The metadata fetch ended: resume connections waiting for broker addresses. */
 void conn_metadata_ready(struct worker *w);

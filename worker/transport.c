@@ -49,3 +49,9 @@ transport_plain_init(struct transport *t, int fd)
 	t->fd = fd;
 	t->impl = NULL;
 }
+
+bool
+transport_movable(const struct transport *t)
+{
+	return t->fd < 0 || t->ops == &plain_ops;
+}

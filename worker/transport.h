@@ -10,6 +10,7 @@
 #ifndef FERRY_WORKER_TRANSPORT_H
 #define FERRY_WORKER_TRANSPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -31,6 +32,11 @@ struct transport {
 
 /* Plain TCP over an already connected (or connecting) non-blocking fd. */
 void transport_plain_init(struct transport *t, int fd);
+
+/* Whether the connection can continue in another process from its socket
+ * alone (live handover on reload): true for plain TCP and for a transport
+ * without a socket; a userspace TLS session cannot move. */
+bool transport_movable(const struct transport *t);
 
 static inline ssize_t
 transport_read(struct transport *t, void *buf, size_t len)

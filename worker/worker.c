@@ -17,6 +17,7 @@
 
 #include "common/ipc.h"
 #include "worker/conn.h"
+#include "worker/handover.h"
 #include "worker/upstream.h"
 
 /* ---- buffer pool ------------------------------------------------------------ */
@@ -131,14 +132,12 @@ worker_drain_deadline_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	ev_break(w->loop, EVBREAK_ALL);
 }
 
-/*
- * Drain, or (already draining) keep whichever deadline comes first: a
- * supervisor that goes away while a generation drains with a long
- * drain_timeout must not leave the worker behind for the rest of it, so
- * WORKER_ORPHAN_DRAIN_MS re-arms the timer when it is the earlier one.
- */
+/* Stop accepting and let every connection leave (how: drain, handover or
+ * spread; see worker/handover.h), force-closing what is left after
+ * deadline_ms. Once leaving, a later request only brings the deadline
+ * forward (never back) and keeps the way connections leave. */
 static void
-worker_drain(struct worker *w, uint64_t deadline_ms, const char *why)
+worker_leave(struct worker *w, uint64_t deadline_ms, const char *why, enum handover_exit how)
 {
 	ev_tstamp after = (ev_tstamp)deadline_ms / 1000.0;
 	if (w->draining) {
@@ -159,15 +158,37 @@ worker_drain(struct worker *w, uint64_t deadline_ms, const char *why)
 	}
 	w->draining = true;
 	upstream_probe_stop(w);
-	log_info("draining", "why=\"%s\" connections=%llu deadline_ms=%llu", why,
-	    (unsigned long long)w->n_conns, (unsigned long long)deadline_ms);
+	log_info("draining", "why=\"%s\" how=%s connections=%llu deadline_ms=%llu", why,
+	    handover_exit_str(how), (unsigned long long)w->n_conns,
+	    (unsigned long long)deadline_ms);
 	worker_close_listeners(w);
 	ev_timer_init(&w->drain_timer, worker_drain_deadline_cb, after, 0.);
 	w->drain_timer.data = w;
 	ev_timer_start(w->loop, &w->drain_timer);
-	conn_drain_all(w);
+	if (how == HANDOVER_EXIT_HANDOVER)
+		conn_handover_all(w);
+	else if (how == HANDOVER_EXIT_SPREAD)
+		conn_spread_all(w);
+	else
+		conn_drain_all(w);
 	if (w->n_conns == 0)
 		ev_break(w->loop, EVBREAK_ALL);
+}
+
+static void
+worker_drain(struct worker *w, uint64_t deadline_ms, const char *why)
+{
+	worker_leave(w, deadline_ms, why, HANDOVER_EXIT_DRAIN);
+}
+
+/* IPC_HANDOVER: a reload of this cluster committed. */
+static void
+worker_handover(struct worker *w, const struct ipc_handover *h)
+{
+	if (!w->draining)
+		w->spread_window_ms = handover_spread_window(h->spread_ms, h->deadline_ms);
+	worker_leave(w, h->deadline_ms, h->handover ? "reload (handover)" : "reload (upstream changed)",
+	    h->handover ? HANDOVER_EXIT_HANDOVER : HANDOVER_EXIT_SPREAD);
 }
 
 /* ---- accepting ------------------------------------------------------------------- */
@@ -305,6 +326,7 @@ worker_orphan(struct worker *w, const char *why)
 	if (w->ipc_fd >= 0)
 		close(w->ipc_fd);
 	w->ipc_fd = -1;
+	conn_handover_abort(w);
 	worker_drain(w, WORKER_ORPHAN_DRAIN_MS, "supervisor gone");
 }
 
@@ -323,6 +345,21 @@ worker_ipc_send(struct worker *w, enum ipc_type type, const void *payload, size_
 	}
 	if (ipcq_pending(&w->ipc_q) && w->loop)
 		ev_io_start(w->loop, &w->ipc_wio);
+}
+
+int
+worker_ipc_send_fds(struct worker *w, enum ipc_type type, const void *payload, size_t len,
+		    const int *fds, size_t nfds)
+{
+	if (w->ipc_fd < 0) {
+		errno = EPIPE;
+		return -1;
+	}
+	if (ipcq_send(&w->ipc_q, w->ipc_fd, type, w->generation, payload, len, fds, nfds) == -1)
+		return -1;
+	if (ipcq_pending(&w->ipc_q) && w->loop)
+		ev_io_start(w->loop, &w->ipc_wio);
+	return 0;
 }
 
 static void
@@ -362,6 +399,21 @@ worker_ipc_cb(struct ev_loop *loop, ev_io *io, int revents)
 			struct ipc_drain d;
 			memcpy(&d, msg.payload, sizeof d);
 			worker_drain(w, d.deadline_ms, "supervisor request");
+			break;
+		}
+		case IPC_HANDOVER: {
+			struct ipc_handover h;
+			memcpy(&h, msg.payload, sizeof h);
+			worker_handover(w, &h);
+			break;
+		}
+		case IPC_CONN_IN:
+			conn_adopt(w, &msg);
+			break;
+		case IPC_CONN_DONE: {
+			struct ipc_conn_ack a;
+			memcpy(&a, msg.payload, sizeof a);
+			conn_handover_done(w, &a);
 			break;
 		}
 		case IPC_PING:

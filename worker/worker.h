@@ -43,6 +43,8 @@
 #define WORKER_HEARTBEAT_MS 100         /* shared heartbeat period */
 #define WORKER_HEARTBEAT_STALE_MS 500   /* a sibling silent this long is not waited for */
 #define WORKER_DEFER_MS 5               /* longest a worker lets a sibling go first */
+#define WORKER_HANDOVER_WINDOW 32       /* connections handed over (CONN_OUT sent)
+                                           whose CONN_DONE has not come yet */
 
 struct conn;
 struct upstream_fetch;
@@ -112,6 +114,13 @@ struct worker {
 
 	bool draining;
 	ev_timer drain_timer;
+	/* Reload (IPC_HANDOVER; conn.c): connections leave by handover or
+	 * spread over this window instead of a plain drain. */
+	uint64_t spread_window_ms;
+	uint64_t handover_seq;      /* last connection record id given */
+	size_t handover_out;        /* CONN_OUT sent, CONN_DONE not yet */
+	size_t handover_waiting;    /* ready, held back by WORKER_HANDOVER_WINDOW */
+	ev_timer handover_abort;    /* the channel closed: end what waits for CONN_DONE */
 	ev_signal sig_term, sig_int, sig_hup;
 	struct log_ratelimit rl_proto;  /* protocol errors */
 	struct log_ratelimit rl_upstream;
@@ -138,6 +147,11 @@ void worker_unknown_node(struct worker *w, int32_t node_id, const char *host, si
 /* Send a message to the supervisor (queued when the channel is full; a
  * supervisor that stops reading makes the worker drain as an orphan). */
 void worker_ipc_send(struct worker *w, enum ipc_type type, const void *payload, size_t len);
+/* The same with file descriptors (dup'ed when queued; the caller keeps its
+ * own). 0 sent or queued; -1 not sent (errno): the caller falls back, and
+ * a broken channel is noticed by its reader, not here. */
+int worker_ipc_send_fds(struct worker *w, enum ipc_type type, const void *payload, size_t len,
+			const int *fds, size_t nfds);
 
 /* Open connections changed: publish the count for the siblings. */
 void worker_conns_changed(struct worker *w);
