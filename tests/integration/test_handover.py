@@ -122,8 +122,11 @@ def test_30_reloads_no_client_disconnects(henv):
         def cb(js):
             d = json.loads(js)
             with lock:
+                # real broker connections (not librdkafka's logical
+                # coordinator handles, which re-bind without reconnecting)
                 stats[name] = {b: (v.get("connects", 0), v.get("disconnects", 0))
-                               for b, v in d.get("brokers", {}).items() if v.get("nodeid", -1) >= 0}
+                               for b, v in d.get("brokers", {}).items()
+                               if v.get("nodeid", -1) >= 0 and v.get("source") != "logical"}
         return cb
 
     p = Producer({"bootstrap.servers": bs, "enable.idempotence": True, "acks": "all",
@@ -186,13 +189,15 @@ def test_30_reloads_no_client_disconnects(henv):
     assert not errors, errors[:5]
     assert sorted(delivered) == produced
     assert set(consumed) == set(produced)
+    # every broker connection of every client was made once and never lost
+    # (a client may open its first connection to a broker during the run)
     extra = {}
     for client, brokers in end.items():
         for b, (conn, disc) in brokers.items():
-            c0, d0 = base.get(client, {}).get(b, (0, 0))
-            if disc - d0 or conn - c0:
-                extra[f"{client} {b}"] = (conn - c0, disc - d0)
-    print(f"\nreconnects during 30 reloads (connects, disconnects): {extra or 'none'}")
+            if disc or conn > 1:
+                extra[f"{client} {b}"] = (conn, disc)
+    print(f"\nbroker connections per client (connects, disconnects), {len(end)} clients: "
+          f"{ {c: v for c, v in end.items()} }")
     assert not extra, f"clients reconnected during the reloads: {extra}"
     # every connection is owned by the newest generation
     live = set(f.live_workers())
