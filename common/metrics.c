@@ -76,3 +76,21 @@ metrics_unmap(struct metrics *m)
 	if (m)
 		munmap(m, sizeof(struct metrics));
 }
+
+const uint32_t metrics_latency_bounds_us[METRICS_BUCKETS] = {
+	250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
+	1000000, 2500000, 10000000,
+};
+
+void
+metrics_observe(struct metrics *m, int api_key, uint64_t latency_us)
+{
+	struct metrics_api *a = &m->api[metrics_api_slot(api_key)];
+	unsigned b = 0;
+	while (b < METRICS_BUCKETS && latency_us > metrics_latency_bounds_us[b])
+		b++;
+	if (b < METRICS_BUCKETS)
+		atomic_fetch_add_explicit(&a->bucket[b], 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&a->responses, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&a->latency_sum_us, latency_us, memory_order_relaxed);
+}

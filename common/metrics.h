@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define METRICS_MAGIC 0x66657272790001ULL /* "ferry" v1 */
+#define METRICS_MAGIC 0x66657272790002ULL /* "ferry" v2: per-API counters */
 
 /* X-macro: name, type ("counter"/"gauge"), help. Order is ABI. */
 #define METRICS_FIELDS(X) \
@@ -49,13 +49,41 @@
 	X(accept_paused, counter, "Times accepting paused for 100 ms because the worker ran out of file descriptors or memory") \
 	X(responses_trailing_bytes, counter, "Rewritten upstream responses that carried bytes after the complete message (dropped; clients ignore them too)")
 
+/* Per Kafka API key (0..METRICS_APIS-2; the last slot takes any other):
+ * requests forwarded and the upstream latency of their responses, from the
+ * moment the request was parsed for forwarding to the moment its response
+ * was matched (the latency the proxy sees upstream), as a histogram with
+ * the upper bounds of metrics_latency_bounds_us (plus +Inf = count). */
+#define METRICS_APIS 96
+#define METRICS_BUCKETS 14
+extern const uint32_t metrics_latency_bounds_us[METRICS_BUCKETS];
+
+struct metrics_api {
+	_Atomic uint64_t requests;
+	_Atomic uint64_t responses;              /* latency observations (count) */
+	_Atomic uint64_t latency_sum_us;
+	_Atomic uint64_t bucket[METRICS_BUCKETS]; /* observations <= bound (not cumulative) */
+};
+
 struct metrics {
 	uint64_t magic;
 	uint64_t generation;
 #define METRICS_DECL(name, type, help) _Atomic uint64_t name;
 	METRICS_FIELDS(METRICS_DECL)
 #undef METRICS_DECL
+	struct metrics_api api[METRICS_APIS];
 };
+
+/* The slot of an API key. */
+static inline unsigned
+metrics_api_slot(int api_key)
+{
+	return api_key >= 0 && api_key < METRICS_APIS - 1 ? (unsigned)api_key : METRICS_APIS - 1;
+}
+
+/* Count one response's upstream latency (µs) for api_key: cheap (a short
+ * scan of 14 bounds and three relaxed adds), made per response. */
+void metrics_observe(struct metrics *m, int api_key, uint64_t latency_us);
 
 /* Seals every block carries: its size can never change (a mapping of a
  * truncated file faults with SIGBUS), nor can its seals. */

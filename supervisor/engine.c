@@ -22,6 +22,7 @@
 
 #include "common/log.h"
 #include "common/units.h"
+#include "supervisor/promfam.h"
 
 /* ---- small helpers --------------------------------------------------------- */
 
@@ -1173,6 +1174,8 @@ sup_gen_free(struct sup *s, struct sup_cluster *c, struct sup_gen *g)
 static void
 sup_proc_reap(struct sup *s, struct sup_cluster *c, struct sup_proc *p)
 {
+	if (p->metrics)
+		promfam_retire(&c->retired, p->metrics);
 	if (p->metrics) {
 #define SUP_RETIRE(name, type, help) \
 		if (strcmp(#type, "counter") == 0) \

@@ -7,6 +7,7 @@
  * them while we sum, and a scrape only needs each counter to be monotonic.
  */
 #include "supervisor/status.h"
+#include "supervisor/promfam.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -416,6 +417,10 @@ status_metrics_text(struct sup *s, size_t *len)
 		bool counter = strcmp(info->type, "counter") == 0;
 		const char *suffix = counter ? "_total" : "";
 
+		/* rendered with labels (api, reason) by promfam_write() */
+		if (fi == STATUS_F_requests || fi == STATUS_F_connections_rejected)
+			continue;
+
 		fprintf(f, "# HELP ferry_%s%s %s\n", info->name, suffix, info->help);
 		fprintf(f, "# TYPE ferry_%s%s %s\n", info->name, suffix, info->type);
 		for (i = 0; i < s->n_clusters; i++) {
@@ -488,6 +493,8 @@ status_metrics_text(struct sup *s, size_t *len)
 		status_label(f, s->clusters[i]->name);
 		fprintf(f, "\"} %llu\n", (unsigned long long)s->clusters[i]->unresponsive_total);
 	}
+
+	promfam_write(f, s);
 
 	fputs("# HELP ferry_up Whether the ferry supervisor is running\n"
 	    "# TYPE ferry_up gauge\n"

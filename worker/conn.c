@@ -57,6 +57,7 @@ struct inflight {
 	int16_t key;
 	int16_t ver;
 	uint8_t synthetic;     /* answered by the proxy itself */
+	ev_tstamp sent;        /* parsed for forwarding (loop time): latency start */
 };
 
 struct dir {
@@ -146,6 +147,7 @@ fifo_push(struct conn *c, int32_t corr, int16_t key, int16_t ver, bool synthetic
 	e->key = key;
 	e->ver = ver;
 	e->synthetic = synthetic;
+	e->sent = ev_now(c->w->loop);
 	c->fifo_len++;
 	if (!synthetic)
 		METRIC_ADD(c->w->m, in_flight, 1);
@@ -676,6 +678,8 @@ req_parse(struct conn *c)
 	    fifo_push(c, h.correlation_id, h.api_key, h.api_version, false) == -1)
 		return conn_fail(c, "out of memory for the in-flight queue");
 	METRIC_ADD(w->m, requests, 1);
+	atomic_fetch_add_explicit(&w->m->api[metrics_api_slot(h.api_key)].requests, 1,
+	    memory_order_relaxed);
 	d->frame_left = 4 + (uint64_t)h.size;
 	conn_drain_consume(c, d->frame_left);
 	return 1;
@@ -839,6 +843,9 @@ resp_parse(struct conn *c)
 	} else {
 		d->frame_left = 4 + (uint64_t)size;
 	}
+	/* the upstream latency of this API (loop time: no clock call) */
+	ev_tstamp lat = ev_now(w->loop) - head->sent;
+	metrics_observe(w->m, head->key, lat > 0 ? (uint64_t)(lat * 1e6) : 0);
 	fifo_pop(c);
 	METRIC_ADD(w->m, responses, 1);
 	return 1;

@@ -599,14 +599,16 @@ class Ferry:
 
     def metrics(self):
         """{(metric, cluster): value} of the per-cluster lines of /metrics
-        (every such value is an integer counter or gauge)."""
+        (every such value is an integer counter or gauge); a family with
+        more labels (api, reason, direction, ...) is summed over them."""
         code, _, body = self.http("/metrics")
         assert code == 200, code
         out = {}
         for line in body.decode().splitlines():
-            m = re.match(r'^(ferry_\w+)\{cluster="([^"]+)"\} (\d+)$', line)
+            m = re.match(r'^(ferry_\w+)\{cluster="([^"]+)"(,[^}]*)?\} (\d+)$', line)
             if m:
-                out[(m.group(1), m.group(2))] = int(m.group(3))
+                key = (m.group(1), m.group(2))
+                out[key] = out.get(key, 0) + int(m.group(4))
         return out
 
 

@@ -705,7 +705,7 @@ def test_supervisor_sigkill_while_a_generation_drains(upstream, reload_ferry_fac
     outlives ferryd by more than 2 s."""
     f = reload_ferry_factory({"A": upstream, "B": upstream}, drain_timeout="20s")
     metadata_ok(f, "A")
-    old_pid = serving_pid(f, "A")
+    old_pid = serving_pids(f.cluster("A"))[0]
     for broker in (1, 2, 3):
         upstream.command(f"rtt {broker} 30000")
     s = socket.create_connection(("127.0.0.1", f.clusters["A"]["bootstrap"]), timeout=5)

@@ -881,6 +881,10 @@ def test_drain_delivers_long_poll_then_closes(renv):
     wait_for(lambda: f.metrics()[("ferry_in_flight", "A")] >= 1, 2, interval=0.01,
              what="the Fetch in flight")
     f.spec["A"]["extra"]["idle_timeout"] = "5m"
+    # the drain contract (connections close): no live handover, no spread
+    # (test_handover.py covers the connections that move)
+    f.spec["A"]["extra"]["handover"] = "off"
+    f.ferry_keys["drain_spread"] = "0s"
     f.write()
     r = f.reload_ctl()
     assert r.returncode == 0, r.stdout + r.stderr

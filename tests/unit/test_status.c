@@ -45,6 +45,15 @@ fx_worker(struct sup_gen *w, struct sup_cluster *c, uint64_t gen, pid_t pid,
 	}
 }
 
+/* n requests of api key `api` (counted both in the total and per API, as
+ * the worker does) */
+static void
+fx_requests(struct metrics *m, int api, uint64_t n)
+{
+	METRIC_ADD(m, requests, n);
+	atomic_fetch_add(&m->api[metrics_api_slot(api)].requests, n);
+}
+
 /*
  * alpha: gen 2 initializing (pid 200, reload in progress) beside gen 1
  *        accepting (pid 100): serving = gen 1.
@@ -80,12 +89,12 @@ fx_setup(void)
 	fx_worker(&fx_workers[1], a, 1, 100, LC_ACCEPTING, NULL, true);
 	fx_workers[0].next = &fx_workers[1];
 	a->gens = &fx_workers[0];
-	METRIC_ADD(&a->retired, requests, 100);
+	fx_requests(&a->retired, 0, 100);
 	METRIC_ADD(&a->retired, connections_active, 50);   /* gauges of the dead never count */
-	METRIC_ADD(fx_workers[1].procs[0].metrics, requests, 10);
+	fx_requests(fx_workers[1].procs[0].metrics, 0, 10);
 	METRIC_ADD(fx_workers[1].procs[0].metrics, connections_active, 5);
 	METRIC_ADD(fx_workers[1].procs[0].metrics, in_flight, 2);
-	METRIC_ADD(fx_workers[0].procs[0].metrics, requests, 3);
+	fx_requests(fx_workers[0].procs[0].metrics, 0, 3);
 	METRIC_ADD(fx_workers[0].procs[0].metrics, connections_active, 1);
 
 	b->sup = &fx_sup;
@@ -97,7 +106,7 @@ fx_setup(void)
 	fx_worker(&fx_workers[3], b, 2, 0, LC_STOPPED, "crashed", true);
 	fx_workers[2].next = &fx_workers[3];
 	b->gens = &fx_workers[2];
-	METRIC_ADD(fx_workers[3].procs[0].metrics, requests, 7);
+	fx_requests(fx_workers[3].procs[0].metrics, 0, 7);
 	METRIC_ADD(fx_workers[3].procs[0].metrics, connections_active, 4);
 }
 
@@ -407,10 +416,10 @@ Test(status, metrics_text)
 	cr_assert_eq(t[len - 1], '\n');
 
 	/* counters: retired + every mapped block (even of a reaped worker) */
-	cr_assert(has_line(t, "# HELP ferry_requests_total Requests forwarded upstream"));
+	cr_assert(has_line(t, "# HELP ferry_requests_total Requests forwarded upstream, by API"));
 	cr_assert(has_line(t, "# TYPE ferry_requests_total counter"));
-	cr_assert(has_line(t, "ferry_requests_total{cluster=\"alpha\"} 113"), "%s", t);
-	cr_assert(has_line(t, "ferry_requests_total{cluster=\"beta\"} 7"));
+	cr_assert(has_line(t, "ferry_requests_total{cluster=\"alpha\",api=\"Produce\"} 113"), "%s", t);
+	cr_assert(has_line(t, "ferry_requests_total{cluster=\"beta\",api=\"Produce\"} 7"));
 	cr_assert(has_line(t, "ferry_connections_accepted_total{cluster=\"alpha\"} 0"));
 	/* gauges: live workers only */
 	cr_assert(has_line(t, "# TYPE ferry_connections_active gauge"));
@@ -420,10 +429,15 @@ Test(status, metrics_text)
 	cr_assert_eq(count(t, "ferry_connections_active_total"), 0);
 	cr_assert_eq(count(t, "# HELP ferry_requests_total "), 1);
 	cr_assert_eq(count(t, "# TYPE ferry_in_flight "), 1);
-	/* one TYPE per shared counter, plus cluster_state, worker_restarts,
-	 * crash_loops, worker_connections, worker_unresponsive and up */
+	/* one TYPE per shared counter (requests and connections_rejected come
+	 * with labels from promfam), plus cluster_state, worker_restarts,
+	 * crash_loops, worker_connections, worker_unresponsive and up, plus
+	 * the six labelled families */
 #define COUNT_FIELD(name, type, help) + 1
-	cr_assert_eq(count(t, "# TYPE "), 0 METRICS_FIELDS(COUNT_FIELD) + 6);
+	cr_assert_eq(count(t, "# TYPE "), 0 METRICS_FIELDS(COUNT_FIELD) - 2 + 6 + 6);
+	cr_assert(has_line(t, "ferry_bytes_total{cluster=\"alpha\",direction=\"client_to_upstream\"} 0"));
+	cr_assert(has_line(t, "ferry_connections_rejected_total{cluster=\"alpha\",reason=\"max_connections\"} 0"));
+	cr_assert(has_line(t, "ferry_drain_closes_total{cluster=\"beta\",outcome=\"forced\"} 0"));
 	cr_assert(has_line(t, "ferry_worker_unresponsive_total{cluster=\"alpha\"} 0"));
 #undef COUNT_FIELD
 	cr_assert(has_line(t, "# TYPE ferry_crash_loops_total counter"));
@@ -481,7 +495,7 @@ Test(status, metrics_label_escaping)
 	snprintf(fx_clusters[1].name, sizeof fx_clusters[1].name, "a\"b\\c");
 	t = status_metrics_text(&fx_sup, &len);
 	cr_assert(has_line(t, "ferry_up 1"));
-	cr_assert_not_null(strstr(t, "ferry_requests_total{cluster=\"a\\\"b\\\\c\"} 7\n"));
+	cr_assert_not_null(strstr(t, "ferry_requests_total{cluster=\"a\\\"b\\\\c\",api=\"Produce\"} 7\n"));
 	free(t);
 }
 
@@ -557,4 +571,23 @@ Test(status, reload_text)
 	status_reload_text(&fx_sup, buf, sizeof buf);
 	cr_assert_str_eq(buf, "reload UNCHANGED; 2 clusters: 1 accepting, 1 failed");
 	memset(rec, 0, sizeof *rec);   /* the arrays above are not malloc'd */
+}
+
+Test(status, latency_histogram)
+{
+	size_t len;
+	struct metrics *m = fx_workers[1].procs[0].metrics;
+
+	metrics_observe(m, 3, 200);       /* Metadata: 0.2 ms */
+	metrics_observe(m, 3, 3000);      /* 3 ms */
+	metrics_observe(m, 3, 20000000);  /* 20 s: only +Inf */
+	char *t = status_metrics_text(&fx_sup, &len);
+	cr_assert(has_line(t, "# TYPE ferry_request_duration_seconds histogram"));
+	cr_assert(has_line(t, "ferry_request_duration_seconds_bucket{cluster=\"alpha\",api=\"Metadata\",le=\"0.00025\"} 1"), "%s", t);
+	cr_assert(has_line(t, "ferry_request_duration_seconds_bucket{cluster=\"alpha\",api=\"Metadata\",le=\"0.005\"} 2"));
+	cr_assert(has_line(t, "ferry_request_duration_seconds_bucket{cluster=\"alpha\",api=\"Metadata\",le=\"10\"} 2"));
+	cr_assert(has_line(t, "ferry_request_duration_seconds_bucket{cluster=\"alpha\",api=\"Metadata\",le=\"+Inf\"} 3"));
+	cr_assert(has_line(t, "ferry_request_duration_seconds_count{cluster=\"alpha\",api=\"Metadata\"} 3"));
+	cr_assert(has_line(t, "ferry_request_duration_seconds_sum{cluster=\"alpha\",api=\"Metadata\"} 20.003200"));
+	free(t);
 }

@@ -1,0 +1,25 @@
+/*
+ * promfam — the labelled Prometheus families of /metrics that split a
+ * cluster's counters by API, direction, reason or outcome, and the
+ * upstream latency histogram; rendered from the per-process shared blocks
+ * (live ones, plus the cluster's retired totals for counters). Pure over
+ * the model: no I/O. Called by status_metrics_text().
+ */
+#ifndef FERRY_SUPERVISOR_PROMFAM_H
+#define FERRY_SUPERVISOR_PROMFAM_H
+
+#include <stdio.h>
+
+#include "supervisor/supervisor.h"
+
+/* ferry_requests_total{cluster,api}, ferry_request_duration_seconds{cluster,api}
+ * (histogram), ferry_bytes_total{cluster,direction},
+ * ferry_connections_rejected_total{cluster,reason},
+ * ferry_frames_rejected_total{cluster,reason},
+ * ferry_drain_closes_total{cluster,outcome}. */
+void promfam_write(FILE *f, struct sup *s);
+
+/* Fold a process's per-API counters into dst (the cluster's retired totals). */
+void promfam_retire(struct metrics *dst, const struct metrics *src);
+
+#endif
