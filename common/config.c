@@ -442,6 +442,21 @@ cfgp_set_reload_policy(struct cfg *c, const char *v, char *err, size_t len)
 	return i < 0 ? -1 : 0;
 }
 
+/* on/off booleans of the config (also accepted: true/false, yes/no). */
+static int
+cfgp_onoff(const char *v, bool *out, char *err, size_t len)
+{
+	if (strcmp(v, "on") == 0 || strcmp(v, "true") == 0 || strcmp(v, "yes") == 0)
+		*out = true;
+	else if (strcmp(v, "off") == 0 || strcmp(v, "false") == 0 || strcmp(v, "no") == 0)
+		*out = false;
+	else {
+		snprintf(err, len, "invalid value '%s' (use on or off)", v);
+		return -1;
+	}
+	return 0;
+}
+
 static int
 cfgp_positive_duration(const char *v, uint64_t *out, char *err, size_t len)
 {
@@ -493,15 +508,10 @@ cfgp_set_log_format(struct cfg *c, const char *v, char *err, size_t len)
 static int
 cfgp_set_persist(struct cfg *c, const char *v, char *err, size_t len)
 {
-	if (strcmp(v, "true") == 0 || strcmp(v, "yes") == 0 || strcmp(v, "on") == 0)
-		c->persist = true;
-	else if (strcmp(v, "false") == 0 || strcmp(v, "no") == 0 || strcmp(v, "off") == 0)
-		c->persist = false;
-	else {
-		snprintf(err, len, "invalid boolean '%s' (use true or false)", v);
-		return -1;
-	}
-	return 0;
+	if (cfgp_onoff(v, &c->persist, err, len) == 0)
+		return 0;
+	snprintf(err, len, "invalid boolean '%s' (use true or false)", v);
+	return -1;
 }
 
 static int
@@ -547,15 +557,7 @@ cfgp_set_drain_spread(struct cfg *c, const char *v, char *err, size_t len)
 static int
 cfgp_set_reload_upstream_check(struct cfg *c, const char *v, char *err, size_t len)
 {
-	if (strcmp(v, "on") == 0 || strcmp(v, "true") == 0 || strcmp(v, "yes") == 0)
-		c->reload_upstream_check = true;
-	else if (strcmp(v, "off") == 0 || strcmp(v, "false") == 0 || strcmp(v, "no") == 0)
-		c->reload_upstream_check = false;
-	else {
-		snprintf(err, len, "invalid value '%s' (use on or off)", v);
-		return -1;
-	}
-	return 0;
+	return cfgp_onoff(v, &c->reload_upstream_check, err, len);
 }
 
 static const struct cfgp_fkeydef cfgp_fkeys[FK_COUNT] = {
@@ -752,21 +754,6 @@ cfgp_set_workers(struct cfg_cluster *cl, const char *v, char *err, size_t len)
 	if (units_parse_u64(v, 1, CFG_MAX_WORKERS, &n, err, len) != 0)
 		return -1;
 	cl->workers = (uint32_t)n;
-	return 0;
-}
-
-/* on/off booleans of the config (also accepted: true/false, yes/no). */
-static int
-cfgp_onoff(const char *v, bool *out, char *err, size_t len)
-{
-	if (strcmp(v, "on") == 0 || strcmp(v, "true") == 0 || strcmp(v, "yes") == 0)
-		*out = true;
-	else if (strcmp(v, "off") == 0 || strcmp(v, "false") == 0 || strcmp(v, "no") == 0)
-		*out = false;
-	else {
-		snprintf(err, len, "invalid value '%s' (use on or off)", v);
-		return -1;
-	}
 	return 0;
 }
 

@@ -2,6 +2,7 @@
  * genshm — the per-generation shared block; see genshm.h.
  */
 #include "common/genshm.h"
+#include "common/shmblock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,45 +12,29 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define GENSHM_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 
 int
 genshm_create(uint32_t n_workers, struct genshm **out)
 {
-	int fd = memfd_create("ferry-generation", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	void *p;
+	int fd = shmblock_create("ferry-generation", sizeof(struct genshm), &p);
 	if (fd == -1)
 		return -1;
-	if (ftruncate(fd, sizeof(struct genshm)) == -1 ||
-	    fcntl(fd, F_ADD_SEALS, GENSHM_SEALS) == -1)
-		goto fail;
-	void *p = mmap(NULL, sizeof(struct genshm), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED)
-		goto fail;
 	struct genshm *g = p;
 	g->magic = GENSHM_MAGIC;
 	g->n_workers = n_workers;
 	*out = g;
 	return fd;
-fail:;
-	int e = errno;
-	close(fd);
-	errno = e;
-	return -1;
 }
 
 int
 genshm_map(int fd, struct genshm **out)
 {
-	struct stat st;
-	int seals = fcntl(fd, F_GET_SEALS);
-	if (seals == -1 || (seals & GENSHM_SEALS) != GENSHM_SEALS || fstat(fd, &st) == -1 ||
-	    (size_t)st.st_size != sizeof(struct genshm)) {
+	void *p;
+	if (shmblock_map(fd, sizeof(struct genshm), &p) == -1) {
 		errno = EINVAL;
 		return -1;
 	}
-	void *p = mmap(NULL, sizeof(struct genshm), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED)
-		return -1;
 	struct genshm *g = p;
 	if (g->magic != GENSHM_MAGIC || g->n_workers == 0 || g->n_workers > CFG_MAX_WORKERS) {
 		munmap(p, sizeof(struct genshm));

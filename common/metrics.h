@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/shmblock.h"
+
 #define METRICS_MAGIC 0x66657272790002ULL /* "ferry" v2: per-API counters */
 
 /* X-macro: name, type ("counter"/"gauge"), help. Order is ABI. */
@@ -87,7 +89,7 @@ void metrics_observe(struct metrics *m, int api_key, uint64_t latency_us);
 
 /* Seals every block carries: its size can never change (a mapping of a
  * truncated file faults with SIGBUS), nor can its seals. */
-#define METRICS_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+#define METRICS_SEALS SHMBLOCK_SEALS
 
 /* Create an anonymous shared block (a memfd of sizeof(struct metrics),
  * close-on-exec, sealed with METRICS_SEALS); returns the memfd and maps it

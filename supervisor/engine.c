@@ -462,25 +462,35 @@ sup_gen_kill(struct sup *s, struct sup_gen *g)
 			s->ops->kill(s, &g->procs[i], SIGKILL);
 }
 
+/* A worker of c crashed: the crash policy says after what delay it is
+ * restarted, or (true) that c is in a crash loop: then c is failed. */
+static bool
+sup_crash_policy(struct sup *s, struct sup_cluster *c, const char *why, uint64_t *delay,
+		 uint32_t *n)
+{
+	struct crash_policy cp = { s->cfg.crash_loop_limit, s->cfg.crash_loop_window_ms };
+	if (crash_exited(&c->crash, &cp, s->now_ms, delay, n) != CRASH_GIVE_UP)
+		return false;
+	char reason[320];
+	snprintf(reason, sizeof reason, "crash loop: %u crash%s within %llus, last %s", *n,
+	    *n == 1 ? "" : "es", (unsigned long long)(cp.window_ms / 1000), why);
+	log_error("cluster failed: crash loop", "cluster=%s crashes=%u hint=\"%s\"", c->name, *n,
+	    "ferryctl restart NAME after fixing the cause");
+	if (c->st == FSM_C_ACTIVE)
+		sup_post_cluster(s, c, FSM_CE_CRASH_LOOP, reason);
+	return true;
+}
+
 /* One of several processes crashed: the crash policy of the cluster says
  * when to replace it, or that the cluster is in a crash loop. */
 static void
 sup_proc_crashed(struct sup *s, struct sup_proc *p, const char *why)
 {
 	struct sup_cluster *c = p->gen->cluster;
-	struct crash_policy cp = { s->cfg.crash_loop_limit, s->cfg.crash_loop_window_ms };
 	uint64_t delay = 0;
 	uint32_t n = 0;
-	if (crash_exited(&c->crash, &cp, s->now_ms, &delay, &n) == CRASH_GIVE_UP) {
-		char reason[320];
-		snprintf(reason, sizeof reason, "crash loop: %u crash%s within %llus, last %s", n,
-		    n == 1 ? "" : "es", (unsigned long long)(cp.window_ms / 1000), why);
-		log_error("cluster failed: crash loop", "cluster=%s crashes=%u hint=\"%s\"", c->name,
-		    n, "ferryctl restart NAME after fixing the cause");
-		if (c->st == FSM_C_ACTIVE)
-			sup_post_cluster(s, c, FSM_CE_CRASH_LOOP, reason);
+	if (sup_crash_policy(s, c, why, &delay, &n))
 		return;
-	}
 	c->restarts++;
 	p->restart_at = s->now_ms + (delay ? delay : 1);
 	log_info("restarting worker", "cluster=%s gen=%llu index=%u delay_ms=%llu "
@@ -757,18 +767,10 @@ sup_cluster_gen_ended(struct sup *s, struct sup_gen *g, bool crashed, const char
 	}
 	/* A crash of the serving (or starting) generation: restart with
 	 * back-off, or give up on a crash loop. */
-	struct crash_policy cp = { s->cfg.crash_loop_limit, s->cfg.crash_loop_window_ms };
 	uint64_t delay = 0;
 	uint32_t n = 0;
-	if (crash_exited(&c->crash, &cp, s->now_ms, &delay, &n) == CRASH_GIVE_UP) {
-		char reason[320];
-		snprintf(reason, sizeof reason, "crash loop: %u crash%s within %llus, last %s", n,
-		    n == 1 ? "" : "es", (unsigned long long)(cp.window_ms / 1000), why);
-		log_error("cluster failed: crash loop", "cluster=%s crashes=%u hint=\"%s\"", c->name,
-		    n, "ferryctl restart NAME after fixing the cause");
-		sup_post_cluster(s, c, FSM_CE_CRASH_LOOP, reason);
+	if (sup_crash_policy(s, c, why, &delay, &n))
 		return;
-	}
 	c->restarts++;
 	c->restart_at = s->now_ms + delay;
 	log_info("restarting worker", "cluster=%s delay_ms=%llu crashes_in_window=%u", c->name,

@@ -8,7 +8,7 @@
 
 #include "worker/kafka/codec.h"
 
-static void
+void
 promfam_label(FILE *f, const char *v)
 {
 	for (; *v != '\0'; v++) {

@@ -19,6 +19,9 @@
  * ferry_drain_closes_total{cluster,outcome}. */
 void promfam_write(FILE *f, struct sup *s);
 
+/* Write v as a Prometheus label value (backslash, quote, newline escaped). */
+void promfam_label(FILE *f, const char *v);
+
 /* Fold a process's per-API counters into dst (the cluster's retired totals). */
 void promfam_retire(struct metrics *dst, const struct metrics *src);
 

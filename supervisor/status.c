@@ -337,20 +337,7 @@ status_dump(const json_t *j, size_t *len)
 /* --- Prometheus --------------------------------------------------------- */
 
 /* Label values escape backslash, double quote and newline. */
-static void
-status_label(FILE *f, const char *v)
-{
-	for (; *v != '\0'; v++) {
-		if (*v == '\\')
-			fputs("\\\\", f);
-		else if (*v == '"')
-			fputs("\\\"", f);
-		else if (*v == '\n')
-			fputs("\\n", f);
-		else
-			fputc(*v, f);
-	}
-}
+#define status_label promfam_label
 
 enum status_field {
 #define STATUS_ENUM(name, type, help) STATUS_F_##name,

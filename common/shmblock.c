@@ -1,0 +1,55 @@
+/*
+ * shmblock — sealed shared memory blocks; see shmblock.h.
+ */
+#include "common/shmblock.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int
+shmblock_create(const char *name, size_t size, void **out)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd == -1)
+		return -1;
+	if (ftruncate(fd, (off_t)size) == -1 || fcntl(fd, F_ADD_SEALS, SHMBLOCK_SEALS) == -1)
+		goto fail;
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		goto fail;
+	memset(p, 0, size);
+	*out = p;
+	return fd;
+fail:;
+	int e = errno;
+	close(fd);
+	errno = e;
+	return -1;
+}
+
+int
+shmblock_map(int fd, size_t size, void **out)
+{
+	struct stat st;
+	int seals = fcntl(fd, F_GET_SEALS);
+	if (seals == -1)
+		return -1;	/* EINVAL: not a memfd (or sealing not allowed) */
+	if ((seals & SHMBLOCK_SEALS) != SHMBLOCK_SEALS) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (fstat(fd, &st) == -1)
+		return -1;
+	if ((size_t)st.st_size != size) {
+		errno = EINVAL;
+		return -1;
+	}
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	*out = p;
+	return 0;
+}

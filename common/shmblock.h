@@ -1,0 +1,25 @@
+/*
+ * shmblock — a block of shared memory that the supervisor creates and hands
+ * to workers: an anonymous memfd of a fixed size, sealed so that neither
+ * its size nor its seals can ever change (a mapping of a file a peer could
+ * truncate would fault with SIGBUS), mapped read-write and shared. The
+ * metrics block (metrics.h) and the generation block (genshm.h) are both
+ * one.
+ *
+ * Return convention: the fd (O_CLOEXEC) or 0, -1 with errno; a block
+ * without the seals or of another size is refused with EINVAL.
+ */
+#ifndef FERRY_COMMON_SHMBLOCK_H
+#define FERRY_COMMON_SHMBLOCK_H
+
+#include <fcntl.h>
+#include <stddef.h>
+
+#define SHMBLOCK_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+
+/* Create, size, seal and map a zeroed block; returns its fd. */
+int shmblock_create(const char *name, size_t size, void **out);
+/* Map a received block after checking its seals and size. */
+int shmblock_map(int fd, size_t size, void **out);
+
+#endif
