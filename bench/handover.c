@@ -23,17 +23,20 @@
  *            gone;
  *   after    AFTER_S seconds (default 2).
  *
- * A busy connection the peer closes or resets (EOF, ECONNRESET, a bad
- * response) counts as a client-visible disconnect; like a Kafka client it
- * reconnects at once and sends the request that was outstanding again, whose
- * latency then runs from its first send. An idle connection closed by the
- * peer counts as a disconnect; after the `after` window each idle connection
- * still open sends one more ApiVersions: one not answered within 10 s counts
- * as a disconnect too.
+ * A connection the peer closes or resets (EOF, ECONNRESET, a bad response)
+ * counts as a client-visible disconnect; like a Kafka client it reconnects
+ * at once: a busy one sends the request that was outstanding again (its
+ * latency runs from its first send), an idle one sends its ApiVersions
+ * again, so the load stays the same in both modes. After the `after`
+ * window each idle connection sends one more ApiVersions: one not answered
+ * within 10 s counts as a disconnect too.
  *
  * Prints one line of key=value pairs (scripts/bench's results.tsv fields):
  * the reload's timings, the lastReplacement counts, p50/p99/max latency
- * and request count per window, disconnects per kind and window. Diagnostics
+ * and request count per window, the median and maximum over the busy
+ * connections of each one's slowest request during the reload (what one
+ * client sees: the pause of its handover, or its reconnect), disconnects
+ * per kind and window. Diagnostics
  * go to stderr, and so does ferryctl's output. Raises its own RLIMIT_NOFILE
  * soft limit to the hard limit. Loopback only.
  */
@@ -102,6 +105,7 @@ struct samples {
 /* One answered request of a busy connection: first send, completion. */
 struct span {
 	double sent, done;
+	int conn;
 };
 
 /* --- shared between the event loop and the orchestrating thread ---------------- */
@@ -296,6 +300,7 @@ static struct span *spans;
 static size_t nspans, capspans;
 static long disc_busy[W_N], disc_idle[W_N];
 static long reconnects, connect_failures, bad_responses, setup_errors;
+static long down;  /* connections waiting to reconnect */
 static long check_ok, check_failed;
 static int32_t next_corr = 1;
 
@@ -435,23 +440,23 @@ conn_lost(struct conn *c, double t)
 		c->st = C_CLOSED;
 		return;
 	}
-	if (c->busy) {
-		/* reconnect at once (after a failed connect: in 10 ms) and send
-		 * the outstanding request again, if any */
-		if (c->reconnecting) {
-			connect_failures++;
-			c->reconnect_at = t + 0.01;
-		} else {
+	/* Like a Kafka client: reconnect at once (after a failed connect: in
+	 * 10 ms); a busy connection sends its outstanding request again, if
+	 * any, an idle one its ApiVersions. */
+	if (c->reconnecting) {
+		connect_failures++;
+		c->reconnect_at = t + 0.01;
+	} else {
+		if (c->busy)
 			disc_busy[w]++;
-			c->retry = c->st == C_WAIT;
-			c->reconnect_at = t;
-		}
-		c->reconnecting = true;
-		c->st = C_CLOSED;
-		return;
+		else
+			disc_idle[w]++;
+		c->retry = !c->busy || c->st == C_WAIT;
+		c->reconnect_at = t;
 	}
-	disc_idle[w]++;
+	c->reconnecting = true;
 	c->st = C_CLOSED;
+	down++;
 }
 
 static void
@@ -484,7 +489,7 @@ on_response(struct conn *c, double t)
 		capspans = capspans ? capspans * 2 : 65536;
 		spans = realloc(spans, capspans * sizeof *spans);
 	}
-	spans[nspans++] = (struct span){ c->sent_at, t };
+	spans[nspans++] = (struct span){ c->sent_at, t, (int)(c - conns) };
 	c->kind ^= 1;
 }
 
@@ -561,7 +566,9 @@ on_event(struct conn *c, uint32_t events, double t)
 			c->kind = 0;
 			send_request(c, t, false);
 		} else if (c->retry) {
-			send_request(c, t, true);
+			if (!c->busy)
+				c->kind = 0;
+			send_request(c, t, c->busy);
 		} else {
 			c->st = C_READY;
 			arm(c, EPOLLIN | EPOLLRDHUP);
@@ -711,24 +718,26 @@ usage:
 				setup_ms = (t - t_start) * 1000;
 			}
 		}
-		/* busy connections: due sends and reconnects */
+		/* reconnects (idle ones only looked at while some are down),
+		 * then the busy connections' due sends */
 		double next = t + 0.01;
-		for (int i = nidle; i < nconns; i++) {
+		for (int i = down ? 0 : nidle; i < nconns; i++) {
 			struct conn *c = &conns[i];
 			if (!c->ever_ready)
 				continue;
 			if (c->st == C_CLOSED) {
 				if (t >= c->reconnect_at) {
 					reconnects++;
-					if (start_connect(c) == -1) {
-						connect_failures++;
-						c->reconnect_at = t + 0.01;
-					}
+					down--;
+					if (start_connect(c) == -1)
+						conn_lost(c, t);
 				} else if (c->reconnect_at < next) {
 					next = c->reconnect_at;
 				}
 				continue;
 			}
+			if (!c->busy)
+				continue;
 			if (c->st != C_READY)
 				continue;
 			if (t >= c->next_send) {
@@ -797,6 +806,8 @@ usage:
 	/* Each request's latency goes to the window it lies in; "during" takes
 	 * every request in flight at any moment of the reload window. */
 	win_start[W_N] = now();
+	struct samples worst = { 0 };  /* per busy connection: its slowest request during */
+	uint32_t *cw = calloc((size_t)nconns, sizeof *cw);
 	for (size_t i = 0; i < nspans; i++) {
 		const struct span *sp = &spans[i];
 		int w = -1;
@@ -810,9 +821,17 @@ usage:
 		else if (win_start[W_AFTER] && sp->sent >= win_start[W_AFTER] &&
 		    sp->done < win_start[W_CHECK])
 			w = W_AFTER;
-		if (w >= 0)
-			sample_add(&win[w], (sp->done - sp->sent) * 1e6);
+		if (w < 0)
+			continue;
+		double us = (sp->done - sp->sent) * 1e6;
+		sample_add(&win[w], us);
+		if (w == W_DURING && us > cw[sp->conn])
+			cw[sp->conn] = (uint32_t)us;
 	}
+	for (int i = nidle; i < nconns; i++)
+		if (cw[i])
+			sample_add(&worst, cw[i]);
+	qsort(worst.us, worst.n, sizeof *worst.us, cmp_u32);
 	for (int w = W_BEFORE; w <= W_AFTER; w++) {
 		struct samples *s = &win[w];
 		qsort(s->us, s->n, sizeof *s->us, cmp_u32);
@@ -820,6 +839,8 @@ usage:
 		    window_name[w], pct(s, 50), window_name[w], pct(s, 99), window_name[w],
 		    s->n ? (double)s->us[s->n - 1] : -1.0);
 	}
+	printf(" during_conn_worst_p50_us=%.0f during_conn_worst_max_us=%.0f", pct(&worst, 50),
+	    worst.n ? (double)worst.us[worst.n - 1] : -1.0);
 	for (int w = W_BEFORE; w <= W_AFTER; w++)
 		printf(" %s_window_ms=%.0f", window_name[w],
 		    win_start[w] && win_start[w + 1] ? (win_start[w + 1] - win_start[w]) * 1000 : -1.0);

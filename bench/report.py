@@ -536,8 +536,11 @@ def handover_section(ho, add):
         f"from the reload request until the old generation is gone; before = the "
         f"{fmt(first.get('before_window_ms', 0) / 1000)} s before it; after = the "
         f"{fmt(first.get('after_window_ms', 0) / 1000)} s after. A disconnect is an EOF or reset "
-        f"the client sees (busy clients reconnect and resend; idle ones send one more "
-        f"ApiVersions at the end).\n")
+        f"the client sees (clients reconnect at once, as Kafka clients do: busy ones resend "
+        f"the request outstanding, idle ones their ApiVersions; every idle connection sends one more "
+        f"ApiVersions at the end). The during windows differ in length (first row): with handover "
+        f"the whole disturbance is packed into a short window, so its p99 covers few requests; the "
+        f"last row compares what one client sees (its slowest request of the window).\n")
     add("| | " + " | ".join(label[m] for m in modes) + " |")
     add("|---|" + "---:|" * len(modes))
     row("reload request → old generation gone", lambda d: ms(d.get("gone_ms")))
@@ -555,6 +558,8 @@ def handover_section(ho, add):
         f"(**{x_(d.get('p99_during_over_before'))}**)")
     row("latency max before → during", lambda d: f"{us(d.get('before_max_us'))} → {us(d.get('during_max_us'))}")
     row("latency p99 after", lambda d: us(d.get("after_p99_us")))
+    row("each busy client's slowest request during: median / worst client",
+        lambda d: f"{us(d.get('during_conn_worst_p50_us'))} / {us(d.get('during_conn_worst_max_us'))}")
     errs = [f"{m}: {out[m]['error']}" for m in modes if out[m].get("error")]
     errs += [f"{m}: {out[m]['setup_errors']} set-up errors" for m in modes if out[m].get("setup_errors")]
     errs += [f"{m}: {out[m]['bad_responses']} bad responses" for m in modes if out[m].get("bad_responses")]
