@@ -526,6 +526,9 @@ def handover_section(ho, add):
     def x_(v):
         return f"×{fmt(v, 2)}" if v is not None else "–"
 
+    def n_(d, k):
+        return "–" if d.get(k) is None else str(d[k])
+
     first = out[modes[0]]
     add("")
     add(f"Live connection handover (`bench/handover.c`): a modifying reload (`idle_timeout` changed) "
@@ -546,12 +549,15 @@ def handover_section(ho, add):
     row("reload request → old generation gone", lambda d: ms(d.get("gone_ms")))
     row("lastReplacement durationMs (commit → old generation gone)", lambda d: ms(d.get("duration_ms")))
     row("`ferryctl reload` returned after", lambda d: ms(d.get("reload_ms")))
-    row("handed over / drained / forced", lambda d: f"{d.get('handed_over')} / {d.get('drained')} / {d.get('forced')}")
+    row("handed over / drained / forced",
+        lambda d: f"{n_(d, 'handed_over')} / {n_(d, 'drained')} / {n_(d, 'forced')}")
+    row("`ferry_connections_handed_over_total` afterwards", lambda d: n_(d, "metric_handed_over"))
     row(f"client-visible disconnects of {first['connections']:,} (busy / idle)",
-        lambda d: f"**{d.get('client_disconnects')}** ({d.get('busy_disconnects')} / "
+        lambda d: f"**{n_(d, 'client_disconnects')}** ({n_(d, 'busy_disconnects')} / "
         f"{int(d.get('idle_disconnects', 0)) + int(d.get('idle_check_unanswered', 0))})")
-    row("idle connections answering afterwards", lambda d: f"{d.get('idle_check_ok')} of {d.get('idle')}")
-    row("requests before / during / after", lambda d: f"{d.get('before_n')} / {d.get('during_n')} / {d.get('after_n')}")
+    row("idle connections answering afterwards", lambda d: f"{n_(d, 'idle_check_ok')} of {n_(d, 'idle')}")
+    row("requests before / during / after",
+        lambda d: f"{n_(d, 'before_n')} / {n_(d, 'during_n')} / {n_(d, 'after_n')}")
     row("latency p50 before → during", lambda d: f"{us(d.get('before_p50_us'))} → {us(d.get('during_p50_us'))} "
         f"({x_(d.get('p50_during_over_before'))})")
     row("latency p99 before → during", lambda d: f"{us(d.get('before_p99_us'))} → {us(d.get('during_p99_us'))} "
@@ -560,7 +566,8 @@ def handover_section(ho, add):
     row("latency p99 after", lambda d: us(d.get("after_p99_us")))
     row("each busy client's slowest request during: median / worst client",
         lambda d: f"{us(d.get('during_conn_worst_p50_us'))} / {us(d.get('during_conn_worst_max_us'))}")
-    errs = [f"{m}: {out[m]['error']}" for m in modes if out[m].get("error")]
+    errs = [f"{m}: the load client failed (see run/handover-{m}.err)" for m in modes if out[m].get("failed")]
+    errs += [f"{m}: {out[m]['error']}" for m in modes if out[m].get("error")]
     errs += [f"{m}: {out[m]['setup_errors']} set-up errors" for m in modes if out[m].get("setup_errors")]
     errs += [f"{m}: {out[m]['bad_responses']} bad responses" for m in modes if out[m].get("bad_responses")]
     if errs:
