@@ -6,7 +6,9 @@
 Each line of results.tsv is KIND<TAB>key=value<TAB>...; KIND is meta, tput
 (one kload run: path, round, test = saturate|rate|fetch), mem, reload or
 workers (test = balance: per-worker connection counts; test = produce8: one
-kload -n 8 run through direct, haproxy_t1/t2, ferry_w1/w2).
+kload -n 8 run through direct, haproxy_t1/t2, ferry_w1/w2) or handover (one
+bench/handover.c run per mode = on|off: a reload of a cluster carrying idle
+and busy connections).
 Per path the median over rounds is reported; ratios are ferry / HAProxy
 (nbthread 1). MB = 10^6 bytes of message payload. Standard library only;
 the plot needs gnuplot (skipped with a note when it is missing).
@@ -54,7 +56,7 @@ def counts_of(v):
 
 
 def load(path):
-    meta, tput, mem, reload, workers = {}, [], {}, [], []
+    meta, tput, mem, reload, workers, handover = {}, [], {}, [], [], []
     with open(path) as f:
         for line in f:
             fields = line.rstrip("\n").split("\t")
@@ -73,7 +75,9 @@ def load(path):
                 reload.append(kv)
             elif kind == "workers":
                 workers.append(kv)
-    return meta, tput, mem, reload, workers
+            elif kind == "handover":
+                handover.append(kv)
+    return meta, tput, mem, reload, workers, handover
 
 
 def med(xs):
@@ -146,7 +150,7 @@ def ratio(a, b):
 
 def main():
     tsv, outdir = sys.argv[1], sys.argv[2]
-    meta, tput, mem, reload, wk = load(tsv)
+    meta, tput, mem, reload, wk, ho = load(tsv)
     res = per_path(tput)
     # added p50: per round, path minus direct of the same round; then the median
     direct_r = res.get("direct", {}).get("rtt_p50_us", {}).get("by_round", {})
@@ -281,6 +285,9 @@ def main():
     # several workers per cluster
     wres = workers_section(wk, add)
 
+    # live connection handover
+    hres = handover_section(ho, add)
+
     # targets
     targets = []
 
@@ -324,6 +331,14 @@ def main():
         big = max(rel)
         s = rel[big]["start_ms"]
         target(f"{big} clusters start < 2 s", s, s is not None and s < 2000, f"{fmt(s)} ms")
+    hon = (hres or {}).get("on")
+    if hon:
+        n = hon.get("connections")
+        ok = (hon.get("client_disconnects") == 0 and hon.get("handed_over") == n
+              and hon.get("idle_check_ok") == hon.get("idle") and not hon.get("error"))
+        target(f"reload of a cluster with {n:,} connections: no client-visible disconnect", ok, ok,
+               f"{hon.get('client_disconnects')} disconnects, {hon.get('handed_over')} of {n:,} "
+               f"handed over in {fmt(hon.get('duration_ms'))} ms")
     add("")
     add("| target | result | met |")
     add("|---|---|---|")
@@ -335,7 +350,7 @@ def main():
         f.write(md)
     out = {"preliminary": True, "meta": meta, "paths": res, "ratios_ferry_over_haproxy": ratios,
            "ferry_minus_haproxy_rtt_p50_us": ferry_minus_haproxy_p50,
-           "memory": memo, "workers": wres, "reload": {str(k): d for k, d in sorted(rel.items())}, "targets": targets,
+           "memory": memo, "workers": wres, "handover": hres, "reload": {str(k): d for k, d in sorted(rel.items())}, "targets": targets,
            "units": {"mbps": "10^6 bytes of payload per second", "cpu_ms_per_mb": "proxy utime+stime ms per 10^6 payload bytes",
                      "rtt": "librdkafka broker rtt window (request sent -> response), µs"}}
     with open(os.path.join(outdir, "bench.json"), "w") as f:
@@ -474,6 +489,90 @@ def workers_section(wk, add):
             f"ferry workers 2 / HAProxy nbthread 2: MB/s ×{fmt(ratios['ferry_w2_over_haproxy_t2_mbps'], 2)}, "
             f"CPU/MB ×{fmt(ratios['ferry_w2_over_haproxy_t2_cpu_per_mb'], 2)}; "
             f"ferry workers 1 / direct: MB/s ×{fmt(ratios['ferry_w1_over_direct_mbps'], 2)}.")
+    return out
+
+
+def handover_section(ho, add):
+    """The table of the handover runs (handover = on and off side by side);
+    returns their figures for bench.json (None when not run)."""
+    if not ho:
+        return None
+    out = {}
+    for r in ho:
+        mode = r.get("mode")
+        if mode not in ("on", "off"):
+            continue
+        d = {k: (int(x) if isinstance(x, float) and x == int(x) else x) for k, x in r.items()}
+        d["connections"] = int(r.get("idle", 0)) + int(r.get("busy", 0))
+        for q in ("p50", "p99", "max"):
+            b, du = r.get(f"before_{q}_us"), r.get(f"during_{q}_us")
+            ok = isinstance(b, float) and isinstance(du, float) and b > 0 and du >= 0
+            d[f"{q}_during_over_before"] = du / b if ok else None
+        out[mode] = d
+    if not out:
+        return None
+    modes = [m for m in ("on", "off") if m in out]
+    label = {"on": "`handover = on`", "off": "`handover = off` (clients reconnect)"}
+
+    def row(name, fn):
+        add(f"| {name} | " + " | ".join(fn(out[m]) for m in modes) + " |")
+
+    def ms(x):
+        return f"{fmt(x)} ms" if isinstance(x, (int, float)) and x >= 0 else "–"
+
+    def us(x):
+        return f"{fmt(x / 1000, 2)} ms" if isinstance(x, (int, float)) and x >= 0 else "–"
+
+    def x_(v):
+        return f"×{fmt(v, 2)}" if v is not None else "–"
+
+    def n_(d, k):
+        return "–" if d.get(k) is None else str(d[k])
+
+    first = out[modes[0]]
+    add("")
+    add(f"Live connection handover (`bench/handover.c`): a modifying reload (`idle_timeout` changed) "
+        f"of one cluster carrying {int(first.get('idle', 0)):,} idle connections (each did one "
+        f"ApiVersions) and {int(first.get('busy', 0))} busy ones (one ApiVersions or Metadata "
+        f"round trip every {int(first.get('interval_ms', 0))} ms each, one in flight), "
+        f"`handover = on` then `off` in one ferryd. During = every request in flight at any moment "
+        f"from the reload request until the old generation is gone; before = the "
+        f"{fmt(first.get('before_window_ms', 0) / 1000)} s before it; after = the "
+        f"{fmt(first.get('after_window_ms', 0) / 1000)} s after. A disconnect is an EOF or reset "
+        f"the client sees (clients reconnect at once, as Kafka clients do: busy ones resend "
+        f"the request outstanding, idle ones their ApiVersions; every idle connection sends one more "
+        f"ApiVersions at the end). The during windows differ in length (first row): with handover "
+        f"the whole disturbance is packed into a short window, so its p99 covers few requests; the "
+        f"last row compares what one client sees (its slowest request of the window).\n")
+    add("| | " + " | ".join(label[m] for m in modes) + " |")
+    add("|---|" + "---:|" * len(modes))
+    row("reload request → old generation gone", lambda d: ms(d.get("gone_ms")))
+    row("lastReplacement durationMs (commit → old generation gone)", lambda d: ms(d.get("duration_ms")))
+    row("`ferryctl reload` returned after", lambda d: ms(d.get("reload_ms")))
+    row("handed over / drained / forced",
+        lambda d: f"{n_(d, 'handed_over')} / {n_(d, 'drained')} / {n_(d, 'forced')}")
+    row("`ferry_connections_handed_over_total` afterwards", lambda d: n_(d, "metric_handed_over"))
+    row(f"client-visible disconnects of {first['connections']:,} (busy / idle)",
+        lambda d: f"**{n_(d, 'client_disconnects')}** ({n_(d, 'busy_disconnects')} / "
+        f"{int(d.get('idle_disconnects', 0)) + int(d.get('idle_check_unanswered', 0))})")
+    row("idle connections answering afterwards", lambda d: f"{n_(d, 'idle_check_ok')} of {n_(d, 'idle')}")
+    row("requests before / during / after",
+        lambda d: f"{n_(d, 'before_n')} / {n_(d, 'during_n')} / {n_(d, 'after_n')}")
+    row("latency p50 before → during", lambda d: f"{us(d.get('before_p50_us'))} → {us(d.get('during_p50_us'))} "
+        f"({x_(d.get('p50_during_over_before'))})")
+    row("latency p99 before → during", lambda d: f"{us(d.get('before_p99_us'))} → {us(d.get('during_p99_us'))} "
+        f"(**{x_(d.get('p99_during_over_before'))}**)")
+    row("latency max before → during", lambda d: f"{us(d.get('before_max_us'))} → {us(d.get('during_max_us'))}")
+    row("latency p99 after", lambda d: us(d.get("after_p99_us")))
+    row("each busy client's slowest request during: median / worst client",
+        lambda d: f"{us(d.get('during_conn_worst_p50_us'))} / {us(d.get('during_conn_worst_max_us'))}")
+    errs = [f"{m}: the load client failed (see run/handover-{m}.err)" for m in modes if out[m].get("failed")]
+    errs += [f"{m}: {out[m]['error']}" for m in modes if out[m].get("error")]
+    errs += [f"{m}: {out[m]['setup_errors']} set-up errors" for m in modes if out[m].get("setup_errors")]
+    errs += [f"{m}: {out[m]['bad_responses']} bad responses" for m in modes if out[m].get("bad_responses")]
+    if errs:
+        add("")
+        add("Errors: " + "; ".join(map(str, errs)) + ".")
     return out
 
 
