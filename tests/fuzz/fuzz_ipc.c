@@ -75,6 +75,37 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case IPC_FAILED:
 		FUZZ_CHECK(msg.hdr.len <= 1024, "failure text of %u bytes", msg.hdr.len);
 		break;
+	case IPC_PING:
+	case IPC_PONG:
+		FUZZ_CHECK(msg.hdr.len == sizeof(struct ipc_ping), "ping size");
+		break;
+	case IPC_LOG_LEVEL:
+		FUZZ_CHECK(msg.hdr.len == sizeof(struct ipc_log_level), "log level size");
+		break;
+	case IPC_HANDOVER:
+		FUZZ_CHECK(msg.hdr.len == sizeof(struct ipc_handover), "handover size");
+		break;
+	case IPC_CONN_DONE:
+	case IPC_CONN_TAKEN:
+		FUZZ_CHECK(msg.hdr.len == sizeof(struct ipc_conn_ack), "ack size");
+		break;
+	case IPC_CONN_IN:
+	case IPC_CONN_OUT: {
+		struct ipc_conn_record rec;
+		char err[160];
+
+		FUZZ_CHECK(msg.hdr.len >= sizeof rec &&
+		    msg.hdr.len <= sizeof rec + IPC_CONN_PENDING_MAX, "record size");
+		/* what the engine and the worker do with it: checked, never trusted */
+		for (size_t nfds = 0; nfds <= 2; nfds++)
+			if (ipc_conn_record_check(msg.payload, msg.hdr.len, nfds, &rec, err,
+			    sizeof err) == 0) {
+				FUZZ_CHECK(rec.pending_len == msg.hdr.len - sizeof rec, "pending length");
+				FUZZ_CHECK(nfds == ((rec.flags & IPC_CONN_F_UPSTREAM) ? 2u : 1u), "fds");
+				FUZZ_CHECK(rec.broker_index >= -1 && rec.upstream_try >= 0, "indexes");
+			}
+		break;
+	}
 	default:
 		FUZZ_CHECK(msg.hdr.len == 0, "%s with %u payload bytes",
 		    ipc_type_str((enum ipc_type)msg.hdr.type), msg.hdr.len);
