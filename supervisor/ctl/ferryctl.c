@@ -583,18 +583,22 @@ ctl_cluster_row(const json_t *c, struct ctl_row *r)
 	snprintf(r->col[6], sizeof r->col[6], "%s", reason && *reason ? reason : "-");
 }
 
-/* Columns padded to width, the last one (REASON) as is; STATE in colour. */
+/* Columns padded to width, the last one (REASON) as is; STATE in colour;
+ * no trailing blanks (a worker row has no REASON). */
 static void
 ctl_print_row(const char *const cells[CTL_COLS], const size_t width[CTL_COLS], bool header)
 {
-	size_t k;
+	size_t k, last = CTL_COLS - 1;
 
-	for (k = 0; k + 1 < CTL_COLS; k++) {
-		ctl_paint(header ? CTL_BOLD : k == 1 ? ctl_state_color(cells[k]) : NULL, cells[k],
-		    width[k]);
-		fputs("  ", stdout);
+	while (last > 0 && cells[last][0] == '\0')
+		last--;
+	for (k = 0; k <= last; k++) {
+		const char *code = header ? CTL_BOLD : k == 1 ? ctl_state_color(cells[k]) : NULL;
+
+		ctl_paint(code, cells[k], k < last ? width[k] : 0);
+		if (k < last)
+			fputs("  ", stdout);
 	}
-	ctl_paint(header ? CTL_BOLD : NULL, cells[CTL_COLS - 1], 0);
 	putchar('\n');
 }
 
