@@ -239,10 +239,30 @@ lb_logfmt(struct log_buf *lb, const char *s, size_t n, bool quote)
 	}
 }
 
+/* Whether an event key repeats a field the line already has. */
+static bool
+log_fixed_key(const struct log_line_ctx *ctx, const char *k, size_t klen)
+{
+	static const char *const always[] = { "level", "proc", "pid", "msg" };
+
+	for (size_t i = 0; i < sizeof always / sizeof always[0]; i++)
+		if (klen == strlen(always[i]) && memcmp(k, always[i], klen) == 0)
+			return true;
+	if (klen == 2 && memcmp(k, "ts", 2) == 0)
+		return !ctx->journald;
+	if (klen == 7 && memcmp(k, "cluster", 7) == 0)
+		return ctx->cluster && ctx->cluster[0];
+	if (klen == 3 && memcmp(k, "gen", 3) == 0)
+		return ctx->gen != 0;
+	return false;
+}
+
 /* Convert logfmt pairs (k=v k2="v \"2\"") into JSON members. A member that
- * does not fit whole is cut inside its value. */
+ * does not fit whole is cut inside its value. A key the line already has
+ * (a supervisor event's pid is a worker's) becomes "event_KEY", so keys
+ * stay unique. */
 static void
-lb_kv_json(struct log_buf *lb, const char *kv)
+lb_kv_json(struct log_buf *lb, const struct log_line_ctx *ctx, const char *kv)
 {
 	const char *p = kv;
 	char val[1024];
@@ -283,6 +303,8 @@ lb_kv_json(struct log_buf *lb, const char *kv)
 		/* the key and the value's quotes must fit, else stop here */
 		size_t before = lb->len;
 		lb_puts(lb, ",\"");
+		if (log_fixed_key(ctx, k, klen))
+			lb_puts(lb, "event_");
 		lb_json(lb, k, klen);
 		lb_puts(lb, "\":\"");
 		if (lb->full) {
@@ -352,7 +374,7 @@ log_format_line(char *buf, size_t cap, const struct log_line_ctx *ctx,
 		lb.cap += 1;
 		lb_puts(&lb, "\"");
 		lb.cap -= 1;
-		lb_kv_json(&lb, kv);
+		lb_kv_json(&lb, ctx, kv);
 		lb.cap += 3;
 		lb.full = false;
 		lb_puts(&lb, "}");

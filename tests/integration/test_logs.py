@@ -38,6 +38,14 @@ def test_json_lines(mock_factory, reload_ferry_factory):
             assert doc["cluster"] == "A", ln
         assert list(doc)[:3] == ["ts", "level", "proc"], ln
     assert procs == {"supervisor", "worker"}
+    # keys stay unique: the worker's pid in a supervisor event is event_pid
+    started = [json.loads(ln) for ln in lines_of(f) if '"msg":"worker started"' in ln]
+    assert started and started[0]["proc"] == "supervisor"
+    assert started[0]["event_pid"] == str(f.cluster_doc("A")["workers"][0]["pid"])
+    assert started[0]["pid"] == str(f.proc.pid)
+    for ln in lines_of(f):
+        pairs = json.loads(ln, object_pairs_hook=lambda kv: [k for k, _ in kv])
+        assert len(pairs) == len(set(pairs)), ln
 
 
 def test_logfmt_lines(mock_factory, reload_ferry_factory):

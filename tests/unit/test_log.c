@@ -102,6 +102,32 @@ Test(log, json_fields)
 	json_decref(j);
 }
 
+Test(log, json_keys_stay_unique)
+{
+	struct log_line_ctx sup = { .proc = "supervisor", .pid = 1, .json = true };
+	size_t n = fmt(&sup, LOG_INFO, "worker started", "cluster=A gen=2 pid=77 msg=x ts=y level=z");
+	json_t *j = parse_line(n);
+	cr_assert_str_eq(member(j, "pid"), "1");
+	cr_assert_str_eq(member(j, "event_pid"), "77");
+	cr_assert_str_eq(member(j, "cluster"), "A");      /* not on a supervisor line */
+	cr_assert_str_eq(member(j, "gen"), "2");
+	cr_assert_str_eq(member(j, "msg"), "worker started");
+	cr_assert_str_eq(member(j, "event_msg"), "x");
+	cr_assert_str_eq(member(j, "event_ts"), "y");
+	cr_assert_str_eq(member(j, "event_level"), "z");
+	cr_assert_eq(json_object_size(j), 11, "%s", line);
+	json_decref(j);
+
+	struct log_line_ctx w = worker_ctx;
+	w.json = true;
+	n = fmt(&w, LOG_INFO, "m", "cluster=B gen=9");
+	j = parse_line(n);
+	cr_assert_str_eq(member(j, "cluster"), "A");
+	cr_assert_str_eq(member(j, "event_cluster"), "B");
+	cr_assert_str_eq(member(j, "event_gen"), "9");
+	json_decref(j);
+}
+
 Test(log, json_escapes_hostile_strings)
 {
 	struct log_line_ctx c = worker_ctx;
