@@ -64,6 +64,7 @@
 #include "common/file.h"
 #include "supervisor/evict.h"
 #include "supervisor/status.h"
+#include "supervisor/statuspage.h"
 #include "supervisor/supervisor.h"
 
 #define ADMIN_LINGER_TIMEOUT 2.0    /* seconds to drain input after the response */
@@ -140,6 +141,7 @@ static enum admin_handler_result admin_h_clusters(struct admin_request *, struct
 static enum admin_handler_result admin_h_cluster(struct admin_request *, struct admin_response *);
 static enum admin_handler_result admin_h_validate(struct admin_request *, struct admin_response *);
 static enum admin_handler_result admin_h_metrics(struct admin_request *, struct admin_response *);
+static enum admin_handler_result admin_h_page(struct admin_request *, struct admin_response *);
 static enum admin_handler_result admin_h_reload(struct admin_request *, struct admin_response *);
 static enum admin_handler_result admin_h_config_status(struct admin_request *, struct admin_response *);
 static enum admin_handler_result admin_h_drain(struct admin_request *, struct admin_response *);
@@ -157,6 +159,8 @@ static const struct admin_route admin_routes[] = {
 	{ "POST", "/admin/clusters/*/drain", admin_h_drain },
 	{ "POST", "/admin/clusters/*/restart", admin_h_restart },
 	{ "GET", "/metrics", admin_h_metrics },
+	{ "GET", "/", admin_h_page },         /* the HTML status page */
+	{ "GET", "/admin/", admin_h_page },
 };
 
 static void admin_conn_close(struct admin_conn *c);
@@ -350,6 +354,25 @@ admin_h_metrics(struct admin_request *req, struct admin_response *resp)
 	}
 	resp->status = 200;
 	resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
+	return ADMIN_RESPOND;
+}
+
+static enum admin_handler_result
+admin_h_page(struct admin_request *req, struct admin_response *resp)
+{
+	size_t len;
+	const char *page = statuspage_text(&len);
+
+	(void)req;
+	if ((resp->body = malloc(len)) == NULL) {
+		admin_response_error(resp, 500, "out of memory");
+		return ADMIN_RESPOND;
+	}
+	memcpy(resp->body, page, len);
+	resp->body_len = len;
+	resp->status = 200;
+	resp->content_type = "text/html; charset=utf-8";
+	snprintf(resp->extra_headers, sizeof resp->extra_headers, "%s", STATUSPAGE_HEADERS);
 	return ADMIN_RESPOND;
 }
 

@@ -229,6 +229,7 @@ reload_finish(struct sup *s, struct sup_reload *r, enum sup_reload_status st, bo
 		}
 	}
 	rec->duration_ms = s->now_ms - r->started_mono;
+	reload_stats_observe(&s->reload_stats, (unsigned)st, rec->duration_ms);
 	rec->changed = changed;
 	rec->posted = r->posted;
 	reload_log_outcome(rec);

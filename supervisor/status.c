@@ -483,6 +483,46 @@ status_metrics_text(struct sup *s, size_t *len)
 
 	promfam_write(f, s);
 
+	fputs("# HELP ferry_cluster_generation Generation number of the serving worker generation\n"
+	    "# TYPE ferry_cluster_generation gauge\n", f);
+	for (i = 0; i < s->n_clusters; i++) {
+		const struct sup_gen *g = status_serving(s->clusters[i]);
+
+		fputs("ferry_cluster_generation{cluster=\"", f);
+		status_label(f, s->clusters[i]->name);
+		fprintf(f, "\"} %llu\n", (unsigned long long)(g ? g->generation : 0));
+	}
+
+	fputs("# HELP ferry_config_reload_total Configuration reloads finished, by outcome\n"
+	    "# TYPE ferry_config_reload_total counter\n", f);
+	for (st = SUP_RELOAD_SUCCESS; st <= SUP_RELOAD_UNCHANGED; st++)
+		fprintf(f, "ferry_config_reload_total{result=\"%s\"} %llu\n",
+		    sup_reload_status_str((enum sup_reload_status)st),
+		    (unsigned long long)s->reload_stats.result[st]);
+
+	fputs("# HELP ferry_config_reload_duration_seconds Time from the start of a reload to its outcome\n"
+	    "# TYPE ferry_config_reload_duration_seconds histogram\n", f);
+	for (size_t b = 0; b < RELOAD_STATS_BUCKETS; b++) {
+		uint64_t ms = reload_stats_bounds_ms[b];
+
+		fprintf(f, "ferry_config_reload_duration_seconds_bucket{le=\"%g\"} %llu\n",
+		    (double)ms / 1000.0,
+		    (unsigned long long)reload_stats_cumulative(&s->reload_stats, b));
+	}
+	fprintf(f, "ferry_config_reload_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
+	    "ferry_config_reload_duration_seconds_sum %llu.%03llu\n"
+	    "ferry_config_reload_duration_seconds_count %llu\n",
+	    (unsigned long long)s->reload_stats.count,
+	    (unsigned long long)(s->reload_stats.sum_ms / 1000),
+	    (unsigned long long)(s->reload_stats.sum_ms % 1000),
+	    (unsigned long long)s->reload_stats.count);
+
+	fputs("# HELP ferry_config_version_info Checksum of the running configuration file\n"
+	    "# TYPE ferry_config_version_info gauge\n"
+	    "ferry_config_version_info{version=\"", f);
+	status_label(f, s->config_version);
+	fputs("\"} 1\n", f);
+
 	fputs("# HELP ferry_up Whether the ferry supervisor is running\n"
 	    "# TYPE ferry_up gauge\n"
 	    "ferry_up 1\n", f);

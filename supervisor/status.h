@@ -35,7 +35,11 @@ json_t *status_ready_json(struct sup *s);
 
 /* Prometheus text format 0.0.4: every METRICS_FIELDS entry per cluster
  * (ferry_<name>_total for counters, ferry_<name> for gauges), then
- * ferry_cluster_state, ferry_worker_restarts_total and ferry_up. Counters
+ * ferry_cluster_state, ferry_worker_restarts_total, ferry_crash_loops_total,
+ * ferry_worker_connections, ferry_worker_unresponsive_total,
+ * ferry_cluster_generation, ferry_config_reload_total{result},
+ * the ferry_config_reload_duration_seconds histogram (s->reload_stats),
+ * ferry_config_version_info{version} and ferry_up. Counters
  * sum c->retired and every still-mapped worker block; gauges sum the live
  * workers only. Returns a malloc'd NUL-terminated text, its length in *len. */
 char *status_metrics_text(struct sup *s, size_t *len);

@@ -33,6 +33,7 @@
 #include "supervisor/crash.h"
 #include "supervisor/fsm.h"
 #include "supervisor/plan.h"
+#include "supervisor/reloadstats.h"
 
 struct sup;
 struct sup_cluster;
@@ -288,6 +289,7 @@ struct sup {
 	bool hup_pending;             /* SIGHUP during a reload: one more after it */
 	uint64_t hup_at;              /* mono: run that one (0 none) */
 	struct sup_reload_record last_reload;
+	struct reload_stats reload_stats; /* every finished reload, for /metrics */
 	struct sup_validation_record last_validation;
 
 	/* event queue of the current chain */

@@ -600,6 +600,7 @@ worker_main(int argc, char **argv)
 	char role[32];
 	snprintf(role, sizeof role, "worker");
 	log_init(role, cluster, (enum log_level)level, json);
+	log_set_generation(w->generation);
 	w->ipc_fd = WORKER_IPC_FD;
 	w->upstream_reachable = -1;
 	ipcq_init(&w->ipc_q, 0, 0);

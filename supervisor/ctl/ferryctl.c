@@ -18,7 +18,10 @@
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <math.h>
 #include <netdb.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -27,6 +30,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,6 +49,8 @@ struct ctl_opts {
 	const char *address;            /* HOST:PORT of admin_listen, or NULL */
 	bool json;
 	long timeout_ms;                /* for the whole request; 0 = CTL_TIMEOUT_MS */
+	bool watch;                     /* status -w: refresh every second */
+	long count;                     /* -n: refreshes of -w / top; 0 = until quit */
 };
 
 struct ctl_reply {
@@ -86,15 +92,21 @@ ctl_usage(FILE *f)
 	    "  drain NAME         drain one cluster: finish what it owes, release its sockets\n"
 	    "  restart NAME       start a fresh generation (retry from failed, or roll)\n"
 	    "  metrics            Prometheus metrics\n"
+	    "  top                live per-cluster connections, requests/s, bytes/s (q quits)\n"
 	    "\n"
 	    "options:\n"
 	    "  -s, --socket SOCKET       control socket (default: $FERRY_SOCKET, else %s)\n"
 	    "  -a, --address HOST:PORT   use the HTTP admin listener instead\n"
-	    "  -j, --json                print the API's JSON response unchanged\n"
+	    "  -j, --json                print the API's JSON response unchanged (with -w\n"
+	    "                            and top: one JSON document per line and refresh)\n"
+	    "  -w, --watch               status: refresh every second until q or Ctrl-C\n"
+	    "  -n, --count N             -w and top: stop after N refreshes\n"
 	    "  -h, --help                show this help\n"
 	    "  -V, --version             show the version\n"
 	    "\n"
-	    "exit codes: 0 ok, 1 operation failed or rejected, 2 usage, 3 cannot reach ferryd\n",
+	    "colour only on a terminal, never with $NO_COLOR set\n"
+	    "exit codes: 0 ok, 1 operation failed or rejected, 2 usage, 3 cannot reach ferryd\n"
+	    "  (-w and top: the code of the last refresh)\n",
 	    FERRY_DEFAULT_SOCKET);
 }
 
@@ -430,11 +442,105 @@ ctl_since(const json_t *v, char *buf, size_t len)
 	ctl_fmt_age((long long)(time(NULL) - t), buf, len);
 }
 
+/* --- colour ------------------------------------------------------------- */
+
+/* ANSI colour only when stdout is a terminal, $NO_COLOR is unset or empty
+ * (no-color.org) and $TERM is not "dumb"; set once in main(). */
+static bool ctl_color;
+
+#define CTL_RED    "31"
+#define CTL_GREEN  "32"
+#define CTL_YELLOW "33"
+#define CTL_BOLD   "1"
+
+static bool
+ctl_color_wanted(void)
+{
+	const char *nc = getenv("NO_COLOR"), *term = getenv("TERM");
+
+	if (nc != NULL && nc[0] != '\0')
+		return false;
+	if (term != NULL && strcmp(term, "dumb") == 0)
+		return false;
+	return isatty(STDOUT_FILENO) == 1;
+}
+
+/* text padded to width (0: not padded), in colour code when colour is on. */
+static void
+ctl_paint(const char *code, const char *text, size_t width)
+{
+	if (ctl_color && code != NULL)
+		printf("\033[%sm%-*s\033[0m", code, (int)width, text);
+	else
+		printf("%-*s", (int)width, text);
+}
+
+static const char *
+ctl_state_color(const char *state)
+{
+	if (state == NULL)
+		return NULL;
+	if (strstr(state, "unresponsive") || strncmp(state, "failed", 6) == 0 ||
+	    strncmp(state, "stopped", 7) == 0)
+		return CTL_RED;
+	if (strncmp(state, "accepting", 9) == 0)
+		return CTL_GREEN;
+	return CTL_YELLOW;
+}
+
+/* --- the status table --------------------------------------------------- */
+
 #define CTL_COLS 7
 
 struct ctl_row {
 	char col[CTL_COLS][256];
 };
+
+struct ctl_table {
+	struct ctl_row *rows;
+	size_t n, cap;
+};
+
+static struct ctl_row *
+ctl_table_add(struct ctl_table *t)
+{
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 8;
+		struct ctl_row *nr = realloc(t->rows, cap * sizeof *nr);
+
+		if (nr == NULL)
+			return NULL;
+		t->rows = nr;
+		t->cap = cap;
+	}
+	memset(&t->rows[t->n], 0, sizeof t->rows[t->n]);
+	return &t->rows[t->n++];
+}
+
+/* One row per worker, indented under its cluster: "  #INDEX" STATE SINCE
+ * GEN PID CONNS. */
+static void
+ctl_worker_row(const json_t *w, struct ctl_row *r)
+{
+	const json_t *pid = json_object_get(w, "pid");
+	const char *state = json_string_value(json_object_get(w, "state"));
+	const char *live = json_string_value(json_object_get(w, "liveness"));
+
+	snprintf(r->col[0], sizeof r->col[0], "  #%lld",
+	    (long long)json_integer_value(json_object_get(w, "index")));
+	snprintf(r->col[1], sizeof r->col[1], "%s%s", state ? state : "?",
+	    live && strcmp(live, "unresponsive") == 0 ? ",unresponsive" : "");
+	ctl_since(json_object_get(w, "since"), r->col[2], sizeof r->col[2]);
+	snprintf(r->col[3], sizeof r->col[3], "%lld",
+	    (long long)json_integer_value(json_object_get(w, "generation")));
+	if (json_is_integer(pid))
+		snprintf(r->col[4], sizeof r->col[4], "%lld", (long long)json_integer_value(pid));
+	else
+		snprintf(r->col[4], sizeof r->col[4], "-");
+	snprintf(r->col[5], sizeof r->col[5], "%lld",
+	    (long long)json_integer_value(json_object_get(w, "connections")));
+	r->col[6][0] = '\0';
+}
 
 static void
 ctl_cluster_row(const json_t *c, struct ctl_row *r)
@@ -477,47 +583,73 @@ ctl_cluster_row(const json_t *c, struct ctl_row *r)
 	snprintf(r->col[6], sizeof r->col[6], "%s", reason && *reason ? reason : "-");
 }
 
-/* Columns padded to width, the last one (REASON) as is. */
+/* Columns padded to width, the last one (REASON) as is; STATE in colour;
+ * no trailing blanks (a worker row has no REASON). */
 static void
-ctl_print_row(const char *const cells[CTL_COLS], const size_t width[CTL_COLS])
+ctl_print_row(const char *const cells[CTL_COLS], const size_t width[CTL_COLS], bool header)
 {
-	size_t k;
+	size_t k, last = CTL_COLS - 1;
 
-	for (k = 0; k + 1 < CTL_COLS; k++)
-		printf("%-*s  ", (int)width[k], cells[k]);
-	printf("%s\n", cells[CTL_COLS - 1]);
+	while (last > 0 && cells[last][0] == '\0')
+		last--;
+	for (k = 0; k <= last; k++) {
+		const char *code = header ? CTL_BOLD : k == 1 ? ctl_state_color(cells[k]) : NULL;
+
+		ctl_paint(code, cells[k], k < last ? width[k] : 0);
+		if (k < last)
+			fputs("  ", stdout);
+	}
+	putchar('\n');
 }
 
-static void
+/* The contract table (header NAME STATE SINCE GEN PID CONNS REASON first),
+ * one row per cluster; a cluster listing more than one worker (workers > 1,
+ * or two generations during a reload) gets an indented row per worker. */
+static int
 ctl_print_table(const json_t *clusters)
 {
 	static const char *const hdr[CTL_COLS] = {
 		"NAME", "STATE", "SINCE", "GEN", "PID", "CONNS", "REASON",
 	};
-	size_t n = json_array_size(clusters), i, k, width[CTL_COLS];
-	struct ctl_row *rows = calloc(n ? n : 1, sizeof *rows);
+	struct ctl_table t = { NULL, 0, 0 };
+	size_t i, k, width[CTL_COLS];
+	const json_t *c, *w;
 
-	if (rows == NULL) {
-		ctl_err("out of memory");
-		return;
+	json_array_foreach(clusters, i, c) {
+		const json_t *ws = json_object_get(c, "workers");
+		struct ctl_row *r = ctl_table_add(&t);
+		size_t j;
+
+		if (r == NULL)
+			goto oom;
+		ctl_cluster_row(c, r);
+		if (json_array_size(ws) > 1)
+			json_array_foreach(ws, j, w) {
+				if ((r = ctl_table_add(&t)) == NULL)
+					goto oom;
+				ctl_worker_row(w, r);
+			}
 	}
 	for (k = 0; k < CTL_COLS; k++)
 		width[k] = strlen(hdr[k]);
-	for (i = 0; i < n; i++) {
-		ctl_cluster_row(json_array_get(clusters, i), &rows[i]);
+	for (i = 0; i < t.n; i++)
 		for (k = 0; k < CTL_COLS; k++)
-			if (strlen(rows[i].col[k]) > width[k])
-				width[k] = strlen(rows[i].col[k]);
-	}
-	ctl_print_row(hdr, width);
-	for (i = 0; i < n; i++) {
+			if (strlen(t.rows[i].col[k]) > width[k])
+				width[k] = strlen(t.rows[i].col[k]);
+	ctl_print_row(hdr, width, true);
+	for (i = 0; i < t.n; i++) {
 		const char *cells[CTL_COLS];
 
 		for (k = 0; k < CTL_COLS; k++)
-			cells[k] = rows[i].col[k];
-		ctl_print_row(cells, width);
+			cells[k] = t.rows[i].col[k];
+		ctl_print_row(cells, width, false);
 	}
-	free(rows);
+	free(t.rows);
+	return 0;
+oom:
+	free(t.rows);
+	ctl_err("out of memory");
+	return -1;
 }
 
 /* The reply's body as JSON, or NULL (reported) when it is not JSON. */
@@ -595,8 +727,8 @@ ctl_cmd_status(const struct ctl_reply *r, bool one)
 	if (!json_is_array(list)) {
 		ctl_err("garbled reply from ferryd: no cluster list");
 		rc = CTL_EXIT_UNREACHABLE;
-	} else
-		ctl_print_table(list);
+	} else if (ctl_print_table(list) == -1)
+		rc = CTL_EXIT_FAILED;
 	json_decref(list);
 	json_decref(j);
 	return rc;
@@ -899,6 +1031,7 @@ enum ctl_command {
 	CTL_CMD_CONFIG,
 	CTL_CMD_DRAIN,
 	CTL_CMD_RESTART,
+	CTL_CMD_TOP,
 };
 
 /*
@@ -928,6 +1061,7 @@ static const struct ctl_command_def ctl_commands[] = {
 	{ "config", CTL_CMD_CONFIG, 0, 0, "GET", "/admin/config/status", NULL, NULL, false },
 	{ "drain", CTL_CMD_DRAIN, 1, 1, "POST", NULL, "/admin/clusters/", "/drain", false },
 	{ "restart", CTL_CMD_RESTART, 1, 1, "POST", NULL, "/admin/clusters/", "/restart", false },
+	{ "top", CTL_CMD_TOP, 0, 0, "GET", "/admin/clusters", NULL, NULL, false },
 };
 
 /* How long a reload may take (init_timeout plus margin, as ferryd says in
@@ -1021,11 +1155,461 @@ ctl_run(const struct ctl_opts *o, const struct ctl_command_def *def, const char 
 		case CTL_CMD_RESTART:
 			rc = ctl_cmd_cluster_op(&reply, def->name, arg);
 			break;
+		case CTL_CMD_TOP:
+			break;  /* ctl_top() */
 		}
 	}
 	free(reply.raw);
 	if (fflush(stdout) == EOF && rc == CTL_EXIT_OK)
 		rc = CTL_EXIT_FAILED;
+	return rc;
+}
+
+/* --- status -w and top: a live view ------------------------------------- */
+
+static volatile sig_atomic_t ctl_interrupted;
+
+static void
+ctl_on_signal(int sig)
+{
+	(void)sig;
+	ctl_interrupted = 1;
+}
+
+/* Keys without Enter and without echo while a live view runs (stdin a
+ * terminal); ISIG stays on, so Ctrl-C is still SIGINT. */
+struct ctl_tty {
+	bool raw;
+	bool keys;                      /* stdin may still deliver keys */
+	struct termios saved;
+};
+
+static void
+ctl_tty_enter(struct ctl_tty *t)
+{
+	struct termios raw;
+
+	t->raw = false;
+	t->keys = true;
+	if (!isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, &t->saved) == -1)
+		return;
+	raw = t->saved;
+	raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+	raw.c_cc[VMIN] = 0;
+	raw.c_cc[VTIME] = 0;
+	if (tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0)
+		t->raw = true;
+}
+
+static void
+ctl_tty_leave(struct ctl_tty *t)
+{
+	if (t->raw)
+		tcsetattr(STDIN_FILENO, TCSANOW, &t->saved);
+	t->raw = false;
+}
+
+/* Wait until the monotonic deadline; true when asked to quit: q, Q, Ctrl-C
+ * (SIGINT) or SIGTERM. stdin at EOF or not readable is simply ignored. */
+static bool
+ctl_wait_until(struct ctl_tty *t, long deadline)
+{
+	for (;;) {
+		long left = deadline - ctl_now_ms();
+		struct pollfd pfd = { STDIN_FILENO, POLLIN, 0 };
+		char keys[64];
+		ssize_t n;
+		int pr;
+
+		if (ctl_interrupted)
+			return true;
+		if (left <= 0)
+			return false;
+		pr = poll(&pfd, t->keys ? 1 : 0, (int)left);
+		if (pr == -1 && errno != EINTR)
+			t->keys = false;
+		if (pr <= 0)
+			continue;
+		if (pfd.revents & (POLLERR | POLLNVAL)) {
+			t->keys = false;
+			continue;
+		}
+		n = read(STDIN_FILENO, keys, sizeof keys);
+		if (n <= 0) {
+			if (n == 0 || (errno != EINTR && errno != EAGAIN))
+				t->keys = false;
+			continue;
+		}
+		for (ssize_t i = 0; i < n; i++)
+			if (keys[i] == 'q' || keys[i] == 'Q' || keys[i] == 3)
+				return true;
+	}
+}
+
+/* ferry_<field>{cluster="NAME"} VALUE lines of /metrics, for top. */
+struct ctl_sample {
+	char name[256];
+	double conns, requests, bytes_in, bytes_out;
+	bool have_requests;
+};
+
+struct ctl_samples {
+	struct ctl_sample *v;
+	size_t n;
+	long at_ms;                     /* monotonic time of the scrape */
+};
+
+static struct ctl_sample *
+ctl_sample_get(struct ctl_samples *ss, const char *name, bool create)
+{
+	for (size_t i = 0; i < ss->n; i++)
+		if (strcmp(ss->v[i].name, name) == 0)
+			return &ss->v[i];
+	if (!create)
+		return NULL;
+	struct ctl_sample *nv = realloc(ss->v, (ss->n + 1) * sizeof *nv);
+	if (nv == NULL)
+		return NULL;
+	ss->v = nv;
+	memset(&nv[ss->n], 0, sizeof nv[ss->n]);
+	snprintf(nv[ss->n].name, sizeof nv[ss->n].name, "%s", name);
+	return &nv[ss->n++];
+}
+
+/* Parse the exposition: only single-label cluster samples are used. */
+static void
+ctl_parse_metrics(const char *text, size_t len, struct ctl_samples *ss)
+{
+	static const char pre[] = "{cluster=\"";
+	const char *p = text, *endp = text + len;
+
+	while (p < endp) {
+		const char *eol = memchr(p, '\n', (size_t)(endp - p));
+		const char *e = eol ? eol : endp, *q, *brace;
+		char field[128], name[256], num[64];
+		size_t fl, nl = 0;
+
+		if (*p == '#' || (brace = memchr(p, '{', (size_t)(e - p))) == NULL ||
+		    (size_t)(e - brace) < sizeof pre ||
+		    strncmp(brace, pre, sizeof pre - 1) != 0)
+			goto next;
+		fl = (size_t)(brace - p);
+		if (fl >= sizeof field)
+			goto next;
+		memcpy(field, p, fl);
+		field[fl] = '\0';
+		for (q = brace + sizeof pre - 1; q < e && *q != '"'; q++) {
+			if (*q == '\\' && q + 1 < e)
+				q++;
+			if (nl + 1 < sizeof name)
+				name[nl++] = *q == 'n' && q[-1] == '\\' ? '\n' : *q;
+		}
+		name[nl] = '\0';
+		if (q + 3 > e || q[1] != '}' || q[2] != ' ')
+			goto next;
+		q += 3;
+		if ((size_t)(e - q) >= sizeof num)
+			goto next;
+		memcpy(num, q, (size_t)(e - q));
+		num[e - q] = '\0';
+		{
+			char *numend;
+			double v = strtod(num, &numend);
+			struct ctl_sample *smp;
+
+			if (numend == num || *numend != '\0' ||
+			    (smp = ctl_sample_get(ss, name, true)) == NULL)
+				goto next;
+			if (strcmp(field, "ferry_connections_active") == 0)
+				smp->conns = v;
+			else if (strcmp(field, "ferry_requests_total") == 0) {
+				smp->requests = v;
+				smp->have_requests = true;
+			} else if (strcmp(field, "ferry_bytes_client_to_upstream_total") == 0)
+				smp->bytes_in = v;
+			else if (strcmp(field, "ferry_bytes_upstream_to_client_total") == 0)
+				smp->bytes_out = v;
+		}
+next:
+		p = e + 1;
+	}
+}
+
+static void
+ctl_fmt_rate(double v, const char *unit, char *buf, size_t len)
+{
+	static const char *const pfx[] = { "", "k", "M", "G", "T" };
+	size_t i = 0;
+
+	if (isnan(v)) {
+		snprintf(buf, len, "-");
+		return;
+	}
+	while (v >= 1000 && i + 1 < sizeof pfx / sizeof pfx[0]) {
+		v /= 1000;
+		i++;
+	}
+	snprintf(buf, len, "%.1f%s%s", v, pfx[i], unit);
+}
+
+/* A rate from two samples, NAN when there is no earlier one. */
+static double
+ctl_rate(double now, double before, bool have_before, double secs)
+{
+	if (!have_before || secs <= 0)
+		return NAN;
+	return now > before ? (now - before) / secs : 0.0;
+}
+
+#define CTL_TOP_COLS 9
+
+/* One frame of `ferryctl top`. */
+static int
+ctl_top_frame(const json_t *clusters, const struct ctl_samples *cur, const struct ctl_samples *prev)
+{
+	static const char *const hdr[CTL_TOP_COLS] = {
+		"NAME", "STATE", "GEN", "WORKERS", "CONNS", "REQ/S", "IN/S", "OUT/S", "REQUESTS",
+	};
+	double secs = prev->at_ms ? (double)(cur->at_ms - prev->at_ms) / 1000.0 : 0;
+	size_t n = json_array_size(clusters), i, k, width[CTL_TOP_COLS];
+	char (*cells)[CTL_TOP_COLS][64] = calloc(n ? n : 1, sizeof *cells);
+	const json_t *c;
+
+	if (cells == NULL) {
+		ctl_err("out of memory");
+		return CTL_EXIT_FAILED;
+	}
+	json_array_foreach(clusters, i, c) {
+		const char *name = json_string_value(json_object_get(c, "name"));
+		const char *state = json_string_value(json_object_get(c, "state"));
+		const json_t *gen = json_object_get(c, "generation"), *w;
+		const struct ctl_sample *s = ctl_sample_get((struct ctl_samples *)cur, name ? name : "", false);
+		const struct ctl_sample *b = ctl_sample_get((struct ctl_samples *)prev, name ? name : "", false);
+		size_t j, workers = 0;
+
+		json_array_foreach(json_object_get(c, "workers"), j, w)
+			if (json_is_integer(json_object_get(w, "pid")))
+				workers++;
+		snprintf(cells[i][0], 64, "%s", name ? name : "?");
+		snprintf(cells[i][1], 64, "%s", state ? state : "?");
+		if (json_is_integer(gen))
+			snprintf(cells[i][2], 64, "%lld", (long long)json_integer_value(gen));
+		else
+			snprintf(cells[i][2], 64, "-");
+		snprintf(cells[i][3], 64, "%zu", workers);
+		snprintf(cells[i][4], 64, "%.0f", s ? s->conns : 0.0);
+		ctl_fmt_rate(s ? ctl_rate(s->requests, b ? b->requests : 0, b != NULL, secs) : NAN,
+		    "", cells[i][5], 64);
+		ctl_fmt_rate(s ? ctl_rate(s->bytes_in, b ? b->bytes_in : 0, b != NULL, secs) : NAN,
+		    "B", cells[i][6], 64);
+		ctl_fmt_rate(s ? ctl_rate(s->bytes_out, b ? b->bytes_out : 0, b != NULL, secs) : NAN,
+		    "B", cells[i][7], 64);
+		snprintf(cells[i][8], 64, "%.0f", s ? s->requests : 0.0);
+	}
+	for (k = 0; k < CTL_TOP_COLS; k++) {
+		width[k] = strlen(hdr[k]);
+		for (i = 0; i < n; i++)
+			if (strlen(cells[i][k]) > width[k])
+				width[k] = strlen(cells[i][k]);
+	}
+	for (k = 0; k < CTL_TOP_COLS; k++) {
+		ctl_paint(CTL_BOLD, hdr[k], k + 1 < CTL_TOP_COLS ? width[k] : 0);
+		fputs(k + 1 < CTL_TOP_COLS ? "  " : "\n", stdout);
+	}
+	for (i = 0; i < n; i++)
+		for (k = 0; k < CTL_TOP_COLS; k++) {
+			/* numbers right-aligned, text left */
+			if (k >= 2) {
+				printf("%*s", (int)width[k], cells[i][k]);
+			} else {
+				ctl_paint(k == 1 ? ctl_state_color(cells[i][k]) : NULL, cells[i][k],
+				    width[k]);
+			}
+			fputs(k + 1 < CTL_TOP_COLS ? "  " : "\n", stdout);
+		}
+	free(cells);
+	return CTL_EXIT_OK;
+}
+
+/* --json top: one line per refresh. */
+static void
+ctl_top_json(const json_t *clusters, const struct ctl_samples *cur, const struct ctl_samples *prev)
+{
+	double secs = prev->at_ms ? (double)(cur->at_ms - prev->at_ms) / 1000.0 : 0;
+	json_t *out = json_array(), *doc;
+	const json_t *c;
+	size_t i;
+	char *text;
+
+	json_array_foreach(clusters, i, c) {
+		const char *name = json_string_value(json_object_get(c, "name"));
+		const struct ctl_sample *s = ctl_sample_get((struct ctl_samples *)cur, name ? name : "", false);
+		const struct ctl_sample *b = ctl_sample_get((struct ctl_samples *)prev, name ? name : "", false);
+		double r[3] = { NAN, NAN, NAN };
+		json_t *o;
+
+		if (s != NULL) {
+			r[0] = ctl_rate(s->requests, b ? b->requests : 0, b != NULL, secs);
+			r[1] = ctl_rate(s->bytes_in, b ? b->bytes_in : 0, b != NULL, secs);
+			r[2] = ctl_rate(s->bytes_out, b ? b->bytes_out : 0, b != NULL, secs);
+		}
+		o = json_pack("{s:s?, s:O, s:O, s:I, s:I}", "name", name,
+		    "state", json_object_get(c, "state") ? json_object_get(c, "state") : json_null(),
+		    "generation", json_object_get(c, "generation") ? json_object_get(c, "generation") : json_null(),
+		    "connections", (json_int_t)(s ? s->conns : 0),
+		    "requests", (json_int_t)(s ? s->requests : 0));
+		if (o == NULL)
+			continue;
+		json_object_set_new(o, "requestsPerSecond", isnan(r[0]) ? json_null() : json_real(r[0]));
+		json_object_set_new(o, "bytesInPerSecond", isnan(r[1]) ? json_null() : json_real(r[1]));
+		json_object_set_new(o, "bytesOutPerSecond", isnan(r[2]) ? json_null() : json_real(r[2]));
+		json_array_append_new(out, o);
+	}
+	doc = json_pack("{s:o}", "clusters", out);
+	if (doc != NULL && (text = json_dumps(doc, JSON_COMPACT)) != NULL) {
+		printf("%s\n", text);
+		free(text);
+	}
+	json_decref(doc);
+}
+
+/* One GET; the body as JSON (status 200 only), or NULL with the exit code
+ * and a message in err. */
+static json_t *
+ctl_get_json(const struct ctl_opts *o, const char *path, struct ctl_reply *r, int *rc,
+	     char *err, size_t errlen)
+{
+	json_t *j;
+
+	if (ctl_request(o, "GET", path, NULL, 0, r, err, errlen) == -1) {
+		*rc = CTL_EXIT_UNREACHABLE;
+		return NULL;
+	}
+	if (r->status != 200) {
+		json_t *e = json_loadb(r->body, r->body_len, 0, NULL);
+		const char *msg = json_string_value(json_object_get(e, "error"));
+
+		snprintf(err, errlen, "%s", msg ? msg : http_status_reason(r->status));
+		json_decref(e);
+		*rc = CTL_EXIT_FAILED;
+		return NULL;
+	}
+	if ((j = json_loadb(r->body, r->body_len, 0, NULL)) == NULL) {
+		snprintf(err, errlen, "garbled reply from ferryd");
+		*rc = CTL_EXIT_UNREACHABLE;
+	}
+	return j;
+}
+
+/*
+ * status -w and top: a frame every second (a terminal is cleared before
+ * each; elsewhere frames follow one another), until q, Ctrl-C, SIGTERM or
+ * -n frames. A frame that cannot reach ferryd says so and the view goes
+ * on. Returns the exit code of the last frame.
+ */
+static int
+ctl_live(const struct ctl_opts *opts, bool top, const char *name)
+{
+	struct ctl_opts o = *opts;
+	struct ctl_samples cur = { NULL, 0, 0 }, prev = { NULL, 0, 0 };
+	struct sigaction sa;
+	struct ctl_tty tty;
+	bool clear = isatty(STDOUT_FILENO) == 1 && !o.json;
+	char path[1024], enc[768];
+	long frame = 0, start = ctl_now_ms();
+	int rc = CTL_EXIT_OK;
+
+	o.timeout_ms = 5000;
+	if (name != NULL) {
+		ctl_pct_encode(name, enc, sizeof enc);
+		snprintf(path, sizeof path, "/admin/clusters/%s", enc);
+	} else {
+		snprintf(path, sizeof path, "/admin/clusters");
+	}
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = ctl_on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	/* a frame goes out in one write */
+	setvbuf(stdout, NULL, _IOFBF, 1 << 16);
+	ctl_tty_enter(&tty);
+	for (;;) {
+		struct ctl_reply r;
+		char err[512] = "", clock[32];
+		time_t now = time(NULL);
+		struct tm tm;
+
+		localtime_r(&now, &tm);
+		strftime(clock, sizeof clock, "%H:%M:%S", &tm);
+		if (clear)
+			fputs("\033[H\033[2J", stdout);
+		if (top) {
+			json_t *cl = ctl_get_json(&o, "/admin/clusters", &r, &rc, err, sizeof err);
+
+			free(r.raw);
+			if (cl != NULL) {
+				cur.n = 0;
+				if (ctl_request(&o, "GET", "/metrics", NULL, 0, &r, err, sizeof err) == -1) {
+					rc = CTL_EXIT_UNREACHABLE;
+				} else {
+					cur.at_ms = ctl_now_ms();
+					ctl_parse_metrics(r.body, r.body_len, &cur);
+					rc = ctl_exit_for(r.status);
+					if (rc != CTL_EXIT_OK)
+						snprintf(err, sizeof err, "/metrics: HTTP %d", r.status);
+				}
+				free(r.raw);
+			}
+			if (cl != NULL && rc == CTL_EXIT_OK) {
+				if (o.json) {
+					ctl_top_json(json_object_get(cl, "clusters"), &cur, &prev);
+				} else {
+					printf("ferry top  %s  every 1s, q or Ctrl-C quits\n\n", clock);
+					rc = ctl_top_frame(json_object_get(cl, "clusters"), &cur, &prev);
+				}
+				struct ctl_samples t = prev;
+				prev = cur;
+				cur = t;
+			}
+			json_decref(cl);
+		} else if (ctl_request(&o, "GET", path, NULL, 0, &r, err, sizeof err) == -1) {
+			rc = CTL_EXIT_UNREACHABLE;
+		} else {
+			if (o.json) {
+				/* one document per line */
+				json_t *j = json_loadb(r.body, r.body_len, 0, NULL);
+				char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+
+				if (text != NULL)
+					printf("%s\n", text);
+				else
+					fwrite(r.body, 1, r.body_len, stdout);
+				free(text);
+				json_decref(j);
+				rc = ctl_exit_for(r.status);
+			} else {
+				fflush(stdout);
+				rc = ctl_cmd_status(&r, name != NULL);
+				if (clear)
+					printf("\nevery 1s  %s  q or Ctrl-C quits\n", clock);
+			}
+			free(r.raw);
+		}
+		if (err[0] != '\0') {
+			if (clear)
+				printf("ferryctl: %s\n\nevery 1s  %s  q or Ctrl-C quits\n", err, clock);
+			else
+				ctl_err("%s", err);
+		}
+		fflush(stdout);
+		frame++;
+		if ((o.count && frame >= o.count) || ctl_wait_until(&tty, start + frame * 1000))
+			break;
+	}
+	ctl_tty_leave(&tty);
+	free(cur.v);
+	free(prev.v);
 	return rc;
 }
 
@@ -1038,15 +1622,18 @@ main(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
+		{ "watch", no_argument, NULL, 'w' },
+		{ "count", required_argument, NULL, 'n' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct ctl_opts o = { NULL, NULL, false, 0 };
+	struct ctl_opts o = { NULL, NULL, false, 0, false, 0 };
+	char *end;
 	const struct ctl_command_def *def = NULL;
 	const char *env;
 	size_t i;
 	int ch, nargs;
 
-	while ((ch = getopt_long(argc, argv, "s:a:jhV", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "s:a:jhVwn:", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 's':
 			o.socket = optarg;
@@ -1056,6 +1643,17 @@ main(int argc, char **argv)
 			break;
 		case 'j':
 			o.json = true;
+			break;
+		case 'w':
+			o.watch = true;
+			break;
+		case 'n':
+			errno = 0;
+			o.count = strtol(optarg, &end, 10);
+			if (errno != 0 || *end != '\0' || end == optarg || o.count < 1) {
+				ctl_err("bad count '%s' (want a positive number)", optarg);
+				return CTL_EXIT_USAGE;
+			}
 			break;
 		case 'h':
 			ctl_usage(stdout);
@@ -1113,5 +1711,16 @@ main(int argc, char **argv)
 		ctl_err("empty cluster name");
 		return CTL_EXIT_USAGE;
 	}
+	if (o.watch && def->cmd != CTL_CMD_STATUS) {
+		ctl_err("-w only applies to status");
+		return CTL_EXIT_USAGE;
+	}
+	if (o.count && !o.watch && def->cmd != CTL_CMD_TOP) {
+		ctl_err("-n only applies to status -w and top");
+		return CTL_EXIT_USAGE;
+	}
+	ctl_color = !o.json && ctl_color_wanted();
+	if (o.watch || def->cmd == CTL_CMD_TOP)
+		return ctl_live(&o, def->cmd == CTL_CMD_TOP, nargs == 1 ? argv[optind + 1] : NULL);
 	return ctl_run(&o, def, nargs == 1 ? argv[optind + 1] : NULL);
 }

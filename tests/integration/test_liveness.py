@@ -89,7 +89,7 @@ def test_hung_worker_is_killed_and_restarted(mock_factory, reload_ferry_factory)
 def _worker_debug_lines(f, pid):
     text = f.log_path.read_text(errors="replace")
     return [l for l in text.splitlines()
-            if "level=debug" in l and f"pid={pid} " in l and "role=worker" in l]
+            if "level=debug" in l and f"pid={pid} " in l and "proc=worker" in l]
 
 
 def _touch(port):

@@ -431,10 +431,11 @@ Test(status, metrics_text)
 	cr_assert_eq(count(t, "# TYPE ferry_in_flight "), 1);
 	/* one TYPE per shared counter (requests and connections_rejected come
 	 * with labels from promfam), plus cluster_state, worker_restarts,
-	 * crash_loops, worker_connections, worker_unresponsive and up, plus
-	 * the six labelled families */
+	 * crash_loops, worker_connections, worker_unresponsive, cluster_generation,
+	 * config_reload_total, config_reload_duration_seconds,
+	 * config_version_info and up, plus the six labelled families */
 #define COUNT_FIELD(name, type, help) + 1
-	cr_assert_eq(count(t, "# TYPE "), 0 METRICS_FIELDS(COUNT_FIELD) - 2 + 6 + 6);
+	cr_assert_eq(count(t, "# TYPE "), 0 METRICS_FIELDS(COUNT_FIELD) - 2 + 10 + 6);
 	cr_assert(has_line(t, "ferry_bytes_total{cluster=\"alpha\",direction=\"client_to_upstream\"} 0"));
 	cr_assert(has_line(t, "ferry_connections_rejected_total{cluster=\"alpha\",reason=\"max_connections\"} 0"));
 	cr_assert(has_line(t, "ferry_drain_closes_total{cluster=\"beta\",outcome=\"forced\"} 0"));
@@ -465,7 +466,7 @@ Test(status, metrics_text_well_formed)
 	char *t, *line, *save = NULL, current[128] = "";
 	size_t len;
 
-	cr_assert_eq(regcomp(&sample, "^(ferry_[a-z_]+)(\\{[a-z_]+=\"[^\"]*\"(,[a-z_]+=\"[^\"]*\")*\\})? [0-9]+$",
+	cr_assert_eq(regcomp(&sample, "^(ferry_[a-z_]+)(\\{[a-z_]+=\"[^\"]*\"(,[a-z_]+=\"[^\"]*\")*\\})? [0-9]+(\\.[0-9]+)?$",
 	    REG_EXTENDED), 0);
 	cr_assert_eq(regcomp(&comment, "^# (HELP|TYPE) (ferry_[a-z_]+) .+$", REG_EXTENDED), 0);
 	t = status_metrics_text(&fx_sup, &len);
@@ -480,10 +481,51 @@ Test(status, metrics_text_well_formed)
 		cr_assert_eq(regexec(&sample, line, 3, m, 0), 0, "bad line: %s", line);
 		cr_assert_eq(strncmp(line + m[1].rm_so, current, strlen(current)), 0,
 		    "sample %s outside its group %s", line, current);
-		cr_assert_eq((size_t)(m[1].rm_eo - m[1].rm_so), strlen(current), "%s", line);
+		{
+			/* a histogram's samples carry _bucket, _sum, _count */
+			const char *rest = line + m[1].rm_so + strlen(current);
+			size_t rlen = (size_t)(m[1].rm_eo - m[1].rm_so) - strlen(current);
+
+			cr_assert(rlen == 0 || (rlen == 7 && strncmp(rest, "_bucket", 7) == 0) ||
+			    (rlen == 4 && strncmp(rest, "_sum", 4) == 0) ||
+			    (rlen == 6 && strncmp(rest, "_count", 6) == 0), "%s", line);
+		}
 	}
 	regfree(&sample);
 	regfree(&comment);
+	free(t);
+}
+
+Test(status, metrics_reload_and_generation)
+{
+	size_t len;
+	char *t;
+
+	snprintf(fx_sup.config_version, sizeof fx_sup.config_version, "sha256:%064d", 7);
+	reload_stats_observe(&fx_sup.reload_stats, SUP_RELOAD_SUCCESS, 1);     /* le 0.001 */
+	reload_stats_observe(&fx_sup.reload_stats, SUP_RELOAD_SUCCESS, 40);    /* le 0.05 */
+	reload_stats_observe(&fx_sup.reload_stats, SUP_RELOAD_REJECTED, 0);
+	reload_stats_observe(&fx_sup.reload_stats, SUP_RELOAD_FAILED, 90000);  /* +Inf only */
+	t = status_metrics_text(&fx_sup, &len);
+	cr_assert(has_line(t, "# TYPE ferry_config_reload_total counter"));
+	cr_assert(has_line(t, "ferry_config_reload_total{result=\"SUCCESS\"} 2"), "%s", t);
+	cr_assert(has_line(t, "ferry_config_reload_total{result=\"FAILED\"} 1"));
+	cr_assert(has_line(t, "ferry_config_reload_total{result=\"REJECTED\"} 1"));
+	cr_assert(has_line(t, "ferry_config_reload_total{result=\"UNCHANGED\"} 0"));
+	cr_assert(has_line(t, "# TYPE ferry_config_reload_duration_seconds histogram"));
+	cr_assert(has_line(t, "ferry_config_reload_duration_seconds_bucket{le=\"0.001\"} 2"));
+	cr_assert(has_line(t, "ferry_config_reload_duration_seconds_bucket{le=\"0.025\"} 2"));
+	cr_assert(has_line(t, "ferry_config_reload_duration_seconds_bucket{le=\"0.05\"} 3"));
+	cr_assert(has_line(t, "ferry_config_reload_duration_seconds_bucket{le=\"60\"} 3"));
+	cr_assert(has_line(t, "ferry_config_reload_duration_seconds_bucket{le=\"+Inf\"} 4"));
+	cr_assert(has_line(t, "ferry_config_reload_duration_seconds_sum 90.041"));
+	cr_assert(has_line(t, "ferry_config_reload_duration_seconds_count 4"));
+	cr_assert_eq(count(t, "ferry_config_reload_duration_seconds_bucket{"), RELOAD_STATS_BUCKETS + 1);
+	cr_assert(has_line(t, "ferry_config_version_info{version=\"sha256:"
+	    "0000000000000000000000000000000000000000000000000000000000000007\"} 1"));
+	cr_assert(has_line(t, "# TYPE ferry_cluster_generation gauge"));
+	cr_assert(has_line(t, "ferry_cluster_generation{cluster=\"alpha\"} 1"));
+	cr_assert(has_line(t, "ferry_cluster_generation{cluster=\"beta\"} 3"));
 	free(t);
 }
 

@@ -1,0 +1,284 @@
+"""
+ferryctl as an operator meets it: every command's table and --json output,
+the per-worker rows of a cluster with several workers, colour only on a
+terminal (never with NO_COLOR), the live views `status -w` and `top` driven
+in a real terminal (tmux: send-keys, capture-pane, q quits), and the exit
+codes of DESIGN §8 (0 ok, 1 failed or rejected, 2 usage, 3 unreachable).
+
+    FERRY_BUILD=$PWD/build /usr/bin/python3 -m pytest -q tests/integration/test_ferryctl.py
+
+tmux runs as a foreground server (`tmux -D`) started by the test's
+ProcessKeeper, so it and everything in its panes die by PID at the end.
+"""
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import FERRYCTL, kafka_metadata, register_log, wait_for
+
+TMUX = shutil.which("tmux")
+HEADER = ["NAME", "STATE", "SINCE", "GEN", "PID", "CONNS", "REASON"]
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def table(out):
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    assert lines and lines[0].split() == HEADER, out
+    return lines
+
+
+class Tmux:
+    def __init__(self, keeper, workdir, request):
+        if TMUX is None:
+            pytest.fail("tmux not installed (scripts/install-deps installs Debian `tmux`)")
+        self.sock = str(workdir / "tmux.sock")
+        self.log_path = workdir / "tmux.log"
+        self.log = open(self.log_path, "ab")
+        self.keeper = keeper
+        self.server = keeper.spawn("tmux", [TMUX, "-D", "-S", self.sock, "-f", "/dev/null"],
+                                   stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL)
+        register_log(request, "tmux", self.log_path)
+        wait_for(lambda: os.path.exists(self.sock), 10, what="tmux server socket")
+
+    def tmux(self, *args, check=True):
+        r = subprocess.run([TMUX, "-S", self.sock, *args], capture_output=True, text=True,
+                           timeout=15, stdin=subprocess.DEVNULL)
+        if check:
+            assert r.returncode == 0, (args, r.stderr)
+        return r
+
+    def run(self, name, argv, rcfile, env=None):
+        """A window running argv; its exit code lands in rcfile."""
+        envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
+        # the shell survives Ctrl-C (caught, so argv still gets the default)
+        cmd = (f"trap : INT; env {envs} {shlex.join(str(a) for a in argv)}; "
+               f"echo $? > {shlex.quote(str(rcfile))}; sleep 60")
+        self.tmux("new-session", "-d", "-s", name, "-x", "160", "-y", "40", "sh", "-c", cmd)
+
+    def capture(self, name, escapes=False):
+        args = ["capture-pane", "-p", "-t", name] + (["-e"] if escapes else [])
+        return self.tmux(*args).stdout
+
+    def keys(self, name, *keys):
+        self.tmux("send-keys", "-t", name, *keys)
+
+    def close(self):
+        self.keeper.terminate(self.server)
+
+
+@pytest.fixture
+def tmux(keeper, workdir, request):
+    t = Tmux(keeper, workdir, request)
+    yield t
+    t.close()
+
+
+def wait_rc(rcfile, timeout=10):
+    wait_for(lambda: rcfile.exists() and rcfile.read_text().strip(), timeout, what=f"{rcfile}")
+    return int(rcfile.read_text())
+
+
+# --------------------------------------------------------------------------
+
+def test_every_command_table_and_json(two_clusters):
+    f = two_clusters.ferry
+    st = f.status()
+
+    # status: contract header first, one row per cluster, JSON unchanged
+    out = f.ctl("status").stdout
+    rows = {ln.split()[0]: ln.split() for ln in table(out)[1:]}
+    assert set(rows) == {"A", "B"}
+    for c in st["clusters"]:
+        cols = rows[c["name"]]
+        assert cols[1] == "accepting" and cols[3] == str(c["generation"])
+        assert cols[4] == str(c["workers"][0]["pid"])
+        assert re.fullmatch(r"\d+[smhd](\d+[smh])?", cols[2]), cols   # human SINCE
+    assert ANSI.search(out) is None, "colour on a pipe"
+    assert list(json.loads(f.ctl("--json", "status").stdout)) == ["clusters"]
+    one = f.ctl("status", "A").stdout
+    assert [ln.split()[0] for ln in table(one)[1:]] == ["A"]
+    assert json.loads(f.ctl("--json", "status", "A").stdout)["name"] == "A"
+
+    # health / ready / config / metrics
+    assert re.match(r"^UP \(version \S+, uptime \d+\w*, 2 clusters\)$", f.ctl("health").stdout)
+    assert json.loads(f.ctl("--json", "health").stdout)["status"] == "UP"
+    assert f.ctl("ready").stdout.startswith("ready (startup_policy fail-fast)")
+    assert json.loads(f.ctl("--json", "ready").stdout)["ready"] is True
+    cfg = f.ctl("config").stdout
+    assert re.search(r"^current version:\s+sha256:[0-9a-f]{64}$", cfg, re.M), cfg
+    assert "currentConfigVersion" in json.loads(f.ctl("--json", "config").stdout)
+    m = f.ctl("metrics").stdout
+    assert "# TYPE ferry_requests_total counter" in m
+    assert f.ctl("--json", "metrics").stdout == m   # not JSON: the exposition as is
+
+    # validate / reload (the file itself: valid, unchanged)
+    assert f.ctl("validate").stdout.startswith("valid: sha256:")
+    assert json.loads(f.ctl("--json", "validate").stdout)["valid"] is True
+    r = f.ctl("reload")
+    assert r.stdout.startswith("reload UNCHANGED: sha256:"), r.stdout
+    assert json.loads(f.ctl("--json", "reload").stdout)["status"] == "UNCHANGED"
+    bad = f.workdir / "bad.ini"
+    bad.write_text(f.config_text + "bogus_key = 1\n")
+    r = f.ctl("validate", bad, check=False)
+    assert r.returncode == 1 and r.stdout.startswith("invalid configuration:"), r.stdout
+    assert re.search(r"bad\.ini:\d+: ", r.stdout), r.stdout
+    r = f.ctl("--json", "reload", bad, check=False)
+    assert r.returncode == 1 and json.loads(r.stdout)["status"] == "REJECTED"
+
+    # restart / drain: one line, then JSON
+    old = f.cluster("B")["generation"]
+    r = f.ctl("restart", "B")
+    assert re.match(r"^restart B: \w+, generation \d+$", r.stdout), r.stdout
+    wait_for(lambda: f.cluster("B")["generation"] > old and f.cluster("B")["state"] == "accepting",
+             30, what="B restarted")
+    r = f.ctl("--json", "drain", "B")
+    assert json.loads(r.stdout)["name"] == "B"
+    r = f.ctl("drain", "nope", check=False)
+    assert r.returncode == 1 and "nope" in r.stderr
+
+
+def test_exit_codes(two_clusters, workdir):
+    f = two_clusters.ferry
+    missing = str(workdir / "no-such.sock")
+
+    def run(*args, sock=f.sock):
+        return subprocess.run([str(FERRYCTL), "-s", sock, *args], capture_output=True, text=True,
+                              timeout=30, stdin=subprocess.DEVNULL)
+
+    for args in (["status"], ["health"], ["ready"], ["config"], ["metrics"], ["reload"],
+                 ["validate"], ["drain", "A"], ["restart", "A"], ["status", "-w", "-n", "1"],
+                 ["top", "-n", "1"], ["--json", "status"]):
+        r = run(*args)
+        assert r.returncode == 0, (args, r.returncode, r.stderr)
+        r = run(*args, sock=missing)
+        assert r.returncode == 3, (args, r.returncode, r.stderr)
+        assert "no-such.sock" in (r.stderr + r.stdout)
+    for args in ([], ["frobnicate"], ["drain"], ["--bogus"], ["health", "-w"], ["status", "-n", "0"],
+                 ["status", "-n", "x", "-w"], ["metrics", "-n", "2"], ["status", "A", "B"],
+                 ["top", "A"], ["-s", "x", "-a", "127.0.0.1:1", "status"]):
+        r = run(*args)
+        assert r.returncode == 2, (args, r.returncode, r.stderr)
+    for args in (["status", "nope"], ["restart", "nope"], ["status", "-w", "-n", "1", "nope"]):
+        r = run(*args)
+        assert r.returncode == 1, (args, r.returncode, r.stderr)
+
+
+def test_several_workers_listed(mock_factory, reload_ferry_factory):
+    a = mock_factory("A", 3, ["t:3"])
+    b = mock_factory("B", 3, ["t:3"])
+    f = reload_ferry_factory({"A": a, "B": b}, cluster_extra={"A": {"workers": "3"}})
+    doc = f.cluster_doc("A")
+    pids = sorted(w["pid"] for w in doc["workers"])
+    assert len(pids) == 3
+    out = f.ctl("status").stdout
+    lines = table(out)
+    # A's row, then one indented row per worker, then B (a single worker: no sub-rows)
+    assert lines[1].split()[0] == "A", out
+    subs = lines[2:5]
+    assert all(ln.startswith("  #") for ln in subs), out
+    assert sorted(int(ln.split()[4]) for ln in subs) == pids, out
+    assert [ln.split()[0] for ln in subs] == ["#0", "#1", "#2"]
+    assert all(ln.split()[1] == "accepting" for ln in subs)
+    assert lines[5].split()[0] == "B" and len(lines) == 6, out
+    # every data column lines up under its header
+    hdr = lines[0]
+    for ln in lines[1:]:
+        for col in ("STATE", "SINCE", "GEN", "PID", "CONNS"):
+            i = hdr.index(col)
+            assert ln[i - 2:i] == "  " and ln[i] != " ", (col, ln)
+
+
+def test_status_watch_in_tmux(two_clusters, tmux, workdir):
+    f = two_clusters.ferry
+    rc = workdir / "watch.rc"
+    tmux.run("w", [FERRYCTL, "-s", f.sock, "status", "-w"], rc)
+    wait_for(lambda: "q or Ctrl-C quits" in tmux.capture("w"), 10, what="the watch screen")
+    screen = tmux.capture("w")
+    lines = table(screen.split("\n\nevery")[0])
+    assert {ln.split()[0] for ln in lines[1:]} == {"A", "B"}, screen
+    # it refreshes: the clock in the footer moves, and a state change shows up
+    t0 = re.search(r"every 1s  (\S+)", screen).group(1)
+    wait_for(lambda: re.search(r"every 1s  (\S+)", tmux.capture("w")).group(1) != t0, 5,
+             what="a second frame")
+    old = f.cluster("B")["generation"]
+    f.ctl("restart", "B")
+    wait_for(lambda: re.search(rf"^B\s+accepting\s+\S+\s+{old + 1}\s", tmux.capture("w"), re.M),
+             30, what="the new generation on screen")
+    # colour on the terminal: accepting in green
+    assert "\x1b[32maccepting" in tmux.capture("w", escapes=True)
+    assert not rc.exists()
+    tmux.keys("w", "q")
+    assert wait_rc(rc) == 0
+    # Ctrl-C quits as well
+    rc2 = workdir / "watch2.rc"
+    tmux.run("w2", [FERRYCTL, "-s", f.sock, "status", "-w", "A"], rc2)
+    wait_for(lambda: "q or Ctrl-C quits" in tmux.capture("w2"), 10, what="the watch screen")
+    assert [ln.split()[0] for ln in table(tmux.capture("w2").split("\n\nevery")[0])[1:]] == ["A"]
+    tmux.keys("w2", "C-c")
+    assert wait_rc(rc2) == 0
+
+
+def test_no_color(two_clusters, tmux, workdir):
+    f = two_clusters.ferry
+    rc = workdir / "nc.rc"
+    tmux.run("nc", [FERRYCTL, "-s", f.sock, "status", "-w"], rc, env={"NO_COLOR": "1"})
+    wait_for(lambda: "q or Ctrl-C quits" in tmux.capture("nc"), 10, what="the watch screen")
+    assert "\x1b[3" not in tmux.capture("nc", escapes=True)
+    assert "accepting" in tmux.capture("nc")
+    tmux.keys("nc", "q")
+    assert wait_rc(rc) == 0
+
+
+def test_top_in_tmux(two_clusters, tmux, workdir):
+    f = two_clusters.ferry
+    rc = workdir / "top.rc"
+    tmux.run("top", [FERRYCTL, "-s", f.sock, "top"], rc)
+    wait_for(lambda: "REQ/S" in tmux.capture("top"), 10, what="the top screen")
+    hdr = ["NAME", "STATE", "GEN", "WORKERS", "CONNS", "REQ/S", "IN/S", "OUT/S", "REQUESTS"]
+
+    def rows():
+        lines = [ln for ln in tmux.capture("top").splitlines() if ln.strip()]
+        i = [k for k, ln in enumerate(lines) if ln.split() == hdr]
+        assert i, lines
+        return {ln.split()[0]: ln.split() for ln in lines[i[0] + 1:]}
+
+    assert set(rows()) == {"A", "B"}
+    # traffic on A for a while: its request rate and byte rates go above 0
+    deadline = time.monotonic() + 20
+    seen = None
+    while time.monotonic() < deadline:
+        for _ in range(20):
+            kafka_metadata("127.0.0.1", f.clusters["A"]["bootstrap"], timeout=10)
+        r = rows()
+        if r["A"][5] not in ("-", "0.0") and r["A"][7].endswith("B") and r["A"][7] != "0.0B":
+            seen = r
+            break
+    assert seen, rows()
+    assert int(seen["A"][8]) >= 20
+    assert seen["B"][5] in ("0.0", "-")
+    tmux.keys("top", "q")
+    assert wait_rc(rc) == 0
+
+
+def test_top_and_watch_json(two_clusters):
+    f = two_clusters.ferry
+    r = f.ctl("--json", "top", "-n", "2", timeout=30)
+    docs = [json.loads(ln) for ln in r.stdout.splitlines()]
+    assert len(docs) == 2
+    assert [c["name"] for c in docs[0]["clusters"]] == ["A", "B"]
+    assert docs[0]["clusters"][0]["requestsPerSecond"] is None       # no earlier sample
+    assert isinstance(docs[1]["clusters"][0]["requestsPerSecond"], (int, float))
+    r = f.ctl("--json", "status", "-w", "-n", "2", timeout=30)
+    docs = [json.loads(ln) for ln in r.stdout.splitlines()]
+    assert len(docs) == 2 and all(list(d) == ["clusters"] for d in docs)
+    # not a terminal: no clearing, no colour
+    r = f.ctl("status", "-w", "-n", "2", timeout=30)
+    assert "\x1b" not in r.stdout
+    assert r.stdout.count("NAME  ") == 2
