@@ -1247,10 +1247,15 @@ ctl_wait_until(struct ctl_tty *t, long deadline)
 }
 
 /* ferry_<field>{cluster="NAME"} VALUE lines of /metrics, for top. */
+#define CTL_LAT_BUCKETS 32
+
 struct ctl_sample {
 	char name[256];
 	double conns, requests, bytes_in, bytes_out;
 	bool have_requests;
+	/* ferry_request_duration_seconds_bucket summed over APIs, by le */
+	double lat_le[CTL_LAT_BUCKETS], lat_n[CTL_LAT_BUCKETS];
+	size_t n_lat;
 };
 
 struct ctl_samples {
@@ -1276,7 +1281,65 @@ ctl_sample_get(struct ctl_samples *ss, const char *name, bool create)
 	return &nv[ss->n++];
 }
 
-/* Parse the exposition: only single-label cluster samples are used. */
+/* One bucket line (p..e) of the latency histogram: add v at its le. */
+static void
+ctl_lat_add(struct ctl_sample *smp, const char *p, const char *e, double v)
+{
+	const char *le = memmem(p, (size_t)(e - p), "le=\"", 4);
+	if (le == NULL)
+		return;
+	le += 4;
+	double bound = strncmp(le, "+Inf", 4) == 0 ? INFINITY : strtod(le, NULL);
+	size_t i;
+	for (i = 0; i < smp->n_lat; i++)
+		if (smp->lat_le[i] == bound)
+			break;
+	if (i == smp->n_lat) {
+		if (smp->n_lat == CTL_LAT_BUCKETS)
+			return;
+		/* keep the bounds sorted */
+		while (i > 0 && smp->lat_le[i - 1] > bound) {
+			smp->lat_le[i] = smp->lat_le[i - 1];
+			smp->lat_n[i] = smp->lat_n[i - 1];
+			i--;
+		}
+		smp->lat_le[i] = bound;
+		smp->lat_n[i] = 0;
+		smp->n_lat++;
+	}
+	smp->lat_n[i] += v;
+}
+
+/* The 99th percentile's bucket bound (seconds) of the requests answered
+ * between two scrapes (all of them when nothing new); NAN when none. */
+static double
+ctl_lat_p99(const struct ctl_sample *s, const struct ctl_sample *b)
+{
+	double d[CTL_LAT_BUCKETS], total;
+	if (s == NULL || s->n_lat == 0)
+		return NAN;
+	for (size_t i = 0; i < s->n_lat; i++) {
+		d[i] = s->lat_n[i];
+		for (size_t k = 0; b != NULL && k < b->n_lat; k++)
+			if (b->lat_le[k] == s->lat_le[i])
+				d[i] -= b->lat_n[k];
+	}
+	total = d[s->n_lat - 1];
+	if (total <= 0) {
+		for (size_t i = 0; i < s->n_lat; i++)
+			d[i] = s->lat_n[i];
+		total = d[s->n_lat - 1];
+	}
+	if (total <= 0)
+		return NAN;
+	for (size_t i = 0; i < s->n_lat; i++)
+		if (d[i] >= 0.99 * total)
+			return s->lat_le[i];
+	return INFINITY;
+}
+
+/* Parse the exposition: per-cluster samples (families with more labels, such
+ * as ferry_requests_total{cluster,api}, summed per cluster). */
 static void
 ctl_parse_metrics(const char *text, size_t len, struct ctl_samples *ss)
 {
@@ -1305,6 +1368,12 @@ ctl_parse_metrics(const char *text, size_t len, struct ctl_samples *ss)
 				name[nl++] = *q == 'n' && q[-1] == '\\' ? '\n' : *q;
 		}
 		name[nl] = '\0';
+		/* other labels (api, reason, ...) follow: the values are summed */
+		if (q + 1 < e && q[1] == ',') {
+			while (q < e && *q != '}')
+				q++;
+			q--;
+		}
 		if (q + 3 > e || q[1] != '}' || q[2] != ' ')
 			goto next;
 		q += 3;
@@ -1322,8 +1391,10 @@ ctl_parse_metrics(const char *text, size_t len, struct ctl_samples *ss)
 				goto next;
 			if (strcmp(field, "ferry_connections_active") == 0)
 				smp->conns = v;
+			else if (strcmp(field, "ferry_request_duration_seconds_bucket") == 0)
+				ctl_lat_add(smp, p, e, v);
 			else if (strcmp(field, "ferry_requests_total") == 0) {
-				smp->requests = v;
+				smp->requests += v;  /* one line per API */
 				smp->have_requests = true;
 			} else if (strcmp(field, "ferry_bytes_client_to_upstream_total") == 0)
 				smp->bytes_in = v;
@@ -1361,14 +1432,14 @@ ctl_rate(double now, double before, bool have_before, double secs)
 	return now > before ? (now - before) / secs : 0.0;
 }
 
-#define CTL_TOP_COLS 9
+#define CTL_TOP_COLS 10
 
 /* One frame of `ferryctl top`. */
 static int
 ctl_top_frame(const json_t *clusters, const struct ctl_samples *cur, const struct ctl_samples *prev)
 {
 	static const char *const hdr[CTL_TOP_COLS] = {
-		"NAME", "STATE", "GEN", "WORKERS", "CONNS", "REQ/S", "IN/S", "OUT/S", "REQUESTS",
+		"NAME", "STATE", "GEN", "WORKERS", "CONNS", "REQ/S", "IN/S", "OUT/S", "P99", "REQUESTS",
 	};
 	double secs = prev->at_ms ? (double)(cur->at_ms - prev->at_ms) / 1000.0 : 0;
 	size_t n = json_array_size(clusters), i, k, width[CTL_TOP_COLS];
@@ -1404,7 +1475,16 @@ ctl_top_frame(const json_t *clusters, const struct ctl_samples *cur, const struc
 		    "B", cells[i][6], 64);
 		ctl_fmt_rate(s ? ctl_rate(s->bytes_out, b ? b->bytes_out : 0, b != NULL, secs) : NAN,
 		    "B", cells[i][7], 64);
-		snprintf(cells[i][8], 64, "%.0f", s ? s->requests : 0.0);
+		double q = ctl_lat_p99(s, b);
+		if (isnan(q))
+			snprintf(cells[i][8], 64, "-");
+		else if (isinf(q))
+			snprintf(cells[i][8], 64, ">10s");
+		else if (q < 1.0)
+			snprintf(cells[i][8], 64, "%gms", q * 1000.0);
+		else
+			snprintf(cells[i][8], 64, "%gs", q);
+		snprintf(cells[i][9], 64, "%.0f", s ? s->requests : 0.0);
 	}
 	for (k = 0; k < CTL_TOP_COLS; k++) {
 		width[k] = strlen(hdr[k]);
@@ -1463,6 +1543,9 @@ ctl_top_json(const json_t *clusters, const struct ctl_samples *cur, const struct
 		json_object_set_new(o, "requestsPerSecond", isnan(r[0]) ? json_null() : json_real(r[0]));
 		json_object_set_new(o, "bytesInPerSecond", isnan(r[1]) ? json_null() : json_real(r[1]));
 		json_object_set_new(o, "bytesOutPerSecond", isnan(r[2]) ? json_null() : json_real(r[2]));
+		double q = ctl_lat_p99(s, b);
+		json_object_set_new(o, "p99UpstreamSeconds", isnan(q) || isinf(q) ? json_null() :
+		    json_real(q));
 		json_array_append_new(out, o);
 	}
 	doc = json_pack("{s:o}", "clusters", out);

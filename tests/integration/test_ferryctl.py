@@ -241,7 +241,8 @@ def test_top_in_tmux(two_clusters, tmux, workdir):
     rc = workdir / "top.rc"
     tmux.run("top", [FERRYCTL, "-s", f.sock, "top"], rc)
     wait_for(lambda: "REQ/S" in tmux.capture("top"), 10, what="the top screen")
-    hdr = ["NAME", "STATE", "GEN", "WORKERS", "CONNS", "REQ/S", "IN/S", "OUT/S", "REQUESTS"]
+    hdr = ["NAME", "STATE", "GEN", "WORKERS", "CONNS", "REQ/S", "IN/S", "OUT/S", "P99",
+           "REQUESTS"]
 
     def rows():
         lines = [ln for ln in tmux.capture("top").splitlines() if ln.strip()]
@@ -261,7 +262,9 @@ def test_top_in_tmux(two_clusters, tmux, workdir):
             seen = r
             break
     assert seen, rows()
-    assert int(seen["A"][8]) >= 20
+    assert int(seen["A"][9]) >= 20
+    # the 99th percentile of A's upstream latency (a histogram bucket bound)
+    assert re.fullmatch(r"[0-9.]+m?s", seen["A"][8]), seen["A"]
     assert seen["B"][5] in ("0.0", "-")
     tmux.keys("top", "q")
     assert wait_rc(rc) == 0

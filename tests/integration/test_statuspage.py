@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, http_request
+from conftest import BUILD, http_request, kafka_metadata
 
 CHROMIUM = shutil.which("chromium")
 
@@ -106,6 +106,9 @@ def test_chromium_renders_every_cluster(two_clusters, workdir, path):
     # a reload, so the page has an outcome to show
     r = f.ctl("reload", check=False)
     assert r.returncode == 0, r.stderr
+    # requests through every cluster, so the upstream latency has data
+    for name in f.clusters:
+        kafka_metadata("127.0.0.1", f.clusters[name]["bootstrap"])
     url = f"http://127.0.0.1:{f.admin_port}{path}"
     dom = chromium(workdir, url, "--dump-dom")
     p = Rows()
@@ -124,6 +127,7 @@ def test_chromium_renders_every_cluster(two_clusters, workdir, path):
                 assert str(w["pid"]) in row["pids"], row
         assert row["workers"] == str(len([w for w in c["workers"] if w["pid"]]))
         assert row["upstream"].startswith("reachable"), row
+        assert re.fullmatch(r"\u2264 [0-9.]+ ms", row["p99"]), row
     # two polls happened (2 s apart in virtual time): rates are numbers
     assert all(re.fullmatch(r"[0-9.]+[kMG]?", row["rps"]) for row in p.rows.values()), p.rows
     assert p.ids["reload-status"].startswith("UNCHANGED"), p.ids
