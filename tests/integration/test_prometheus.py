@@ -3,7 +3,7 @@
 say about a running ferryd's exposition (with reload metrics populated),
 and a real Prometheus server (Debian `prometheus`), started by the test and
 scraping the admin listener every second, answers queries for
-ferry_requests_total{cluster="A"} and for a histogram_quantile() over
+sum(ferry_requests_total{cluster="A"}) and for histogram_quantile() over
 ferry_config_reload_duration_seconds_bucket. The request counter only ever
 grows: with traffic, across a SIGKILLed worker (its block is kept by the
 supervisor) and across a reload that replaces the generation.
@@ -157,7 +157,7 @@ def test_prometheus_scrapes(keeper, workdir, request, mock_factory, reload_ferry
     seen = []  # every value Prometheus returned, in order
 
     def prom_requests():
-        v = prom.value('ferry_requests_total{cluster="A"}')
+        v = prom.value('sum(ferry_requests_total{cluster="A"})')
         assert v is not None
         seen.append(v)
         return v
@@ -166,13 +166,13 @@ def test_prometheus_scrapes(keeper, workdir, request, mock_factory, reload_ferry
     direct = requests_total(f, "A")
     assert direct >= 5
     wait_scraped("a first scrape of ferry")
-    wait_for(lambda: prom.value('ferry_requests_total{cluster="A"}') == direct, 15, 0.2,
+    wait_for(lambda: prom.value('sum(ferry_requests_total{cluster="A"})') == direct, 15, 0.2,
              "Prometheus to see the requests")
     base = prom_requests()
 
     # traffic: grows
     traffic(f, "A", 5)
-    wait_for(lambda: (prom.value('ferry_requests_total{cluster="A"}') or 0) >= base + 5, 15, 0.2,
+    wait_for(lambda: (prom.value('sum(ferry_requests_total{cluster="A"})') or 0) >= base + 5, 15, 0.2,
              "the counter to grow with traffic")
     after_traffic = prom_requests()
 
@@ -199,10 +199,15 @@ def test_prometheus_scrapes(keeper, workdir, request, mock_factory, reload_ferry
     assert prom.value('ferry_cluster_generation{cluster="A"}') == f.cluster_doc("A")["generation"]
     q = prom.value("histogram_quantile(0.99, sum by (le) (ferry_config_reload_duration_seconds_bucket))")
     assert q is not None and 0 < q <= 60, q
+    # the upstream latency of the cluster's requests, per API and overall
+    q = prom.value('histogram_quantile(0.99, sum by (le) '
+                   '(ferry_request_duration_seconds_bucket{cluster="A"}))')
+    assert q is not None and 0 < q <= 10, q
+    assert prom.value('sum(ferry_request_duration_seconds_count{cluster="A",api="Metadata"})') >= 5
     ver = f.config_status()["currentConfigVersion"]
     assert prom.value(f'ferry_config_version_info{{version="{ver}"}}') == 1
 
     # never backwards, as Prometheus saw it: no counter reset over the run
     assert seen == sorted(seen), seen
-    assert prom.value('resets(ferry_requests_total{cluster="A"}[5m])') == 0
+    assert prom.value('sum(resets(ferry_requests_total{cluster="A"}[5m]))') == 0
     keeper.terminate(prom.proc)
