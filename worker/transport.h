@@ -30,6 +30,7 @@
 #ifndef FERRY_WORKER_TRANSPORT_H
 #define FERRY_WORKER_TRANSPORT_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -139,8 +140,12 @@ transport_pending(const struct transport *t)
 static inline int
 transport_handshake(struct transport *t)
 {
-	if (t->state != TRANSPORT_HANDSHAKE)
-		return t->state == TRANSPORT_OPEN ? 1 : -1;
+	if (t->state != TRANSPORT_HANDSHAKE) {
+		if (t->state == TRANSPORT_OPEN)
+			return 1;
+		errno = EBADF;
+		return -1;
+	}
 	return t->ops->handshake(t);
 }
 
@@ -150,6 +155,7 @@ static inline int
 transport_shutdown(struct transport *t)
 {
 	if (t->state == TRANSPORT_CLOSED) {
+		errno = EBADF;
 		return -1;
 	}
 	return t->ops->shutdown(t);

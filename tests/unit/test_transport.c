@@ -147,6 +147,11 @@ Test(transport, peer_of_a_socketpair)
 	transport_close(&a);
 	cr_assert_eq(transport_peer(&a, buf, sizeof buf), -1);
 	cr_assert_str_eq(buf, "?");
+	/* no step on a closed transport */
+	cr_assert_eq(transport_handshake(&a), -1);
+	cr_assert_eq(errno, EBADF);
+	cr_assert_eq(transport_shutdown(&a), -1);
+	cr_assert_eq(errno, EBADF);
 }
 
 Test(transport, movable)
