@@ -34,6 +34,13 @@
 #include "worker/transport.h"
 #include "worker/upstream.h"
 
+/* Transport wants go to ev_io_set unchanged (transport.h). */
+_Static_assert((int)TRANSPORT_WANT_READ == (int)EV_READ && (int)TRANSPORT_WANT_WRITE == (int)EV_WRITE,
+    "transport wants are libev events");
+
+/* A peer identity in logs: an address, or (TLS) a certificate subject. */
+#define CONN_PEER_MAX 256
+
 enum conn_state {
 	CONN_CONNECTING = 0,   /* resolving / connecting upstream */
 	CONN_WAIT_METADATA,    /* broker port, upstream address unknown yet */
@@ -365,33 +372,14 @@ conn_free(struct conn *c)
 }
 
 static void
-conn_addr_str(const struct sockaddr_storage *ss, char *buf, size_t len)
-{
-	char ip[INET6_ADDRSTRLEN] = "?";
-	if (ss->ss_family == AF_INET) {
-		const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
-		inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof ip);
-		snprintf(buf, len, "%s:%u", ip, ntohs(s4->sin_port));
-	} else if (ss->ss_family == AF_INET6) {
-		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
-		inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof ip);
-		snprintf(buf, len, "[%s]:%u", ip, ntohs(s6->sin6_port));
-	}
-}
-
-static void
 conn_close(struct conn *c, enum log_level lvl, const char *what)
 {
 	struct worker *w = c->w;
 	uint64_t sup = 0;
 	if (lvl >= LOG_WARN) {
 		if (log_ratelimit_ok(&w->rl_proto, 10, 20, &sup)) {
-			char peer[INET6_ADDRSTRLEN + 8] = "?";
-			struct sockaddr_storage ss;
-			socklen_t sl = sizeof ss;
-			if (c->cli.fd >= 0 &&
-			    getpeername(c->cli.fd, (struct sockaddr *)&ss, &sl) == 0)
-				conn_addr_str(&ss, peer, sizeof peer);
+			char peer[CONN_PEER_MAX];
+			transport_peer(&c->cli, peer, sizeof peer);
 			log_msg(lvl, what,
 			    "reason=\"%s\" client=%s listener=%s state=%s in_flight=%zu suppressed=%llu",
 			    c->why, peer, c->broker_index < 0 ? "bootstrap" : "broker",
@@ -419,11 +407,8 @@ conn_upstream_broken(struct conn *c, const char *fmt, ...) __attribute__((format
 static int
 conn_upstream_broken(struct conn *c, const char *fmt, ...)
 {
-	char addr[INET6_ADDRSTRLEN + 8] = "?", msg[sizeof c->why];
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof ss;
-	if (c->up.fd >= 0 && getpeername(c->up.fd, (struct sockaddr *)&ss, &sl) == 0)
-		conn_addr_str(&ss, addr, sizeof addr);
+	char addr[CONN_PEER_MAX], msg[sizeof c->why];
+	transport_peer(&c->up, addr, sizeof addr);
 	int off = snprintf(msg, sizeof msg, c->seen_response ? "protocol error from %s: "
 	    : "not a Kafka broker at %s: ", addr);
 	if (off > 0 && (size_t)off < sizeof msg) {
@@ -456,6 +441,8 @@ static int
 dir_flush(struct conn *c, struct dir *d, struct transport *t, bool to_upstream)
 {
 	int progress = 0;
+	if (!transport_ready(t))
+		return 0;  /* handshake first: transport_interest says what it waits for */
 	while (d->fwd) {
 		struct iovec iov = { d->buf + d->start, d->fwd };
 		ssize_t n = transport_writev(t, &iov, 1);
@@ -508,6 +495,8 @@ static int
 dir_read(struct conn *c, struct dir *d, struct transport *t, bool from_client, bool *filled)
 {
 	*filled = false;
+	if (t->state < TRANSPORT_OPEN)
+		return 0;  /* handshake first (or closed) */
 	if (!d->buf) {
 		d->buf = worker_buf_get(c->w);
 		if (!d->buf)
@@ -896,6 +885,22 @@ conn_request_clock(struct conn *c)
 
 static int conn_handover_try(struct conn *c);
 
+/* One handshake step on each side still in one (plain TCP never is: two
+ * byte compares). -1 close (why set). */
+static int
+conn_handshake(struct conn *c)
+{
+	if (c->cli.state == TRANSPORT_HANDSHAKE && transport_handshake(&c->cli) < 0)
+		return conn_fail(c, "%s handshake with client: %s", transport_name(&c->cli),
+		    strerror(errno));
+	if (c->up.state == TRANSPORT_HANDSHAKE && transport_handshake(&c->up) < 0) {
+		METRIC_ADD(c->w->m, upstream_closed, 1);
+		return conn_fail(c, "%s handshake with upstream: %s", transport_name(&c->up),
+		    strerror(errno));
+	}
+	return 0;
+}
+
 /* Move bytes both ways until nothing progresses. Returns -1 when the
  * connection must close (reason in c->why). */
 static int
@@ -903,6 +908,8 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 {
 	struct worker *w = c->w;
 	bool open = c->state == CONN_OPEN;
+	if (conn_handshake(c) < 0)
+		return -1;
 	for (int rounds = 0;; rounds++) {
 		int progress = 0, r;
 		bool filled;
@@ -922,7 +929,9 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 				return -1;
 			progress |= r;
 		}
-		if (cli_readable && conn_reads_client(c)) {
+		/* Bytes held inside a transport are read without waiting for
+		 * the socket (transport_pending; never any for plain TCP). */
+		if ((cli_readable || transport_pending(&c->cli)) && conn_reads_client(c)) {
 			r = dir_read(c, &c->req, &c->cli, true, &filled);
 			if (r < 0)
 				return -1;
@@ -931,7 +940,8 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 			if (r)
 				c->last_active = ev_now(w->loop);
 		}
-		if (open && up_readable && !c->up_eof && dir_has_room(&c->resp)) {
+		if (open && (up_readable || transport_pending(&c->up)) && !c->up_eof &&
+		    dir_has_room(&c->resp)) {
 			r = dir_read(c, &c->resp, &c->up, false, &filled);
 			if (r < 0) {
 				METRIC_ADD(w->m, upstream_closed, 1);
@@ -1045,18 +1055,24 @@ conn_update_watchers(struct conn *c)
 		ev_io_stop(c->w->loop, &c->up_io);
 		return;
 	}
-	if (conn_reads_client(c))
-		ce |= EV_READ;
-	if (c->resp.fwd || c->resp.out)
-		ce |= EV_WRITE;
+	/* What each side's transport waits for, given what the connection
+	 * wants from it: read when there is room, write when bytes are owed
+	 * (a TLS transport may turn either around, or wait on a handshake). */
+	bool cli_rd = conn_reads_client(c), up_rd = false;
+	ce = transport_interest(&c->cli, cli_rd, c->resp.fwd || c->resp.out);
 	if (c->state == CONN_OPEN && !c->up_eof) {
-		if (dir_has_room(&c->resp))
-			ue |= EV_READ;
-		if (c->req.fwd)
-			ue |= EV_WRITE;
+		up_rd = dir_has_room(&c->resp);
+		ue = transport_interest(&c->up, up_rd, c->req.fwd);
 	}
 	conn_set_io(c, &c->cli_io, c->cli.fd, ce);
 	conn_set_io(c, &c->up_io, c->up.fd, ue);
+	/* Bytes already inside a transport will not make its socket ready:
+	 * come back from the loop for them (the 64-round cap, a full buffer
+	 * just drained). Plain TCP never holds any. */
+	if (cli_rd && transport_pending(&c->cli))
+		ev_feed_event(c->w->loop, &c->cli_io, EV_READ);
+	if (up_rd && transport_pending(&c->up))
+		ev_feed_event(c->w->loop, &c->up_io, EV_READ);
 }
 
 static void
@@ -1064,7 +1080,9 @@ conn_cli_cb(struct ev_loop *loop, ev_io *io, int revents)
 {
 	(void)loop;
 	struct conn *c = io->data;
-	conn_step(c, revents & EV_READ, false);
+	/* readable = the readiness a blocked read waited for (plain: EV_READ;
+	 * TLS may wait for writable); a fed event (pending bytes) too */
+	conn_step(c, revents & (c->cli.rd_want | EV_READ), false);
 }
 
 static void
@@ -1072,7 +1090,7 @@ conn_up_cb(struct ev_loop *loop, ev_io *io, int revents)
 {
 	(void)loop;
 	struct conn *c = io->data;
-	conn_step(c, false, revents & EV_READ);
+	conn_step(c, false, revents & (c->up.rd_want | EV_READ));
 }
 
 /* Nothing owed either way and no request in progress. */
@@ -1694,6 +1712,7 @@ conn_adopt(struct worker *w, struct ipc_msg *msg)
 	if (err[0]) {
 		if (c) {
 			c->cli.fd = -1;  /* closed below with the others */
+			c->cli.state = TRANSPORT_CLOSED;
 			conn_free(c);
 		}
 		for (size_t i = 0; i < nfds; i++)

@@ -1,42 +1,114 @@
 /*
- * transport — how a connection moves bytes, behind a struct of function
- * pointers so the Kafka layer never knows whether it talks plain TCP or
- * (later) TLS. Plain TCP is the only implementation today.
+ * transport — how a connection moves bytes, behind a table of function
+ * pointers so the Kafka layer (worker/conn.c, worker/upstream.c) never knows
+ * whether it talks plain TCP or (later) TLS. Plain TCP is the only
+ * implementation today; a TLS transport fills the same table and the same
+ * state fields, and its callers do not change.
+ *
+ * The steps of a connection: init (accepted or connected socket) ->
+ * handshake until it answers 1 (plain: at once) -> read/writev -> optional
+ * shutdown (our write side; TLS: close_notify) -> close.
  *
  * Conventions (as read(2)/writev(2)): > 0 bytes moved; 0 from read = peer
- * closed; -1 with errno (EAGAIN = try again when the fd is ready for
- * t->want, which a TLS transport may set to the opposite direction).
+ * closed its write side; -1 with errno. errno EAGAIN means "blocked": the
+ * step waits for the socket readiness the transport recorded in
+ * `rd_want` (after read), `wr_want` (after writev) or `hs_want` (after
+ * handshake/shutdown) — TRANSPORT_WANT_READ or TRANSPORT_WANT_WRITE. For
+ * plain TCP a read waits for readable and a write for writable; a TLS read
+ * may need the socket writable (and a write readable). Callers never
+ * guess: they ask transport_interest() which events to watch.
+ *
+ * transport_pending() is the number of bytes already inside the transport
+ * (decrypted, not yet returned by read): while it is non-zero the caller
+ * must read again without waiting for the socket, which may never become
+ * readable for them. Plain TCP buffers nothing and answers 0.
+ *
+ * The hot path (read, writev, interest, pending) costs what raw
+ * recv/sendmsg cost plus one indirect call: the wrappers are inline, the
+ * state is plain fields, nothing is allocated per call.
  */
 #ifndef FERRY_WORKER_TRANSPORT_H
 #define FERRY_WORKER_TRANSPORT_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+
+/* Socket readiness a blocked step waits for. The values are libev's EV_READ
+ * and EV_WRITE (conn.c asserts it) so they go to ev_io_set unchanged. */
+enum transport_want {
+	TRANSPORT_WANT_NONE = 0,
+	TRANSPORT_WANT_READ = 1,
+	TRANSPORT_WANT_WRITE = 2,
+};
+
+enum transport_state {
+	TRANSPORT_CLOSED = 0,    /* no socket */
+	TRANSPORT_HANDSHAKE,     /* handshake() must answer 1 before read/write */
+	TRANSPORT_OPEN,          /* bytes flow */
+	TRANSPORT_SHUTDOWN,      /* our write side closed (or closing: hs_want) */
+};
+
+const char *transport_state_str(enum transport_state s);
 
 struct transport;
 
 struct transport_ops {
-	const char *name;
+	const char *name;        /* "tcp", later "tls" */
 	ssize_t (*read)(struct transport *t, void *buf, size_t len);
 	ssize_t (*writev)(struct transport *t, const struct iovec *iov, int iovcnt);
+	/* bytes buffered inside the transport; NULL = never any (plain) */
+	size_t (*pending)(const struct transport *t);
+	/* 1 done (state OPEN), 0 blocked (errno EAGAIN, hs_want set), -1 error */
+	int (*handshake)(struct transport *t);
+	/* 1 done, 0 blocked (hs_want set), -1 error: closes our write side */
+	int (*shutdown)(struct transport *t);
+	/* peer identity into buf (always NUL-terminated); 0, or -1 unknown */
+	int (*peer)(const struct transport *t, char *buf, size_t len);
 	void (*close)(struct transport *t);
+	/* the connection can continue in another process from its socket
+	 * alone (live handover): no state lives in this process */
+	bool movable;
 };
 
 struct transport {
 	const struct transport_ops *ops;
-	int fd;          /* -1 when closed */
-	void *impl;      /* per-transport state (TLS session) */
+	int fd;                  /* -1 when closed */
+	uint8_t state;           /* enum transport_state */
+	uint8_t rd_want;         /* what a blocked read waits for */
+	uint8_t wr_want;         /* what a blocked write waits for */
+	uint8_t hs_want;         /* what a blocked handshake/shutdown waits for */
+	void *impl;              /* per-transport state (TLS session) */
 };
 
-/* Plain TCP over an already connected (or connecting) non-blocking fd. */
+/* Plain TCP over an already connected (or accepted) non-blocking fd: no
+ * handshake (state OPEN at once). Both sides of a connection use it. */
 void transport_plain_init(struct transport *t, int fd);
 
 /* Whether the connection can continue in another process from its socket
  * alone (live handover on reload): true for plain TCP and for a transport
  * without a socket; a userspace TLS session cannot move. */
-bool transport_movable(const struct transport *t);
+static inline bool
+transport_movable(const struct transport *t)
+{
+	return t->fd < 0 || !t->ops || t->ops->movable;
+}
+
+static inline const char *
+transport_name(const struct transport *t)
+{
+	return t->ops ? t->ops->name : "none";
+}
+
+/* Handshake done: read and writev may be called. */
+static inline bool
+transport_ready(const struct transport *t)
+{
+	return t->state == TRANSPORT_OPEN;
+}
 
 static inline ssize_t
 transport_read(struct transport *t, void *buf, size_t len)
@@ -50,12 +122,72 @@ transport_writev(struct transport *t, const struct iovec *iov, int iovcnt)
 	return t->ops->writev(t, iov, iovcnt);
 }
 
+static inline ssize_t
+transport_write(struct transport *t, const void *buf, size_t len)
+{
+	struct iovec iov = { (void *)buf, len };
+	return t->ops->writev(t, &iov, 1);
+}
+
+static inline size_t
+transport_pending(const struct transport *t)
+{
+	return t->ops && t->ops->pending ? t->ops->pending(t) : 0;
+}
+
+/* One handshake step: 1 done (or nothing to do), 0 blocked (wait for
+ * transport_interest), -1 error (errno). */
+static inline int
+transport_handshake(struct transport *t)
+{
+	if (t->state != TRANSPORT_HANDSHAKE) {
+		if (t->state == TRANSPORT_OPEN)
+			return 1;
+		errno = EBADF;
+		return -1;
+	}
+	return t->ops->handshake(t);
+}
+
+/* One step of closing our write side (the peer reads EOF; TLS sends
+ * close_notify): 1 done, 0 blocked, -1 error (errno). */
+static inline int
+transport_shutdown(struct transport *t)
+{
+	if (t->state == TRANSPORT_CLOSED) {
+		errno = EBADF;
+		return -1;
+	}
+	return t->ops->shutdown(t);
+}
+
+/* The socket events to watch, given whether the caller wants to read (it
+ * has room) and to write (it has bytes). While a handshake or shutdown
+ * step is blocked, that step's want; else the wants of the blocked read
+ * and write. */
+static inline int
+transport_interest(const struct transport *t, bool reading, bool writing)
+{
+	if (t->fd < 0)
+		return 0;
+	if (t->state != TRANSPORT_OPEN)
+		return t->hs_want | (reading && t->state == TRANSPORT_SHUTDOWN ? t->rd_want : 0);
+	return (reading ? t->rd_want : 0) | (writing ? t->wr_want : 0);
+}
+
+/* Who is at the other end: "ADDR:PORT" for TCP ("[ADDR]:PORT" for IPv6,
+ * "unix" for an unnamed local socket); a TLS transport answers the
+ * certificate subject when the peer sent one. -1 when unknown (buf says
+ * "?"). Not for the hot path (a getpeername). */
+int transport_peer(const struct transport *t, char *buf, size_t len);
+
 static inline void
 transport_close(struct transport *t)
 {
 	if (t->ops && t->fd >= 0)
 		t->ops->close(t);
 	t->fd = -1;
+	t->state = TRANSPORT_CLOSED;
 }
 
 #endif

@@ -24,6 +24,7 @@
 #include "worker/kafka/codec.h"
 #include "worker/kafka/rewrite.h"
 #include "worker/kafka/sniff.h"
+#include "worker/transport.h"
 
 #define UC_MAX_ADDRS 8
 #define FETCH_SNIFF_BYTES 64   /* first read of a fetch: enough to tell TLS/HTTP */
@@ -508,7 +509,7 @@ struct upstream_fetch {
 	enum fetch_phase phase;
 	struct upstream_connect *uc;
 	size_t try;
-	int fd;
+	struct transport t;  /* to the bootstrap server being asked */
 	ev_io io;
 	ev_timer timer;
 	uint8_t req[256];
@@ -572,8 +573,7 @@ fetch_discard(struct upstream_fetch *f)
 	ev_timer_stop(w->loop, &f->timer);
 	if (f->uc)
 		upstream_connect_cancel(f->uc);
-	if (f->fd >= 0)
-		close(f->fd);
+	transport_close(&f->t);
 	free(f->buf);
 	free(f);
 }
@@ -606,10 +606,7 @@ fetch_next(struct upstream_fetch *f)
 {
 	struct worker *w = f->w;
 	ev_io_stop(w->loop, &f->io);
-	if (f->fd >= 0) {
-		close(f->fd);
-		f->fd = -1;
-	}
+	transport_close(&f->t);
 	if (++f->try >= w->cl->n_upstream) {
 		fetch_end(f, false);
 		return;
@@ -631,14 +628,37 @@ fetch_learn(void *ctx, int32_t node_id, const char *up_host, size_t up_host_len,
 	return 0;
 }
 
+/* Watch for what the transport needs to read (response) or write
+ * (request, or a handshake step). */
+static void
+fetch_watch(struct upstream_fetch *f, bool reading, bool writing)
+{
+	int ev = transport_interest(&f->t, reading, writing);
+	if (ev_is_active(&f->io) && (f->io.events & (EV_READ | EV_WRITE)) == ev)
+		return;
+	ev_io_stop(f->w->loop, &f->io);
+	if (ev == 0)
+		return;
+	ev_io_set(&f->io, f->t.fd, ev);
+	ev_io_start(f->w->loop, &f->io);
+}
+
 static void
 fetch_send(struct upstream_fetch *f)
 {
 	f->req_off = 0;
 	f->len = 0;
-	ev_io_stop(f->w->loop, &f->io);
-	ev_io_set(&f->io, f->fd, EV_WRITE);
-	ev_io_start(f->w->loop, &f->io);
+	fetch_watch(f, false, true);
+}
+
+/* The transport failed (errno): say so and try the next server. */
+static void
+fetch_io_error(struct upstream_fetch *f, const char *what)
+{
+	char addr[CFG_HOST_MAX + 16];
+	snprintf(f->err, sizeof f->err, "metadata fetch from %s: %s%s%s",
+	    fetch_addr(f, addr, sizeof addr), what, *what ? ": " : "", strerror(errno));
+	fetch_next(f);
 }
 
 /* A whole response frame is in f->buf. */
@@ -688,22 +708,35 @@ static void
 fetch_io_cb(struct ev_loop *loop, ev_io *io, int revents)
 {
 	(void)loop;
+	(void)revents;
 	struct upstream_fetch *f = io->data;
-	if (revents & EV_WRITE) {
-		ssize_t n = send(f->fd, f->req + f->req_off, f->req_len - f->req_off, MSG_NOSIGNAL);
-		if (n == -1 && (errno == EAGAIN || errno == EINTR))
-			return;
-		if (n == -1) {
-			snprintf(f->err, sizeof f->err, "metadata fetch: send: %s", strerror(errno));
-			fetch_next(f);
+	if (f->t.state == TRANSPORT_HANDSHAKE) {
+		int r = transport_handshake(&f->t);
+		if (r < 0) {
+			fetch_io_error(f, "handshake");
 			return;
 		}
-		f->req_off += (size_t)n;
-		if (f->req_off == f->req_len) {
-			ev_io_stop(f->w->loop, &f->io);
-			ev_io_set(&f->io, f->fd, EV_READ);
-			ev_io_start(f->w->loop, &f->io);
+		if (r == 0) {
+			fetch_watch(f, false, true);
+			return;
 		}
+	}
+	if (f->req_off < f->req_len) {
+		/* The request first (whatever event woke us: the transport
+		 * asked for it). */
+		while (f->req_off < f->req_len) {
+			ssize_t n = transport_write(&f->t, f->req + f->req_off, f->req_len - f->req_off);
+			if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+				fetch_watch(f, false, true);
+				return;
+			}
+			if (n == -1) {
+				fetch_io_error(f, "send");
+				return;
+			}
+			f->req_off += (size_t)n;
+		}
+		fetch_watch(f, true, false);
 		return;
 	}
 	/* Read a size-prefixed frame. The first read of the first response
@@ -740,14 +773,13 @@ fetch_io_cb(struct ev_loop *loop, ev_io *io, int revents)
 			f->buf = nb;
 			f->cap = ncap;
 		}
-		ssize_t n = recv(f->fd, f->buf + f->len, need - f->len, 0);
-		if (n == -1 && (errno == EAGAIN || errno == EINTR))
+		ssize_t n = transport_read(&f->t, f->buf + f->len, need - f->len);
+		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			fetch_watch(f, true, false);
 			return;
+		}
 		if (n < 0) {
-			char addr[CFG_HOST_MAX + 16];
-			snprintf(f->err, sizeof f->err, "metadata fetch from %s: %s",
-			    fetch_addr(f, addr, sizeof addr), strerror(errno));
-			fetch_next(f);
+			fetch_io_error(f, "");
 			return;
 		}
 		if (n == 0) {
@@ -781,11 +813,9 @@ fetch_connected(void *arg, int fd, const char *err, bool local)
 		return;
 	}
 	f->local = false;
-	f->fd = fd;
+	transport_plain_init(&f->t, fd);
 	f->phase = FETCH_APIVERSIONS;
 	f->req_len = kc_build_apiversions_request(f->req, sizeof f->req, 1, "ferry");
-	ev_io_init(&f->io, fetch_io_cb, fd, EV_WRITE);
-	f->io.data = f;
 	fetch_send(f);
 }
 
@@ -831,8 +861,8 @@ upstream_fetch_metadata(struct worker *w)
 		return;
 	}
 	f->w = w;
-	f->fd = -1;
-	ev_init(&f->io, fetch_io_cb);
+	f->t.fd = -1;
+	ev_io_init(&f->io, fetch_io_cb, -1, 0);
 	f->io.data = f;
 	ev_timer_init(&f->timer, fetch_timeout_cb, WORKER_METADATA_TIMEOUT_MS / 1000.0, 0.);
 	f->timer.data = f;
