@@ -10,7 +10,9 @@ kload -n 8 run through direct, haproxy_t1/t2, ferry_w1/w2) or handover (one
 bench/handover.c run per mode = on|off: a reload of a cluster carrying idle
 and busy connections).
 Per path the median over rounds is reported; ratios are ferry / HAProxy
-(nbthread 1). MB = 10^6 bytes of message payload. Standard library only;
+(nbthread 1). An A/B run (scripts/bench --compare-rev REV; meta compare=REV)
+has the paths ferry ("after", this tree) and ferry_b ("before", REV): the
+report gives after/before per round, the median and the spread. MB = 10^6 bytes of message payload. Standard library only;
 the plot needs gnuplot (skipped with a note when it is missing).
 """
 import json
@@ -20,11 +22,12 @@ import statistics
 import subprocess
 import sys
 
-PATHS = ["direct", "haproxy", "ferry", "haproxy_mt"]
+PATHS = ["direct", "haproxy", "ferry_b", "ferry", "haproxy_mt"]
 LABEL = {
     "direct": "direct (no proxy)",
     "haproxy": "HAProxy, nbthread 1",
     "ferry": "ferry (1 worker)",
+    "ferry_b": "ferry before (1 worker)",
     "haproxy_mt": "HAProxy, default threads (1 round)",
 }
 MIB = 1024.0
@@ -162,6 +165,9 @@ def main():
 
     lines = []
     add = lines.append
+    if meta.get("compare") is not None:
+        LABEL["ferry"] = f"ferry after, {meta.get('git')} (1 worker)"
+        LABEL["ferry_b"] = f"ferry before, {meta.get('compare')} (1 worker)"
     add(f"## Benchmark {'(quick) ' if meta.get('quick') == 1.0 else ''}— preliminary\n")
     add(f"{meta.get('date')} · git {meta.get('git')} · {int(meta.get('nproc', 0))} CPU "
         f"({meta.get('cpu')}) · kernel {meta.get('kernel')} · librdkafka {meta.get('librdkafka')} · "
@@ -199,13 +205,15 @@ def main():
     ha = res.get("haproxy", {}).get("added_p50_us", {}).get("by_round", {})
     p50_diff = [fa[i] - ha[i] for i in fa if i in ha]
     ferry_minus_haproxy_p50 = statistics.median(p50_diff) if p50_diff else None
-    add("")
-    add("ferry / HAProxy (nbthread 1), median of the per-round ratios: " + ", ".join(
-        f"{k} ×{fmt(r, 2)}" for k, r in ratios.items()) +
-        f"; ferry − HAProxy RTT p50, median per round: {fmt(ferry_minus_haproxy_p50)} µs")
+    if "haproxy" in res and "ferry" in res:
+        add("")
+        add("ferry / HAProxy (nbthread 1), median of the per-round ratios: " + ", ".join(
+            f"{k} ×{fmt(r, 2)}" for k, r in ratios.items()) +
+            f"; ferry − HAProxy RTT p50, median per round: {fmt(ferry_minus_haproxy_p50)} µs")
+    ab = compare_section(res, meta, add)
     sp, sf = v(res, "ferry", "produce_syscalls_per_mb"), v(res, "ferry", "fetch_syscalls_per_mb")
     hp, hf = v(res, "haproxy", "produce_syscalls_per_mb"), v(res, "haproxy", "fetch_syscalls_per_mb")
-    if sp is not None or hp is not None:
+    if (sp is not None or hp is not None) and ab is None:
         add("")
         add(f"Proxy syscalls per MB (perf, raw_syscalls): produce ferry {fmt(sp)}, HAProxy {fmt(hp)}; "
             f"fetch ferry {fmt(sf)}, HAProxy {fmt(hf)}.")
@@ -349,6 +357,7 @@ def main():
     with open(os.path.join(outdir, "bench.md"), "w") as f:
         f.write(md)
     out = {"preliminary": True, "meta": meta, "paths": res, "ratios_ferry_over_haproxy": ratios,
+           "ab_after_over_before": ab,
            "ferry_minus_haproxy_rtt_p50_us": ferry_minus_haproxy_p50,
            "memory": memo, "workers": wres, "handover": hres, "reload": {str(k): d for k, d in sorted(rel.items())}, "targets": targets,
            "units": {"mbps": "10^6 bytes of payload per second", "cpu_ms_per_mb": "proxy utime+stime ms per 10^6 payload bytes",
@@ -378,6 +387,41 @@ def main():
         md += "\n(gnuplot not installed: no plot)\n"
     sys.stdout.write(md)
     print(f"\nraw: {tsv}\njson: {os.path.join(outdir, 'bench.json')}")
+
+
+AB_KEYS = [("produce_mbps", "produce MB/s"), ("produce_cpu_ms_per_mb", "CPU ms/MB produce"),
+           ("rate_cpu_ms_per_mb", "CPU ms/MB @20 MB/s"), ("fetch_mbps", "fetch MB/s"),
+           ("fetch_cpu_ms_per_mb", "CPU ms/MB fetch"), ("rtt_p50_us", "RTT p50 @20 MB/s"),
+           ("produce_syscalls_per_mb", "syscalls/MB produce"), ("fetch_syscalls_per_mb", "syscalls/MB fetch")]
+
+
+def compare_section(res, meta, add):
+    """A/B run: after (ferry) / before (ferry_b) within each round, the
+    median and the range of those ratios; None without an A/B run."""
+    if "ferry_b" not in res or "ferry" not in res:
+        return None
+    out = {"before": meta.get("compare"), "after": meta.get("git"), "metrics": {}}
+    add("")
+    add(f"A/B: after = {meta.get('git')}, before = {meta.get('compare')}: after / before within each "
+        "round (the two ran back to back, order alternating), then the median and the range over "
+        "rounds. Below 1: less CPU per MB or RTT, fewer MB/s.\n")
+    rounds = sorted(set(res["ferry"]["produce_mbps"]["by_round"]) | set(res["ferry_b"]["produce_mbps"]["by_round"]))
+    add("| metric | before (median) | after (median) | " + " | ".join(f"round {r}" for r in rounds) +
+        " | median ratio | range |")
+    add("|---|---:|---:|" + "---:|" * (len(rounds) + 2))
+    for k, name in AB_KEYS:
+        a = res["ferry"].get(k, {}).get("by_round", {})
+        b = res["ferry_b"].get(k, {}).get("by_round", {})
+        per = {r: ratio(a.get(r), b.get(r)) for r in rounds}
+        xs = [x for x in per.values() if x is not None]
+        m = statistics.median(xs) if xs else None
+        out["metrics"][k] = {"by_round": per, "median": m, "min": min(xs) if xs else None,
+                             "max": max(xs) if xs else None,
+                             "after_median": v(res, "ferry", k), "before_median": v(res, "ferry_b", k)}
+        nd = 3 if "cpu" in k else 0
+        add(f"| {name} | {fmt(v(res, 'ferry_b', k), nd)} | {fmt(v(res, 'ferry', k), nd)} | " + " | ".join(f"×{fmt(per[r], 3)}" if per[r] is not None else "–" for r in rounds) +
+            f" | **×{fmt(m, 3)}** | {fmt(min(xs) if xs else None, 3)} – {fmt(max(xs) if xs else None, 3)} |")
+    return out
 
 
 def workers_section(wk, add):
