@@ -53,6 +53,26 @@ metrics_unmap(struct metrics *m)
 		munmap(m, sizeof(struct metrics));
 }
 
+void
+metrics_retire(struct metrics *dst, const struct metrics *src)
+{
+	struct metrics *m = (struct metrics *)src;  /* read with atomic loads only */
+#define METRICS_RETIRE(name, type, help) \
+	if (strcmp(#type, "counter") == 0) \
+		METRIC_ADD(dst, name, METRIC_GET(m, name));
+	METRICS_FIELDS(METRICS_RETIRE)
+#undef METRICS_RETIRE
+	for (unsigned a = 0; a < METRICS_APIS; a++) {
+		struct metrics_api *x = &m->api[a], *y = &dst->api[a];
+		METRIC_ADD(y, requests, METRIC_GET(x, requests));
+		METRIC_ADD(y, responses, METRIC_GET(x, responses));
+		METRIC_ADD(y, latency_sum_us, METRIC_GET(x, latency_sum_us));
+		for (unsigned b = 0; b < METRICS_BUCKETS; b++)
+			atomic_fetch_add_explicit(&y->bucket[b], atomic_load_explicit(&x->bucket[b],
+			    memory_order_relaxed), memory_order_relaxed);
+	}
+}
+
 const uint32_t metrics_latency_bounds_us[METRICS_BUCKETS] = {
 	250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
 	1000000, 2500000, 10000000,

@@ -99,6 +99,10 @@ int metrics_create(uint64_t generation, struct metrics **out);
  * not a memfd carrying METRICS_SEALS, or has the wrong size or magic. */
 int metrics_map(int fd, struct metrics **out);
 void metrics_unmap(struct metrics *m);
+/* Add src's counters (the METRICS_FIELDS counters and every per-API
+ * counter and bucket) into dst: what a process counted stays in its
+ * cluster's totals after the process is gone. Gauges are not folded. */
+void metrics_retire(struct metrics *dst, const struct metrics *src);
 
 #define METRIC_ADD(m, f, v) atomic_fetch_add_explicit(&(m)->f, (uint64_t)(v), memory_order_relaxed)
 #define METRIC_SUB(m, f, v) atomic_fetch_sub_explicit(&(m)->f, (uint64_t)(v), memory_order_relaxed)

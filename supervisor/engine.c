@@ -22,7 +22,6 @@
 
 #include "common/log.h"
 #include "common/units.h"
-#include "supervisor/promfam.h"
 
 /* ---- small helpers --------------------------------------------------------- */
 
@@ -372,10 +371,37 @@ sup_gen_fail_now(struct sup *s, struct sup_gen *g, const char *why)
 		sup_post_gen(s, g, FSM_GE_EXITED, why);
 }
 
-struct sup_gen *
-sup_gen_start(struct sup *s, struct sup_cluster *c, const struct sup_ccfg *cc,
-	      enum sup_owner owner, struct sup_reload_item *it, uint64_t init_timeout_ms,
-	      const char *why)
+/* Start process p of its generation with cc (a first start, or the
+ * replacement of a crashed sibling in the same slot). 0, or -1 with the
+ * reason in err. */
+static int
+sup_proc_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char *err,
+	       size_t errlen)
+{
+	struct sup_cluster *c = p->gen->cluster;
+	p->restart_at = 0;
+	p->ready = p->late = p->dead = false;
+	p->ping_seq = 0;
+	p->pid = 0;
+	p->last_answer_ms = s->now_ms;
+	p->starts++;
+	char perr[160];
+	if (s->ops->spawn(s, p, cc, perr, sizeof perr) == -1) {
+		snprintf(err, errlen, "cannot start worker: %s", perr);
+		log_error("cannot start worker", "cluster=%s gen=%llu index=%u reason=\"%s\"", c->name,
+		    (unsigned long long)p->gen->generation, p->index, perr);
+		return -1;
+	}
+	p->alive = true;
+	if (p->gen->owner == SUP_OWNER_CLUSTER)
+		crash_started(&c->crash, s->now_ms);
+	return 0;
+}
+
+/* A generation of c with cc, not started yet (its init deadline runs). */
+static struct sup_gen *
+sup_gen_new(struct sup *s, struct sup_cluster *c, const struct sup_ccfg *cc, enum sup_owner owner,
+	    struct sup_reload_item *it, uint64_t init_timeout_ms, const char *why)
 {
 	struct sup_gen *g = calloc(1, sizeof *g);
 	if (!g) {
@@ -387,22 +413,28 @@ sup_gen_start(struct sup *s, struct sup_cluster *c, const struct sup_ccfg *cc,
 	g->st = FSM_G_STARTING;
 	g->owner = owner;
 	g->item = it;
-	snprintf(g->config_version, sizeof g->config_version, "%s", cc->version);
 	plan_upstream_key(cc->cl, g->upstream_key, sizeof g->upstream_key);
 	lc_init(&g->lc, s->now_wall_ms, why);
 	g->n_procs = sup_workers_of(cc->cl);
+	for (size_t i = 0; i < g->n_procs; i++) {
+		g->procs[i].gen = g;
+		g->procs[i].index = (unsigned)i;
+	}
 	g->init_at = s->now_ms + init_timeout_ms;
 	g->next = c->gens;
 	c->gens = g;
+	return g;
+}
 
+struct sup_gen *
+sup_gen_start(struct sup *s, struct sup_cluster *c, const struct sup_ccfg *cc,
+	      enum sup_owner owner, struct sup_reload_item *it, uint64_t init_timeout_ms,
+	      const char *why)
+{
+	struct sup_gen *g = sup_gen_new(s, c, cc, owner, it, init_timeout_ms, why);
+	if (!g)
+		return NULL;
 	char err[256];
-	if (s->start_error[0]) {
-		/* the caller could not prepare it (a bind error at start) */
-		snprintf(err, sizeof err, "%s", s->start_error);
-		s->start_error[0] = 0;
-		sup_gen_fail_now(s, g, err);
-		return g;
-	}
 	for (size_t i = 0; i < cc->n_listeners; i++) {
 		if (cc->listeners[i].fd < 0) {
 			snprintf(err, sizeof err, "listener %.100s:%u is not bound",
@@ -415,25 +447,14 @@ sup_gen_start(struct sup *s, struct sup_cluster *c, const struct sup_ccfg *cc,
 	}
 	for (size_t i = 0; i < g->n_procs; i++) {
 		struct sup_proc *p = &g->procs[i];
-		p->gen = g;
-		p->index = (unsigned)i;
-		p->last_answer_ms = s->now_ms;
-		p->starts = 1;
-		char perr[160];
-		if (s->ops->spawn(s, p, cc, perr, sizeof perr) == -1) {
-			snprintf(err, sizeof err, "cannot start worker: %s", perr);
-			log_error("cannot start worker", "cluster=%s gen=%llu reason=\"%s\"", c->name,
-			    (unsigned long long)g->generation, perr);
+		if (sup_proc_spawn(s, p, cc, err, sizeof err) == -1) {
 			sup_gen_fail_now(s, g, err);
 			return g;
 		}
-		p->alive = true;
-		log_info("worker started", "cluster=%s gen=%llu pid=%d why=\"%s\"%s", c->name,
-		    (unsigned long long)g->generation, (int)p->pid, why,
+		log_info("worker started", "cluster=%s gen=%llu index=%u pid=%d why=\"%s\"%s", c->name,
+		    (unsigned long long)g->generation, p->index, (int)p->pid, why,
 		    owner == SUP_OWNER_RELOAD ? " held=true" : "");
 	}
-	if (owner == SUP_OWNER_CLUSTER)
-		crash_started(&c->crash, s->now_ms);
 	return g;
 }
 
@@ -503,24 +524,13 @@ static void
 sup_proc_respawn(struct sup *s, struct sup_proc *p)
 {
 	struct sup_gen *g = p->gen;
-	struct sup_cluster *c = g->cluster;
-	p->restart_at = 0;
-	p->ready = p->late = p->dead = false;
-	p->ping_seq = 0;
-	p->pid = 0;
-	p->last_answer_ms = s->now_ms;
-	p->starts++;
-	char err[160];
-	if (s->ops->spawn(s, p, c->ccfg, err, sizeof err) == -1) {
-		char why[200];
-		snprintf(why, sizeof why, "cannot start worker: %s", err);
-		sup_post_proc(s, p, FSM_GE_PROC_EXITED, why);
+	char err[256];
+	if (sup_proc_spawn(s, p, g->cluster->ccfg, err, sizeof err) == -1) {
+		sup_post_proc(s, p, FSM_GE_PROC_EXITED, err);
 		return;
 	}
-	p->alive = true;
-	crash_started(&c->crash, s->now_ms);
 	log_info("worker started", "cluster=%s gen=%llu index=%u pid=%d why=\"replaces a crashed "
-	    "worker\"", c->name, (unsigned long long)g->generation, p->index, (int)p->pid);
+	    "worker\"", g->cluster->name, (unsigned long long)g->generation, p->index, (int)p->pid);
 }
 
 static void
@@ -638,7 +648,7 @@ sup_gen_event(struct sup *s, struct sup_gen *g, struct sup_proc *ep, enum fsm_ge
 		else
 			sup_post_gen(s, g, FSM_GE_COMMIT, "ready");
 	}
-	if (from == FSM_G_HELD && st.next == FSM_G_ACCEPTING && g->owner == SUP_OWNER_CLUSTER)
+	if ((a & FSM_GA_SEND_ACCEPT) && g->owner == SUP_OWNER_CLUSTER)
 		sup_cluster_gen_accepting(s, g);
 	if ((a & FSM_GA_ENDED) && g->replaced) {
 		c->last_replacement.valid = true;
@@ -694,6 +704,8 @@ sup_cluster_event(struct sup *s, struct sup_cluster *c, enum fsm_cevent e, const
 	unsigned a = st.actions;
 	if (a & FSM_CA_DISARM_RESTART)
 		c->restart_at = 0;
+	if (a & FSM_CA_ARM_RESTART)
+		c->restart_at = s->now_ms + (c->restart_delay_ms ? c->restart_delay_ms : 1);
 	if (a & FSM_CA_RESET_CRASH)
 		crash_reset(&c->crash);
 	if (a & FSM_CA_DRAIN_ALL)
@@ -706,8 +718,7 @@ sup_cluster_event(struct sup *s, struct sup_cluster *c, enum fsm_cevent e, const
 	}
 	if (a & FSM_CA_START_GEN)
 		sup_gen_start(s, c, c->ccfg, SUP_OWNER_CLUSTER, NULL, s->cfg.init_timeout_ms, why);
-	/* ARM_RESTART is armed by whoever computed the delay (the crash
-	 * policy); REAP is the reaper's business (c->st == GONE). */
+	/* REAP is the reaper's business (c->st == GONE). */
 	s->reap_pending = true;
 }
 
@@ -772,7 +783,7 @@ sup_cluster_gen_ended(struct sup *s, struct sup_gen *g, bool crashed, const char
 	if (sup_crash_policy(s, c, why, &delay, &n))
 		return;
 	c->restarts++;
-	c->restart_at = s->now_ms + delay;
+	c->restart_delay_ms = delay;
 	log_info("restarting worker", "cluster=%s delay_ms=%llu crashes_in_window=%u", c->name,
 	    (unsigned long long)delay, n);
 	sup_post_cluster(s, c, FSM_CE_CRASH_RESTART, why);
@@ -1177,14 +1188,7 @@ static void
 sup_proc_reap(struct sup *s, struct sup_cluster *c, struct sup_proc *p)
 {
 	if (p->metrics)
-		promfam_retire(&c->retired, p->metrics);
-	if (p->metrics) {
-#define SUP_RETIRE(name, type, help) \
-		if (strcmp(#type, "counter") == 0) \
-			METRIC_ADD(&c->retired, name, METRIC_GET(p->metrics, name));
-		METRICS_FIELDS(SUP_RETIRE)
-#undef SUP_RETIRE
-	}
+		metrics_retire(&c->retired, p->metrics);
 	s->ops->proc_free(s, p);
 	p->metrics = NULL;
 	p->chan = NULL;
@@ -1295,12 +1299,15 @@ sup_start(struct sup *s)
 			sup_ccfg_release(s, cc);
 			if (s->cfg.startup_policy == CFG_STARTUP_FAIL_FAST)
 				return -1;
-			snprintf(s->start_error, sizeof s->start_error, "%s", err);
-			/* best-effort: reported failed with the reason, the others
+			/* best-effort: shown failed with the bind error, the others
 			 * serve; `ferryctl restart` retries the bind. */
-		} else {
-			any_bound = true;
+			struct sup_gen *g = sup_gen_new(s, c, cc, SUP_OWNER_CLUSTER, NULL,
+			    s->cfg.init_timeout_ms, "start");
+			if (g)
+				sup_gen_fail_now(s, g, err);
+			continue;
 		}
+		any_bound = true;
 		sup_gen_start(s, c, cc, SUP_OWNER_CLUSTER, NULL, s->cfg.init_timeout_ms, "start");
 	}
 	if (!any_bound && s->n_clusters) {
@@ -1485,8 +1492,6 @@ sup_relay_done(struct sup *s, struct sup_proc *from, uint64_t from_id, bool adop
 	struct ipc_conn_ack ack = { .id = from_id, .adopted = adopted ? 1 : 0 };
 	if (s->ops->send(s, from, IPC_CONN_DONE, &ack, sizeof ack) == -1)
 		sup_post_proc(s, from, FSM_GE_QUEUE_FULL, "control channel full");
-	if (!adopted)
-		s->handovers_refused++;
 }
 
 static void
@@ -1555,7 +1560,6 @@ sup_on_conn_out(struct sup *s, struct sup_proc *p, const void *payload, size_t l
 					.id = out->id, .from = p, .to = to, .from_id = rec.id,
 					.deadline_ms = s->now_ms + SUP_RELAY_TIMEOUT_MS,
 				};
-				s->handovers_relayed++;
 				sent = true;
 			} else {
 				sup_post_proc(s, to, FSM_GE_QUEUE_FULL, "control channel full");

@@ -23,40 +23,28 @@ promfam_label(FILE *f, const char *v)
 	}
 }
 
-/* The sources of one cluster's sums: retired totals (counters only) and
- * every mapped block (live ones only for gauges). */
-#define PROMFAM_EACH_BLOCK(c, m, body) \
-	do { \
-		for (const struct sup_gen *g_ = (c)->gens; g_ != NULL; g_ = g_->next) \
-			for (size_t k_ = 0; k_ < g_->n_procs; k_++) { \
-				const struct metrics *m = g_->procs[k_].metrics; \
-				if (m == NULL) \
-					continue; \
-				body; \
-			} \
-	} while (0)
+uint64_t
+promfam_field_sum(const struct sup_cluster *c, size_t off, bool counter)
+{
+	uint64_t v = counter ? atomic_load_explicit(
+	    (_Atomic uint64_t *)((char *)&c->retired + off), memory_order_relaxed) : 0;
+	for (const struct sup_gen *g = c->gens; g != NULL; g = g->next)
+		for (size_t k = 0; k < g->n_procs; k++) {
+			const struct sup_proc *p = &g->procs[k];
+			if (p->metrics != NULL && (counter || p->alive))
+				v += atomic_load_explicit((_Atomic uint64_t *)((char *)p->metrics + off),
+				    memory_order_relaxed);
+		}
+	return v;
+}
 
+/* A per-API counter (off within struct metrics_api) of slot, cluster-wide. */
 static uint64_t
 promfam_api_sum(const struct sup_cluster *c, unsigned slot, size_t off)
 {
-	uint64_t v = *(const uint64_t *)((const char *)&c->retired.api[slot] + off);
-	PROMFAM_EACH_BLOCK(c, m, v += atomic_load_explicit(
-	    (_Atomic uint64_t *)((char *)&((struct metrics *)m)->api[slot] + off),
-	    memory_order_relaxed));
-	return v;
+	return promfam_field_sum(c, offsetof(struct metrics, api) +
+	    slot * sizeof(struct metrics_api) + off, true);
 }
-
-static uint64_t
-promfam_field_sum(const struct sup_cluster *c, size_t off)
-{
-	uint64_t v = atomic_load_explicit((_Atomic uint64_t *)((char *)&c->retired + off),
-	    memory_order_relaxed);
-	PROMFAM_EACH_BLOCK(c, m, v += atomic_load_explicit(
-	    (_Atomic uint64_t *)((char *)m + off), memory_order_relaxed));
-	return v;
-}
-
-#define PROMFAM_FIELD_SUM(c, field) promfam_field_sum((c), offsetof(struct metrics, field))
 
 static void
 promfam_api_name(unsigned slot, char *buf, size_t len)
@@ -126,73 +114,44 @@ promfam_write(FILE *f, struct sup *s)
 		}
 	}
 
-	promfam_head(f, "ferry_bytes_total", "counter", "Bytes forwarded, by direction");
-	for (size_t i = 0; i < s->n_clusters; i++) {
-		const struct sup_cluster *c = s->clusters[i];
-		promfam_cluster_label(f, "ferry_bytes_total", c);
-		fprintf(f, ",direction=\"client_to_upstream\"} %llu\n",
-		    (unsigned long long)PROMFAM_FIELD_SUM(c, bytes_client_to_upstream));
-		promfam_cluster_label(f, "ferry_bytes_total", c);
-		fprintf(f, ",direction=\"upstream_to_client\"} %llu\n",
-		    (unsigned long long)PROMFAM_FIELD_SUM(c, bytes_upstream_to_client));
-	}
-
-	promfam_head(f, "ferry_connections_rejected_total", "counter",
-	    "Client connections closed at once, by reason");
-	for (size_t i = 0; i < s->n_clusters; i++) {
-		const struct sup_cluster *c = s->clusters[i];
-		promfam_cluster_label(f, "ferry_connections_rejected_total", c);
-		fprintf(f, ",reason=\"max_connections\"} %llu\n",
-		    (unsigned long long)PROMFAM_FIELD_SUM(c, connections_rejected));
-		promfam_cluster_label(f, "ferry_connections_rejected_total", c);
-		fprintf(f, ",reason=\"tls_on_plaintext\"} %llu\n",
-		    (unsigned long long)PROMFAM_FIELD_SUM(c, tls_on_plaintext));
-	}
-
-	promfam_head(f, "ferry_frames_rejected_total", "counter",
-	    "Connections closed for a frame ferry refused, by reason");
-	static const char *const reasons[] = { "malformed_request", "malformed_response",
-		"too_large", "correlation_mismatch", "request_timeout" };
-	for (size_t i = 0; i < s->n_clusters; i++) {
-		const struct sup_cluster *c = s->clusters[i];
-		uint64_t v[5] = {
-			PROMFAM_FIELD_SUM(c, malformed_requests), PROMFAM_FIELD_SUM(c, malformed_responses),
-			PROMFAM_FIELD_SUM(c, frame_too_large), PROMFAM_FIELD_SUM(c, correlation_mismatch),
-			PROMFAM_FIELD_SUM(c, request_timeouts),
-		};
-		for (size_t r = 0; r < 5; r++) {
-			promfam_cluster_label(f, "ferry_frames_rejected_total", c);
-			fprintf(f, ",reason=\"%s\"} %llu\n", reasons[r], (unsigned long long)v[r]);
-		}
-	}
-
-	promfam_head(f, "ferry_drain_closes_total", "counter",
-	    "Client connections closed while a generation drained, by outcome");
-	for (size_t i = 0; i < s->n_clusters; i++) {
-		const struct sup_cluster *c = s->clusters[i];
-		promfam_cluster_label(f, "ferry_drain_closes_total", c);
-		fprintf(f, ",outcome=\"drained\"} %llu\n",
-		    (unsigned long long)PROMFAM_FIELD_SUM(c, connections_drained));
-		promfam_cluster_label(f, "ferry_drain_closes_total", c);
-		fprintf(f, ",outcome=\"forced\"} %llu\n",
-		    (unsigned long long)PROMFAM_FIELD_SUM(c, connections_forced));
-	}
-}
-
-void
-promfam_retire(struct metrics *dst, const struct metrics *src)
-{
-	for (unsigned a = 0; a < METRICS_APIS; a++) {
-		const struct metrics_api *x = &src->api[a];
-		struct metrics_api *y = &dst->api[a];
-		atomic_fetch_add_explicit(&y->requests, atomic_load(&((struct metrics_api *)x)->requests),
-		    memory_order_relaxed);
-		atomic_fetch_add_explicit(&y->responses,
-		    atomic_load(&((struct metrics_api *)x)->responses), memory_order_relaxed);
-		atomic_fetch_add_explicit(&y->latency_sum_us,
-		    atomic_load(&((struct metrics_api *)x)->latency_sum_us), memory_order_relaxed);
-		for (unsigned b = 0; b < METRICS_BUCKETS; b++)
-			atomic_fetch_add_explicit(&y->bucket[b],
-			    atomic_load(&((struct metrics_api *)x)->bucket[b]), memory_order_relaxed);
+	/* Families that split a cluster's counters by one label: one line per
+	 * (cluster, label value), each summed from one shared-block field. */
+	static const struct promfam_split {
+		const char *name, *help, *label;
+		struct { const char *value; size_t off; } v[5];
+		size_t n;
+	} splits[] = {
+		{ "ferry_bytes_total", "Bytes forwarded, by direction", "direction", {
+			{ "client_to_upstream", offsetof(struct metrics, bytes_client_to_upstream) },
+			{ "upstream_to_client", offsetof(struct metrics, bytes_upstream_to_client) },
+		}, 2 },
+		{ "ferry_connections_rejected_total", "Client connections closed at once, by reason",
+		  "reason", {
+			{ "max_connections", offsetof(struct metrics, connections_rejected) },
+			{ "tls_on_plaintext", offsetof(struct metrics, tls_on_plaintext) },
+		}, 2 },
+		{ "ferry_frames_rejected_total",
+		  "Connections closed for a frame ferry refused, by reason", "reason", {
+			{ "malformed_request", offsetof(struct metrics, malformed_requests) },
+			{ "malformed_response", offsetof(struct metrics, malformed_responses) },
+			{ "too_large", offsetof(struct metrics, frame_too_large) },
+			{ "correlation_mismatch", offsetof(struct metrics, correlation_mismatch) },
+			{ "request_timeout", offsetof(struct metrics, request_timeouts) },
+		}, 5 },
+		{ "ferry_drain_closes_total",
+		  "Client connections closed while a generation drained, by outcome", "outcome", {
+			{ "drained", offsetof(struct metrics, connections_drained) },
+			{ "forced", offsetof(struct metrics, connections_forced) },
+		}, 2 },
+	};
+	for (size_t k = 0; k < sizeof splits / sizeof splits[0]; k++) {
+		const struct promfam_split *sp = &splits[k];
+		promfam_head(f, sp->name, "counter", sp->help);
+		for (size_t i = 0; i < s->n_clusters; i++)
+			for (size_t j = 0; j < sp->n; j++) {
+				promfam_cluster_label(f, sp->name, s->clusters[i]);
+				fprintf(f, ",%s=\"%s\"} %llu\n", sp->label, sp->v[j].value,
+				    (unsigned long long)promfam_field_sum(s->clusters[i], sp->v[j].off, true));
+			}
 	}
 }

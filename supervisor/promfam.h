@@ -19,10 +19,12 @@
  * ferry_drain_closes_total{cluster,outcome}. */
 void promfam_write(FILE *f, struct sup *s);
 
+/* The cluster-wide value of the shared-block field at offset off: for a
+ * counter the retired totals plus every mapped block (a dead process's
+ * block too, until it is folded), for a gauge the live processes only. */
+uint64_t promfam_field_sum(const struct sup_cluster *c, size_t off, bool counter);
+
 /* Write v as a Prometheus label value (backslash, quote, newline escaped). */
 void promfam_label(FILE *f, const char *v);
-
-/* Fold a process's per-API counters into dst (the cluster's retired totals). */
-void promfam_retire(struct metrics *dst, const struct metrics *src);
 
 #endif

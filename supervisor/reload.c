@@ -28,7 +28,6 @@
 #include "common/log.h"
 
 struct sup_reload_item {
-	struct sup_reload *r;
 	struct plan_item *pi;
 	struct sup_cluster *cluster;  /* existing, or new (ADD: in limbo until commit) */
 	struct sup_ccfg *cc;          /* prepared configuration (MODIFY) */
@@ -276,8 +275,7 @@ static enum sup_result
 reload_end_now(struct sup *s, struct sup_reload *r, enum sup_reload_status st,
 	       const struct sup_reload_record **rec)
 {
-	r->waiter = 0;
-	reload_finish(s, r, st, false);
+	reload_finish(s, r, st, false);  /* nobody waits yet: no answer sent */
 	*rec = &s->last_reload;
 	return SUP_OK;
 }
@@ -638,7 +636,6 @@ sup_reload_start(struct sup *s, const char *text, size_t len, const char *source
 	free(run);
 	for (size_t i = 0; i < r->plan.n; i++) {
 		struct sup_reload_item *it = &r->items[i];
-		it->r = r;
 		it->pi = &r->plan.items[i];
 		it->st = FSM_I_READY;  /* keep and remove need no preparation */
 		if (it->pi->old_index >= 0)

@@ -10,6 +10,7 @@
 #include "supervisor/promfam.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -336,9 +337,6 @@ status_dump(const json_t *j, size_t *len)
 
 /* --- Prometheus --------------------------------------------------------- */
 
-/* Label values escape backslash, double quote and newline. */
-#define status_label promfam_label
-
 enum status_field {
 #define STATUS_ENUM(name, type, help) STATUS_F_##name,
 	METRICS_FIELDS(STATUS_ENUM)
@@ -350,44 +348,15 @@ struct status_field_info {
 	const char *name;
 	const char *type;
 	const char *help;
+	size_t off;                     /* in struct metrics */
 };
 
 static const struct status_field_info status_fields[STATUS_F_COUNT] = {
-#define STATUS_INFO(name, type, help) [STATUS_F_##name] = { #name, #type, help },
+#define STATUS_INFO(name, type, help) \
+	[STATUS_F_##name] = { #name, #type, help, offsetof(struct metrics, name) },
 	METRICS_FIELDS(STATUS_INFO)
 #undef STATUS_INFO
 };
-
-static uint64_t
-status_field_get(struct metrics *m, enum status_field f)
-{
-	switch (f) {
-#define STATUS_GET(name, type, help) case STATUS_F_##name: return METRIC_GET(m, name);
-	METRICS_FIELDS(STATUS_GET)
-#undef STATUS_GET
-	case STATUS_F_COUNT:
-		break;
-	}
-	return 0;
-}
-
-static uint64_t
-status_cluster_sum(struct sup_cluster *c, enum status_field f, bool counter)
-{
-	struct sup_gen *g;
-	uint64_t sum = counter ? status_field_get(&c->retired, f) : 0;
-
-	for (g = c->gens; g != NULL; g = g->next)
-		for (size_t k = 0; k < g->n_procs; k++) {
-			const struct sup_proc *p = &g->procs[k];
-
-			if (p->metrics == NULL)
-				continue;
-			if (counter || p->alive)
-				sum += status_field_get(p->metrics, f);
-		}
-	return sum;
-}
 
 char *
 status_metrics_text(struct sup *s, size_t *len)
@@ -412,10 +381,10 @@ status_metrics_text(struct sup *s, size_t *len)
 		fprintf(f, "# TYPE ferry_%s%s %s\n", info->name, suffix, info->type);
 		for (i = 0; i < s->n_clusters; i++) {
 			struct sup_cluster *c = s->clusters[i];
-			uint64_t v = status_cluster_sum(c, (enum status_field)fi, counter);
+			uint64_t v = promfam_field_sum(c, info->off, counter);
 
 			fprintf(f, "ferry_%s%s{cluster=\"", info->name, suffix);
-			status_label(f, c->name);
+			promfam_label(f, c->name);
 			fprintf(f, "\"} %llu\n", (unsigned long long)(counter ? v :
 			    (uint64_t)status_gauge(v)));
 		}
@@ -428,7 +397,7 @@ status_metrics_text(struct sup *s, size_t *len)
 
 		for (st = 0; st < LC_STATE_COUNT; st++) {
 			fputs("ferry_cluster_state{cluster=\"", f);
-			status_label(f, s->clusters[i]->name);
+			promfam_label(f, s->clusters[i]->name);
 			fprintf(f, "\",state=\"%s\"} %d\n", lc_state_str((enum lc_state)st),
 			    (enum lc_state)st == cur);
 		}
@@ -438,7 +407,7 @@ status_metrics_text(struct sup *s, size_t *len)
 	    "# TYPE ferry_worker_restarts_total counter\n", f);
 	for (i = 0; i < s->n_clusters; i++) {
 		fputs("ferry_worker_restarts_total{cluster=\"", f);
-		status_label(f, s->clusters[i]->name);
+		promfam_label(f, s->clusters[i]->name);
 		fprintf(f, "\"} %u\n", s->clusters[i]->restarts);
 	}
 
@@ -446,7 +415,7 @@ status_metrics_text(struct sup *s, size_t *len)
 	    "# TYPE ferry_crash_loops_total counter\n", f);
 	for (i = 0; i < s->n_clusters; i++) {
 		fputs("ferry_crash_loops_total{cluster=\"", f);
-		status_label(f, s->clusters[i]->name);
+		promfam_label(f, s->clusters[i]->name);
 		fprintf(f, "\"} %llu\n", (unsigned long long)s->clusters[i]->crash.loops);
 	}
 
@@ -468,7 +437,7 @@ status_metrics_text(struct sup *s, size_t *len)
 			}
 		for (size_t k = 0; k < nw; k++) {
 			fputs("ferry_worker_connections{cluster=\"", f);
-			status_label(f, s->clusters[i]->name);
+			promfam_label(f, s->clusters[i]->name);
 			fprintf(f, "\",worker=\"%zu\"} %lld\n", k, (long long)status_gauge(per[k]));
 		}
 	}
@@ -477,7 +446,7 @@ status_metrics_text(struct sup *s, size_t *len)
 	    "# TYPE ferry_worker_unresponsive_total counter\n", f);
 	for (i = 0; i < s->n_clusters; i++) {
 		fputs("ferry_worker_unresponsive_total{cluster=\"", f);
-		status_label(f, s->clusters[i]->name);
+		promfam_label(f, s->clusters[i]->name);
 		fprintf(f, "\"} %llu\n", (unsigned long long)s->clusters[i]->unresponsive_total);
 	}
 
@@ -489,7 +458,7 @@ status_metrics_text(struct sup *s, size_t *len)
 		const struct sup_gen *g = status_serving(s->clusters[i]);
 
 		fputs("ferry_cluster_generation{cluster=\"", f);
-		status_label(f, s->clusters[i]->name);
+		promfam_label(f, s->clusters[i]->name);
 		fprintf(f, "\"} %llu\n", (unsigned long long)(g ? g->generation : 0));
 	}
 
@@ -520,7 +489,7 @@ status_metrics_text(struct sup *s, size_t *len)
 	fputs("# HELP ferry_config_version_info Checksum of the running configuration file\n"
 	    "# TYPE ferry_config_version_info gauge\n"
 	    "ferry_config_version_info{version=\"", f);
-	status_label(f, s->config_version);
+	promfam_label(f, s->config_version);
 	fputs("\"} 1\n", f);
 
 	fputs("# HELP ferry_up Whether the ferry supervisor is running\n"

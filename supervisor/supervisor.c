@@ -92,7 +92,7 @@ sup_clock(struct sup *s)
 /* ---- control channels -------------------------------------------------------------- */
 
 static void
-sup_chan_stop_reading(struct sup_chan *ch)
+sup_chan_stop(struct sup_chan *ch)
 {
 	ev_io_stop(ch->io->loop, &ch->rio);
 	ev_io_stop(ch->io->loop, &ch->wio);
@@ -123,14 +123,14 @@ sup_chan_read(struct sup_chan *ch)
 		if (r == 0 || (r == -1 && errno == ECONNRESET)) {
 			/* The worker closed its end (exiting, possibly right after a
 			 * FAILED report): the exit arrives through ev_child. */
-			sup_chan_stop_reading(ch);
+			sup_chan_stop(ch);
 			return false;
 		}
 		if (r == -1 || msg.hdr.generation != p->gen->generation ||
 		    (msg.nfds && msg.hdr.type != IPC_CONN_OUT)) {
 			if (r == 1)
 				ipc_close_fds(&msg);
-			sup_chan_stop_reading(ch);
+			sup_chan_stop(ch);
 			sup_on_malformed(s, p, r == -1 ? (err[0] ? err : strerror(errno)) :
 			    "wrong generation or unexpected file descriptors");
 			return false;
@@ -186,7 +186,7 @@ sup_chan_read(struct sup_chan *ch)
 		default: {
 			char what[64];
 			snprintf(what, sizeof what, "unexpected message %s", ipc_type_str(msg.hdr.type));
-			sup_chan_stop_reading(ch);
+			sup_chan_stop(ch);
 			sup_on_malformed(s, p, what);
 			return false;
 		}
@@ -222,7 +222,7 @@ sup_child_cb(struct ev_loop *loop, ev_child *w, int revents)
 	/* What it said before it died still counts (a FAILED report). */
 	if (ev_is_active(&ch->rio))
 		sup_chan_read(ch);
-	sup_chan_stop_reading(ch);
+	sup_chan_stop(ch);
 	ipcq_clear(&ch->q);
 	sup_clock(s);
 	sup_on_exit(s, ch->p, w->rstatus);
@@ -385,8 +385,7 @@ sup_io_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char 
 	if (rc == -1) {
 		/* The process runs; it will never get its configuration. */
 		snprintf(err, errlen, "sending configuration: %s", strerror(errno));
-		kill(pid, SIGKILL);
-		p->alive = true;  /* its exit will be reported */
+		kill(pid, SIGKILL);  /* its exit is reported like any other */
 		return 0;
 	}
 	return 0;
@@ -406,36 +405,30 @@ fail:
 }
 
 static int
-sup_io_send(struct sup *s, struct sup_proc *p, enum ipc_type type, const void *payload,
-	    size_t len)
+sup_io_send_fds(struct sup *s, struct sup_proc *p, enum ipc_type type, const void *payload,
+		size_t len, const int *fds, size_t nfds)
 {
 	struct sup_io *io = s->io;
 	struct sup_chan *ch = p->chan;
-	if (!ch || ch->fd < 0)
-		return -1;
-	if (ipcq_send(&ch->q, ch->fd, type, p->gen->generation, payload, len, NULL, 0) == -1) {
-		if (errno == EPIPE || errno == ECONNRESET)
-			return 0;  /* it is exiting: the exit is the news */
+	if (!ch || ch->fd < 0) {
+		errno = EBADF;
 		return -1;
 	}
+	if (ipcq_send(&ch->q, ch->fd, type, p->gen->generation, payload, len, fds, nfds) == -1)
+		return -1;
 	if (ipcq_pending(&ch->q))
 		ev_io_start(io->loop, &ch->wio);
 	return 0;
 }
 
 static int
-sup_io_send_fds(struct sup *s, struct sup_proc *p, enum ipc_type type, const void *payload,
-		size_t len, const int *fds, size_t nfds)
+sup_io_send(struct sup *s, struct sup_proc *p, enum ipc_type type, const void *payload,
+	    size_t len)
 {
-	struct sup_io *io = s->io;
-	struct sup_chan *ch = p->chan;
-	if (!ch || ch->fd < 0)
-		return -1;
-	if (ipcq_send(&ch->q, ch->fd, type, p->gen->generation, payload, len, fds, nfds) == -1)
-		return -1;
-	if (ipcq_pending(&ch->q))
-		ev_io_start(io->loop, &ch->wio);
-	return 0;
+	if (sup_io_send_fds(s, p, type, payload, len, NULL, 0) == 0)
+		return 0;
+	/* a worker that is exiting: its exit is the news, not a fault */
+	return errno == EPIPE || errno == ECONNRESET ? 0 : -1;
 }
 
 static void

@@ -101,7 +101,6 @@ struct sup_gen {
 	struct lc lc;                 /* the contract view of st (fsm_gen_lc) */
 	enum sup_owner owner;         /* who hears HELD and ENDED */
 	struct sup_reload_item *item; /* owner == SUP_OWNER_RELOAD */
-	char config_version[PLAN_VERSION_LEN];
 	bool accepted;                /* reached accepting once */
 	bool unresponsive;
 	uint64_t unresponsive_since_ms; /* wall */
@@ -118,7 +117,6 @@ struct sup_gen {
 	size_t n_procs;               /* workers = N of its configuration */
 	void *shared;                 /* the I/O layer's per-generation block */
 	struct sup_proc procs[SUP_MAX_PROCS];
-	bool reaped;                  /* freed by sup_reap() */
 	struct sup_gen *next;         /* older */
 };
 
@@ -136,6 +134,7 @@ struct sup_cluster {
 	struct sup_gen *gens;         /* newest first */
 	uint64_t next_generation;
 	uint64_t restart_at;          /* mono deadline of a crash restart; 0 none */
+	uint64_t restart_delay_ms;    /* the crash policy's delay for the next one */
 	unsigned restarts;            /* crash restarts so far */
 	char fail_reason[192];        /* why it is failed (st == FSM_C_FAILED) */
 	struct crash_state crash;
@@ -182,7 +181,6 @@ struct sup_reload_record {
 	bool posted;
 	bool aborted;                 /* ended because ferryd is stopping */
 	bool conflict;                /* another reload was in progress */
-	bool busy_removing;           /* a removed cluster of that name still drains */
 };
 
 struct sup_validation_record {
@@ -307,8 +305,6 @@ struct sup {
 	} *relays;
 	size_t n_relays, cap_relays;
 	uint64_t next_relay;
-	uint64_t handovers_relayed, handovers_refused;
-	char start_error[256];        /* sup_start(): why the next generation cannot start */
 };
 
 /* ---- model queries (status.c, admin, tests) ---- */

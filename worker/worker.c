@@ -330,23 +330,6 @@ worker_orphan(struct worker *w, const char *why)
 	worker_drain(w, WORKER_ORPHAN_DRAIN_MS, "supervisor gone");
 }
 
-void
-worker_ipc_send(struct worker *w, enum ipc_type type, const void *payload, size_t len)
-{
-	if (w->ipc_fd < 0)
-		return;
-	if (ipcq_send(&w->ipc_q, w->ipc_fd, type, w->generation, payload, len, NULL, 0) == -1) {
-		char why[96];
-		snprintf(why, sizeof why, "cannot send %s: %s", ipc_type_str(type),
-		    errno == ENOBUFS ? "the supervisor does not read its control channel" :
-		    strerror(errno));
-		worker_orphan(w, why);
-		return;
-	}
-	if (ipcq_pending(&w->ipc_q) && w->loop)
-		ev_io_start(w->loop, &w->ipc_wio);
-}
-
 int
 worker_ipc_send_fds(struct worker *w, enum ipc_type type, const void *payload, size_t len,
 		    const int *fds, size_t nfds)
@@ -360,6 +343,20 @@ worker_ipc_send_fds(struct worker *w, enum ipc_type type, const void *payload, s
 	if (ipcq_pending(&w->ipc_q) && w->loop)
 		ev_io_start(w->loop, &w->ipc_wio);
 	return 0;
+}
+
+void
+worker_ipc_send(struct worker *w, enum ipc_type type, const void *payload, size_t len)
+{
+	if (w->ipc_fd < 0)
+		return;
+	if (worker_ipc_send_fds(w, type, payload, len, NULL, 0) == -1) {
+		char why[96];
+		snprintf(why, sizeof why, "cannot send %s: %s", ipc_type_str(type),
+		    errno == ENOBUFS ? "the supervisor does not read its control channel" :
+		    strerror(errno));
+		worker_orphan(w, why);
+	}
 }
 
 static void
