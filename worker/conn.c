@@ -31,7 +31,7 @@
 #include "worker/kafka/codec.h"
 #include "worker/kafka/rewrite.h"
 #include "worker/kafka/sniff.h"
-#include "worker/transport.h"
+#include "common/transport.h"
 #include "worker/upstream.h"
 
 /* Transport wants go to ev_io_set unchanged (transport.h). */

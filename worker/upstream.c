@@ -24,7 +24,7 @@
 #include "worker/kafka/codec.h"
 #include "worker/kafka/rewrite.h"
 #include "worker/kafka/sniff.h"
-#include "worker/transport.h"
+#include "common/transport.h"
 
 #define UC_MAX_ADDRS 8
 #define FETCH_SNIFF_BYTES 64   /* first read of a fetch: enough to tell TLS/HTTP */

@@ -1,5 +1,5 @@
 /*
- * Unit tests for the plain TCP transport (worker/transport.c) over a local
+ * Unit tests for the plain TCP transport (common/transport.c) over a local
  * socketpair, and one loopback TCP pair for the peer identity: read and
  * write, what a blocked step waits for (transport_interest), pending bytes
  * (none for plain), handshake and shutdown steps, EOF and half-close,
@@ -15,7 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "worker/transport.h"
+#include "common/transport.h"
 
 static int sp[2];
 static struct transport a, b;

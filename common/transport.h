@@ -27,8 +27,8 @@
  * recv/sendmsg cost plus one indirect call: the wrappers are inline, the
  * state is plain fields, nothing is allocated per call.
  */
-#ifndef FERRY_WORKER_TRANSPORT_H
-#define FERRY_WORKER_TRANSPORT_H
+#ifndef FERRY_COMMON_TRANSPORT_H
+#define FERRY_COMMON_TRANSPORT_H
 
 #include <errno.h>
 #include <stdbool.h>

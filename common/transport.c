@@ -1,7 +1,7 @@
 /*
  * transport — the plain TCP transport; see transport.h.
  */
-#include "worker/transport.h"
+#include "common/transport.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
