@@ -6,9 +6,11 @@
 Each line of results.tsv is KIND<TAB>key=value<TAB>...; KIND is meta, tput
 (one kload run: path, round, test = saturate|rate|fetch), mem, reload or
 workers (test = balance: per-worker connection counts; test = produce8: one
-kload -n 8 run through direct, haproxy_t1/t2, ferry_w1/w2) or handover (one
+kload -n 8 run through direct, haproxy_t1/t2, ferry_w1/w2), handover (one
 bench/handover.c run per mode = on|off: a reload of a cluster carrying idle
-and busy connections).
+and busy connections) or tls (path = haproxy|ferry terminating TLS; test =
+produce|fetch: one kload run over TLS, hs_full|hs_resumed: one bench/tlshs.c
+run, idle: 1,000 idle TLS connections; test = meta / unsupported).
 Per path the median over rounds is reported; ratios are ferry / HAProxy
 (nbthread 1). An A/B run (scripts/bench --compare-rev REV; meta compare=REV)
 has the paths ferry ("after", this tree) and ferry_b ("before", REV): the
@@ -59,7 +61,7 @@ def counts_of(v):
 
 
 def load(path):
-    meta, tput, mem, reload, workers, handover = {}, [], {}, [], [], []
+    meta, tput, mem, reload, workers, handover, tls = {}, [], {}, [], [], [], []
     with open(path) as f:
         for line in f:
             fields = line.rstrip("\n").split("\t")
@@ -80,7 +82,9 @@ def load(path):
                 workers.append(kv)
             elif kind == "handover":
                 handover.append(kv)
-    return meta, tput, mem, reload, workers, handover
+            elif kind == "tls":
+                tls.append(kv)
+    return meta, tput, mem, reload, workers, handover, tls
 
 
 def med(xs):
@@ -153,7 +157,7 @@ def ratio(a, b):
 
 def main():
     tsv, outdir = sys.argv[1], sys.argv[2]
-    meta, tput, mem, reload, wk, ho = load(tsv)
+    meta, tput, mem, reload, wk, ho, tl = load(tsv)
     res = per_path(tput)
     # added p50: per round, path minus direct of the same round; then the median
     direct_r = res.get("direct", {}).get("rtt_p50_us", {}).get("by_round", {})
@@ -296,6 +300,9 @@ def main():
     # live connection handover
     hres = handover_section(ho, add)
 
+    # TLS termination, ferry against HAProxy
+    tres = tls_section(tl, add)
+
     # targets
     targets = []
 
@@ -359,7 +366,7 @@ def main():
     out = {"preliminary": True, "meta": meta, "paths": res, "ratios_ferry_over_haproxy": ratios,
            "ab_after_over_before": ab,
            "ferry_minus_haproxy_rtt_p50_us": ferry_minus_haproxy_p50,
-           "memory": memo, "workers": wres, "handover": hres, "reload": {str(k): d for k, d in sorted(rel.items())}, "targets": targets,
+           "memory": memo, "workers": wres, "handover": hres, "tls": tres, "reload": {str(k): d for k, d in sorted(rel.items())}, "targets": targets,
            "units": {"mbps": "10^6 bytes of payload per second", "cpu_ms_per_mb": "proxy utime+stime ms per 10^6 payload bytes",
                      "rtt": "librdkafka broker rtt window (request sent -> response), µs"}}
     with open(os.path.join(outdir, "bench.json"), "w") as f:
@@ -379,7 +386,7 @@ def main():
     png = os.path.join(outdir, "bench.png")
     gp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plot.gp")
     if not res:
-        md += "\n(no throughput runs: no plot)\n"
+        md += "\n(no plain-TCP throughput runs: no plot)\n"
     elif shutil.which("gnuplot"):
         subprocess.run(["gnuplot", "-e", f"dat='{dat}'; png='{png}'", gp], check=False)
         md += f"\nPlot: {png}\n"
@@ -617,6 +624,106 @@ def handover_section(ho, add):
     if errs:
         add("")
         add("Errors: " + "; ".join(map(str, errs)) + ".")
+    return out
+
+
+TLS_PATHS = ["haproxy", "ferry"]
+TLS_LABEL = {"haproxy": "HAProxy, nbthread 1", "ferry": "ferry, 1 worker"}
+# metric, label, decimals, better ("hi"/"lo")
+TLS_METRICS = [
+    ("produce_mbps", "produce MB/s (saturating)", 0),
+    ("produce_cpu_ms_per_mb", "proxy CPU ms per MB, produce", 3),
+    ("fetch_mbps", "fetch MB/s", 0),
+    ("fetch_cpu_ms_per_mb", "proxy CPU ms per MB, fetch", 3),
+    ("hs_full_per_s", "full handshakes per s", 0),
+    ("hs_full_cpu_us", "proxy CPU µs per full handshake", 0),
+    ("hs_resumed_per_s", "resumed handshakes per s", 0),
+    ("hs_resumed_cpu_us", "proxy CPU µs per resumed handshake", 0),
+    ("idle_mib_per_1k", "RSS per 1,000 idle TLS connections, MiB", 2),
+]
+# Below this share of resumed handshakes the server is taken not to resume.
+RESUMED_MIN = 0.9
+
+
+def tls_section(rows, add):
+    """The TLS table (ferry against HAProxy, both terminating TLS with the
+    same certificate and cipher); returns its figures for bench.json (None
+    when the part was not run)."""
+    if not rows:
+        return None
+    uns = [r for r in rows if r.get("test") == "unsupported"]
+    if uns:
+        add("")
+        add(f"TLS: not run, ferry with `tls_cert` did not start ({uns[0].get('reason')}).")
+        return {"unsupported": uns[0].get("reason")}
+    meta = next((r for r in rows if r.get("test") == "meta"), {})
+    out = {"meta": meta, "paths": {}, "ratios_ferry_over_haproxy": {}, "resumption": {}}
+    for p in TLS_PATHS:
+        by = {k: {} for k, _, _ in TLS_METRICS}
+        resumed = {"handshakes": 0, "resumed": 0}
+        errors = 0
+        for r in rows:
+            if r.get("path") != p:
+                continue
+            t, rnd = r.get("test"), int(r.get("round", 0))
+            errors += int(r.get("all_errors", 0)) + int(r.get("failed", 0))
+            if t in ("produce", "fetch") and "mbps" in r:
+                by[f"{t}_mbps"][rnd] = r["mbps"]
+                mb = r["bytes"] / 1e6
+                if mb > 0:
+                    by[f"{t}_cpu_ms_per_mb"][rnd] = r["cpu_ms"] / mb
+            elif t in ("hs_full", "hs_resumed") and r.get("handshakes"):
+                n = r["handshakes"]
+                by[f"{t}_per_s"][rnd] = r["hs_per_s"]
+                by[f"{t}_cpu_us"][rnd] = r["cpu_ms"] * 1000 / n
+                if t == "hs_resumed":
+                    resumed["handshakes"] += int(n)
+                    resumed["resumed"] += int(r.get("resumed", 0))
+            elif t == "idle" and r.get("n"):
+                by["idle_mib_per_1k"][0] = (r["rss_after_kb"] - r["rss_before_kb"]) / r["n"] * 1000 / MIB
+                out.setdefault("idle", {})[p] = {k: r.get(k) for k in (
+                    "n", "opened", "failed", "closed", "upstream_conns", "rss_before_kb", "rss_after_kb")}
+        share = resumed["resumed"] / resumed["handshakes"] if resumed["handshakes"] else None
+        resumed["share"] = share
+        out["resumption"][p] = resumed
+        if share is None or share < RESUMED_MIN:
+            # what was measured were full handshakes: not a resumption figure
+            by["hs_resumed_per_s"], by["hs_resumed_cpu_us"] = {}, {}
+        out["paths"][p] = {k: {"median": med(list(d.values())), "by_round": d} for k, d in by.items()}
+        out["paths"][p]["errors"] = errors
+    fp, hp = out["paths"]["ferry"], out["paths"]["haproxy"]
+    for k, _, _ in TLS_METRICS:
+        f, h = fp[k]["by_round"], hp[k]["by_round"]
+        rs = [ratio(f[i], h[i]) for i in f if i in h and ratio(f[i], h[i]) is not None]
+        out["ratios_ferry_over_haproxy"][k] = statistics.median(rs) if rs else None
+    add("")
+    add(f"TLS termination: {meta.get('version', '?')}, {meta.get('cipher', '?')} pinned on both "
+        f"servers, the same {meta.get('key', '?')} certificate, X25519 key exchange; the same "
+        "upstream (mock cluster; the idle sink for handshakes and idle connections). Median over "
+        "rounds; ferry / HAProxy: median of the per-round ratios. Proxy CPU = utime+stime of the "
+        "proxy's processes (ferry: supervisor and worker). Handshakes: 4 client processes, each "
+        "connection a handshake, close_notify and close; resumed: by session ticket.\n")
+    add("| | " + " | ".join(TLS_LABEL[p] for p in TLS_PATHS) + " | ferry / HAProxy |")
+    add("|---|---:|---:|---:|")
+    for k, label, nd in TLS_METRICS:
+        cells = []
+        for p in TLS_PATHS:
+            m = out["paths"][p][k]["median"]
+            res = out["resumption"][p]
+            if k.startswith("hs_resumed") and m is None and res["handshakes"]:
+                cells.append(f"not resumed ({res['resumed']} of {res['handshakes']})")
+            else:
+                cells.append(fmt(m, nd))
+        r = out["ratios_ferry_over_haproxy"][k]
+        add(f"| {label} | " + " | ".join(cells) + f" | {'×' + fmt(r, 2) if r is not None else '–'} |")
+    idle = out.get("idle", {})
+    add(f"| errors (failed runs, client errors) | {hp['errors']} | {fp['errors']} | |")
+    if idle:
+        add("")
+        add("1,000 idle TLS connections: " + "; ".join(
+            f"{TLS_LABEL[p]}: opened {int(d.get('opened') or 0)}, failed {int(d.get('failed') or 0)}, "
+            f"closed by the proxy {int(d.get('closed') or 0)}, upstream connections {int(d.get('upstream_conns') or 0)}"
+            for p, d in idle.items()) + ".")
     return out
 
 
