@@ -469,3 +469,54 @@ def test_upstream_name_mismatch_refused_and_verify_off(mock_factory, ferry_facto
     assert r.returncode == 0, r.stderr[-2000:]
     assert len(metadata_brokers(r.stdout)) == 3
     assert "upstream_tls_verify = off" in f.log_path.read_text()
+
+
+# --------------------------------------------------------------------------
+# reload: a TLS session cannot move to the new generation
+# --------------------------------------------------------------------------
+
+def _recv_exact(t, n):
+    b = b""
+    while len(b) < n:
+        chunk = t.recv(n - len(b))
+        if not chunk:
+            return b
+        b += chunk
+    return b
+
+
+def _tls_apiversions(t):
+    t.sendall(_kafka_apiversions_frame())
+    size = int.from_bytes(_recv_exact(t, 4), "big")
+    body = _recv_exact(t, size)
+    assert len(body) == size and body[:4] == b"\x00\x00\x00\x01", body[:16]
+
+
+def test_tls_connections_close_at_a_boundary_on_reload(mock_factory, ferry_factory, pki):
+    mock = mock_factory("A", 3)
+    f = ferry_factory({"A": mock}, cluster_keys=tls_keys(pki), extra_ferry="drain_spread = 1s")
+    port = f.clusters["A"]["bootstrap"]
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    t = tls_client_ctx(pki).wrap_socket(s, server_hostname="localhost")
+    _tls_apiversions(t)
+    gen = f.cluster("A")["generation"]
+    text = f.config_path.read_text().replace(f"tls_key = {pki.server[1]}",
+                                             f"tls_key = {pki.server[1]}\nidle_timeout = 9m")
+    f.config_path.write_text(text)
+    out = json.loads(f.ctl("--json", "reload").stdout)
+    assert out.get("status") == "SUCCESS", out
+    wait_for(lambda: f.cluster("A")["generation"] > gen, what="a new generation")
+    # the old session is served until ferry closes it at a boundary, within drain_spread
+    t.settimeout(10)
+    t0 = time.monotonic()
+    try:
+        closed = t.recv(1) == b""
+    except (ssl.SSLError, ConnectionError):
+        closed = True
+    assert closed and time.monotonic() - t0 < 5
+    t.close()
+    # a new session is served by the new generation
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    with tls_client_ctx(pki).wrap_socket(s, server_hostname="localhost") as t2:
+        _tls_apiversions(t2)
+    assert f.metrics().get(("ferry_connections_handed_over_total", "A"), 0) == 0
