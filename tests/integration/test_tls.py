@@ -275,6 +275,14 @@ def test_stalled_handshake_closed_at_request_timeout(mock_factory, ferry_factory
     assert f.metrics()[("ferry_tls_handshake_failures_total", "A")] >= 1
 
 
+def _not_after(cert):
+    r = subprocess.run(["openssl", "x509", "-in", str(cert), "-noout", "-enddate"],
+                       capture_output=True, text=True, timeout=10)
+    import calendar
+    t = time.strptime(r.stdout.strip().split("=", 1)[1], "%b %d %H:%M:%S %Y GMT")
+    return calendar.timegm(t)
+
+
 def _cpu_ticks(pid):
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])
@@ -296,6 +304,15 @@ def test_certificate_renewed_on_reload(mock_factory, ferry_factory, pki):
     wait_for(lambda: f.cluster("A")["generation"] > gen, what="a new generation")
     new = served_cert_serial(port, pki)
     assert new != old, "the old certificate is still served"
+    # status and metric follow the served certificate (the renewed one: 2 days)
+    tls = f.cluster("A")["tls"]
+    assert tls["subject"] == "CN=ferry.test", tls
+    na = _not_after(pki.server[0])
+    assert tls["notAfter"] == time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(na)) + ".000Z", tls
+    code, _, body = f.http("/metrics")
+    assert f'ferry_tls_certificate_not_after_seconds{{cluster="A"}} {na}' in body.decode()
+    # 2 days left: under 14, warned at start and at the reload
+    assert len(re.findall(r'msg="TLS certificate expires soon" cluster=A', f.log_path.read_text())) >= 2
     # nothing changed: UNCHANGED
     out = json.loads(f.ctl("--json", "reload").stdout)
     assert out.get("status") == "UNCHANGED", out
