@@ -29,6 +29,7 @@ struct tls_impl {
 	bool server;
 	bool sniffed;            /* server: first byte seen to be TLS */
 	bool plaintext;          /* server: first byte was not TLS */
+	bool renegotiation;      /* server: refused a client's renegotiation */
 	char err[200];
 	unsigned char gather[TLS_GATHER];
 };
@@ -97,6 +98,21 @@ tls_fail(struct tls_impl *x, int r, uint8_t *want, const char *what)
 	}
 }
 
+/* Server side: OpenSSL answers a client's renegotiation ClientHello
+ * (refused by SSL_OP_NO_RENEGOTIATION) with a no_renegotiation warning
+ * alert and reads on, leaving the connection open to a client that
+ * ignores the warning. Seeing that alert go out marks the connection, and
+ * the read step then fails it. */
+static void
+tls_info_cb(const SSL *ssl, int where, int ret)
+{
+	if ((where & SSL_CB_WRITE_ALERT) && (ret & 0xff) == SSL_AD_NO_RENEGOTIATION) {
+		struct tls_impl *x = SSL_get_app_data(ssl);
+		if (x != NULL)
+			x->renegotiation = true;
+	}
+}
+
 static ssize_t
 tls_read(struct transport *t, void *buf, size_t len)
 {
@@ -104,7 +120,14 @@ tls_read(struct transport *t, void *buf, size_t len)
 	size_t n = 0;
 
 	ERR_clear_error();
-	if (SSL_read_ex(x->ssl, buf, len, &n) == 1) {
+	int ok = SSL_read_ex(x->ssl, buf, len, &n);
+	if (x->renegotiation) {
+		snprintf(x->err, sizeof x->err, "TLS read: client-initiated renegotiation refused");
+		ERR_clear_error();
+		errno = EPROTO;
+		return -1;
+	}
+	if (ok == 1) {
 		t->rd_want = TRANSPORT_WANT_READ;
 		return (ssize_t)n;
 	}
@@ -359,9 +382,11 @@ tls_init(struct transport *t, int fd, SSL_CTX *ctx, bool server)
 		return -1;
 	}
 	x->server = server;
-	if (server)
+	if (server) {
 		SSL_set_accept_state(x->ssl);
-	else
+		SSL_set_app_data(x->ssl, x);
+		SSL_set_info_callback(x->ssl, tls_info_cb);
+	} else
 		SSL_set_connect_state(x->ssl);
 	t->ops = &tls_ops;
 	t->fd = fd;
@@ -437,6 +462,12 @@ bool
 transport_tls_plaintext(const struct transport *t)
 {
 	return transport_is_tls(t) && tls_x(t)->plaintext;
+}
+
+bool
+transport_tls_renegotiation(const struct transport *t)
+{
+	return transport_is_tls(t) && tls_x(t)->renegotiation;
 }
 
 /* ---- session tickets ---- */

@@ -10,7 +10,8 @@
  * SSL_pending (decrypted bytes of the current record; read-ahead is off, so
  * nothing else hides in the library). A peer closing without close_notify
  * reads as EOF (Kafka frames carry their length: a truncation is seen by
- * the codec). Renegotiation is refused by the contexts.
+ * the codec). Renegotiation is refused by the contexts, and a server
+ * connection whose client attempted it fails its next read.
  *
  * Server side: before the first handshake byte is read, the first byte is
  * peeked; anything but a TLS handshake record (0x16) fails the handshake
@@ -58,6 +59,11 @@ const char *transport_tls_error(const struct transport *t);
 /* The server handshake failed because the peer did not speak TLS (its first
  * byte was not a TLS handshake record). */
 bool transport_tls_plaintext(const struct transport *t);
+
+/* A read failed because the client tried to renegotiate (TLS 1.2): the
+ * attempt is refused and the connection closed, whatever the client does
+ * with the no_renegotiation alert it was sent. */
+bool transport_tls_renegotiation(const struct transport *t);
 
 /*
  * Session tickets from caller-owned keys: installs the ticket-key callback

@@ -211,7 +211,8 @@ tlsctx_server_new(const struct tlsctx_server_opts *o, char *err, size_t errlen)
 	/* resumption with client certificates needs a session id context
 	 * (else OpenSSL fails the resumed handshake) */
 	SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"ferry", 5);
-	if (o->ciphers && o->ciphers[0] && SSL_CTX_set_cipher_list(ctx, o->ciphers) != 1) {
+	if (SSL_CTX_set_cipher_list(ctx, o->ciphers && o->ciphers[0] ? o->ciphers
+	    : TLSCTX_SERVER_CIPHERS) != 1) {
 		tlsctx_fail(err, errlen, "tls_ciphers: no cipher of the list is known");
 		goto fail;
 	}

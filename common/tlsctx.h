@@ -46,6 +46,17 @@ enum tlsctx_version {
 	TLSCTX_TLS_1_3,
 };
 
+/* The server's TLS 1.2 cipher list when tls_ciphers is not set: forward
+ * secrecy and AEAD only (Mozilla's "intermediate" list, which every Kafka
+ * client of the last decade speaks). OpenSSL's own default also offers
+ * CBC suites, which testssl.sh reports as potentially vulnerable to
+ * LUCKY13. TLS 1.3 suites are all AEAD: OpenSSL's default stays. */
+#define TLSCTX_SERVER_CIPHERS \
+	"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:" \
+	"ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:" \
+	"ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:" \
+	"DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384:DHE-RSA-CHACHA20-POLY1305"
+
 struct tlsctx_server_opts {
 	struct tlsctx_pem cert;          /* certificate, then its chain */
 	struct tlsctx_pem key;           /* private key (any type OpenSSL reads) */
@@ -53,7 +64,8 @@ struct tlsctx_server_opts {
 	                                    when client_auth != NONE */
 	int client_auth;                 /* enum tlsctx_client_auth */
 	int min_version;                 /* enum tlsctx_version */
-	const char *ciphers;             /* TLS <= 1.2 list; NULL/"" = default */
+	const char *ciphers;             /* TLS <= 1.2 list; NULL/"" =
+	                                    TLSCTX_SERVER_CIPHERS */
 	const char *ciphersuites;        /* TLS 1.3 suites; NULL/"" = default */
 };
 

@@ -519,8 +519,13 @@ dir_read(struct conn *c, struct dir *d, struct transport *t, bool from_client, b
 	if (n == -1) {
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
 			return 0;
+		if (from_client && transport_tls_renegotiation(t)) {
+			/* a handshake on an established connection, refused */
+			METRIC_ADD(c->w->m, tls_handshake_failures, 1);
+			return conn_fail(c, "read from client: %s", transport_tls_error(t));
+		}
 		return conn_fail(c, "read from %s: %s", from_client ? "client" : "upstream",
-		    strerror(errno));
+		    transport_tls_error(t)[0] ? transport_tls_error(t) : strerror(errno));
 	}
 	if (n == 0) {
 		/* Not closed yet: what is owed and whole is still delivered
