@@ -41,7 +41,7 @@ from conftest import (Ferry, MockCluster, ProcessKeeper, register_log, serving_p
 
 TOPIC = "tlshostile"
 CLOSE_WITHIN = 2.0
-HANDSHAKE_TIMEOUT = 2.0  # tls_handshake_timeout of both clusters, seconds
+HANDSHAKE_TIMEOUT = 2.0  # request_timeout of both clusters (also the handshake's deadline), s
 TESTSSL = shutil.which("testssl") or shutil.which("testssl.sh")
 
 
@@ -251,8 +251,8 @@ class Producing:
 # --------------------------------------------------------------------------
 
 CLUSTER_KEYS = {
-    "T12": ["tls_min_version = 1.2", f"tls_handshake_timeout = {HANDSHAKE_TIMEOUT:g}s"],
-    "T13": ["tls_min_version = 1.3", f"tls_handshake_timeout = {HANDSHAKE_TIMEOUT:g}s"],
+    "T12": ["tls_min_version = 1.2", f"request_timeout = {HANDSHAKE_TIMEOUT:g}s"],
+    "T13": ["tls_min_version = 1.3", f"request_timeout = {HANDSHAKE_TIMEOUT:g}s"],
 }
 
 
@@ -365,30 +365,36 @@ VULN_IDS = ["heartbleed", "CCS", "ticketbleed", "ROBOT", "secure_renego", "secur
 BAD_SEVERITY = {"LOW", "MEDIUM", "HIGH", "CRITICAL", "FATAL"}
 
 
-def testssl(keeper, workdir, port, name):
-    """Starts testssl.sh -p -U (protocols, vulnerabilities; no DNS, no
-    other IPs) against 127.0.0.1:port; returns (process, json path, log)."""
+def run_testssl(keeper, workdir, port, name, checks):
+    """Starts testssl.sh with `checks` (-p: protocols, -U: vulnerabilities),
+    offline (no DNS), against 127.0.0.1:port; returns (process, json path,
+    log)."""
     js = os.path.join(workdir, f"testssl-{name}.json")
     log = os.path.join(workdir, f"testssl-{name}.log")
     out = open(log, "wb")
     p = keeper.spawn(f"testssl-{name}", [
         TESTSSL, "--quiet", "--color", "0", "--warnings", "off", "--nodns", "none",
-        "--jsonfile", js, "-p", "-U", "--ip", "one", f"127.0.0.1:{port}"],
+        "--jsonfile", js, *checks, f"127.0.0.1:{port}"],
         stdout=out, stderr=subprocess.STDOUT, cwd=workdir)
     out.close()
     return p, js, log
 
 
+@pytest.mark.timeout(240)
 @pytest.mark.skipif(TESTSSL is None, reason="testssl.sh is not installed (Debian: testssl.sh)")
 def test_testssl_no_vulnerability_no_old_protocol(env):
     keeper = ProcessKeeper()
     try:
-        runs = {c: testssl(keeper, env.workdir, env.port(c), c) for c in ("T12", "T13")}
+        # Both at once (each is mostly waiting); the vulnerabilities on the
+        # 1.2 port, which has the larger surface (on a 1.3-only port
+        # testssl finds them all "not applicable").
+        runs = {"T12": run_testssl(keeper, env.workdir, env.port("T12"), "T12", ["-p", "-U"]),
+                "T13": run_testssl(keeper, env.workdir, env.port("T13"), "T13", ["-p"])}
         for c, (p, js, log) in runs.items():
             try:
-                p.wait(100)
+                p.wait(150)
             except subprocess.TimeoutExpired:
-                raise AssertionError(f"testssl against {c} ran over 100 s:\n{tail_file(log)}")
+                raise AssertionError(f"testssl against {c} ran over 150 s:\n{tail_file(log)}")
     finally:
         keeper.cleanup()
     for c, (p, js, log) in runs.items():
@@ -398,7 +404,7 @@ def test_testssl_no_vulnerability_no_old_protocol(env):
         scan_problems = [e for e in findings.values()
                          if e["id"] in ("scanProblem", "scanTime") and e["severity"] == "FATAL"]
         assert not scan_problems, scan_problems
-        missing = [i for i in PROTOCOLS + VULN_IDS if i not in findings]
+        missing = [i for i in PROTOCOLS + (VULN_IDS if c == "T12" else []) if i not in findings]
         assert not missing, f"{c}: testssl did not report {missing}:\n{tail_file(log)}"
         offered = {i: findings[i]["finding"] for i in PROTOCOLS}
         below = ["SSLv2", "SSLv3", "TLS1", "TLS1_1"] + (["TLS1_2"] if c == "T13" else [])
@@ -451,8 +457,7 @@ def _hostile_hellos():
 
 HOSTILE = _hostile_hellos()
 # what a hostile handshake can be counted as (labels summed per family)
-TLS_FAIL_COUNTERS = ["tls_handshake_failures_total", "tls_handshake_timeouts_total",
-                     "plaintext_on_tls_total"]
+TLS_FAIL_COUNTERS = ["tls_handshake_failures_total", "plaintext_on_tls_total"]
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))
