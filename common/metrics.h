@@ -51,7 +51,7 @@
 	X(accept_paused, counter, "Times accepting paused for 100 ms because the worker ran out of file descriptors or memory") \
 	X(responses_trailing_bytes, counter, "Rewritten upstream responses that carried bytes after the complete message (dropped; clients ignore them too)") \
 	X(plaintext_on_tls, counter, "Client connections closed because they sent plaintext (a Kafka frame, not a TLS record) to a TLS listener") \
-	X(tls_handshake_failures, counter, "Client connections closed because their TLS handshake failed or did not complete within request_timeout") \
+	X(tls_handshake_failures, counter, "Client connections closed because their TLS handshake failed, did not complete within request_timeout, or was attempted again (renegotiation, refused)") \
 	X(tls_handshakes, counter, "TLS handshakes completed with clients") \
 	X(tls_resumed, counter, "TLS handshakes with clients that resumed a session (ticket)") \
 	X(upstream_tls_failures, counter, "TLS handshakes with the upstream that failed (certificate, name, protocol)")
