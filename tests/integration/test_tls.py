@@ -52,6 +52,9 @@ class PKI:
                  "-addext", "basicConstraints=critical,CA:TRUE",
                  "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=self.d)
         self.ca = self.d / "ca.pem"
+        # only ferryd (root) can read the keys: workers run as `user` and
+        # must never need to (they get the bytes over IPC)
+        os.chmod(self.d, 0o711)
 
     def issue(self, name, cn, san=None, days=2):
         ext = self.d / f"{name}.ext"
@@ -64,6 +67,7 @@ class PKI:
         _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
                  "-CAcreateserial", "-out", f"{name}.pem", "-days", str(days),
                  "-extfile", f"{name}.ext", cwd=self.d)
+        os.chmod(self.d / f"{name}.key", 0o600)
         return self.d / f"{name}.pem", self.d / f"{name}.key"
 
 
@@ -392,6 +396,12 @@ def test_reload_refuses_bad_material_before_touching_anything(mock_factory, ferr
                for e in out.get("errors", [])), out
     assert f.cluster("A")["generation"] == gen
     assert [w["pid"] for w in f.cluster("A")["workers"]] == pids
+    # validate says the same, and changes nothing
+    r = f.ctl("--json", "validate", f.config_path, check=False)
+    assert r.returncode != 0
+    doc = json.loads(r.stdout)
+    assert doc["valid"] is False and any("tls_key: key does not match" in e
+                                         for e in doc["errors"]), doc
 
 
 # --------------------------------------------------------------------------
