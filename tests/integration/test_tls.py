@@ -547,3 +547,52 @@ def test_tls_connections_close_at_a_boundary_on_reload(mock_factory, ferry_facto
     with tls_client_ctx(pki).wrap_socket(s, server_hostname="localhost") as t2:
         _tls_apiversions(t2)
     assert f.metrics().get(("ferry_connections_handed_over_total", "A"), 0) == 0
+
+
+# --------------------------------------------------------------------------
+# hostile TLS: each closes only its own connection
+# --------------------------------------------------------------------------
+
+def test_garbage_truncated_and_renegotiation(mock_factory, ferry_factory, pki):
+    mock = mock_factory("A", 3)
+    f = ferry_factory({"A": mock}, cluster_keys=tls_keys(pki))
+    port = f.clusters["A"]["bootstrap"]
+    pid = f.cluster("A")["workers"][0]["pid"]
+    # a healthy session stays up through all of it
+    keep = tls_client_ctx(pki).wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10),
+                                           server_hostname="localhost")
+    _tls_apiversions(keep)
+    before = f.metrics()[("ferry_tls_handshake_failures_total", "A")]
+    # a record header claiming a handshake, then garbage
+    for payload in (b"\x16\x03\x01\x00\x40" + os.urandom(64),
+                    b"\x16\x03\x03\xff\xff" + b"\x01" * 300,      # oversized record
+                    b"\x16\x03\x01\x00\x05\x01\x00\x00"):       # truncated, then closed
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s.sendall(payload)
+        if len(payload) < 10:
+            s.close()
+            continue
+        s.settimeout(5)
+        try:
+            while s.recv(4096):
+                pass
+        except ConnectionError:
+            pass
+        s.close()
+    wait_for(lambda: f.metrics()[("ferry_tls_handshake_failures_total", "A")] >= before + 3,
+             what="three failed handshakes counted")
+    # TLS 1.2 renegotiation asked by the client: refused, the worker lives on
+    p = subprocess.Popen(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-tls1_2",
+                          "-CAfile", str(pki.ca), "-servername", "localhost"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        out, _ = p.communicate(b"R\n", timeout=20)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, _ = p.communicate()
+    text = out.decode(errors="replace")
+    assert "RENEGOTIATING" in text, text[-2000:]
+    assert "no renegotiation" in text, text[-2000:]
+    _tls_apiversions(keep)
+    keep.close()
+    assert f.cluster("A")["workers"][0]["pid"] == pid
