@@ -144,9 +144,10 @@ def served_cert_serial(port, pki):
 # client-facing TLS
 # --------------------------------------------------------------------------
 
-def test_tls_clients_produce_consume_metadata(mock_factory, ferry_factory, pki):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_tls_clients_produce_consume_metadata(mock_factory, ferry_factory, pki, workers):
     mock = mock_factory("A", 3, [f"{TOPIC}:3"])
-    f = ferry_factory({"A": mock}, cluster_keys=tls_keys(pki))
+    f = ferry_factory({"A": mock}, cluster_keys=tls_keys(pki, workers=workers))
     boot = f.bootstrap("A")
 
     # metadata: the brokers are ferry's ports on its advertised host
