@@ -22,6 +22,7 @@
 
 #include "common/log.h"
 #include "common/units.h"
+#include "supervisor/nodes.h"
 
 /* ---- small helpers --------------------------------------------------------- */
 
@@ -1228,6 +1229,7 @@ sup_cluster_free(struct sup *s, struct sup_cluster *c)
 	}
 	crash_free(&c->crash);
 	sup_ccfg_free(s, c->ccfg);
+	sup_nodes_free(&c->nodes);
 	free(c);
 }
 

@@ -245,6 +245,19 @@ status_cluster_json(struct sup_cluster *c)
 	}
 	json_object_set_new(o, "unknownNodes", un);
 
+	/* [tickets] Upstream brokers learned by the workers and handed to every
+	 * new generation (nodes.h): a broker port is served at once after a
+	 * restart or reload, with no metadata fetch. */
+	json_t *kb = json_array();
+	for (i = 0; i < c->nodes.n; i++) {
+		char addr[300];
+		snprintf(addr, sizeof addr, strchr(c->nodes.v[i].host, ':') ? "[%s]:%d" : "%s:%d",
+		    c->nodes.v[i].host, c->nodes.v[i].port);
+		json_array_append_new(kb, json_pack("{s:i, s:s}", "nodeId",
+		    (int)c->nodes.v[i].node_id, "upstream", addr));
+	}
+	json_object_set_new(o, "knownBrokers", kb);
+
 	if (c->last_replacement.valid)
 		json_object_set_new(o, "lastReplacement", json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}",
 		    "fromGeneration", (json_int_t)c->last_replacement.from_generation,

@@ -49,6 +49,7 @@
 #include "common/log.h"
 #include "supervisor/admin.h"
 #include "supervisor/listeners.h"
+#include "supervisor/nodes.h"
 #include "supervisor/notify.h"
 #include "supervisor/status.h"
 
@@ -69,6 +70,8 @@ struct sup_io {
 	bool notified_ready;          /* READY=1 sent once serving */
 	char last_status[256];        /* last STATUS= sent */
 	uint8_t buf[sizeof(struct ipc_hdr) + IPC_MAX_PAYLOAD];
+	uint8_t nodes_buf[IPC_MAX_PAYLOAD]; /* [tickets] IPC_NODES being encoded (buf may
+	                                       hold the message being handled) */
 };
 
 /* One worker process's control channel and exit watcher. */
@@ -177,6 +180,9 @@ sup_chan_read(struct sup_chan *ch)
 			sup_on_conn_out(s, p, msg.payload, msg.hdr.len, msg.fds, nfds);
 			break;
 		}
+		case IPC_NODE_LEARNED:
+			sup_on_node_learned(s, p, msg.payload, msg.hdr.len);
+			break;
 		case IPC_CONN_TAKEN: {
 			struct ipc_conn_ack ack;
 			memcpy(&ack, msg.payload, sizeof ack);
@@ -369,6 +375,14 @@ sup_io_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char 
 	    cfds, 2);
 	close(ch->metrics_fd);  /* the mapping keeps the block; the worker gets its fd */
 	ch->metrics_fd = -1;
+	/* [tickets] the brokers earlier generations learned (nodes.h) */
+	for (size_t from = 0; rc == 0;) {
+		size_t n = sup_nodes_payload(p->gen->cluster, p->gen, cc->cl, &from,
+		    io->nodes_buf, sizeof io->nodes_buf);
+		if (!n)
+			break;
+		rc = ipcq_send(&ch->q, ch->fd, IPC_NODES, g, io->nodes_buf, n, NULL, 0);
+	}
 	for (size_t first = 0; rc == 0 && first < cc->n_listeners; first += IPC_MAX_FDS) {
 		int fds[IPC_MAX_FDS];
 		size_t nfds = cc->n_listeners - first;

@@ -30,6 +30,7 @@
 #include "common/ipc.h"
 #include "common/lifecycle.h"
 #include "common/metrics.h"
+#include "common/nodemap.h"
 #include "supervisor/crash.h"
 #include "supervisor/fsm.h"
 #include "supervisor/plan.h"
@@ -120,6 +121,21 @@ struct sup_gen {
 	struct sup_gen *next;         /* older */
 };
 
+/* [tickets] The upstream brokers a cluster's workers learned (node id ->
+ * host:port), kept across its generations and handed to every new worker
+ * at start (supervisor/nodes.h). Valid for one upstream: upstream_key is
+ * the plan_upstream_key of the generations it was learned by; a generation
+ * with another upstream gets nothing and its reports start a new map. At
+ * most one entry per node id of the cluster's configuration. */
+struct sup_nodes {
+	char upstream_key[PLAN_VERSION_LEN];
+	uint64_t generation;          /* newest generation that reported into it */
+	struct nodemap_entry *v;
+	size_t n, cap;
+};
+
+struct tlskeys;
+
 struct sup_cluster {
 	struct sup *sup;
 	enum fsm_cstate st;
@@ -152,6 +168,10 @@ struct sup_cluster {
 	uint64_t upstream_since_ms;
 	char upstream_error[192];
 	bool listed;                  /* in sup->clusters (else limbo) */
+	/* [tickets] */
+	struct sup_nodes nodes;       /* learned upstream brokers (nodes.h) */
+	struct tlskeys *tickets;      /* TLS clusters: session-ticket keys (tickets.h);
+	                                 NULL for plaintext ones */
 	/* what happened to the connections of the last replaced generation */
 	struct {
 		uint64_t from_generation, to_generation;

@@ -16,6 +16,8 @@
 #include <string.h>
 
 #include "common/ipc.h"
+#include "common/nodemap.h"
+#include "common/tlskeys.h"
 #include "tests/fuzz/fuzz_common.h"
 
 int
@@ -104,6 +106,30 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				FUZZ_CHECK(nfds == ((rec.flags & IPC_CONN_F_UPSTREAM) ? 2u : 1u), "fds");
 				FUZZ_CHECK(rec.broker_index >= -1 && rec.upstream_try >= 0, "indexes");
 			}
+		break;
+	}
+	/* [tickets] */
+	case IPC_NODES:
+	case IPC_NODE_LEARNED: {
+		/* decode checked the whole map: every record reads back */
+		struct nodemap_reader r;
+		struct nodemap_entry e;
+		char nerr[160];
+		int nr;
+
+		FUZZ_CHECK(nodemap_reader_init(&r, msg.payload, msg.hdr.len, NODEMAP_MAX_COUNT, nerr,
+		    sizeof nerr) == 0, "accepted map: %s", nerr);
+		while ((nr = nodemap_reader_next(&r, &e, nerr, sizeof nerr)) == 1)
+			FUZZ_CHECK(e.port > 0 && e.port <= 65535 && e.host[0] &&
+			    strlen(e.host) < sizeof e.host, "node %d", e.node_id);
+		FUZZ_CHECK(nr == 0, "accepted map ends badly: %s", nerr);
+		break;
+	}
+	case IPC_TICKET_KEYS: {
+		struct tlskeys k;
+
+		FUZZ_CHECK(msg.hdr.len == sizeof k, "ticket keys size");
+		memcpy(&k, msg.payload, sizeof k);
 		break;
 	}
 	default:

@@ -224,7 +224,7 @@ iget(const json_t *o, const char *k)
 }
 
 static const char *const cluster_keys[] = { "name", "state", "since", "reason", "generation",
-	"configVersion", "upstream", "listeners", "unknownNodes", "workers", "liveness",
+	"configVersion", "upstream", "listeners", "unknownNodes", "knownBrokers", "workers", "liveness",
 	"livenessSince", NULL };
 static const char *const upstream_keys[] = { "state", "since", "lastError", NULL };
 static const char *const listener_keys[] = { "role", "nodeId", "address", NULL };
