@@ -7,6 +7,7 @@
 #include "common/tlskeys.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -133,6 +134,14 @@ ipc_decode(const uint8_t *buf, size_t len, struct ipc_msg *msg, char *err, size_
 		return -1;
 	}
 	msg->payload = (uint8_t *)buf + sizeof(struct ipc_hdr);
+	if (msg->hdr.type == IPC_TICKET_KEYS) {
+		uint32_t n;
+		memcpy(&n, msg->payload + offsetof(struct tlskeys, n), sizeof n);
+		if (n > TLSKEYS_MAX) {
+			snprintf(err, errlen, "ticket-keys: %u keys, at most %d", n, TLSKEYS_MAX);
+			return -1;
+		}
+	}
 	if ((msg->hdr.type == IPC_NODES || msg->hdr.type == IPC_NODE_LEARNED) &&
 	    nodemap_check(msg->payload, msg->hdr.len, NODEMAP_MAX_COUNT, err, errlen) == -1)
 		return -1;

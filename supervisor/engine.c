@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "common/units.h"
 #include "supervisor/nodes.h"
+#include "supervisor/tickets.h"
 
 /* ---- small helpers --------------------------------------------------------- */
 
@@ -474,6 +475,22 @@ sup_gen_send(struct sup *s, struct sup_gen *g, enum ipc_type type, const void *p
 			sup_post_gen(s, g, FSM_GE_QUEUE_FULL, "control channel full");
 		}
 	}
+}
+
+size_t
+sup_cluster_send(struct sup *s, struct sup_cluster *c, enum ipc_type type, const void *payload,
+		 size_t len)
+{
+	size_t n = 0;
+	for (struct sup_gen *g = c->gens; g; g = g->next) {
+		if (!sup_gen_alive(g))
+			continue;
+		for (size_t i = 0; i < g->n_procs; i++)
+			n += g->procs[i].alive;
+		sup_gen_send(s, g, type, payload, len);
+	}
+	sup_dispatch(s);
+	return n;
 }
 
 static void
@@ -1230,6 +1247,7 @@ sup_cluster_free(struct sup *s, struct sup_cluster *c)
 	crash_free(&c->crash);
 	sup_ccfg_free(s, c->ccfg);
 	sup_nodes_free(&c->nodes);
+	tickets_free(c);
 	free(c);
 }
 

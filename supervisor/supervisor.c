@@ -52,6 +52,7 @@
 #include "supervisor/nodes.h"
 #include "supervisor/notify.h"
 #include "supervisor/status.h"
+#include "supervisor/tickets.h"
 
 #define SUP_PERSIST_TIMEOUT_MS 5000
 #define SUP_BACKSTOP_S 10.0     /* beyond drain_timeout + grace: leave anyway */
@@ -66,6 +67,7 @@ struct sup_io {
 	ev_signal sig_term, sig_int, sig_hup;
 	ev_timer deadline;
 	ev_timer backstop;
+	ev_timer tickets;             /* [tickets] session-ticket key rotation */
 	ev_prepare prepare;
 	bool notified_ready;          /* READY=1 sent once serving */
 	char last_status[256];        /* last STATUS= sent */
@@ -382,6 +384,12 @@ sup_io_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char 
 		if (!n)
 			break;
 		rc = ipcq_send(&ch->q, ch->fd, IPC_NODES, g, io->nodes_buf, n, NULL, 0);
+	}
+	/* [tickets] TLS clusters: the session-ticket keys (tickets.h) */
+	if (rc == 0 && cc->cl->tls) {
+		const struct tlskeys *k = tickets_of(p->gen->cluster);
+		if (k)
+			rc = ipcq_send(&ch->q, ch->fd, IPC_TICKET_KEYS, g, k, sizeof *k, NULL, 0);
 	}
 	for (size_t first = 0; rc == 0 && first < cc->n_listeners; first += IPC_MAX_FDS) {
 		int fds[IPC_MAX_FDS];
@@ -729,6 +737,19 @@ sup_prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 	}
 }
 
+/* [tickets] every TICKETS_ROTATE_MS: new session-ticket keys for every TLS
+ * cluster, sent to all its live workers. */
+static void
+sup_tickets_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct sup_io *io = t->data;
+	sup_clock(io->s);
+	if (!io->s->stopping)
+		tickets_rotate_all(io->s);
+}
+
 static void
 sup_backstop_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {
@@ -851,6 +872,10 @@ sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 	io->deadline.data = io;
 	ev_timer_init(&io->backstop, sup_backstop_cb, 0., 0.);
 	io->backstop.data = io;
+	ev_timer_init(&io->tickets, sup_tickets_cb, TICKETS_ROTATE_MS / 1000.0,
+	    TICKETS_ROTATE_MS / 1000.0);
+	io->tickets.data = io;
+	ev_timer_start(io->loop, &io->tickets);
 	ev_prepare_init(&io->prepare, sup_prepare_cb);
 	io->prepare.data = io;
 	ev_prepare_start(io->loop, &io->prepare);
@@ -882,6 +907,7 @@ out:
 	ev_prepare_stop(io->loop, &io->prepare);
 	ev_timer_stop(io->loop, &io->deadline);
 	ev_timer_stop(io->loop, &io->backstop);
+	ev_timer_stop(io->loop, &io->tickets);
 	free(io->self_exe);
 	free(io);
 	free(s);

@@ -376,6 +376,12 @@ void sup_reap(struct sup *s);
 void sup_stop(struct sup *s, const char *why);
 void sup_kill_all(struct sup *s);
 
+/* Send one message to every live worker of every alive generation of c
+ * (a full channel is that worker's fault, as for any message), then run
+ * what that caused. Returns the number of workers sent to. */
+size_t sup_cluster_send(struct sup *s, struct sup_cluster *c, enum ipc_type type,
+			const void *payload, size_t len);
+
 /* Operator requests. */
 enum sup_result sup_cluster_drain(struct sup *s, const char *name, struct sup_answer *a);
 enum sup_result sup_cluster_restart(struct sup *s, const char *name, uint64_t waiter,

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <sodium.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,6 +169,21 @@ worker_nodes_inherit(struct worker *w, const struct ipc_msg *msg, char *err, siz
 	if (r.flags & NODEMAP_F_REACHABLE)
 		w->nodes_reachable = true;
 	return 0;
+}
+
+/* [tickets] IPC_TICKET_KEYS: take the supervisor's session-ticket keys (at
+ * start and at every rotation). The old copy and the message buffer are
+ * wiped; the struct is updated in place, so every TLS context that points
+ * at it uses the new keys from the next handshake on. */
+static void
+worker_ticket_keys(struct worker *w, struct ipc_msg *msg)
+{
+	uint64_t was = w->tickets.serial;
+	sodium_memzero(&w->tickets, sizeof w->tickets);
+	memcpy(&w->tickets, msg->payload, sizeof w->tickets);
+	sodium_memzero(msg->payload, msg->hdr.len);
+	log_debug("session-ticket keys received", "serial=%llu was=%llu keys=%u",
+	    (unsigned long long)w->tickets.serial, (unsigned long long)was, w->tickets.n);
 }
 
 /* ---- shutdown and drain ---------------------------------------------------------- */
@@ -533,6 +549,9 @@ worker_ipc_cb(struct ev_loop *loop, ev_io *io, int revents)
 			}
 			break;
 		}
+		case IPC_TICKET_KEYS:
+			worker_ticket_keys(w, &msg);
+			break;
 		case IPC_PROBE:
 			/* a reload asks whether the (new) upstream answers: the
 			 * fetch reports the upstream condition either way */
@@ -568,6 +587,10 @@ worker_setup_extra(struct worker *w, struct ipc_msg *msg)
 			ipc_close_fds(msg);
 			worker_fail(w, reason);
 		}
+		ipc_close_fds(msg);
+		return 1;
+	case IPC_TICKET_KEYS:
+		worker_ticket_keys(w, msg);
 		ipc_close_fds(msg);
 		return 1;
 	default:
@@ -807,6 +830,7 @@ worker_main(int argc, char **argv)
 	}
 	genshm_unmap(w->gen);
 	metrics_unmap(w->m);
+	sodium_memzero(&w->tickets, sizeof w->tickets);
 	cfg_free(&w->cfg);
 	ipcq_clear(&w->ipc_q);
 	if (w->ipc_fd >= 0)

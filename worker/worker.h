@@ -27,6 +27,7 @@
 #include "common/ipcq.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "common/tlskeys.h"
 
 #define WORKER_IPC_FD 3
 #define WORKER_CONNECT_TIMEOUT_MS 10000
@@ -97,6 +98,10 @@ struct worker {
 	bool nodes_reporting;       /* accepted once: learned nodes go to the supervisor */
 	ev_timer nodes_report;      /* batches IPC_NODE_LEARNED once per loop turn */
 	uint64_t metadata_fetches;  /* own fetches started (logged at exit) */
+	/* [tickets] TLS session-ticket keys from the supervisor (IPC_TICKET_KEYS),
+	 * updated in place at every rotation; the TLS server contexts read them
+	 * (tls_ticket_keys_install(ctx, &w->tickets)). n == 0: no tickets. */
+	struct tlskeys tickets;
 
 	struct conn *conns;         /* doubly linked list of live connections */
 	uint64_t n_conns;
