@@ -144,6 +144,18 @@ promfam_write(FILE *f, struct sup *s)
 			{ "forced", offsetof(struct metrics, connections_forced) },
 		}, 2 },
 	};
+	/* [tickets] TLS clusters whose certificate's expiry is known (certs.h) */
+	bool any_tls = false;
+	for (size_t i = 0; i < s->n_clusters; i++)
+		any_tls |= s->clusters[i]->cfg.tls && s->clusters[i]->tls_not_after > 0;
+	if (any_tls)
+		promfam_head(f, "ferry_tls_cert_not_after_seconds", "gauge",
+		    "notAfter of the certificate a TLS cluster serves, unix seconds");
+	for (size_t i = 0; i < s->n_clusters; i++)
+		if (s->clusters[i]->cfg.tls && s->clusters[i]->tls_not_after > 0) {
+			promfam_cluster_label(f, "ferry_tls_cert_not_after_seconds", s->clusters[i]);
+			fprintf(f, "} %lld\n", (long long)s->clusters[i]->tls_not_after);
+		}
 	for (size_t k = 0; k < sizeof splits / sizeof splits[0]; k++) {
 		const struct promfam_split *sp = &splits[k];
 		promfam_head(f, sp->name, "counter", sp->help);

@@ -227,6 +227,12 @@ status_cluster_json(struct sup_cluster *c)
 	json_object_set_new(up, "lastError", status_str_or_null(c->upstream_error));
 	json_object_set_new(o, "upstream", up);
 
+	/* [tickets] TLS clusters: when the served certificate expires (certs.h) */
+	if (c->cfg.tls)
+		json_object_set_new(o, "tls", json_pack("{s:o}", "notAfter",
+		    c->tls_not_after > 0 ? status_time((uint64_t)c->tls_not_after * 1000u) :
+		    json_null()));
+
 	ls = json_array();
 	for (i = 0; i < c->n_listeners; i++)
 		json_array_append_new(ls, status_listener_json(&c->listeners[i]));

@@ -48,6 +48,7 @@
 #include "common/ipcq.h"
 #include "common/log.h"
 #include "supervisor/admin.h"
+#include "supervisor/certs.h"
 #include "supervisor/listeners.h"
 #include "supervisor/nodes.h"
 #include "supervisor/notify.h"
@@ -68,6 +69,7 @@ struct sup_io {
 	ev_timer deadline;
 	ev_timer backstop;
 	ev_timer tickets;             /* [tickets] session-ticket key rotation */
+	ev_timer certs;               /* [tickets] daily certificate expiry check */
 	ev_prepare prepare;
 	bool notified_ready;          /* READY=1 sent once serving */
 	char last_status[256];        /* last STATUS= sent */
@@ -677,6 +679,8 @@ sup_io_reload_end(struct sup *s, const struct sup_reload_record *rec)
 {
 	struct sup_io *io = s->io;
 	(void)rec;
+	if (!s->stopping)
+		certs_update(s, "reload");  /* [tickets] a renewed certificate, or a warning */
 	char buf[sizeof io->last_status];
 	status_reload_text(s, buf, sizeof buf);
 	if (s->stopping)
@@ -748,6 +752,17 @@ sup_tickets_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	sup_clock(io->s);
 	if (!io->s->stopping)
 		tickets_rotate_all(io->s);
+}
+
+/* [tickets] once a day: certificate expiry of every TLS cluster (certs.h) */
+static void
+sup_certs_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct sup_io *io = t->data;
+	sup_clock(io->s);
+	certs_update(io->s, "daily");
 }
 
 static void
@@ -876,6 +891,9 @@ sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 	    TICKETS_ROTATE_MS / 1000.0);
 	io->tickets.data = io;
 	ev_timer_start(io->loop, &io->tickets);
+	ev_timer_init(&io->certs, sup_certs_cb, CERTS_CHECK_MS / 1000.0, CERTS_CHECK_MS / 1000.0);
+	io->certs.data = io;
+	ev_timer_start(io->loop, &io->certs);
 	ev_prepare_init(&io->prepare, sup_prepare_cb);
 	io->prepare.data = io;
 	ev_prepare_start(io->loop, &io->prepare);
@@ -897,6 +915,7 @@ sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 		admin_stop(s);
 		goto out;
 	}
+	certs_update(s, "start");
 	ev_run(io->loop, 0);
 	rc = s->exit_code;
 	log_info("ferryd stopped", "exit_code=%d", rc);
@@ -908,6 +927,7 @@ out:
 	ev_timer_stop(io->loop, &io->deadline);
 	ev_timer_stop(io->loop, &io->backstop);
 	ev_timer_stop(io->loop, &io->tickets);
+	ev_timer_stop(io->loop, &io->certs);
 	free(io->self_exe);
 	free(io);
 	free(s);

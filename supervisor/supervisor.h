@@ -172,6 +172,8 @@ struct sup_cluster {
 	struct sup_nodes nodes;       /* learned upstream brokers (nodes.h) */
 	struct tlskeys *tickets;      /* TLS clusters: session-ticket keys (tickets.h);
 	                                 NULL for plaintext ones */
+	int64_t tls_not_after;        /* served certificate's notAfter, unix s; 0 =
+	                                 not TLS or unknown (certs.h) */
 	/* what happened to the connections of the last replaced generation */
 	struct {
 		uint64_t from_generation, to_generation;
