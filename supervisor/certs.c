@@ -8,7 +8,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/file.h"
 #include "common/log.h"
 #include "common/tlsctx.h"
 
@@ -33,11 +32,26 @@ certs_check(int64_t not_after, int64_t now, int64_t *days_left)
 	return left < (int64_t)CERTS_WARN_DAYS * 86400;
 }
 
-/* The certificate bytes the cluster serves: the file tls_cert names. */
+/* The certificate bytes the cluster serves: those the supervisor read for
+ * its serving configuration (common/tlsmat.h) and sent to its workers, not
+ * whatever is on disk now. A malloc'd copy. */
 static char *
-certs_read(const struct cfg_cluster *cl, size_t *len, char *err, size_t errlen)
+certs_read(const struct sup_cluster *c, size_t *len, char *err, size_t errlen)
 {
-	return file_read_all(cl->tls_cert, CFG_MAX_FILE_BYTES, len, err, errlen);
+	const struct cfg_cluster *cl = c->ccfg ? c->ccfg->cl : NULL;
+	const struct cfg_tls_files *f = cl ? cl->files : NULL;
+	if (!f || !f->data[CFG_TLS_F_CERT] || !f->len[CFG_TLS_F_CERT]) {
+		snprintf(err, errlen, "no certificate read for this configuration");
+		return NULL;
+	}
+	char *p = malloc(f->len[CFG_TLS_F_CERT]);
+	if (!p) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	memcpy(p, f->data[CFG_TLS_F_CERT], f->len[CFG_TLS_F_CERT]);
+	*len = f->len[CFG_TLS_F_CERT];
+	return p;
 }
 
 static void
@@ -50,7 +64,7 @@ certs_update_cluster(struct sup *s, struct sup_cluster *c, const char *why)
 	}
 	char err[256];
 	size_t len = 0;
-	char *pem = certs_read(cl, &len, err, sizeof err);
+	char *pem = certs_read(c, &len, err, sizeof err);
 	int64_t na = 0;
 	if (!pem || certs_not_after(pem, len, &na, err, sizeof err) == -1) {
 		free(pem);

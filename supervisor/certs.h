@@ -9,8 +9,10 @@
  * warning each of those times for a certificate that expires within
  * CERTS_WARN_DAYS days (or has expired).
  *
- * certs_update() is I/O (it reads the file); certs_check() is the pure
- * decision over the model, unit-tested.
+ * The certificate is the one the cluster's serving configuration holds (the
+ * bytes the supervisor read and sent to the workers: common/tlsmat.h), so
+ * what is shown is what is served. certs_check() is the pure decision,
+ * unit-tested.
  */
 #ifndef FERRY_SUPERVISOR_CERTS_H
 #define FERRY_SUPERVISOR_CERTS_H
