@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 
 #include "common/log.h"
+#include "common/tlsctx.h"
 #include "common/tlsmat.h"
 #include "common/units.h"
 #include "supervisor/nodes.h"
@@ -173,6 +174,15 @@ sup_ccfg_new(const struct cfg_cluster *cl, char *err, size_t errlen)
 		free(cc->canonical);
 		free(cc);
 		return NULL;
+	}
+	if (cc->cl->tls && cc->cl->files) {
+		struct tlsctx_pem cert = { cc->cl->files->data[CFG_TLS_F_CERT],
+			cc->cl->files->len[CFG_TLS_F_CERT] };
+		time_t na = 0;
+		char e[128];
+		if (tlsctx_cert_not_after(cert, &na, e, sizeof e) == 0)
+			cc->tls_not_after = (int64_t)na;
+		tlsctx_cert_subject(cert, cc->tls_subject, sizeof cc->tls_subject);
 	}
 	cc->n_listeners = 1 + cc->cl->n_brokers;
 	cc->listeners = calloc(cc->n_listeners, sizeof *cc->listeners);

@@ -227,11 +227,13 @@ status_cluster_json(struct sup_cluster *c)
 	json_object_set_new(up, "lastError", status_str_or_null(c->upstream_error));
 	json_object_set_new(o, "upstream", up);
 
-	/* [tickets] TLS clusters: when the served certificate expires (certs.h) */
-	if (c->cfg.tls)
-		json_object_set_new(o, "tls", json_pack("{s:o}", "notAfter",
-		    c->tls_not_after > 0 ? status_time((uint64_t)c->tls_not_after * 1000u) :
-		    json_null()));
+	/* TLS clusters: the served certificate (of the serving configuration:
+	 * the bytes its workers were sent); absent for plaintext clusters */
+	if (c->ccfg && c->ccfg->cl && c->ccfg->cl->tls)
+		json_object_set_new(o, "tls", json_pack("{s:o, s:o}", "notAfter",
+		    c->ccfg->tls_not_after > 0 ?
+		    status_time((uint64_t)c->ccfg->tls_not_after * 1000u) : json_null(),
+		    "subject", status_str_or_null(c->ccfg->tls_subject)));
 
 	ls = json_array();
 	for (i = 0; i < c->n_listeners; i++)

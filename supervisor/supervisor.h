@@ -70,6 +70,11 @@ struct sup_ccfg {
 	char version[PLAN_VERSION_LEN];
 	struct sup_listener *listeners; /* [0] bootstrap, then brokers in node order */
 	size_t n_listeners;
+	/* client-facing TLS certificate (tls_cert): notAfter (unix seconds; 0 =
+	 * no client TLS) and subject, for status, metrics and the expiry
+	 * warnings (certs.h) */
+	int64_t tls_not_after;
+	char tls_subject[256];
 };
 
 enum sup_upstream_state { SUP_UPSTREAM_UNKNOWN = 0, SUP_UPSTREAM_REACHABLE, SUP_UPSTREAM_UNREACHABLE };
@@ -172,8 +177,6 @@ struct sup_cluster {
 	struct sup_nodes nodes;       /* learned upstream brokers (nodes.h) */
 	struct tlskeys *tickets;      /* TLS clusters: session-ticket keys (tickets.h);
 	                                 NULL for plaintext ones */
-	int64_t tls_not_after;        /* served certificate's notAfter, unix s; 0 =
-	                                 not TLS or unknown (certs.h) */
 	/* what happened to the connections of the last replaced generation */
 	struct {
 		uint64_t from_generation, to_generation;

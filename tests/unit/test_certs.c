@@ -1,6 +1,5 @@
 /*
- * Unit tests for supervisor/certs: notAfter read from PEM (the first
- * certificate: the server's, not its chain's), the 14-day warning rule and
+ * Unit tests for supervisor/certs: the 14-day warning rule and
  * the days left (negative once expired), and the status/metrics rendering
  * of a TLS cluster (tls.notAfter, ferry_tls_cert_not_after_seconds) and of a
  * plaintext one (neither).
@@ -14,27 +13,6 @@
 #include "supervisor/certs.h"
 #include "supervisor/promfam.h"
 #include "supervisor/status.h"
-#include "tests/unit/tls_fixtures.h"
-
-Test(certs, not_after_of_the_first_certificate)
-{
-	struct fx_cert ca, leaf;
-	fx_make(&ca, "ca", NULL, NULL, 3650);
-	fx_make(&leaf, "server", &ca, "DNS:localhost", 10);
-	/* the served file: the certificate, then its chain */
-	char pem[16384];
-	int n = snprintf(pem, sizeof pem, "%s%s", leaf.cert_pem.data, ca.cert_pem.data);
-	int64_t na = 0;
-	char err[256];
-	cr_assert_eq(certs_not_after(pem, (size_t)n, &na, err, sizeof err), 0, "%s", err);
-	int64_t now = (int64_t)time(NULL);
-	cr_assert(na > now + 10 * 86400 - 120 && na < now + 10 * 86400 + 120, "%lld",
-	    (long long)na);
-	cr_assert_eq(certs_not_after("garbage", 7, &na, err, sizeof err), -1);
-	cr_assert(err[0]);
-	fx_free(&leaf);
-	fx_free(&ca);
-}
 
 Test(certs, warning_rule)
 {
@@ -58,10 +36,17 @@ Test(certs, status_and_metric)
 	static struct sup_cluster a, b;
 	static struct sup_cluster *list[2] = { &a, &b };
 	memset(&s, 0, sizeof s);
+	static struct sup_ccfg acc, bcc;
+	static struct cfg_cluster acl, bcl;
 	snprintf(a.name, sizeof a.name, "tlsone");
-	a.cfg.tls = true;
-	a.tls_not_after = 1893456000;  /* 2030-01-01T00:00:00Z */
+	acl.tls = true;
+	acc.cl = &acl;
+	acc.tls_not_after = 1893456000;  /* 2030-01-01T00:00:00Z */
+	snprintf(acc.tls_subject, sizeof acc.tls_subject, "CN=ferry.test");
+	a.ccfg = &acc;
 	snprintf(b.name, sizeof b.name, "plain");
+	bcc.cl = &bcl;
+	b.ccfg = &bcc;
 	s.clusters = list;
 	s.n_clusters = 2;
 
@@ -71,6 +56,8 @@ Test(certs, status_and_metric)
 	cr_assert_not_null(na);
 	cr_assert_eq(strncmp(na, "2030-01-01T00:00:00", 19), 0, "%s", na);
 	cr_assert_eq(na[strlen(na) - 1], 'Z', "%s", na);
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(ja, "tls"), "subject")),
+	    "CN=ferry.test");
 	cr_assert_null(json_object_get(jb, "tls"), "no tls object for a plaintext cluster");
 	json_decref(ja);
 	json_decref(jb);
