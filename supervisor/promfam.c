@@ -155,12 +155,8 @@ promfam_write(FILE *f, struct sup *s)
 		}, 2 },
 	};
 	/* [tickets] TLS clusters whose certificate's expiry is known (certs.h) */
-	bool any_tls = false;
-	for (size_t i = 0; i < s->n_clusters; i++)
-		any_tls |= promfam_not_after(s->clusters[i]) > 0;
-	if (any_tls)
-		promfam_head(f, "ferry_tls_cert_not_after_seconds", "gauge",
-		    "notAfter of the certificate a TLS cluster serves, unix seconds");
+	promfam_head(f, "ferry_tls_cert_not_after_seconds", "gauge",
+	    "notAfter of the certificate a TLS cluster serves, unix seconds");
 	for (size_t i = 0; i < s->n_clusters; i++)
 		if (promfam_not_after(s->clusters[i]) > 0) {
 			promfam_cluster_label(f, "ferry_tls_cert_not_after_seconds", s->clusters[i]);
