@@ -516,7 +516,12 @@ tls_ticket_cb(SSL *s, unsigned char *key_name, unsigned char *iv,
 	}
 	if (EVP_DecryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k->key[i].aes, iv) != 1)
 		return -1;
-	return i == 0 ? 1 : 2;  /* 2: valid, but renew it with the current key */
+	/* 2: valid, and issue a new ticket. Always in TLS 1.3: OpenSSL sends
+	 * a new ticket after a resumption only when asked to renew, and an
+	 * OpenSSL client (librdkafka) uses each TLS 1.3 ticket once, so
+	 * without it every other reconnect would be a full handshake. In
+	 * TLS 1.2 only when the ticket was made with an older key. */
+	return i == 0 && SSL_version(s) < TLS1_3_VERSION ? 1 : 2;
 }
 
 int

@@ -385,3 +385,34 @@ Test(tls, tickets_from_caller_keys)
 	SSL_CTX_free(gen1);
 	SSL_CTX_free(gen2);
 }
+
+/* An OpenSSL client (librdkafka) uses a TLS 1.3 ticket once: every
+ * resumption must bring a new ticket, or every other reconnect is a full
+ * handshake. */
+Test(tls, resumption_issues_a_new_ticket)
+{
+	memset(&keys, 0, sizeof keys);
+	keys.n = 1;
+	memset(keys.key[0].name, 0x42, sizeof keys.key[0].name);
+	memset(keys.key[0].aes, 0xa1, sizeof keys.key[0].aes);
+	memset(keys.key[0].hmac, 0xb2, sizeof keys.key[0].hmac);
+	SSL_CTX *gen = server_with_keys();
+	bool reused;
+
+	SSL_SESSION *s = connect_and_get_session(gen, NULL, &reused);
+	cr_assert_not(reused);
+	for (int i = 0; i < 3; i++) {
+		const unsigned char *t0, *t1;
+		size_t l0, l1;
+		SSL_SESSION *next = connect_and_get_session(gen, s, &reused);
+		cr_assert(reused, "resumption %d: full handshake", i + 1);
+		SSL_SESSION_get0_ticket(s, &t0, &l0);
+		SSL_SESSION_get0_ticket(next, &t1, &l1);
+		cr_assert(l1 > 0 && (l0 != l1 || memcmp(t0, t1, l0) != 0),
+		    "resumption %d: no new ticket", i + 1);
+		SSL_SESSION_free(s);
+		s = next;
+	}
+	SSL_SESSION_free(s);
+	SSL_CTX_free(gen);
+}
