@@ -30,6 +30,9 @@ struct tls_impl {
 	bool sniffed;            /* server: first byte seen to be TLS */
 	bool plaintext;          /* server: first byte was not TLS */
 	bool renegotiation;      /* server: refused a client's renegotiation */
+	int8_t deferred;         /* read: 1 EOF, -1 failure (deferred_errno) seen
+	                            after bytes returned first; 0 none */
+	int deferred_errno;
 	char err[200];
 	unsigned char *gather;   /* TLS_GATHER bytes, allocated on first use (a
 	                            single-iovec writer never needs it: idle
@@ -119,10 +122,28 @@ static ssize_t
 tls_read(struct transport *t, void *buf, size_t len)
 {
 	struct tls_impl *x = tls_x(t);
-	size_t n = 0;
+	size_t total = 0, n = 0;
+	int ok;
 
+	if (x->deferred != 0) {
+		int d = x->deferred;
+		x->deferred = 0;
+		if (d > 0)
+			return 0;
+		errno = x->deferred_errno;
+		return -1;
+	}
+	/* One SSL_read returns one record at most, and a client writes
+	 * records of whatever size its writes had (librdkafka: ~1-2 KiB):
+	 * read on until len is filled or the socket has no more, so one
+	 * read step moves what a plain read(2) would, and the Kafka layer
+	 * forwards it in one write instead of one per record. */
 	ERR_clear_error();
-	int ok = SSL_read_ex(x->ssl, buf, len, &n);
+	while ((ok = SSL_read_ex(x->ssl, (char *)buf + total, len - total, &n)) == 1) {
+		total += n;
+		if (total == len || x->renegotiation)
+			break;
+	}
 	if (x->renegotiation) {
 		snprintf(x->err, sizeof x->err, "TLS read: client-initiated renegotiation refused");
 		ERR_clear_error();
@@ -131,9 +152,21 @@ tls_read(struct transport *t, void *buf, size_t len)
 	}
 	if (ok == 1) {
 		t->rd_want = TRANSPORT_WANT_READ;
-		return (ssize_t)n;
+		return (ssize_t)total;
 	}
-	switch (tls_fail(x, 0, &t->rd_want, "TLS read")) {
+	int r = tls_fail(x, 0, &t->rd_want, "TLS read");
+	if (total > 0) {
+		/* The bytes first; a close or failure is kept for the next
+		 * read, which pending() asks for at once. */
+		if (r != 0) {
+			x->deferred = r == 1 ? 1 : -1;
+			x->deferred_errno = errno;
+			t->rd_want = TRANSPORT_WANT_READ;
+		}
+		ERR_clear_error();
+		return (ssize_t)total;
+	}
+	switch (r) {
 	case 1:
 		return 0;
 	default:
@@ -213,6 +246,8 @@ tls_pending(const struct transport *t)
 	struct tls_impl *x = tls_x(t);
 	int n = SSL_pending(x->ssl);
 
+	if (x->deferred != 0)
+		return 1;  /* a close or failure to report: read again */
 	return n > 0 ? (size_t)n : 0;
 }
 

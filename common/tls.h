@@ -6,9 +6,12 @@
  * Every OpenSSL call is one step on the non-blocking fd: SSL_ERROR_WANT_READ
  * / WANT_WRITE become errno EAGAIN and rd_want / wr_want / hs_want (a read
  * may need the socket writable, a write readable, as TLS 1.3 key updates
- * and post-handshake messages can); nothing loops waiting. pending() is
+ * and post-handshake messages can); nothing loops waiting. A read step
+ * reads record after record until its buffer is full or the socket has no
+ * more (one step moves what one read(2) would on plain TCP). pending() is
  * SSL_pending (decrypted bytes of the current record; read-ahead is off, so
- * nothing else hides in the library). A peer closing without close_notify
+ * nothing else hides in the library), or 1 while a close or failure met
+ * after bytes a read returned waits to be reported by the next read. A peer closing without close_notify
  * reads as EOF (Kafka frames carry their length: a truncation is seen by
  * the codec). Renegotiation is refused by the contexts, and a server
  * connection whose client attempted it fails its next read.
