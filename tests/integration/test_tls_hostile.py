@@ -64,8 +64,9 @@ def make_certs(d):
                 "keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n")
     run("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
         "-CAcreateserial", "-days", "2", "-sha256", "-extfile", "ext.cnf", "-out", "server.pem")
-    for f in ("ca.pem", "server.pem", "server.key"):
+    for f in ("ca.pem", "server.pem"):
         os.chmod(os.path.join(d, f), 0o644)
+    os.chmod(os.path.join(d, "server.key"), 0o600)  # the supervisor reads it
 
 
 # --------------------------------------------------------------------------
