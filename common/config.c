@@ -57,7 +57,10 @@ enum cfgp_fkey {
 enum cfgp_ckey {
 	CK_UPSTREAM = 0, CK_BOOTSTRAP, CK_ADVERTISED_HOST, CK_BROKER_PORTS,
 	CK_NODE_IDS, CK_MAX_CONNECTIONS, CK_MAX_FRAME_BYTES, CK_IDLE_TIMEOUT,
-	CK_REQUEST_TIMEOUT, CK_MAX_INFLIGHT, CK_WORKERS, CK_HANDOVER, CK_COUNT,
+	CK_REQUEST_TIMEOUT, CK_MAX_INFLIGHT, CK_WORKERS, CK_HANDOVER,
+	/* [sasl] */
+	CK_SASL_MAX_FRAME_BYTES,
+	CK_COUNT,
 };
 
 /* Where each key of one cluster section was set and whether it parsed. */
@@ -763,6 +766,24 @@ cfgp_set_handover(struct cfg_cluster *cl, const char *v, char *err, size_t len)
 	return cfgp_onoff(v, &cl->handover, err, len);
 }
 
+/* [sasl] The pre-authentication frame limit (worker/kafka/sasl.h): the
+ * same range as max_frame_bytes; the smaller of the two applies. */
+static int
+cfgp_set_sasl_max_frame_bytes(struct cfg_cluster *cl, const char *v, char *err,
+    size_t len)
+{
+	uint64_t n;
+
+	if (units_parse_size(v, &n, err, len) != 0)
+		return -1;
+	if (n < 1024 || n > (1ULL << 30)) {
+		snprintf(err, len, "%s out of range (1KiB-1GiB)", v);
+		return -1;
+	}
+	cl->sasl_max_frame_bytes = n;
+	return 0;
+}
+
 static const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT] = {
 	[CK_UPSTREAM] = { "upstream", cfgp_set_upstream },
 	[CK_BOOTSTRAP] = { "bootstrap", cfgp_set_bootstrap },
@@ -776,6 +797,8 @@ static const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT] = {
 	[CK_MAX_INFLIGHT] = { "max_inflight_per_connection", cfgp_set_max_inflight },
 	[CK_WORKERS] = { "workers", cfgp_set_workers },
 	[CK_HANDOVER] = { "handover", cfgp_set_handover },
+	/* [sasl] */
+	[CK_SASL_MAX_FRAME_BYTES] = { "sasl_max_frame_bytes", cfgp_set_sasl_max_frame_bytes },
 };
 
 /* ---- sections ---- */
@@ -813,6 +836,7 @@ cfgp_add_cluster(struct cfgp *p, const char *name)
 	cl->max_inflight = 1024;
 	cl->workers = 1;
 	cl->handover = true;
+	cl->sasl_max_frame_bytes = 512ULL << 10;  /* [sasl] */
 	return 0;
 }
 
@@ -1469,6 +1493,9 @@ cfg_cluster_canonical(const struct cfg_cluster *cl)
 		cfgp_sb_printf(&b, "workers = auto\n");
 	else
 		cfgp_sb_printf(&b, "workers = %u\n", cl->workers);
+	/* [sasl] */
+	units_fmt_size(cl->sasl_max_frame_bytes, buf, sizeof buf);
+	cfgp_sb_printf(&b, "sasl_max_frame_bytes = %s\n", buf);
 	if (b.failed) {
 		free(b.s);
 		return NULL;

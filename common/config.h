@@ -68,6 +68,9 @@ struct cfg_cluster {
 	                                    reload (default on) */
 	uint32_t workers;                /* worker processes per generation, default 1;
 	                                    0 = auto (the CPUs ferryd may run on) */
+	/* [sasl] */
+	uint64_t sasl_max_frame_bytes;   /* client frames before SASL authentication
+	                                    (worker/kafka/sasl.h); default 512 KiB */
 };
 
 struct cfg {

@@ -49,7 +49,10 @@
 	X(request_timeouts, counter, "Client connections closed because a request frame did not arrive completely within request_timeout") \
 	X(inflight_paused, counter, "Times a client request had to wait because max_inflight_per_connection requests were in flight (backpressure: the client is not read meanwhile)") \
 	X(accept_paused, counter, "Times accepting paused for 100 ms because the worker ran out of file descriptors or memory") \
-	X(responses_trailing_bytes, counter, "Rewritten upstream responses that carried bytes after the complete message (dropped; clients ignore them too)")
+	X(responses_trailing_bytes, counter, "Rewritten upstream responses that carried bytes after the complete message (dropped; clients ignore them too)") \
+	/* [sasl] */ \
+	X(sasl_frame_too_large, counter, "Client connections closed for a frame above sasl_max_frame_bytes before SASL authentication") \
+	X(sasl_refused, counter, "Client connections closed for a legacy SaslHandshake v0 whose mechanism ferry does not relay (GSSAPI, OAUTHBEARER, unknown)")
 
 /* Per Kafka API key (0..METRICS_APIS-2; the last slot takes any other):
  * requests forwarded and the upstream latency of their responses, from the

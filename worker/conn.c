@@ -30,6 +30,7 @@
 #include "worker/kafka/apiversions.h"
 #include "worker/kafka/codec.h"
 #include "worker/kafka/rewrite.h"
+#include "worker/kafka/sasl.h"
 #include "worker/kafka/sniff.h"
 #include "common/transport.h"
 #include "worker/upstream.h"
@@ -120,6 +121,8 @@ struct conn {
 	bool ho_waiting;        /* ready to move, held back by the window */
 	uint64_t ho_id;         /* its record id in CONN_OUT / CONN_DONE */
 	uint64_t requests;      /* request headers parsed (carried in the record) */
+	struct sasl sasl;       /* SASL pass-through (worker/kafka/sasl.h; carried
+	                           in the record) */
 };
 
 /* All pending bytes of a boundary fit a record. */
@@ -232,7 +235,8 @@ conn_owes_nothing(const struct conn *c)
 {
 	return c->fifo_len == 0 && c->req.frame_left == 0 && c->req.fwd == 0 &&
 	       c->req.skip_left == 0 && c->resp.fwd == 0 && c->resp.frame_left == 0 &&
-	       !c->resp.acc && !c->resp.out;
+	       !c->resp.acc && !c->resp.out &&
+	       c->sasl.phase != SASL_RAW_SERVER;  /* the broker's raw token is owed */
 }
 
 /* Request bytes read from the client and not parsed yet. */
@@ -568,6 +572,44 @@ req_check_prefix(struct conn *c, const uint8_t *p, size_t avail)
 	return 1;
 }
 
+/* The pre-authentication limit in force: the smaller of the two. */
+static uint64_t
+conn_sasl_limit(const struct conn *c)
+{
+	const struct cfg_cluster *cl = c->w->cl;
+	return cl->sasl_max_frame_bytes < cl->max_frame_bytes ? cl->sasl_max_frame_bytes
+	    : cl->max_frame_bytes;
+}
+
+/* A client token of a legacy raw SASL exchange (no Kafka header, no
+ * correlation id): streamed by its length prefix. Same returns as
+ * req_parse. */
+static int
+req_raw_token(struct conn *c, const uint8_t *p, size_t avail)
+{
+	struct worker *w = c->w;
+	uint64_t frame = 0;
+	char err[160];
+	int r = sasl_on_raw_token(&c->sasl, true, p, avail, conn_sasl_limit(c), &frame, err,
+	    sizeof err);
+	if (r == SASL_NEED_MORE) {
+		c->req_need_more = true;
+		return 0;
+	}
+	if (r == SASL_TOO_LARGE) {
+		METRIC_ADD(w->m, sasl_frame_too_large, 1);
+		return conn_fail(c, "%s: over sasl_max_frame_bytes before authentication "
+		    "(%s exchange, legacy raw framing)", err, c->sasl.mech_name);
+	}
+	if (r != SASL_OK) {
+		METRIC_ADD(w->m, malformed_requests, 1);
+		return conn_fail(c, "malformed SASL exchange: %s", err);
+	}
+	c->req.frame_left = frame;
+	conn_drain_consume(c, frame);
+	return 1;
+}
+
 static int
 req_parse(struct conn *c)
 {
@@ -602,6 +644,10 @@ req_parse(struct conn *c)
 		return 0;
 	if (c->draining && c->drain_credit == 0 && !conn_drain_grace(c))
 		return 0;
+	if (!sasl_client_parse_ok(&c->sasl))
+		return 0;  /* the broker answers first (v0 handshake, raw token) */
+	if (c->sasl.phase == SASL_RAW_CLIENT)
+		return req_raw_token(c, d->buf + at, avail);
 	if (c->fifo_len >= w->cl->max_inflight) {
 		/* Backpressure, not an error: the next request waits (and the
 		 * client is not read past it) until responses drain. */
@@ -634,6 +680,25 @@ req_parse(struct conn *c)
 	if (r != KC_OK) {
 		METRIC_ADD(w->m, malformed_requests, 1);
 		return conn_fail(c, "malformed request: %s", err);
+	}
+	/* SASL pass-through: the pre-authentication limit, the mechanism of
+	 * a handshake (a v0 one stops parsing until its answer). */
+	if (!sasl_frame_allowed(&c->sasl, h.api_key, (uint64_t)h.size, conn_sasl_limit(c))) {
+		METRIC_ADD(w->m, sasl_frame_too_large, 1);
+		return conn_fail(c, "%s request of %d bytes before SASL authentication exceeds "
+		    "sasl_max_frame_bytes (%llu)", kc_api_name(h.api_key), h.size,
+		    (unsigned long long)conn_sasl_limit(c));
+	}
+	r = sasl_on_request(&c->sasl, p, avail, &h, err, sizeof err);
+	if (r == SASL_NEED_MORE)
+		goto need_more;
+	if (r == SASL_REFUSED) {
+		METRIC_ADD(w->m, sasl_refused, 1);
+		return conn_fail(c, "%s", err);
+	}
+	if (r != SASL_OK) {
+		METRIC_ADD(w->m, malformed_requests, 1);
+		return conn_fail(c, "%s", err);
 	}
 	c->seen_request = true;
 	c->requests++;
@@ -769,6 +834,28 @@ resp_parse(struct conn *c)
 			return resp_finish_rewrite(c);
 		return take > 0;
 	}
+	if (c->sasl.phase == SASL_RAW_SERVER) {
+		/* The broker's token of a legacy raw SASL exchange. */
+		if (avail == 0)
+			return 0;
+		uint64_t frame = 0;
+		char err[160];
+		int r = sasl_on_raw_token(&c->sasl, false, d->buf + d->start + d->fwd, avail,
+		    w->cl->max_frame_bytes, &frame, err, sizeof err);
+		if (r == SASL_NEED_MORE)
+			return 0;
+		if (r != SASL_OK) {
+			if (r == SASL_TOO_LARGE)
+				METRIC_ADD(w->m, frame_too_large, 1);
+			else
+				METRIC_ADD(w->m, malformed_responses, 1);
+			return conn_upstream_broken(c, "%s", err);
+		}
+		d->frame_left = frame;
+		if (c->sasl.authenticated && c->sasl.phase == SASL_KAFKA)
+			log_debug("SASL raw exchange relayed", "mechanism=%s", c->sasl.mech_name);
+		return 1;
+	}
 	struct inflight *head = fifo_head(c);
 	if (head && head->synthetic) {
 		if (d->fwd)
@@ -819,6 +906,22 @@ resp_parse(struct conn *c)
 		    "%d (%s)", corr, head->corr, kc_api_name(head->key));
 	}
 	c->seen_response = true;
+	if (head->key == KC_API_SASL_HANDSHAKE || head->key == KC_API_SASL_AUTHENTICATE) {
+		/* Its error code moves the SASL state on (sasl.h). */
+		r = sasl_on_response(&c->sasl, head->key, head->ver, p, avail, err, sizeof err);
+		if (r == SASL_NEED_MORE) {
+			if (d->start + d->fwd == 0 && d->end == WORKER_BUF_SIZE) {
+				METRIC_ADD(w->m, malformed_responses, 1);
+				return conn_upstream_broken(c, "%s response header larger than %d "
+				    "bytes", kc_api_name(head->key), WORKER_BUF_SIZE);
+			}
+			return 0;
+		}
+		if (r != SASL_OK) {
+			METRIC_ADD(w->m, malformed_responses, 1);
+			return conn_upstream_broken(c, "%s", err);
+		}
+	}
 	if (kc_response_needs_rewrite(head->key, head->ver)) {
 		if (d->fwd)
 			return 0;  /* flush what precedes it first */
@@ -974,6 +1077,10 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 	if (c->up_eof && !c->resp.fwd && !c->resp.out) {
 		/* Every whole response received has been delivered. */
 		METRIC_ADD(w->m, upstream_closed, 1);
+		if (c->sasl.phase == SASL_RAW_SERVER && !c->resp.frame_left)
+			return conn_end(c, "upstream closed the connection instead of answering "
+			    "a %s token (legacy raw SASL): authentication refused",
+			    c->sasl.mech_name);
 		if (c->fifo_len == 0 && !c->resp.frame_left && !c->resp.acc)
 			return conn_end(c, "upstream closed the connection");
 		struct inflight *head = fifo_head(c);
@@ -1442,7 +1549,8 @@ conn_handover_view(const struct conn *c)
 	const struct dir *r = &c->resp;
 	struct handover_view v = {
 		.upstream_open = c->state == CONN_OPEN,
-		.movable = conn_movable(c),
+		/* (a raw SASL exchange cannot continue elsewhere) */
+		.movable = conn_movable(c) && sasl_movable(&c->sasl),
 		.owes = !conn_owes_nothing(c),
 		.frame_partial = c->req.frame_left > 0 || c->req.skip_left > 0,
 		.resp_unparsed = r->buf && r->end > r->start + r->fwd,
@@ -1490,7 +1598,7 @@ conn_handover_send(struct conn *c)
 	if (!msg)
 		return -1;
 	handover_record_init(&rec, w->handover_seq + 1, c->broker_index, c->upstream_try, up,
-	    c->requests, pending);
+	    c->requests, pending, sasl_encode(&c->sasl));
 	memcpy(msg, &rec, sizeof rec);
 	if (pending)
 		memcpy(msg + sizeof rec, c->req.buf + c->req.start + c->req.fwd, pending);
@@ -1728,6 +1836,7 @@ conn_adopt(struct worker *w, struct ipc_msg *msg)
 	c->upstream_try = (size_t)a.rec.upstream_try;
 	c->requests = a.rec.requests;
 	c->seen_request = a.seen_request;
+	c->sasl = a.sasl;
 	if (a.rec.pending_len) {
 		/* Read by the old worker, not forwarded: first in line. */
 		memcpy(c->req.buf, a.pending, a.rec.pending_len);

@@ -80,6 +80,9 @@ check_cluster(const struct cfg *c, const struct cfg_cluster *cl)
 	FUZZ_CHECK(cl->max_frame_bytes >= 1024 && cl->max_frame_bytes <= (1ULL << 30), "max_frame_bytes");
 	FUZZ_CHECK(cl->request_timeout_ms > 0, "request_timeout");
 	FUZZ_CHECK(cl->max_inflight >= 1 && cl->max_inflight <= 65536, "max_inflight");
+	/* [sasl] */
+	FUZZ_CHECK(cl->sasl_max_frame_bytes >= 1024 && cl->sasl_max_frame_bytes <= (1ULL << 30),
+	    "sasl_max_frame_bytes");
 }
 
 static bool
@@ -115,6 +118,9 @@ same_cluster(const struct cfg_cluster *a, const struct cfg_cluster *b, const cha
 		DIFF("request_timeout");
 	if (a->max_inflight != b->max_inflight)
 		DIFF("max_inflight_per_connection");
+	/* [sasl] */
+	if (a->sasl_max_frame_bytes != b->sasl_max_frame_bytes)
+		DIFF("sasl_max_frame_bytes");
 #undef DIFF
 	return true;
 }

@@ -866,7 +866,8 @@ Test(config_canonical, exact_text)
 	    "request_timeout = 30s\n"
 	    "max_inflight_per_connection = 1024\n"
 	    "handover = on\n"
-	    "workers = 1\n");
+	    "workers = 1\n"
+	    "sasl_max_frame_bytes = 512KiB\n");
 	free(s);
 	s = cfg_cluster_canonical(&r.c.clusters[1]);
 	cr_assert_str_eq(s,
@@ -882,7 +883,39 @@ Test(config_canonical, exact_text)
 	    "request_timeout = 30s\n"
 	    "max_inflight_per_connection = 1024\n"
 	    "handover = on\n"
-	    "workers = 1\n");
+	    "workers = 1\n"
+	    "sasl_max_frame_bytes = 512KiB\n");
+	free(s);
+	done(&r);
+}
+
+/* [sasl] the pre-authentication frame limit: validated, canonical */
+Test(config_sasl, sasl_max_frame_bytes)
+{
+	struct res r;
+	char *s;
+
+	expect_errors(CLUSTER_A "sasl_max_frame_bytes = 1023\n",
+	    "t.ini:5: sasl_max_frame_bytes: 1023 out of range (1KiB-1GiB)\n");
+	expect_errors(CLUSTER_A "sasl_max_frame_bytes = 2GiB\n",
+	    "t.ini:5: sasl_max_frame_bytes: 2GiB out of range (1KiB-1GiB)\n");
+	expect_errors(CLUSTER_A "sasl_max_frame_bytes = lots\n",
+	    "t.ini:5: sasl_max_frame_bytes: invalid size 'lots' (use B, KiB, MiB "
+	    "or GiB)\n");
+	expect_ok(&r, CLUSTER_A);
+	cr_assert_eq(r.c.clusters[0].sasl_max_frame_bytes, 512 << 10, "default 512KiB");
+	done(&r);
+	expect_ok(&r, CLUSTER_A "sasl_max_frame_bytes = 64KiB\n");
+	cr_assert_eq(r.c.clusters[0].sasl_max_frame_bytes, 64 << 10);
+	s = cfg_cluster_canonical(&r.c.clusters[0]);
+	cr_assert(strstr(s, "\nsasl_max_frame_bytes = 64KiB\n"), "%s", s);
+	struct cfg c2;
+	struct cfg_errors e;
+	cfg_errors_init(&e);
+	cr_assert_eq(cfg_parse_string("c", s, strlen(s), &c2, &e), 0);
+	cr_assert_eq(c2.clusters[0].sasl_max_frame_bytes, 64 << 10);
+	cfg_free(&c2);
+	cfg_errors_free(&e);
 	free(s);
 	done(&r);
 }
