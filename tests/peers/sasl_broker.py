@@ -10,7 +10,7 @@ use them), in both framings: SaslAuthenticate frames after a SaslHandshake
 v1, or the legacy raw tokens ([int32 length][token], no Kafka header) after a
 SaslHandshake v0. Like a Kafka SASL listener it closes the connection on any
 other request before authentication (--preauth-metadata lets Metadata
-through) and after a failed authentication (a SaslAuthenticate failure is
+through, --auth-optional everything) and after a failed authentication (a SaslAuthenticate failure is
 answered with error 58 first; a raw exchange has no way to say it).
 Re-authentication (KIP-368) is accepted on an authenticated connection;
 --session-lifetime-ms is returned in SaslAuthenticate v1+ answers.
@@ -341,7 +341,8 @@ class Conn:
             return self.handshake(r, corr, ver)
         if key == 36:
             return self.authenticate(r, corr, ver)
-        if not self.authenticated and not (key == 3 and self.b.preauth_metadata):
+        if not self.authenticated and not self.b.auth_optional and \
+                not (key == 3 and self.b.preauth_metadata):
             log("REFUSED", f"api={key}", "before authentication: closing")
             return False
         if key == 3:
@@ -458,6 +459,7 @@ class Broker:
         self.users = dict(u.split(":", 1) for u in args.user)
         self.mechanisms = args.mechanisms.split(",")
         self.preauth_metadata = args.preauth_metadata
+        self.auth_optional = args.auth_optional
         self.session_lifetime_ms = args.session_lifetime_ms
         self.node_id = args.node_id
         self.topics = args.topic or ["t"]
@@ -490,6 +492,9 @@ def main():
     ap.add_argument("--topic", action="append", default=[])
     ap.add_argument("--preauth-metadata", action="store_true",
                     help="answer Metadata before authentication")
+    ap.add_argument("--auth-optional", action="store_true",
+                    help="serve every request without authentication (a plaintext "
+                         "listener that also speaks SASL)")
     ap.add_argument("--session-lifetime-ms", type=int, default=0)
     ap.add_argument("--stdin-exit", action="store_true", help="exit when stdin closes")
     args = ap.parse_args()
