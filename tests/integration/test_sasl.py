@@ -430,8 +430,15 @@ def test_authenticated_connection_moves_on_reload_raw_exchange_drains(keeper, wo
     wait_for(lambda: f.cluster("S").get("lastReplacement"), 10, what="replacement done")
     rep = f.cluster("S")["lastReplacement"]
     assert rep["handedOver"] == 1, rep
-    # the new worker knows `auth` is authenticated: 1 MiB passes
+    # the new worker knows `auth` is authenticated: a re-authentication
+    # whose token (a 600 KiB authzid) is over sasl_max_frame_bytes passes,
+    # as it would have in the old worker (a fresh connection's handshake
+    # would bring the limit back)
+    assert auth.handshake(1, "PLAIN")[0] == 0
+    code, msg, _ = auth.authenticate(1, b"z" * (600 << 10) + b"\0alice\0secret")
+    assert code == 0, msg
     assert auth.produce(b"h" * MIB) == 0
     assert f"bytes={MIB}" in peer.log_text()
+    assert frames_rejected(f, "S", "sasl_frame_too_large") == 0
     auth.close()
     raw.close()
