@@ -668,6 +668,11 @@ req_parse(struct conn *c)
 	/* Keys newer than the codec's table: their header layout is a guess
 	 * and nothing in ferry has vetted what their responses carry. */
 	int16_t key = kc_get_i16(p + 4);
+	if (!c->seen_request && sasl_legacy_gssapi(p, avail)) {
+		METRIC_ADD(w->m, sasl_refused, 1);
+		return conn_fail(c, "a bare GSSAPI token with no SaslHandshake (a Kafka 0.9 "
+		    "client) is not relayed: use a client with SaslHandshake v1");
+	}
 	if (key > KC_API_KEY_MAX_KNOWN) {
 		METRIC_ADD(w->m, malformed_requests, 1);
 		return conn_fail(c, "refused request with unknown API key %d", key);

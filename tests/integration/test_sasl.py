@@ -295,8 +295,14 @@ def test_v0_mechanisms_not_relayed_are_refused_and_counted(senv):
         c.s.sendall(B.request(17, 0, 1, B.string(mech)))
         assert c.closed_within(), mech
         c.close()
-    wait_for(lambda: frames_rejected(f, "S", "sasl_mechanism_refused") == before + 3, 5,
-             what="3 refusals counted")
+    # a Kafka 0.9 client: a bare GSSAPI token with no handshake at all
+    c = Client(_boot(f))
+    B.send_frame(c.s, b"\x60\x82\x02\x00" + b"\x06\x09" + b"\0" * 40)
+    assert c.closed_within()
+    c.close()
+    wait_for(lambda: frames_rejected(f, "S", "sasl_mechanism_refused") == before + 4, 5,
+             what="4 refusals counted")
+    assert "a bare GSSAPI token with no SaslHandshake" in ferry_log(f)
     log = ferry_log(f)
     assert "SASL mechanism 'GSSAPI' in the legacy SaslHandshake v0 raw token framing is not relayed" in log
     assert "'OAUTHBEARER'" in log and "'X-UNKNOWN'" in log

@@ -388,3 +388,12 @@ Test(sasl, encode_decode_round_trip)
 	cr_assert_eq(sasl_decode(1u << 12, &t, err, sizeof err), -1);
 	cr_assert_eq(sasl_decode(7u << 3, &t, err, sizeof err), -1);
 }
+
+Test(sasl, legacy_gssapi_first_token)
+{
+	uint8_t tok[8] = { 0, 0, 0, 4, 0x60, 0x82, 0x01, 0x00 };
+	cr_assert(sasl_legacy_gssapi(tok, 8));
+	cr_assert(!sasl_legacy_gssapi(tok, 4), "needs the first body byte");
+	uint8_t kafka[8] = { 0, 0, 0, 4, 0x00, 0x12, 0x00, 0x03 };  /* ApiVersions v3 */
+	cr_assert(!sasl_legacy_gssapi(kafka, 8));
+}

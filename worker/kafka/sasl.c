@@ -273,6 +273,12 @@ sasl_on_raw_token(struct sasl *s, bool from_client, const uint8_t *buf, size_t a
 }
 
 bool
+sasl_legacy_gssapi(const uint8_t *buf, size_t avail)
+{
+	return avail >= 5 && buf[4] == 0x60;
+}
+
+bool
 sasl_movable(const struct sasl *s)
 {
 	return s->phase == SASL_KAFKA;

@@ -164,6 +164,12 @@ int sasl_on_response(struct sasl *s, int16_t api_key, int16_t api_version, const
 int sasl_on_raw_token(struct sasl *s, bool from_client, const uint8_t *buf, size_t avail,
 		      uint64_t max, uint64_t *frame, char *err, size_t errlen);
 
+/* Whether a connection's first frame (buf at its size prefix, avail bytes)
+ * is a bare GSSAPI token, as Kafka 0.9 clients send without any
+ * SaslHandshake: an ASN.1 application tag 0x60 where the API key's high
+ * byte would be (no API key that large exists). Never relayed. */
+bool sasl_legacy_gssapi(const uint8_t *buf, size_t avail);
+
 /* Whether the connection may continue in another worker (no raw exchange
  * in progress). */
 bool sasl_movable(const struct sasl *s);
