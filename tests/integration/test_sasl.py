@@ -287,6 +287,26 @@ def test_v0_raw_wrong_password_closes(senv):
     assert "AUTH fail user=alice mech=PLAIN framing=raw" in peer.log_text()
 
 
+@pytest.mark.parametrize("mech", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_legacy_client_raw_exchange_through_ferry(senv, mech):
+    """kafka-python 2.0 always authenticates with SaslHandshake v0 and raw
+    tokens: a real legacy client, through the bootstrap and a broker port."""
+    f, peer = senv
+    from kafka import KafkaProducer
+    p = KafkaProducer(bootstrap_servers=f.bootstrap("S"), security_protocol="SASL_PLAINTEXT",
+                      sasl_mechanism=mech, sasl_plain_username="bob",
+                      sasl_plain_password="builder", acks=1, request_timeout_ms=10000,
+                      max_block_ms=15000)
+    try:
+        md = p.send(TOPIC, b"legacy").get(timeout=15)
+        assert md.offset >= 1
+    finally:
+        p.close(timeout=5)
+    assert peer.count(f"HANDSHAKE v0 mech={mech} ok") >= 2
+    assert peer.count(f"AUTH ok user=bob mech={mech} framing=raw") >= 2
+    assert "PRODUCE user=bob acks=1" in peer.log_text()
+
+
 def test_v0_mechanisms_not_relayed_are_refused_and_counted(senv):
     f, peer = senv
     before = frames_rejected(f, "S", "sasl_mechanism_refused")

@@ -3,7 +3,7 @@
 
 One broker (one node id) on one port, speaking just enough Kafka:
 ApiVersions v0-4, SaslHandshake v0-1, SaslAuthenticate v0-2, Metadata v1
-(advertising itself: --advertised-host/--advertised-port) and Produce v3
+(advertising itself: --advertised-host/--advertised-port) and Produce v2-3
 (acks=0 gets no answer; otherwise every partition succeeds). Mechanisms:
 PLAIN and SCRAM-SHA-256/512 (real RFC 5802 arithmetic, so a real client can
 use them), in both framings: SaslAuthenticate frames after a SaslHandshake
@@ -263,7 +263,7 @@ class PlainServer:
 
 # ---- the broker -------------------------------------------------------------
 
-API_VERSIONS = [(0, 3, 3), (3, 1, 1), (17, 0, 1), (18, 0, 4), (36, 0, 2)]
+API_VERSIONS = [(0, 2, 3), (3, 1, 1), (17, 0, 1), (18, 0, 4), (36, 0, 2)]
 
 
 def log(*words):
@@ -425,7 +425,8 @@ class Conn:
         return True
 
     def produce(self, r, corr, ver):
-        r.string()           # transactional id
+        if ver >= 3:
+            r.string()       # transactional id
         acks = r.i16()
         r.i32()              # timeout
         out = []
