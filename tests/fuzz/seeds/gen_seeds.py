@@ -332,6 +332,17 @@ def gen_frame():
     put("fuzz_frame", "partial", bytes([sel]) + request(0, 9, 3, "rdkafka", produce_body(9, None, -1))[:13])
     put("fuzz_frame", "response-prefix", bytes([sel]) + i32(10) + i32(77) + b"\x00\x01")
     put("fuzz_frame", "small-max", bytes([1]) + request(3, 1, 1, "c", i32(0)))
+    # SASL pass-through (sasl.c): handshakes v0/v1, SaslAuthenticate v2, a
+    # flexible SaslAuthenticate response with a tag, a raw token
+    put("fuzz_frame", "sasl-handshake-v0-scram", bytes([sel]) + request(17, 0, 10, "kafka-python",
+        string(False, "SCRAM-SHA-256")))
+    put("fuzz_frame", "sasl-handshake-v1-gssapi", bytes([sel]) + request(17, 1, 11, "rdkafka",
+        string(False, "GSSAPI")))
+    put("fuzz_frame", "sasl-authenticate-v2", bytes([sel]) + request(36, 2, 12, "rdkafka",
+        uv(15) + b"\x00alice\x00secret" + b"\x00"))
+    put("fuzz_frame", "sasl-authenticate-response-v2", bytes([sel]) + i32(14) + i32(12)
+        + b"\x01\x00\x01\xaa" + i16(0) + b"\x00\x01" + i32(0)[:2])
+    put("fuzz_frame", "sasl-raw-token", bytes([sel]) + i32(13) + b"\x00alice\x00secret")
     # reader machine (selector bit 7): ops over a buffer, see fuzz_frame.c
     put("fuzz_frame", "vm-strings", bytes([0x80, 0x10]) + bytes([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])
         + b"\x00\x03abc\xff\xff\x04xyz\x00\x01" + b"\x02\x00\x01\xaa")
