@@ -195,9 +195,9 @@ def _produce_confluent(conf, n):
     return left, delivered, errors
 
 
-def test_real_client_authenticates_through_ferry_and_produces(senv):
+@pytest.mark.parametrize("mech", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_real_client_authenticates_through_ferry_and_produces(senv, mech):
     f, peer = senv
-    mech = "PLAIN"
     left, delivered, errors = _produce_confluent(_producer_conf(f, mech, "alice", "secret"), 20)
     assert left == 0 and len(delivered) == 20 and all(e is None for e in delivered), \
         (left, delivered[:3], errors[:3])

@@ -234,7 +234,9 @@ class ScramServer:
             return self.server_first.encode(), False
         attrs = dict(kv.split("=", 1) for kv in msg.split(","))
         without_proof = msg[:msg.rfind(",p=")]
-        if attrs.get("r") != self.nonce or "p" not in attrs:
+        # Kafka's ScramSaslServer only checks that the client's nonce ends
+        # with the server-first one (librdkafka 2.0 sends its own in front)
+        if not attrs.get("r", "").endswith(self.nonce) or "p" not in attrs:
             return None, True
         auth_msg = f"{self.client_first_bare},{self.server_first},{without_proof}".encode()
         sig = _hmac(h, self.stored_key, auth_msg)
