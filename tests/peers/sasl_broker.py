@@ -2,7 +2,7 @@
 """A scripted Kafka broker that requires SASL, for ferry's integration tests.
 
 One broker (one node id) on one port, speaking just enough Kafka:
-ApiVersions v0-4, SaslHandshake v0-1, SaslAuthenticate v0-2, Metadata v1
+ApiVersions v0-4, SaslHandshake v0-1, SaslAuthenticate v0-2, Metadata v0-1
 (advertising itself: --advertised-host/--advertised-port) and Produce v2-3
 (acks=0 gets no answer; otherwise every partition succeeds). Mechanisms:
 PLAIN and SCRAM-SHA-256/512 (real RFC 5802 arithmetic, so a real client can
@@ -265,7 +265,7 @@ class PlainServer:
 
 # ---- the broker -------------------------------------------------------------
 
-API_VERSIONS = [(0, 2, 3), (3, 1, 1), (17, 0, 1), (18, 0, 4), (36, 0, 2)]
+API_VERSIONS = [(0, 2, 3), (3, 0, 1), (17, 0, 1), (18, 0, 4), (36, 0, 2)]
 
 
 def log(*words):
@@ -415,13 +415,16 @@ class Conn:
 
     def metadata(self, r, corr, ver):
         n = r.i32()
-        topics = [r.string() for _ in range(n)] if n >= 0 else list(self.b.topics)
+        topics = [r.string() for _ in range(n)] if n > 0 else list(self.b.topics)
+        if n == 0 and ver >= 1:
+            topics = []      # v1+: empty = none, null = all; v0: empty = all
         b = self.b
-        body = i32(1) + i32(b.node_id) + string(b.adv_host) + i32(b.adv_port) + string(None)
-        body += i32(b.node_id)  # controller
+        body = i32(1) + i32(b.node_id) + string(b.adv_host) + i32(b.adv_port)
+        if ver >= 1:
+            body += string(None) + i32(b.node_id)  # rack, controller
         body += i32(len(topics))
         for t in topics:
-            body += i16(0) + string(t) + b"\x00" + i32(1)
+            body += i16(0) + string(t) + (b"\x00" if ver >= 1 else b"") + i32(1)
             body += i16(0) + i32(0) + i32(b.node_id) + i32(1) + i32(b.node_id) + i32(1) + i32(b.node_id)
         self.reply(corr, body)
         return True

@@ -144,11 +144,9 @@ sasl_on_request(struct sasl *s, const uint8_t *buf, size_t avail, const struct k
 			shown[i] = name[i] >= 0x20 && name[i] < 0x7f ? (char)name[i] : '?';
 		shown[k] = '\0';
 		if (h->api_version == 0 && !sasl_mech_raw_ok(m)) {
-			if (err && errlen)
-				snprintf(err, errlen, "SASL mechanism '%s' in the legacy SaslHandshake v0 "
-				    "raw token framing is not relayed (only PLAIN, SCRAM-SHA-256, "
-				    "SCRAM-SHA-512 are; a client using SaslAuthenticate, i.e. "
-				    "SaslHandshake v1, can use any mechanism)", shown);
+			SASL_ERR(err, errlen, "SASL mechanism '%s' is not relayed in legacy "
+			    "SaslHandshake v0 raw framing (PLAIN and SCRAM are; use "
+			    "SaslHandshake v1)", shown);
 			return SASL_REFUSED;
 		}
 		s->mech = m;
