@@ -52,8 +52,8 @@
  *
  * Return conventions: the sasl_on_* functions return enum sasl_status;
  * SASL_NEED_MORE means the bytes present do not cover what must be read
- * (the caller waits; nothing changed), SASL_MALFORMED / SASL_REFUSED put a
- * reason in err and change nothing.
+ * (the caller waits; nothing changed), SASL_MALFORMED / SASL_REFUSED /
+ * SASL_TOO_LARGE put a reason in err (which may be NULL) and change nothing.
  */
 #ifndef FERRY_WORKER_KAFKA_SASL_H
 #define FERRY_WORKER_KAFKA_SASL_H
