@@ -28,6 +28,7 @@
 #include <strings.h>
 
 #include "common/log.h"
+#include "common/sni.h"
 #include "common/units.h"
 
 #ifndef FERRY_DEFAULT_SOCKET
@@ -57,7 +58,9 @@ enum cfgp_fkey {
 enum cfgp_ckey {
 	CK_UPSTREAM = 0, CK_BOOTSTRAP, CK_ADVERTISED_HOST, CK_BROKER_PORTS,
 	CK_NODE_IDS, CK_MAX_CONNECTIONS, CK_MAX_FRAME_BYTES, CK_IDLE_TIMEOUT,
-	CK_REQUEST_TIMEOUT, CK_MAX_INFLIGHT, CK_WORKERS, CK_HANDOVER, CK_COUNT,
+	CK_REQUEST_TIMEOUT, CK_MAX_INFLIGHT, CK_WORKERS, CK_HANDOVER,
+	CK_GATEWAY, CK_SNI_BOOTSTRAP_HOST, CK_SNI_BROKER_PATTERN,	/* [sni] */
+	CK_COUNT,
 };
 
 /* Where each key of one cluster section was set and whether it parsed. */
@@ -763,6 +766,42 @@ cfgp_set_handover(struct cfg_cluster *cl, const char *v, char *err, size_t len)
 	return cfgp_onoff(v, &cl->handover, err, len);
 }
 
+/* ---- [sni] the SNI gateway's keys ---- */
+
+static const char *const cfgp_gateway_names[] = { "ports", "sni" };
+
+static int
+cfgp_set_gateway(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	int i = cfgp_enum(v, cfgp_gateway_names, 2, err, len, "ports or sni");
+
+	if (i >= 0)
+		cl->gateway = (enum cfg_gateway)i;
+	return i < 0 ? -1 : 0;
+}
+
+static int
+cfgp_set_sni_bootstrap_host(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	char why[160];
+
+	if (sni_host_check(v, strlen(v), why, sizeof why) != 0) {
+		snprintf(err, len, "'%s': %s", v, why);
+		return -1;
+	}
+	snprintf(cl->sni_bootstrap_host, sizeof cl->sni_bootstrap_host, "%s", v);
+	return 0;
+}
+
+static int
+cfgp_set_sni_broker_pattern(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	if (sni_pattern_check(v, err, len) != 0)
+		return -1;
+	snprintf(cl->sni_broker_pattern, sizeof cl->sni_broker_pattern, "%s", v);
+	return 0;
+}
+
 static const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT] = {
 	[CK_UPSTREAM] = { "upstream", cfgp_set_upstream },
 	[CK_BOOTSTRAP] = { "bootstrap", cfgp_set_bootstrap },
@@ -776,6 +815,9 @@ static const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT] = {
 	[CK_MAX_INFLIGHT] = { "max_inflight_per_connection", cfgp_set_max_inflight },
 	[CK_WORKERS] = { "workers", cfgp_set_workers },
 	[CK_HANDOVER] = { "handover", cfgp_set_handover },
+	[CK_GATEWAY] = { "gateway", cfgp_set_gateway },				/* [sni] */
+	[CK_SNI_BOOTSTRAP_HOST] = { "sni_bootstrap_host", cfgp_set_sni_bootstrap_host },
+	[CK_SNI_BROKER_PATTERN] = { "sni_broker_pattern", cfgp_set_sni_broker_pattern },
 };
 
 /* ---- sections ---- */
@@ -1054,6 +1096,65 @@ cfgp_handler(void *user, const char *section, const char *name,
 
 /* ---- cross-checks ---- */
 
+/*
+ * [sni] The gateway keys. Returns true when the cluster is in SNI mode
+ * (then fully checked here: it has no broker ports, node ids or advertised
+ * host, which are refused rather than silently ignored), false for a
+ * port-per-broker cluster, where the sni_* keys are refused.
+ */
+static bool
+cfgp_finish_sni(struct cfgp *p, size_t idx)
+{
+	struct cfg_cluster *cl = &p->cfg->clusters[idx];
+	const struct cfgp_meta *m = &p->meta[idx];
+	static const enum cfgp_ckey sni_only[] = { CK_SNI_BOOTSTRAP_HOST, CK_SNI_BROKER_PATTERN };
+	static const enum cfgp_ckey ports_only[] = {
+		CK_BROKER_PORTS, CK_NODE_IDS, CK_ADVERTISED_HOST,
+	};
+	static const enum cfgp_ckey required[] = { CK_UPSTREAM, CK_BOOTSTRAP };
+	size_t i;
+
+	if (!m->ok[CK_GATEWAY] || cl->gateway != CFG_GATEWAY_SNI) {
+		for (i = 0; i < sizeof sni_only / sizeof sni_only[0]; i++)
+			if (m->line[sni_only[i]] != 0)
+				cfgp_err(p, m->line[sni_only[i]], "%s: only used with "
+				    "gateway = sni", cfgp_ckeys[sni_only[i]].name);
+		/* a bad gateway value was reported; check the rest as ports */
+		return false;
+	}
+	for (i = 0; i < sizeof sni_only / sizeof sni_only[0]; i++)
+		if (m->line[sni_only[i]] == 0)
+			cfgp_err(p, m->line[CK_GATEWAY], "gateway = sni needs %s in "
+			    "[cluster %s]", cfgp_ckeys[sni_only[i]].name, cl->name);
+	for (i = 0; i < sizeof ports_only / sizeof ports_only[0]; i++)
+		if (m->line[ports_only[i]] != 0)
+			cfgp_err(p, m->line[ports_only[i]], "%s: not used with gateway = "
+			    "sni (every broker is reached on the bootstrap port by its "
+			    "server name, sni_broker_pattern); remove it",
+			    cfgp_ckeys[ports_only[i]].name);
+	for (i = 0; i < sizeof required / sizeof required[0]; i++)
+		if (m->line[required[i]] == 0)
+			cfgp_err(p, cl->line, "missing required key '%s' in [cluster %s]",
+			    cfgp_ckeys[required[i]].name, cl->name);
+	if (m->ok[CK_SNI_BOOTSTRAP_HOST] && m->ok[CK_SNI_BROKER_PATTERN]) {
+		int32_t id;
+
+		if (sni_classify("", cl->sni_broker_pattern, cl->sni_bootstrap_host,
+		    strlen(cl->sni_bootstrap_host), &id) == SNI_BROKER)
+			cfgp_err(p, m->line[CK_SNI_BOOTSTRAP_HOST], "sni_bootstrap_host: "
+			    "'%s' is also the name of broker %ld by sni_broker_pattern "
+			    "'%s'; choose a name the pattern cannot produce",
+			    cl->sni_bootstrap_host, (long)id, cl->sni_broker_pattern);
+	}
+	/* the model of an SNI cluster: no broker listeners */
+	cl->broker_port_first = cl->broker_port_last = 0;
+	free(cl->node_ids);
+	cl->node_ids = NULL;
+	cl->n_brokers = 0;
+	cl->advertised_host[0] = '\0';
+	return true;
+}
+
 /* Required keys, defaults that depend on other keys, node ids. */
 static void
 cfgp_finish_cluster(struct cfgp *p, size_t idx)
@@ -1065,6 +1166,8 @@ cfgp_finish_cluster(struct cfgp *p, size_t idx)
 	};
 	size_t i, nports;
 
+	if (cfgp_finish_sni(p, idx))
+		return;
 	for (i = 0; i < sizeof required / sizeof required[0]; i++)
 		if (m->line[required[i]] == 0)
 			cfgp_err(p, cl->line, "missing required key '%s' in "
@@ -1156,7 +1259,7 @@ cfgp_check_ports(struct cfgp *p)
 		l[n++] = (struct cfgp_listener){ cl->bootstrap.host,
 		    cl->bootstrap.port, cl->bootstrap.port, i, "bootstrap",
 		    m->line[CK_BOOTSTRAP] };
-		if (m->ok[CK_BROKER_PORTS])
+		if (m->ok[CK_BROKER_PORTS] && cl->gateway == CFG_GATEWAY_PORTS)
 			l[n++] = (struct cfgp_listener){ cl->bootstrap.host,
 			    cl->broker_port_first, cl->broker_port_last, i,
 			    "broker_ports", m->line[CK_BROKER_PORTS] };
@@ -1445,17 +1548,20 @@ cfg_cluster_canonical(const struct cfg_cluster *cl)
 	}
 	units_fmt_addr(&cl->bootstrap, buf, sizeof buf);
 	cfgp_sb_printf(&b, "\nbootstrap = %s\n", buf);
-	cfgp_sb_printf(&b, "advertised_host = %s\n", cl->advertised_host);
-	if (cl->broker_port_first == cl->broker_port_last)
-		cfgp_sb_printf(&b, "broker_ports = %u\n",
-		    (unsigned)cl->broker_port_first);
-	else
-		cfgp_sb_printf(&b, "broker_ports = %u-%u\n",
-		    (unsigned)cl->broker_port_first,
-		    (unsigned)cl->broker_port_last);
-	cfgp_sb_printf(&b, "node_ids = ");
-	cfgp_fmt_ids(&b, cl->node_ids, cl->n_brokers);
-	cfgp_sb_printf(&b, "\nmax_connections = %lu\n",
+	if (cl->gateway == CFG_GATEWAY_PORTS) {
+		cfgp_sb_printf(&b, "advertised_host = %s\n", cl->advertised_host);
+		if (cl->broker_port_first == cl->broker_port_last)
+			cfgp_sb_printf(&b, "broker_ports = %u\n",
+			    (unsigned)cl->broker_port_first);
+		else
+			cfgp_sb_printf(&b, "broker_ports = %u-%u\n",
+			    (unsigned)cl->broker_port_first,
+			    (unsigned)cl->broker_port_last);
+		cfgp_sb_printf(&b, "node_ids = ");
+		cfgp_fmt_ids(&b, cl->node_ids, cl->n_brokers);
+		cfgp_sb_printf(&b, "\n");
+	}
+	cfgp_sb_printf(&b, "max_connections = %lu\n",
 	    (unsigned long)cl->max_connections);
 	units_fmt_size(cl->max_frame_bytes, buf, sizeof buf);
 	cfgp_sb_printf(&b, "max_frame_bytes = %s\n", buf);
@@ -1469,6 +1575,11 @@ cfg_cluster_canonical(const struct cfg_cluster *cl)
 		cfgp_sb_printf(&b, "workers = auto\n");
 	else
 		cfgp_sb_printf(&b, "workers = %u\n", cl->workers);
+	/* [sni] */
+	cfgp_sb_printf(&b, "gateway = %s\n", cfg_gateway_str(cl->gateway));
+	if (cl->gateway == CFG_GATEWAY_SNI)
+		cfgp_sb_printf(&b, "sni_bootstrap_host = %s\nsni_broker_pattern = %s\n",
+		    cl->sni_bootstrap_host, cl->sni_broker_pattern);
 	if (b.failed) {
 		free(b.s);
 		return NULL;
@@ -1521,4 +1632,12 @@ cfg_policy_reload_str(enum cfg_policy_reload p)
 	if ((unsigned)p >= 2)
 		return "unknown";
 	return cfgp_reload_names[p];
+}
+
+const char *
+cfg_gateway_str(enum cfg_gateway g)
+{
+	if ((unsigned)g >= 2)
+		return "unknown";
+	return cfgp_gateway_names[g];
 }

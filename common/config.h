@@ -31,6 +31,10 @@
 enum cfg_policy_startup { CFG_STARTUP_FAIL_FAST = 0, CFG_STARTUP_BEST_EFFORT };
 enum cfg_policy_reload { CFG_RELOAD_ALL_OR_NOTHING = 0, CFG_RELOAD_PER_CLUSTER };
 enum cfg_log_format { CFG_LOG_LOGFMT = 0, CFG_LOG_JSON };
+/* [sni] How clients reach the brokers: one port per broker (broker_ports,
+ * the default) or one TLS port where the ClientHello server name says
+ * which broker (sni_bootstrap_host, sni_broker_pattern; see common/sni.h). */
+enum cfg_gateway { CFG_GATEWAY_PORTS = 0, CFG_GATEWAY_SNI };
 
 /* A host:port pair. host is a name or a literal address, IPv6 without the
  * brackets ("::1"), "0.0.0.0" / "::" for wildcards.
@@ -68,6 +72,15 @@ struct cfg_cluster {
 	                                    reload (default on) */
 	uint32_t workers;                /* worker processes per generation, default 1;
 	                                    0 = auto (the CPUs ferryd may run on) */
+
+	/* [sni] SNI gateway. With CFG_GATEWAY_SNI the cluster has the bootstrap
+	 * listener only: no broker_ports, node_ids or advertised_host (n_brokers
+	 * is 0, node_ids NULL, broker_port_first/last 0); any node id the
+	 * upstream names is reached as sni_broker_pattern with the id, on the
+	 * bootstrap port. Requires client TLS (tls_cert). */
+	enum cfg_gateway gateway;
+	char sni_bootstrap_host[CFG_HOST_MAX];
+	char sni_broker_pattern[CFG_HOST_MAX];
 };
 
 struct cfg {
@@ -165,5 +178,7 @@ int cfg_ferry_key_line(const struct cfg *c, const char *key);
 
 const char *cfg_policy_startup_str(enum cfg_policy_startup p);
 const char *cfg_policy_reload_str(enum cfg_policy_reload p);
+/* [sni] "ports" / "sni" */
+const char *cfg_gateway_str(enum cfg_gateway g);
 
 #endif

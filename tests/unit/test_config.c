@@ -866,7 +866,8 @@ Test(config_canonical, exact_text)
 	    "request_timeout = 30s\n"
 	    "max_inflight_per_connection = 1024\n"
 	    "handover = on\n"
-	    "workers = 1\n");
+	    "workers = 1\n"
+	    "gateway = ports\n");
 	free(s);
 	s = cfg_cluster_canonical(&r.c.clusters[1]);
 	cr_assert_str_eq(s,
@@ -882,7 +883,8 @@ Test(config_canonical, exact_text)
 	    "request_timeout = 30s\n"
 	    "max_inflight_per_connection = 1024\n"
 	    "handover = on\n"
-	    "workers = 1\n");
+	    "workers = 1\n"
+	    "gateway = ports\n");
 	free(s);
 	done(&r);
 }
