@@ -49,7 +49,8 @@
 	X(request_timeouts, counter, "Client connections closed because a request frame did not arrive completely within request_timeout") \
 	X(inflight_paused, counter, "Times a client request had to wait because max_inflight_per_connection requests were in flight (backpressure: the client is not read meanwhile)") \
 	X(accept_paused, counter, "Times accepting paused for 100 ms because the worker ran out of file descriptors or memory") \
-	X(responses_trailing_bytes, counter, "Rewritten upstream responses that carried bytes after the complete message (dropped; clients ignore them too)")
+	X(responses_trailing_bytes, counter, "Rewritten upstream responses that carried bytes after the complete message (dropped; clients ignore them too)") \
+	X(sni_unknown, counter, "Client TLS handshakes refused on a gateway = sni port because the ClientHello named no server or one that is neither sni_bootstrap_host nor a broker name of sni_broker_pattern (alert unrecognized_name)")
 
 /* Per Kafka API key (0..METRICS_APIS-2; the last slot takes any other):
  * requests forwarded and the upstream latency of their responses, from the

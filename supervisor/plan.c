@@ -69,6 +69,7 @@ bool
 plan_same_listeners(const struct cfg_cluster *a, const struct cfg_cluster *b)
 {
 	return plan_addr_eq(&a->bootstrap, &b->bootstrap) &&
+	       a->gateway == b->gateway &&   /* [sni] */
 	       a->broker_port_first == b->broker_port_first &&
 	       a->broker_port_last == b->broker_port_last;
 }
@@ -228,14 +229,16 @@ plan_listens_on(const struct cfg_cluster *cl, const struct cfg_addr *a)
 		return false;
 	if (cl->bootstrap.port == a->port)
 		return true;
-	return a->port >= cl->broker_port_first && a->port <= cl->broker_port_last;
+	/* [sni] gateway = sni: the bootstrap port only (n_brokers 0) */
+	return cl->n_brokers > 0 && a->port >= cl->broker_port_first && a->port <= cl->broker_port_last;
 }
 
-/* Every address of cl, one after another: index 0 bootstrap, then brokers. */
+/* Every address of cl, one after another: index 0 bootstrap, then brokers
+ * (one per broker port; none with gateway = sni). */
 static size_t
 plan_n_addrs(const struct cfg_cluster *cl)
 {
-	return 1 + (size_t)(cl->broker_port_last - cl->broker_port_first) + 1;
+	return 1 + cl->n_brokers;
 }
 
 static struct cfg_addr

@@ -129,7 +129,8 @@ promfam_write(FILE *f, struct sup *s)
 		  "reason", {
 			{ "max_connections", offsetof(struct metrics, connections_rejected) },
 			{ "tls_on_plaintext", offsetof(struct metrics, tls_on_plaintext) },
-		}, 2 },
+			{ "sni_unknown", offsetof(struct metrics, sni_unknown) },	/* [sni] */
+		}, 3 },
 		{ "ferry_frames_rejected_total",
 		  "Connections closed for a frame ferry refused, by reason", "reason", {
 			{ "malformed_request", offsetof(struct metrics, malformed_requests) },

@@ -31,6 +31,7 @@
 #include "worker/kafka/codec.h"
 #include "worker/kafka/rewrite.h"
 #include "worker/kafka/sniff.h"
+#include "common/sni.h"
 #include "common/transport.h"
 #include "worker/upstream.h"
 
@@ -89,6 +90,10 @@ struct conn {
 	ev_timer timer;
 	enum conn_state state;
 	int broker_index;
+	/* [sni] gateway = sni: the ClientHello named broker sni_node_id; its
+	 * slot (broker_index) is found once the upstream address is known */
+	bool sni_broker;
+	int32_t sni_node_id;
 	size_t upstream_try;
 	struct upstream_connect *uc;
 	struct dir req, resp;
@@ -382,7 +387,7 @@ conn_close(struct conn *c, enum log_level lvl, const char *what)
 			transport_peer(&c->cli, peer, sizeof peer);
 			log_msg(lvl, what,
 			    "reason=\"%s\" client=%s listener=%s state=%s in_flight=%zu suppressed=%llu",
-			    c->why, peer, c->broker_index < 0 ? "bootstrap" : "broker",
+			    c->why, peer, c->broker_index < 0 && !c->sni_broker ? "bootstrap" : "broker",
 			    conn_state_str(c->state), c->fifo_len, (unsigned long long)sup);
 		}
 	} else {
@@ -692,6 +697,20 @@ conn_map_broker(void *ctx, int32_t node_id, const char *up_host, size_t up_host_
 	struct conn *c = ctx;
 	struct worker *w = c->w;
 	upstream_learn_node(w, node_id, up_host, up_host_len, up_port);
+	if (w->cl->gateway == CFG_GATEWAY_SNI) {
+		/* [sni] every broker on the one TLS port, by its server name */
+		int n = worker_node_slot(w, node_id, false) < 0 ? -1 :
+		    sni_format(w->cl->sni_broker_pattern, node_id, w->sni_host, sizeof w->sni_host);
+		if (n < 0) {
+			METRIC_ADD(w->m, unknown_node, 1);
+			worker_unknown_node(w, node_id, up_host, up_host_len, up_port);
+			return -1;
+		}
+		*host = w->sni_host;
+		*host_len = (size_t)n;
+		*port = w->cl->bootstrap.port;
+		return 0;
+	}
 	int idx = cfg_node_index(w->cl, node_id);
 	if (idx < 0) {
 		/* Dropped from what the client sees (never an upstream address);
@@ -1238,6 +1257,21 @@ conn_connect_next(struct conn *c)
 	struct worker *w = c->w;
 	const char *host;
 	uint16_t port;
+	if (c->sni_broker && c->broker_index < 0) {
+		/* [sni] the broker the server name asked for */
+		int idx = upstream_node_find(w, c->sni_node_id);
+		if (idx < 0) {
+			c->state = CONN_WAIT_METADATA;
+			if (!c->waiting_metadata) {
+				c->waiting_metadata = true;
+				conn_timer_arm(c, ev_now(w->loop) +
+				    WORKER_METADATA_TIMEOUT_MS / 1000.0 + 1);
+			}
+			upstream_fetch_metadata(w);
+			return 0;
+		}
+		c->broker_index = idx;
+	}
 	if (c->broker_index < 0) {
 		host = w->cl->upstream[c->upstream_try].host;
 		port = w->cl->upstream[c->upstream_try].port;
@@ -1278,10 +1312,12 @@ conn_metadata_ready(struct worker *w)
 			continue;
 		c->waiting_metadata = false;
 		conn_timer_stop(c);
-		if (!w->nodes[c->broker_index].known) {
+		if (c->sni_broker && c->broker_index < 0)
+			c->broker_index = upstream_node_find(w, c->sni_node_id);
+		if (c->broker_index < 0 || !w->nodes[c->broker_index].known) {
 			snprintf(c->why, sizeof c->why,
 			    "upstream metadata has no broker with node id %d",
-			    w->cl->node_ids[c->broker_index]);
+			    c->sni_broker ? c->sni_node_id : w->nodes[c->broker_index].node_id);
 			METRIC_ADD(w->m, upstream_closed, 1);
 			conn_close(c, LOG_WARN, "connection closed");
 			continue;

@@ -76,9 +76,14 @@ worker_unknown_node(struct worker *w, int32_t node_id, const char *host, size_t 
 	if (w->n_unknown == WORKER_UNKNOWN_NODES)
 		return;  /* enough to tell the operator what is wrong */
 	w->unknown[w->n_unknown++] = u;
-	log_warn("upstream broker has no broker port", "node_id=%d upstream=%s:%d "
-	    "hint=\"add it to node_ids and broker_ports; clients cannot reach it\"",
-	    node_id, u.host, port);
+	if (w->cl->gateway == CFG_GATEWAY_SNI)
+		log_warn("upstream broker has no server name", "node_id=%d upstream=%s:%d "
+		    "hint=\"more than %d distinct node ids (or a negative one); clients cannot "
+		    "reach it\"", node_id, u.host, port, WORKER_SNI_NODES);
+	else
+		log_warn("upstream broker has no broker port", "node_id=%d upstream=%s:%d "
+		    "hint=\"add it to node_ids and broker_ports; clients cannot reach it\"",
+		    node_id, u.host, port);
 	worker_ipc_send(w, IPC_UNKNOWN_NODE, &u, sizeof u);
 }
 
@@ -520,7 +525,8 @@ worker_setup(struct worker *w)
 
 	w->n_listeners = 1 + w->cl->n_brokers;
 	w->listeners = calloc(w->n_listeners, sizeof *w->listeners);
-	w->nodes = calloc(w->cl->n_brokers, sizeof *w->nodes);
+	w->n_nodes = w->cl->gateway == CFG_GATEWAY_SNI ? WORKER_SNI_NODES : w->cl->n_brokers;
+	w->nodes = calloc(w->n_nodes ? w->n_nodes : 1, sizeof *w->nodes);
 	if (!w->listeners || !w->nodes)
 		worker_fail(w, "out of memory");
 	for (size_t i = 0; i < w->n_listeners; i++)
@@ -559,6 +565,32 @@ worker_setup(struct worker *w)
 	if (upstream_dns_init(w, reason, sizeof reason) == -1)
 		worker_fail(w, reason);
 	return 0;
+}
+
+int
+worker_node_slot(struct worker *w, int32_t node_id, bool add)
+{
+	if (w->cl->gateway != CFG_GATEWAY_SNI)
+		return cfg_node_index(w->cl, node_id);
+	if (node_id < 0 || w->n_nodes == 0)
+		return -1;
+	/* node ids are mostly small and dense: slot = id modulo the table,
+	 * the same in every worker of the generation (the shared block is
+	 * indexed by slot too) */
+	for (size_t k = 0, i = (size_t)node_id % w->n_nodes; k < w->n_nodes;
+	     k++, i = (i + 1) % w->n_nodes) {
+		struct worker_node *n = &w->nodes[i];
+		if (n->used && n->node_id == node_id)
+			return (int)i;
+		if (!n->used) {
+			if (!add)
+				return -1;
+			n->used = true;
+			n->node_id = node_id;
+			return (int)i;
+		}
+	}
+	return -1;
 }
 
 int

@@ -45,6 +45,8 @@
 #define WORKER_DEFER_MS 5               /* longest a worker lets a sibling go first */
 #define WORKER_HANDOVER_WINDOW 32       /* connections handed over (CONN_OUT sent)
                                            whose CONN_DONE has not come yet */
+#define WORKER_SNI_NODES GENSHM_NODES   /* [sni] gateway = sni: distinct upstream node
+                                           ids the worker serves */
 
 struct conn;
 struct upstream_fetch;
@@ -56,6 +58,7 @@ struct worker_node {
 	char host[CFG_HOST_MAX];
 	int32_t port;
 	bool known;
+	bool used;                  /* [sni] slot taken by node_id */
 };
 
 struct worker_listener {
@@ -88,7 +91,13 @@ struct worker {
 	bool accepting;
 	ev_timer accept_backoff;    /* EMFILE/ENFILE: pause accepting */
 
-	struct worker_node *nodes;  /* parallel to cl->node_ids */
+	/* Upstream brokers. gateway = ports: n_nodes = n_brokers, parallel to
+	 * cl->node_ids. [sni] gateway = sni: WORKER_SNI_NODES slots, open
+	 * addressing by node id (worker_node_slot), filled only by what the
+	 * upstream's metadata names, so any node id works, bounded. */
+	struct worker_node *nodes;
+	size_t n_nodes;
+	char sni_host[CFG_HOST_MAX]; /* [sni] the broker name last advertised */
 	struct upstream_fetch *fetch; /* in-flight metadata fetch, or NULL */
 
 	struct conn *conns;         /* doubly linked list of live connections */
@@ -155,6 +164,11 @@ int worker_ipc_send_fds(struct worker *w, enum ipc_type type, const void *payloa
 
 /* Open connections changed: publish the count for the siblings. */
 void worker_conns_changed(struct worker *w);
+
+/* [sni] The slot of node_id in w->nodes, or -1. gateway = ports: its index
+ * in cl->node_ids. gateway = sni: the slot it has; with add, a free one is
+ * taken for it (-1 only when all WORKER_SNI_NODES are taken). */
+int worker_node_slot(struct worker *w, int32_t node_id, bool add);
 
 /* Called by conn.c when a connection is gone (drain bookkeeping). */
 void worker_conn_closed(struct worker *w);
