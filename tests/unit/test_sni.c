@@ -212,7 +212,7 @@ Test(sni, match_str)
 /* ---- config: gateway = sni ---- */
 
 /* Client TLS, which gateway = sni requires. */
-#define SNI_TLS ""
+#define SNI_TLS "tls_cert = /etc/ferry/tls/cert.pem\ntls_key = /etc/ferry/tls/key.pem\n"
 
 #define SNI_CLUSTER \
 	"[cluster s]\n" \
@@ -331,6 +331,12 @@ Test(sni_config, errors_name_their_line)
 	    "gateway = sni\n" SNI_TLS,
 	    "t.ini:4: gateway = sni needs sni_bootstrap_host in [cluster s]\n"
 	    "t.ini:4: gateway = sni needs sni_broker_pattern in [cluster s]\n");
+	/* the server name is in the TLS ClientHello: no TLS, no gateway */
+	cfg_bad("[cluster s]\nupstream = 127.0.0.1:9092\nbootstrap = 127.0.0.1:9443\n"
+	    "gateway = sni\nsni_bootstrap_host = kafka.example.com\n"
+	    "sni_broker_pattern = broker-$(nodeId).kafka.example.com\n",
+	    "t.ini:4: gateway = sni needs client TLS (tls_cert and tls_key): the broker is "
+	    "chosen by the server name of the TLS ClientHello\n");
 	/* port-per-broker keys refused with sni */
 	cfg_bad(SNI_CLUSTER "broker_ports = 9444-9446\n",
 	    ": broker_ports: not used with gateway = sni (every broker is reached on the "
