@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 
 #include "common/log.h"
+#include "common/tlsmat.h"
 #include "common/units.h"
 
 /* ---- small helpers --------------------------------------------------------- */
@@ -161,6 +162,16 @@ sup_ccfg_new(const struct cfg_cluster *cl, char *err, size_t errlen)
 	}
 	cfg_errors_free(&errs);
 	cc->cl = &cc->own.clusters[0];
+	/* The TLS files read (and checked) with this configuration: what its
+	 * version covers and what every worker of it gets, also after a crash
+	 * restart. */
+	if (cl->files && !(cc->own.clusters[0].files = tlsmat_dup(cl->files))) {
+		snprintf(err, errlen, "out of memory");
+		cfg_free(&cc->own);
+		free(cc->canonical);
+		free(cc);
+		return NULL;
+	}
 	cc->n_listeners = 1 + cc->cl->n_brokers;
 	cc->listeners = calloc(cc->n_listeners, sizeof *cc->listeners);
 	if (!cc->listeners) {

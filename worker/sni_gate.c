@@ -21,8 +21,11 @@ sni_gate_cb(SSL *ssl, int *alert, void *arg)
 	int32_t id = -1;
 	enum sni_match m = sni_classify(g->bootstrap_host, g->pattern, name, len, &id);
 
+	struct sni_pick *p = sni_gate_idx >= 0 ? SSL_get_ex_data(ssl, sni_gate_idx) : NULL;
 	if (m == SNI_UNKNOWN) {
 		uint64_t sup = 0;
+		if (p)
+			p->refused = true;
 		if (g->m)
 			METRIC_ADD(g->m, sni_unknown, 1);
 		if (g->rl == NULL || log_ratelimit_ok(g->rl, 10, 20, &sup))
@@ -34,7 +37,6 @@ sni_gate_cb(SSL *ssl, int *alert, void *arg)
 		*alert = SSL_AD_UNRECOGNIZED_NAME;
 		return SSL_TLSEXT_ERR_ALERT_FATAL;
 	}
-	struct sni_pick *p = sni_gate_idx >= 0 ? SSL_get_ex_data(ssl, sni_gate_idx) : NULL;
 	if (p) {
 		p->decided = true;
 		p->match = m;

@@ -42,6 +42,7 @@ struct sni_gate {
 /* What the ClientHello asked for; written during the handshake. */
 struct sni_pick {
 	bool decided;                     /* the callback ran and accepted the name */
+	bool refused;                     /* the callback refused the name (counted) */
 	enum sni_match match;             /* SNI_BOOTSTRAP or SNI_BROKER when decided */
 	int32_t node_id;                  /* SNI_BROKER */
 };

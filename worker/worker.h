@@ -18,6 +18,7 @@
 
 #include <ares.h>
 #include <ev.h>
+#include <openssl/ssl.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -27,6 +28,7 @@
 #include "common/ipcq.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "worker/sni_gate.h"
 
 #define WORKER_IPC_FD 3
 #define WORKER_CONNECT_TIMEOUT_MS 10000
@@ -86,6 +88,12 @@ struct worker {
 	bool deferring;
 	bool defer_done;            /* stepped back once: accept on the next wake-up */
 
+	/* TLS contexts built from IPC_TLS_MATERIAL before READY (the worker
+	 * never opens a key file): clients (cl->tls) and upstream
+	 * (cl->upstream_tls); NULL = plaintext. */
+	SSL_CTX *tls_server;
+	SSL_CTX *tls_client;
+
 	struct worker_listener *listeners;
 	size_t n_listeners;
 	bool accepting;
@@ -98,6 +106,7 @@ struct worker {
 	struct worker_node *nodes;
 	size_t n_nodes;
 	char sni_host[CFG_HOST_MAX]; /* [sni] the broker name last advertised */
+	struct sni_gate sni_gate;   /* [sni] arg of tls_server's servername callback */
 	struct upstream_fetch *fetch; /* in-flight metadata fetch, or NULL */
 
 	struct conn *conns;         /* doubly linked list of live connections */

@@ -123,6 +123,7 @@ accepted(const char *sni, enum sni_match want, int32_t id)
 	cr_assert_eq(r, 0, "'%s' refused (side %c): %s / %s", sni, r, transport_tls_error(&S),
 	    transport_tls_error(&C));
 	cr_assert(pick.decided, "'%s': no pick", sni);
+	cr_assert_not(pick.refused);
 	cr_assert_eq(pick.match, want, "'%s': %s", sni, sni_match_str(pick.match));
 	cr_assert_eq(pick.node_id, id);
 	cr_assert_eq(METRIC_GET(m, sni_unknown), 0);
@@ -155,6 +156,7 @@ refused(const char *sni)
 	int r = handshake(sni, &pick);
 	cr_assert_neq(r, 0, "'%s' accepted", sni ? sni : "(no SNI)");
 	cr_assert_not(pick.decided);
+	cr_assert(pick.refused);
 	cr_assert_eq(METRIC_GET(m, sni_unknown), 1);
 	/* the client sees the alert: drive it until it fails too */
 	for (int turn = 0; turn < 20 && C.state == TRANSPORT_HANDSHAKE; turn++) {
