@@ -18,11 +18,13 @@ import os
 import re
 import shutil
 import socket
+import ssl
+import struct
 import subprocess
 
 import pytest
 
-from conftest import FERRYD, allocate_ports
+from conftest import FERRYD, _kstr, _recv_exact, allocate_ports
 
 DOMAIN = "kafka.example.com"
 BOOT_NAME = DOMAIN
@@ -149,6 +151,7 @@ def test_produce_and_consume_through_one_port(sni_env):
     assert len(set(direct.stdout.split())) == 3
     m = e.ferry.metrics()
     assert m[("ferry_sni_unknown_total", "S")] == 0
+    assert m[("ferry_worker_restarts_total", "S")] == 0
 
 
 def s_client(e, servername):
@@ -175,8 +178,49 @@ def test_unknown_or_missing_server_name_is_refused_and_counted(sni_env):
     assert code == 200
     assert re.search(r'^ferry_connections_rejected_total\{cluster="S",reason="sni_unknown"\} 3$',
                      body.decode(), re.M), body.decode()
-    # the worker is still serving
+    # the worker is still serving, and never crashed
     kcat(e, ["-L", "-m", "15"])
+    assert f.metrics()[("ferry_worker_restarts_total", "S")] == 0
+
+
+def tls_metadata(e, servername, timeout=15.0):
+    """One Metadata v0 request over TLS to the SNI port with the given server
+    name (straight to 127.0.0.1: no name lookup); {node_id: (host, port)}."""
+    ctx = ssl.create_default_context(cafile=str(e.ca))
+    req = struct.pack(">hhih", 3, 0, 77, 2) + b"it" + struct.pack(">i", 0)
+    with socket.create_connection(("127.0.0.1", e.port), timeout=timeout) as raw:
+        with ctx.wrap_socket(raw, server_hostname=servername) as s:
+            s.settimeout(timeout)
+            s.sendall(struct.pack(">i", len(req)) + req)
+            (size,) = struct.unpack(">i", _recv_exact(s, 4))
+            b = _recv_exact(s, size)
+    assert struct.unpack_from(">i", b, 0)[0] == 77
+    (nb,) = struct.unpack_from(">i", b, 4)
+    off, brokers = 8, {}
+    for _ in range(nb):
+        (nid,) = struct.unpack_from(">i", b, off)
+        h, off = _kstr(b, off + 4)
+        brokers[nid] = (h, struct.unpack_from(">i", b, off)[0])
+        off += 4
+    return brokers
+
+
+def test_broker_names_route_before_the_upstream_connect(sni_env):
+    e = sni_env
+    want = {i: (f"broker-{i}.{DOMAIN}", e.port) for i in (1, 2, 3)}
+    # the bootstrap, and each broker by its name (any case), answer
+    assert tls_metadata(e, BOOT_NAME) == want
+    for i in (1, 2, 3):
+        assert tls_metadata(e, f"broker-{i}.{DOMAIN}") == want
+    assert tls_metadata(e, f"BROKER-3.Kafka.Example.COM") == want
+    # a well-formed broker name of a node the upstream does not have: the
+    # handshake succeeds (the name is the pattern's), then the worker's
+    # metadata says there is no such broker and the connection closes
+    with pytest.raises((ConnectionError, ssl.SSLError, OSError)):
+        tls_metadata(e, f"broker-9.{DOMAIN}")
+    log = e.ferry.log_path.read_text()
+    assert "upstream metadata has no broker with node id 9" in log, log[-3000:]
+    assert e.ferry.metrics()[("ferry_sni_unknown_total", "S")] == 0
 
 
 def test_config_errors(workdir):
