@@ -68,8 +68,7 @@ def in_namespace(hosts, argv, timeout=60, input_text=None):
                           timeout=timeout)
 
 
-@pytest.fixture
-def sni_env(mock_factory, ferry_factory, workdir):
+def _sni_setup(mock_factory, ferry_factory, workdir, extra=()):
     for tool in ("openssl", "kcat", "unshare"):
         if shutil.which(tool) is None:
             pytest.fail(f"{tool} not installed (scripts/install-deps)")
@@ -88,7 +87,7 @@ def sni_env(mock_factory, ferry_factory, workdir):
         "gateway = sni",
         f"sni_bootstrap_host = {BOOT_NAME}",
         f"sni_broker_pattern = {PATTERN}",
-    ]) + "\n"
+    ] + list(extra)) + "\n"
     f.config_text = text
     f.config_path.write_text(text)
     f.start()
@@ -102,6 +101,11 @@ def sni_env(mock_factory, ferry_factory, workdir):
     e.ferry, e.mock, e.port, e.ca, e.hosts = f, mock, port, ca, hosts
     e.kcat_tls = ["-X", "security.protocol=ssl", "-X", f"ssl.ca.location={ca}"]
     return e
+
+
+@pytest.fixture
+def sni_env(mock_factory, ferry_factory, workdir):
+    return _sni_setup(mock_factory, ferry_factory, workdir)
 
 
 def kcat(e, args, timeout=60, input_text=None):
@@ -221,6 +225,24 @@ def test_broker_names_route_before_the_upstream_connect(sni_env):
     log = e.ferry.log_path.read_text()
     assert "upstream metadata has no broker with node id 9" in log, log[-3000:]
     assert e.ferry.metrics()[("ferry_sni_unknown_total", "S")] == 0
+
+
+def test_two_workers_share_learned_brokers(mock_factory, ferry_factory, workdir):
+    """workers = 2: every name reaches its upstream on either worker (both
+    share the one listening socket), with no metadata fetch beyond the
+    ones each worker makes at start."""
+    e = _sni_setup(mock_factory, ferry_factory, workdir, ["workers = 2"])
+    assert len(e.ferry.cluster("S")["workers"]) == 2
+    want = {i: (f"broker-{i}.{DOMAIN}", e.port) for i in (1, 2, 3)}
+    assert tls_metadata(e, BOOT_NAME) == want
+    fetches = e.ferry.metrics()[("ferry_metadata_fetches_total", "S")]
+    for _ in range(4):
+        for i in (1, 2, 3):
+            assert tls_metadata(e, f"broker-{i}.{DOMAIN}") == want
+    m = e.ferry.metrics()
+    assert m[("ferry_metadata_fetches_total", "S")] == fetches, m
+    assert m[("ferry_connections_accepted_total", "S")] == 13
+    assert m[("ferry_worker_restarts_total", "S")] == 0
 
 
 def test_config_errors(workdir):
