@@ -52,6 +52,9 @@ class PKI:
                  "-addext", "basicConstraints=critical,CA:TRUE",
                  "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=self.d)
         self.ca = self.d / "ca.pem"
+        # only ferryd (root) can read the keys: workers run as `user` and
+        # must never need to (they get the bytes over IPC)
+        os.chmod(self.d, 0o711)
 
     def issue(self, name, cn, san=None, days=2):
         ext = self.d / f"{name}.ext"
@@ -64,6 +67,7 @@ class PKI:
         _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
                  "-CAcreateserial", "-out", f"{name}.pem", "-days", str(days),
                  "-extfile", f"{name}.ext", cwd=self.d)
+        os.chmod(self.d / f"{name}.key", 0o600)
         return self.d / f"{name}.pem", self.d / f"{name}.key"
 
 
@@ -275,6 +279,14 @@ def test_stalled_handshake_closed_at_request_timeout(mock_factory, ferry_factory
     assert f.metrics()[("ferry_tls_handshake_failures_total", "A")] >= 1
 
 
+def _not_after(cert):
+    r = subprocess.run(["openssl", "x509", "-in", str(cert), "-noout", "-enddate"],
+                       capture_output=True, text=True, timeout=10)
+    import calendar
+    t = time.strptime(r.stdout.strip().split("=", 1)[1], "%b %d %H:%M:%S %Y GMT")
+    return calendar.timegm(t)
+
+
 def _cpu_ticks(pid):
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])
@@ -296,6 +308,15 @@ def test_certificate_renewed_on_reload(mock_factory, ferry_factory, pki):
     wait_for(lambda: f.cluster("A")["generation"] > gen, what="a new generation")
     new = served_cert_serial(port, pki)
     assert new != old, "the old certificate is still served"
+    # status and metric follow the served certificate (the renewed one: 2 days)
+    tls = f.cluster("A")["tls"]
+    assert tls["subject"] == "CN=ferry.test", tls
+    na = _not_after(pki.server[0])
+    assert tls["notAfter"] == time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(na)) + ".000Z", tls
+    code, _, body = f.http("/metrics")
+    assert f'ferry_tls_certificate_not_after_seconds{{cluster="A"}} {na}' in body.decode()
+    # 2 days left: under 14, warned at start and at the reload
+    assert len(re.findall(r'msg="TLS certificate expires soon" cluster=A', f.log_path.read_text())) >= 2
     # nothing changed: UNCHANGED
     out = json.loads(f.ctl("--json", "reload").stdout)
     assert out.get("status") == "UNCHANGED", out
@@ -375,6 +396,12 @@ def test_reload_refuses_bad_material_before_touching_anything(mock_factory, ferr
                for e in out.get("errors", [])), out
     assert f.cluster("A")["generation"] == gen
     assert [w["pid"] for w in f.cluster("A")["workers"]] == pids
+    # validate says the same, and changes nothing
+    r = f.ctl("--json", "validate", f.config_path, check=False)
+    assert r.returncode != 0
+    doc = json.loads(r.stdout)
+    assert doc["valid"] is False and any("tls_key: key does not match" in e
+                                         for e in doc["errors"]), doc
 
 
 # --------------------------------------------------------------------------
@@ -469,3 +496,103 @@ def test_upstream_name_mismatch_refused_and_verify_off(mock_factory, ferry_facto
     assert r.returncode == 0, r.stderr[-2000:]
     assert len(metadata_brokers(r.stdout)) == 3
     assert "upstream_tls_verify = off" in f.log_path.read_text()
+
+
+# --------------------------------------------------------------------------
+# reload: a TLS session cannot move to the new generation
+# --------------------------------------------------------------------------
+
+def _recv_exact(t, n):
+    b = b""
+    while len(b) < n:
+        chunk = t.recv(n - len(b))
+        if not chunk:
+            return b
+        b += chunk
+    return b
+
+
+def _tls_apiversions(t):
+    t.sendall(_kafka_apiversions_frame())
+    size = int.from_bytes(_recv_exact(t, 4), "big")
+    body = _recv_exact(t, size)
+    assert len(body) == size and body[:4] == b"\x00\x00\x00\x01", body[:16]
+
+
+def test_tls_connections_close_at_a_boundary_on_reload(mock_factory, ferry_factory, pki):
+    mock = mock_factory("A", 3)
+    f = ferry_factory({"A": mock}, cluster_keys=tls_keys(pki), extra_ferry="drain_spread = 1s")
+    port = f.clusters["A"]["bootstrap"]
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    t = tls_client_ctx(pki).wrap_socket(s, server_hostname="localhost")
+    _tls_apiversions(t)
+    gen = f.cluster("A")["generation"]
+    text = f.config_path.read_text().replace(f"tls_key = {pki.server[1]}",
+                                             f"tls_key = {pki.server[1]}\nidle_timeout = 9m")
+    f.config_path.write_text(text)
+    out = json.loads(f.ctl("--json", "reload").stdout)
+    assert out.get("status") == "SUCCESS", out
+    wait_for(lambda: f.cluster("A")["generation"] > gen, what="a new generation")
+    # the old session is served until ferry closes it at a boundary, within drain_spread
+    t.settimeout(10)
+    t0 = time.monotonic()
+    try:
+        closed = t.recv(1) == b""
+    except (ssl.SSLError, ConnectionError):
+        closed = True
+    assert closed and time.monotonic() - t0 < 5
+    t.close()
+    # a new session is served by the new generation
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    with tls_client_ctx(pki).wrap_socket(s, server_hostname="localhost") as t2:
+        _tls_apiversions(t2)
+    assert f.metrics().get(("ferry_connections_handed_over_total", "A"), 0) == 0
+
+
+# --------------------------------------------------------------------------
+# hostile TLS: each closes only its own connection
+# --------------------------------------------------------------------------
+
+def test_garbage_truncated_and_renegotiation(mock_factory, ferry_factory, pki):
+    mock = mock_factory("A", 3)
+    f = ferry_factory({"A": mock}, cluster_keys=tls_keys(pki))
+    port = f.clusters["A"]["bootstrap"]
+    pid = f.cluster("A")["workers"][0]["pid"]
+    # a healthy session stays up through all of it
+    keep = tls_client_ctx(pki).wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10),
+                                           server_hostname="localhost")
+    _tls_apiversions(keep)
+    before = f.metrics()[("ferry_tls_handshake_failures_total", "A")]
+    # a record header claiming a handshake, then garbage
+    for payload in (b"\x16\x03\x01\x00\x40" + os.urandom(64),
+                    b"\x16\x03\x03\xff\xff" + b"\x01" * 300,      # oversized record
+                    b"\x16\x03\x01\x00\x05\x01\x00\x00"):       # truncated, then closed
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s.sendall(payload)
+        if len(payload) < 10:
+            s.close()
+            continue
+        s.settimeout(5)
+        try:
+            while s.recv(4096):
+                pass
+        except ConnectionError:
+            pass
+        s.close()
+    wait_for(lambda: f.metrics()[("ferry_tls_handshake_failures_total", "A")] >= before + 3,
+             what="three failed handshakes counted")
+    # TLS 1.2 renegotiation asked by the client: refused, the worker lives on
+    p = subprocess.Popen(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-tls1_2",
+                          "-CAfile", str(pki.ca), "-servername", "localhost"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        out, _ = p.communicate(b"R\n", timeout=20)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, _ = p.communicate()
+    text = out.decode(errors="replace")
+    assert "RENEGOTIATING" in text, text[-2000:]
+    assert "no renegotiation" in text, text[-2000:]
+    _tls_apiversions(keep)
+    keep.close()
+    assert f.cluster("A")["workers"][0]["pid"] == pid
