@@ -10,8 +10,11 @@ broker-<id>.kafka.example.com:<port> (never an upstream address); kcat
 produces and consumes through it; only the bootstrap listener is bound;
 status and ferryctl show the gateway; an unknown server name and a
 ClientHello without one are refused with the alert unrecognized_name
-(openssl s_client) and counted (sni_unknown); a bad gateway config is
-refused with file:line.
+(openssl s_client) and counted (sni_unknown); each broker name (any case)
+routes a raw TLS connection straight to 127.0.0.1, and a well-formed name of
+a node the upstream lacks is closed after metadata; workers = 2; a reload
+with a new pattern serves the new names on the same port and refuses the
+old ones; a bad gateway config is refused with file:line.
 """
 import json
 import os
@@ -243,6 +246,30 @@ def test_two_workers_share_learned_brokers(mock_factory, ferry_factory, workdir)
     assert m[("ferry_metadata_fetches_total", "S")] == fetches, m
     assert m[("ferry_connections_accepted_total", "S")] == 13
     assert m[("ferry_worker_restarts_total", "S")] == 0
+
+
+def test_reload_changes_the_names_on_the_same_port(sni_env):
+    """A new pattern on reload: the new generation serves the new names on
+    the same listening socket; the old names are refused from then on."""
+    e = sni_env
+    f = e.ferry
+    gen = f.cluster("S")["generation"]
+    text = f.config_path.read_text().replace(f"sni_broker_pattern = {PATTERN}",
+                                             f"sni_broker_pattern = kafka-$(nodeId).{DOMAIN}")
+    f.config_path.write_text(text)
+    r = f.ctl("--json", "reload")
+    assert json.loads(r.stdout)["clustersModified"] == ["S"], r.stdout
+    c = f.cluster("S")
+    assert c["generation"] > gen and c["state"] == "accepting"
+    assert c["sni"]["brokerPattern"] == f"kafka-$(nodeId).{DOMAIN}"
+    assert [l["address"] for l in c["listeners"]] == [f"127.0.0.1:{e.port}"]
+    want = {i: (f"kafka-{i}.{DOMAIN}", e.port) for i in (1, 2, 3)}
+    assert tls_metadata(e, BOOT_NAME) == want
+    assert tls_metadata(e, f"kafka-2.{DOMAIN}") == want
+    before = f.metrics()[("ferry_sni_unknown_total", "S")]
+    rc, out = s_client(e, f"broker-2.{DOMAIN}")
+    assert rc != 0 and re.search(r"unrecognized.name", out), out
+    assert f.metrics()[("ferry_sni_unknown_total", "S")] == before + 1
 
 
 def test_config_errors(workdir):
