@@ -112,6 +112,37 @@ sni_pattern_check(const char *pattern, char *err, size_t errlen)
 	return 0;
 }
 
+int
+sni_ext_host_name(const unsigned char *ext, size_t len, const char **name, size_t *name_len)
+{
+	const char *found = NULL;
+	size_t found_len = 0;
+
+	if (ext == NULL || len < 2 || (size_t)((ext[0] << 8) | ext[1]) != len - 2)
+		return -1;
+	for (size_t off = 2; off < len;) {
+		if (len - off < 3)
+			return -1;
+		unsigned type = ext[off];
+		size_t n = (size_t)((ext[off + 1] << 8) | ext[off + 2]);
+		off += 3;
+		if (n > len - off)
+			return -1;
+		if (type == 0) {
+			if (found != NULL || n == 0)
+				return -1;  /* RFC 6066: one name of each type */
+			found = (const char *)ext + off;
+			found_len = n;
+		}
+		off += n;
+	}
+	if (found == NULL)
+		return -1;
+	*name = found;
+	*name_len = found_len;
+	return 0;
+}
+
 /* Strip one trailing dot. */
 static size_t
 sni_trim(const char *s, size_t len)

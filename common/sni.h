@@ -11,7 +11,7 @@
  * so every name a client sends back came from sni_format().
  *
  * Pure functions (no I/O, no allocation), used by the config parser to
- * validate the keys and by the worker's TLS servername callback and its
+ * validate the keys and by the worker's TLS ClientHello callback and its
  * metadata rewrite. Role-free, hence in common/.
  *
  * Matching (sni_classify) follows DNS rules: ASCII case-insensitive, one
@@ -52,6 +52,15 @@ int sni_pattern_check(const char *pattern, char *err, size_t errlen);
  * Returns its length, or -1 when node_id < 0, the pattern has no
  * placeholder or out is too small. */
 int sni_format(const char *pattern, int32_t node_id, char *out, size_t outlen);
+
+/* The host name of a ClientHello's server_name extension (RFC 6066 3: a
+ * 2-byte list length, then entries of a 1-byte type and a 2-byte length;
+ * type 0 is host_name), given the extension's body (ext, len) as the TLS
+ * library hands it over. 0: *name (not NUL-terminated, inside ext) and
+ * *name_len set to the host_name entry; -1: malformed (lengths that do not
+ * add up, an empty or second host_name, no host_name at all). */
+int sni_ext_host_name(const unsigned char *ext, size_t len, const char **name,
+		      size_t *name_len);
 
 /* What does the ClientHello server name `name` (len bytes, not
  * NUL-terminated necessarily; NULL or len 0 = no SNI sent) ask for?

@@ -99,7 +99,7 @@ struct conn {
 	 * slot (broker_index) is found once the upstream address is known */
 	bool sni_broker;
 	int32_t sni_node_id;
-	struct sni_pick sni_pick;   /* written by the servername callback */
+	struct sni_pick sni_pick;   /* written by the ClientHello callback */
 	size_t upstream_try;
 	struct upstream_connect *uc;
 	struct dir req, resp;

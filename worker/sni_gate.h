@@ -1,7 +1,9 @@
 /*
- * sni_gate — the TLS side of an SNI gateway (gateway = sni): a servername
- * callback on the worker's server SSL_CTX that reads the ClientHello's
- * server name during the handshake, before any upstream connection exists,
+ * sni_gate — the TLS side of an SNI gateway (gateway = sni): a ClientHello
+ * callback (SSL_CTX_set_client_hello_cb) on the worker's server SSL_CTX that
+ * reads the server name of the ClientHello itself (its server_name
+ * extension, common/sni.h's sni_ext_host_name) as soon as it arrives,
+ * before any upstream connection exists,
  * and tells the connection which upstream to dial: the bootstrap servers
  * (sni_bootstrap_host) or one broker (sni_broker_pattern with its node id),
  * using the pure mapping of common/sni.h.
@@ -47,7 +49,8 @@ struct sni_pick {
 	int32_t node_id;                  /* SNI_BROKER */
 };
 
-/* Install the servername callback on a server context. */
+/* Install the ClientHello callback on a server context (it replaces any
+ * other ClientHello callback of ctx). */
 int sni_gate_install(SSL_CTX *ctx, struct sni_gate *g);
 
 /* Let the callback write this connection's choice into *p (zeroed here). */

@@ -518,7 +518,7 @@ worker_tls_setup(struct worker *w)
 		w->sni_gate = (struct sni_gate){ w->cl->sni_bootstrap_host,
 		    w->cl->sni_broker_pattern, w->m, &w->rl_proto };
 		if (!w->tls_server || sni_gate_install(w->tls_server, &w->sni_gate) != 0)
-			worker_fail(w, "TLS: cannot install the SNI gateway's servername callback");
+			worker_fail(w, "TLS: cannot install the SNI gateway's ClientHello callback");
 	}
 	if (w->cl->upstream_tls && !w->cl->upstream_tls_verify)
 		log_warn("upstream_tls_verify = off: the upstream brokers' certificates and "

@@ -106,7 +106,7 @@ struct worker {
 	struct worker_node *nodes;
 	size_t n_nodes;
 	char sni_host[CFG_HOST_MAX]; /* [sni] the broker name last advertised */
-	struct sni_gate sni_gate;   /* [sni] arg of tls_server's servername callback */
+	struct sni_gate sni_gate;   /* [sni] arg of tls_server's ClientHello callback */
 	struct upstream_fetch *fetch; /* in-flight metadata fetch, or NULL */
 
 	struct conn *conns;         /* doubly linked list of live connections */

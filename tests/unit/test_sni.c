@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/config.h"
@@ -387,4 +388,60 @@ Test(sni_config, one_listener_so_no_port_conflict_with_a_neighbour)
 	cfg_bad(SNI_CLUSTER "[cluster p]\nupstream = 127.0.0.1:9092\n"
 	    "bootstrap = 127.0.0.1:9440\nbroker_ports = 9441-9443\n",
 	    "port 9443 already used by bootstrap of [cluster s]");
+}
+
+/* ---- the server_name extension of a ClientHello ---- */
+
+static int
+ext_name(const void *ext, size_t len, char *out, size_t outlen)
+{
+	const char *n = NULL;
+	size_t nl = 0;
+	if (sni_ext_host_name(ext, len, &n, &nl) != 0)
+		return -1;
+	snprintf(out, outlen, "%.*s", (int)nl, n);
+	return (int)nl;
+}
+
+Test(sni_ext, host_name)
+{
+	char out[300];
+	/* list of 9 bytes: type 0, length 6, "kafka." */
+	static const unsigned char one[] = { 0, 9, 0, 0, 6, 'k', 'a', 'f', 'k', 'a', '.' };
+	cr_assert_eq(ext_name(one, sizeof one, out, sizeof out), 6);
+	cr_assert_str_eq(out, "kafka.");
+	/* another name type first, then host_name */
+	static const unsigned char two[] = { 0, 9, 7, 0, 1, 'x', 0, 0, 2, 'a', 'b' };
+	cr_assert_eq(ext_name(two, sizeof two, out, sizeof out), 2);
+	cr_assert_str_eq(out, "ab");
+	/* the name's bytes as sent (classify refuses a NUL inside) */
+	static const unsigned char nul[] = { 0, 6, 0, 0, 3, 'a', 0, 'b' };
+	cr_assert_eq(ext_name(nul, sizeof nul, out, sizeof out), 3);
+}
+
+Test(sni_ext, malformed)
+{
+	char out[64];
+	static const unsigned char empty_list[] = { 0, 0 };
+	static const unsigned char short_len[] = { 0, 9, 0, 0, 6, 'k', 'a' };
+	static const unsigned char list_too_long[] = { 0, 10, 0, 0, 6, 'k', 'a', 'f', 'k', 'a', '.' };
+	static const unsigned char entry_too_long[] = { 0, 4, 0, 0, 2, 'k' };
+	static const unsigned char empty_name[] = { 0, 3, 0, 0, 0 };
+	static const unsigned char two_names[] = { 0, 8, 0, 0, 1, 'a', 0, 0, 1, 'b' };
+	static const unsigned char no_host[] = { 0, 4, 7, 0, 1, 'x' };
+	static const unsigned char truncated_entry[] = { 0, 2, 0, 0 };
+	cr_assert_eq(ext_name(NULL, 0, out, sizeof out), -1);
+	cr_assert_eq(ext_name(empty_list, 1, out, sizeof out), -1);
+	cr_assert_eq(ext_name(empty_list, sizeof empty_list, out, sizeof out), -1);
+	cr_assert_eq(ext_name(short_len, sizeof short_len, out, sizeof out), -1);
+	cr_assert_eq(ext_name(list_too_long, sizeof list_too_long, out, sizeof out), -1);
+	cr_assert_eq(ext_name(entry_too_long, sizeof entry_too_long, out, sizeof out), -1);
+	cr_assert_eq(ext_name(empty_name, sizeof empty_name, out, sizeof out), -1);
+	cr_assert_eq(ext_name(two_names, sizeof two_names, out, sizeof out), -1);
+	cr_assert_eq(ext_name(no_host, sizeof no_host, out, sizeof out), -1);
+	cr_assert_eq(ext_name(truncated_entry, sizeof truncated_entry, out, sizeof out), -1);
+	/* every strict prefix of a good one is refused */
+	static const unsigned char good[] = { 0, 9, 0, 0, 6, 'k', 'a', 'f', 'k', 'a', '.' };
+	for (size_t n = 0; n < sizeof good; n++)
+		cr_assert_eq(ext_name(good, n, out, sizeof out), -1, "prefix %zu", n);
 }

@@ -1,12 +1,14 @@
 /*
- * test_sni_gate — the servername callback of the SNI gateway
+ * test_sni_gate — the ClientHello callback of the SNI gateway
  * (worker/sni_gate.c) on a real OpenSSL handshake between two TLS
  * transports over a socketpair, with a throwaway CA and a server
  * certificate for the bootstrap name and *.kafka.example.com made at test
  * time: the bootstrap name and broker names (any case, trailing dot) are
  * accepted and reported on the connection's pick during the handshake;
  * an unknown name and a ClientHello without SNI fail the handshake with the
- * alert unrecognized_name seen by the client, and are counted.
+ * alert unrecognized_name seen by the client, and are counted. A session
+ * resumed (TLS 1.2 and 1.3, tickets) under another name is routed by the
+ * name of the new ClientHello, not by the session's.
  */
 #include <criterion/criterion.h>
 
@@ -187,4 +189,83 @@ Test(sni_gate, overflow_refused)
 Test(sni_gate, no_sni_refused)
 {
 	refused(NULL);
+}
+
+/* ---- resumption: the name of this ClientHello routes, not the session's ---- */
+
+static struct tlskeys keys;
+
+/* One full connection on a fresh socketpair (the suite's S/C stay unused):
+ * handshake with `sni` at most TLS version `maxv`, resuming `resume` when
+ * given, one byte each way so TLS 1.3 tickets arrive; the client session. */
+static SSL_SESSION *
+session_with(const char *sni, int maxv, SSL_SESSION *resume, struct sni_pick *pick,
+	     bool *reused)
+{
+	int p[2];
+	struct transport s, c;
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, p), 0);
+	cr_assert_eq(transport_tls_server_init(&s, p[0], sctx), 0);
+	cr_assert_eq(sni_gate_attach(transport_tls_ssl(&s), pick), 0);
+	cr_assert_eq(transport_tls_client_init(&c, p[1], cctx, NULL, false), 0);
+	SSL *cs = transport_tls_ssl(&c);
+	cr_assert_eq(SSL_set_tlsext_host_name(cs, sni), 1);
+	cr_assert_eq(SSL_set_max_proto_version(cs, maxv), 1);
+	if (resume)
+		cr_assert_eq(SSL_set_session(cs, resume), 1);
+	for (int turn = 0; s.state == TRANSPORT_HANDSHAKE || c.state == TRANSPORT_HANDSHAKE; turn++) {
+		cr_assert_lt(turn, 50);
+		int rs = s.state == TRANSPORT_HANDSHAKE ? transport_handshake(&s) : 1;
+		int rc = c.state == TRANSPORT_HANDSHAKE ? transport_handshake(&c) : 1;
+		cr_assert(rs >= 0 && rc >= 0, "%s / %s", transport_tls_error(&s),
+		    transport_tls_error(&c));
+		if (rs == 0 || rc == 0)
+			wait_for(&s, rs == 1 ? 0 : transport_interest(&s, true, false), &c,
+			    rc == 1 ? 0 : transport_interest(&c, true, false), 2000);
+	}
+	cr_assert_eq(transport_write(&s, "x", 1), 1);
+	char b = 0;
+	for (int turn = 0; transport_read(&c, &b, 1) != 1; turn++) {
+		cr_assert_lt(turn, 50);
+		wait_for(&c, transport_interest(&c, true, false), NULL, 0, 2000);
+	}
+	*reused = SSL_session_reused(cs);
+	SSL_SESSION *sess = SSL_get1_session(cs);
+	cr_assert_eq(transport_shutdown(&c), 1);
+	transport_close(&s);
+	transport_close(&c);
+	return sess;
+}
+
+static void
+resumed_routes_by_new_name(int maxv)
+{
+	memset(&keys, 0, sizeof keys);
+	keys.n = 1;
+	memset(keys.key[0].name, 0x11, sizeof keys.key[0].name);
+	memset(keys.key[0].aes, 0x22, sizeof keys.key[0].aes);
+	memset(keys.key[0].hmac, 0x33, sizeof keys.key[0].hmac);
+	cr_assert_eq(tls_ticket_keys_install(sctx, &keys), 0);
+	struct sni_pick pick;
+	bool reused;
+	SSL_SESSION *s1 = session_with(BOOT, maxv, NULL, &pick, &reused);
+	cr_assert_not(reused);
+	cr_assert_eq(pick.match, SNI_BOOTSTRAP);
+	SSL_SESSION *s2 = session_with("broker-2.kafka.example.com", maxv, s1, &pick, &reused);
+	cr_assert(reused, "the session was not resumed");
+	cr_assert(pick.decided);
+	cr_assert_eq(pick.match, SNI_BROKER, "routed by the session's name");
+	cr_assert_eq(pick.node_id, 2);
+	SSL_SESSION_free(s1);
+	SSL_SESSION_free(s2);
+}
+
+Test(sni_gate, resumed_tls12_session_routes_by_the_new_name)
+{
+	resumed_routes_by_new_name(TLS1_2_VERSION);
+}
+
+Test(sni_gate, resumed_tls13_session_routes_by_the_new_name)
+{
+	resumed_routes_by_new_name(TLS1_3_VERSION);
 }
