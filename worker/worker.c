@@ -723,9 +723,9 @@ worker_main(int argc, char **argv)
 	worker_ipc_send(w, IPC_READY, NULL, 0);
 	if (w->ipc_fd < 0)
 		return 1;
-	log_info("ready", "generation=%llu bootstrap=%s:%u brokers=%zu",
+	log_info("ready", "generation=%llu bootstrap=%s:%u brokers=%zu gateway=%s",
 	    (unsigned long long)w->generation, w->cl->bootstrap.host, w->cl->bootstrap.port,
-	    w->cl->n_brokers);
+	    w->cl->n_brokers, cfg_gateway_str(w->cl->gateway));
 
 	ev_run(w->loop, 0);
 
