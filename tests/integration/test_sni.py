@@ -219,7 +219,7 @@ def test_broker_names_route_before_the_upstream_connect(sni_env):
     assert tls_metadata(e, BOOT_NAME) == want
     for i in (1, 2, 3):
         assert tls_metadata(e, f"broker-{i}.{DOMAIN}") == want
-    assert tls_metadata(e, f"BROKER-3.Kafka.Example.COM") == want
+    assert tls_metadata(e, "BROKER-3.Kafka.Example.COM") == want
     # a well-formed broker name of a node the upstream does not have: the
     # handshake succeeds (the name is the pattern's), then the worker's
     # metadata says there is no such broker and the connection closes
