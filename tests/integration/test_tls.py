@@ -144,9 +144,10 @@ def served_cert_serial(port, pki):
 # client-facing TLS
 # --------------------------------------------------------------------------
 
-def test_tls_clients_produce_consume_metadata(mock_factory, ferry_factory, pki):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_tls_clients_produce_consume_metadata(mock_factory, ferry_factory, pki, workers):
     mock = mock_factory("A", 3, [f"{TOPIC}:3"])
-    f = ferry_factory({"A": mock}, cluster_keys=tls_keys(pki))
+    f = ferry_factory({"A": mock}, cluster_keys=tls_keys(pki, workers=workers))
     boot = f.bootstrap("A")
 
     # metadata: the brokers are ferry's ports on its advertised host
@@ -411,14 +412,17 @@ def test_reload_refuses_bad_material_before_touching_anything(mock_factory, ferr
 class Stunnel:
     """One stunnel4 process: TLS on a fresh port per mock broker port."""
 
-    def __init__(self, keeper, workdir, request, cert, key, targets):
+    def __init__(self, keeper, workdir, request, cert, key, targets, client_ca=None):
         self.ports = allocate_ports(len(targets))
         d = Path(workdir)
         conf = ["pid =", "foreground = yes", "debug = 5",
                 f"output = {d / 'stunnel.log'}", ""]
         for i, (t, p) in enumerate(zip(targets, self.ports)):
             conf += [f"[b{i}]", f"accept = 127.0.0.1:{p}", f"connect = 127.0.0.1:{t}",
-                     f"cert = {cert}", f"key = {key}", ""]
+                     f"cert = {cert}", f"key = {key}"]
+            if client_ca:  # mutual TLS: a client certificate of this CA is required
+                conf += [f"CAfile = {client_ca}", "verifyChain = yes", "requireCert = yes"]
+            conf.append("")
         path = d / "stunnel.conf"
         path.write_text("\n".join(conf))
         register_log(request, "stunnel", d / "stunnel.log")
@@ -596,3 +600,28 @@ def test_garbage_truncated_and_renegotiation(mock_factory, ferry_factory, pki):
     _tls_apiversions(keep)
     keep.close()
     assert f.cluster("A")["workers"][0]["pid"] == pid
+
+
+def test_upstream_mutual_tls(mock_factory, ferry_factory, keeper, workdir, request, pki):
+    mock = mock_factory("A", 3)
+    st = Stunnel(keeper, workdir, request, *pki.issue("broker", "kafka broker", "IP:127.0.0.1"),
+                 mock.ports, client_ca=pki.ca)
+    keys = _upstream_keys(pki, mock, st)
+    f = ferry_factory({"A": mock}, cluster_keys=keys)
+    # no client certificate: the brokers refuse ferry
+    r = subprocess.run(["kcat", "-L", "-b", f.bootstrap("A"), "-m", "5"], capture_output=True,
+                       text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert r.returncode != 0
+    wait_for(lambda: f.cluster("A")["upstream"]["state"] == "unreachable", 20,
+             "the upstream unreachable without a client certificate")
+    # with upstream_cert / upstream_key: served
+    text = f.config_path.read_text().replace(
+        "upstream_tls_verify = on",
+        f"upstream_tls_verify = on\nupstream_cert = {pki.client[0]}\nupstream_key = {pki.client[1]}")
+    f.config_path.write_text(text)
+    out = json.loads(f.ctl("--json", "reload").stdout)
+    assert out.get("status") == "SUCCESS", out
+    r = subprocess.run(["kcat", "-L", "-b", f.bootstrap("A"), "-m", "10"], capture_output=True,
+                       text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert len(metadata_brokers(r.stdout)) == 3
