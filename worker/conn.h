@@ -24,6 +24,14 @@
  * dial map dials). A TLS connection is not movable: on a reload it closes
  * at a request boundary within drain_spread.
  *
+ * SNI gateway (gateway = sni): every connection arrives on the bootstrap
+ * listener; the ClientHello callback (worker/sni_gate.c) refuses unknown
+ * server names during the handshake and leaves a pick on the connection,
+ * which conn_tls_accepted() turns into the route: the upstream bootstrap
+ * servers, or the broker of that node id (its address learned from
+ * metadata, a sibling, or a fetch), before the upstream connect. Metadata
+ * advertises sni_broker_pattern with each node id on the bootstrap port.
+ *
  * Backpressure: a side is read only while its buffer has room; the client
  * is not read past a request boundary while max_inflight_per_connection
  * requests are in flight (the frame in progress is always finished, so
