@@ -7,7 +7,8 @@ A throwaway CA and a server certificate for kafka.example.com and
 bind-mounted over /etc/hosts), where kcat runs: the machine's own files are
 never changed. Checked: kcat -L through the one port sees the brokers as
 broker-<id>.kafka.example.com:<port> (never an upstream address); kcat
-produces and consumes through it; only the bootstrap listener is bound;
+and kafka-python (its own TLS, hostname check on) produce and consume
+through it; only the bootstrap listener is bound;
 status and ferryctl show the gateway; an unknown server name and a
 ClientHello without one are refused with the alert unrecognized_name
 (openssl s_client) and counted (sni_unknown); each broker name (any case)
@@ -159,6 +160,46 @@ def test_produce_and_consume_through_one_port(sni_env):
     m = e.ferry.metrics()
     assert m[("ferry_sni_unknown_total", "S")] == 0
     assert m[("ferry_worker_restarts_total", "S")] == 0
+
+
+KAFKA_PYTHON = r"""
+import sys
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+boot, ca, topic = sys.argv[1], sys.argv[2], sys.argv[3]
+tls = dict(security_protocol="SSL", ssl_cafile=ca, ssl_check_hostname=True,
+           request_timeout_ms=20000, api_version_auto_timeout_ms=15000)
+p = KafkaProducer(bootstrap_servers=boot, acks="all", max_block_ms=30000, **tls)
+futs = [p.send(topic, key=b"kp-%d" % i, value=b"kafka-python %d" % i) for i in range(100)]
+p.flush(60)
+for f in futs:
+    f.get(timeout=30)
+p.close(5)
+c = KafkaConsumer(bootstrap_servers=boot, consumer_timeout_ms=15000, **tls)
+parts = [TopicPartition(topic, n) for n in c.partitions_for_topic(topic)]
+c.assign(parts)
+c.seek_to_beginning(*parts)
+got = set()
+for m in c:
+    if m.key and m.key.startswith(b"kp-"):
+        got.add(m.key)
+    if len(got) == 100:
+        break
+c.close()
+print("brokers", sorted("%s:%s" % (b.host, b.port) for b in c._client.cluster.brokers()))
+print("consumed", len(got))
+"""
+
+
+def test_kafka_python_through_one_port(sni_env):
+    """kafka-python (pure Python, its own TLS and SNI code) produces and
+    consumes through the one port, checking the certificate's names."""
+    e = sni_env
+    r = in_namespace(e.hosts, ["/usr/bin/python3", "-c", KAFKA_PYTHON, f"{BOOT_NAME}:{e.port}",
+                               str(e.ca), TOPIC], timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "consumed 100" in r.stdout, r.stdout + r.stderr[-3000:]
+    want = sorted(f"broker-{i}.{DOMAIN}:{e.port}" for i in (1, 2, 3))
+    assert f"brokers {want}" in r.stdout, r.stdout
 
 
 def s_client(e, servername):
