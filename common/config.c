@@ -27,7 +27,10 @@
 #include <string.h>
 #include <strings.h>
 
+#include <sodium.h>
+
 #include "common/log.h"
+#include "common/sni.h"
 #include "common/units.h"
 
 #ifndef FERRY_DEFAULT_SOCKET
@@ -60,6 +63,12 @@ enum cfgp_ckey {
 	CK_REQUEST_TIMEOUT, CK_MAX_INFLIGHT, CK_WORKERS, CK_HANDOVER,
 	/* [sasl] */
 	CK_SASL_MAX_FRAME_BYTES,
+	/* [tls] */
+	CK_TLS_CERT, CK_TLS_KEY, CK_TLS_MIN_VERSION, CK_TLS_CIPHERS,
+	CK_TLS_CIPHERSUITES, CK_TLS_CLIENT_CA, CK_TLS_CLIENT_AUTH,
+	CK_UPSTREAM_TLS, CK_UPSTREAM_CA, CK_UPSTREAM_CERT, CK_UPSTREAM_KEY,
+	CK_UPSTREAM_TLS_VERIFY, CK_UPSTREAM_DIAL_MAP,
+	CK_GATEWAY, CK_SNI_BOOTSTRAP_HOST, CK_SNI_BROKER_PATTERN,	/* [sni] */
 	CK_COUNT,
 };
 
@@ -784,6 +793,232 @@ cfgp_set_sasl_max_frame_bytes(struct cfg_cluster *cl, const char *v, char *err,
 	return 0;
 }
 
+/* ---- [tls] keys ---- */
+
+static const char *const cfgp_tls_version_names[] = { "1.2", "1.3" };
+static const char *const cfgp_tls_auth_names[] = { "none", "requested", "required" };
+
+/* A file the supervisor reads: an absolute path without control
+ * characters. Relative paths are refused rather than resolved against a
+ * working directory that differs between ferryd, ferryd -t and systemd. */
+static int
+cfgp_path(const char *v, char *out, char *err, size_t len)
+{
+	size_t n = strlen(v);
+
+	if (v[0] != '/') {
+		snprintf(err, len, "'%s' is not an absolute path", v);
+		return -1;
+	}
+	if (n >= CFG_PATH_MAX) {
+		snprintf(err, len, "path too long (%zu bytes, max %d)", n, CFG_PATH_MAX - 1);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f) {
+			snprintf(err, len, "control character in path");
+			return -1;
+		}
+	memcpy(out, v, n + 1);
+	return 0;
+}
+
+static int
+cfgp_set_tls_cert(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return cfgp_path(v, cl->tls_cert, err, len);
+}
+
+static int
+cfgp_set_tls_key(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return cfgp_path(v, cl->tls_key, err, len);
+}
+
+static int
+cfgp_set_tls_client_ca(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return cfgp_path(v, cl->tls_client_ca, err, len);
+}
+
+static int
+cfgp_set_upstream_ca(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return cfgp_path(v, cl->upstream_ca, err, len);
+}
+
+static int
+cfgp_set_upstream_cert(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return cfgp_path(v, cl->upstream_cert, err, len);
+}
+
+static int
+cfgp_set_upstream_key(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return cfgp_path(v, cl->upstream_key, err, len);
+}
+
+static int
+cfgp_set_tls_min_version(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	if (strcmp(v, "1.0") == 0 || strcmp(v, "1.1") == 0) {
+		snprintf(err, len, "TLS %s is not supported: it is deprecated (RFC 8996); "
+		    "use 1.2 or 1.3", v);
+		return -1;
+	}
+	int i = cfgp_enum(v, cfgp_tls_version_names, 2, err, len, "1.2 or 1.3");
+
+	if (i >= 0)
+		cl->tls_min_version = i;
+	return i < 0 ? -1 : 0;
+}
+
+/* An OpenSSL cipher list or TLS 1.3 suite list: its syntax only (the names
+ * are checked by OpenSSL when the supervisor builds the context). */
+static int
+cfgp_cipher_list(const char *v, char *out, char *err, size_t len)
+{
+	size_t n = strlen(v);
+
+	if (n >= CFG_TLS_CIPHERS_MAX) {
+		snprintf(err, len, "list too long (%zu characters, max %d)", n,
+		    CFG_TLS_CIPHERS_MAX - 1);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		char c = v[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || strchr(":+-!@=_.,", c) != NULL)) {
+			snprintf(err, len, "invalid character '%c' in cipher list", c);
+			return -1;
+		}
+	}
+	memcpy(out, v, n + 1);
+	return 0;
+}
+
+static int
+cfgp_set_tls_ciphers(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return cfgp_cipher_list(v, cl->tls_ciphers, err, len);
+}
+
+static int
+cfgp_set_tls_ciphersuites(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return cfgp_cipher_list(v, cl->tls_ciphersuites, err, len);
+}
+
+static int
+cfgp_set_tls_client_auth(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	int i = cfgp_enum(v, cfgp_tls_auth_names, 3, err, len,
+	    "none, requested or required");
+
+	if (i >= 0)
+		cl->tls_client_auth = (enum cfg_tls_client_auth)i;
+	return i < 0 ? -1 : 0;
+}
+
+static int
+cfgp_set_upstream_tls(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return cfgp_onoff(v, &cl->upstream_tls, err, len);
+}
+
+static int
+cfgp_set_upstream_tls_verify(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return cfgp_onoff(v, &cl->upstream_tls_verify, err, len);
+}
+
+/* upstream_dial_map = HOST:PORT=HOST:PORT[,...]; a source address at most
+ * once. */
+static int
+cfgp_set_upstream_dial_map(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	struct cfg_dial *list;
+	const char *s, *comma;
+	char item[CFGP_ERRLEN], *eq;
+	size_t n = 1, i = 0, ilen;
+
+	for (s = v; *s != '\0'; s++)
+		if (*s == ',')
+			n++;
+	if ((list = calloc(n, sizeof *list)) == NULL) {
+		snprintf(err, len, CFG_ERR_OOM);
+		return -1;
+	}
+	for (s = v;; s = comma + 1) {
+		comma = strchr(s, ',');
+		ilen = comma ? (size_t)(comma - s) : strlen(s);
+		if (ilen >= sizeof item)
+			ilen = sizeof item - 1;
+		memcpy(item, s, ilen);
+		item[ilen] = '\0';
+		if ((eq = strchr(item, '=')) == NULL) {
+			snprintf(err, len, "'%s' is not FROM_HOST:PORT=TO_HOST:PORT", item);
+			goto fail;
+		}
+		*eq = '\0';
+		if (units_parse_addr(item, &list[i].from, 0, err, len) != 0 ||
+		    units_parse_addr(eq + 1, &list[i].to, 0, err, len) != 0)
+			goto fail;
+		for (size_t j = 0; j < i; j++)
+			if (list[j].from.port == list[i].from.port &&
+			    strcasecmp(list[j].from.host, list[i].from.host) == 0) {
+				snprintf(err, len, "%s is mapped twice", item);
+				goto fail;
+			}
+		i++;
+		if (comma == NULL)
+			break;
+	}
+	cl->dial_map = list;
+	cl->n_dial_map = n;
+	return 0;
+fail:
+	free(list);
+	return -1;
+}
+
+/* ---- [sni] the SNI gateway's keys ---- */
+
+static const char *const cfgp_gateway_names[] = { "ports", "sni" };
+
+static int
+cfgp_set_gateway(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	int i = cfgp_enum(v, cfgp_gateway_names, 2, err, len, "ports or sni");
+
+	if (i >= 0)
+		cl->gateway = (enum cfg_gateway)i;
+	return i < 0 ? -1 : 0;
+}
+
+static int
+cfgp_set_sni_bootstrap_host(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	char why[160];
+
+	if (sni_host_check(v, strlen(v), why, sizeof why) != 0) {
+		snprintf(err, len, "'%s': %s", v, why);
+		return -1;
+	}
+	snprintf(cl->sni_bootstrap_host, sizeof cl->sni_bootstrap_host, "%s", v);
+	return 0;
+}
+
+static int
+cfgp_set_sni_broker_pattern(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	if (sni_pattern_check(v, err, len) != 0)
+		return -1;
+	snprintf(cl->sni_broker_pattern, sizeof cl->sni_broker_pattern, "%s", v);
+	return 0;
+}
+
 static const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT] = {
 	[CK_UPSTREAM] = { "upstream", cfgp_set_upstream },
 	[CK_BOOTSTRAP] = { "bootstrap", cfgp_set_bootstrap },
@@ -799,7 +1034,24 @@ static const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT] = {
 	[CK_HANDOVER] = { "handover", cfgp_set_handover },
 	/* [sasl] */
 	[CK_SASL_MAX_FRAME_BYTES] = { "sasl_max_frame_bytes", cfgp_set_sasl_max_frame_bytes },
+	[CK_TLS_CERT] = { "tls_cert", cfgp_set_tls_cert },
+	[CK_TLS_KEY] = { "tls_key", cfgp_set_tls_key },
+	[CK_TLS_MIN_VERSION] = { "tls_min_version", cfgp_set_tls_min_version },
+	[CK_TLS_CIPHERS] = { "tls_ciphers", cfgp_set_tls_ciphers },
+	[CK_TLS_CIPHERSUITES] = { "tls_ciphersuites", cfgp_set_tls_ciphersuites },
+	[CK_TLS_CLIENT_CA] = { "tls_client_ca", cfgp_set_tls_client_ca },
+	[CK_TLS_CLIENT_AUTH] = { "tls_client_auth", cfgp_set_tls_client_auth },
+	[CK_UPSTREAM_TLS] = { "upstream_tls", cfgp_set_upstream_tls },
+	[CK_UPSTREAM_CA] = { "upstream_ca", cfgp_set_upstream_ca },
+	[CK_UPSTREAM_CERT] = { "upstream_cert", cfgp_set_upstream_cert },
+	[CK_UPSTREAM_KEY] = { "upstream_key", cfgp_set_upstream_key },
+	[CK_UPSTREAM_TLS_VERIFY] = { "upstream_tls_verify", cfgp_set_upstream_tls_verify },
+	[CK_UPSTREAM_DIAL_MAP] = { "upstream_dial_map", cfgp_set_upstream_dial_map },
+	[CK_GATEWAY] = { "gateway", cfgp_set_gateway },				/* [sni] */
+	[CK_SNI_BOOTSTRAP_HOST] = { "sni_bootstrap_host", cfgp_set_sni_bootstrap_host },
+	[CK_SNI_BROKER_PATTERN] = { "sni_broker_pattern", cfgp_set_sni_broker_pattern },
 };
+_Static_assert(CK_COUNT <= CFG_CLUSTER_KEYS_MAX, "cfg_cluster.key_lines too small");
 
 /* ---- sections ---- */
 
@@ -837,6 +1089,8 @@ cfgp_add_cluster(struct cfgp *p, const char *name)
 	cl->workers = 1;
 	cl->handover = true;
 	cl->sasl_max_frame_bytes = 512ULL << 10;  /* [sasl] */
+	cl->tls_min_version = CFG_TLS_1_2;
+	cl->upstream_tls_verify = true;
 	return 0;
 }
 
@@ -1078,6 +1332,114 @@ cfgp_handler(void *user, const char *section, const char *name,
 
 /* ---- cross-checks ---- */
 
+/* TLS keys that only make sense together. */
+static void
+cfgp_finish_tls(struct cfgp *p, struct cfg_cluster *cl, const struct cfgp_meta *m)
+{
+	static const enum cfgp_ckey server_only[] = {
+		CK_TLS_MIN_VERSION, CK_TLS_CIPHERS, CK_TLS_CIPHERSUITES,
+		CK_TLS_CLIENT_CA, CK_TLS_CLIENT_AUTH,
+	};
+	static const enum cfgp_ckey upstream_only[] = {
+		CK_UPSTREAM_CA, CK_UPSTREAM_CERT, CK_UPSTREAM_KEY, CK_UPSTREAM_TLS_VERIFY,
+	};
+	size_t i;
+
+	if (m->ok[CK_TLS_CERT] && !m->line[CK_TLS_KEY])
+		cfgp_err(p, m->line[CK_TLS_CERT], "tls_cert: tls_key is required with it");
+	if (m->ok[CK_TLS_KEY] && !m->line[CK_TLS_CERT])
+		cfgp_err(p, m->line[CK_TLS_KEY], "tls_key: tls_cert is required with it");
+	cl->tls = cl->tls_cert[0] != '\0' && cl->tls_key[0] != '\0';
+	if (!m->line[CK_TLS_CERT])
+		for (i = 0; i < sizeof server_only / sizeof server_only[0]; i++)
+			if (m->line[server_only[i]])
+				cfgp_err(p, m->line[server_only[i]], "%s: needs tls_cert and "
+				    "tls_key (client-facing TLS is off)",
+				    cfgp_ckeys[server_only[i]].name);
+	if (m->line[CK_TLS_CLIENT_AUTH] && m->ok[CK_TLS_CLIENT_AUTH] &&
+	    cl->tls_client_auth != CFG_TLS_AUTH_NONE && !m->line[CK_TLS_CLIENT_CA])
+		cfgp_err(p, m->line[CK_TLS_CLIENT_AUTH], "tls_client_auth: %s needs "
+		    "tls_client_ca (the CA that signs client certificates)",
+		    cfgp_tls_auth_names[cl->tls_client_auth]);
+	if (m->ok[CK_TLS_CLIENT_CA] && !m->line[CK_TLS_CLIENT_AUTH])
+		cl->tls_client_auth = CFG_TLS_AUTH_REQUIRED;
+	if (m->ok[CK_TLS_CLIENT_CA] && m->ok[CK_TLS_CLIENT_AUTH] &&
+	    cl->tls_client_auth == CFG_TLS_AUTH_NONE)
+		cfgp_err(p, m->line[CK_TLS_CLIENT_CA], "tls_client_ca: set, but "
+		    "tls_client_auth = none asks no client certificate");
+
+	if (!cl->upstream_tls)
+		for (i = 0; i < sizeof upstream_only / sizeof upstream_only[0]; i++)
+			if (m->line[upstream_only[i]])
+				cfgp_err(p, m->line[upstream_only[i]], "%s: needs "
+				    "upstream_tls = on", cfgp_ckeys[upstream_only[i]].name);
+	if (m->ok[CK_UPSTREAM_CERT] && !m->line[CK_UPSTREAM_KEY])
+		cfgp_err(p, m->line[CK_UPSTREAM_CERT], "upstream_cert: upstream_key is "
+		    "required with it");
+	if (m->ok[CK_UPSTREAM_KEY] && !m->line[CK_UPSTREAM_CERT])
+		cfgp_err(p, m->line[CK_UPSTREAM_KEY], "upstream_key: upstream_cert is "
+		    "required with it");
+}
+
+/*
+ * [sni] The gateway keys, after the common checks. Returns true when the
+ * cluster is in SNI mode (then fully checked here: it needs client TLS and
+ * has no broker ports, node ids or advertised host, which are refused
+ * rather than silently ignored), false for a port-per-broker cluster, where
+ * the sni_* keys are refused.
+ */
+static bool
+cfgp_finish_sni(struct cfgp *p, size_t idx)
+{
+	struct cfg_cluster *cl = &p->cfg->clusters[idx];
+	const struct cfgp_meta *m = &p->meta[idx];
+	static const enum cfgp_ckey sni_only[] = { CK_SNI_BOOTSTRAP_HOST, CK_SNI_BROKER_PATTERN };
+	static const enum cfgp_ckey ports_only[] = {
+		CK_BROKER_PORTS, CK_NODE_IDS, CK_ADVERTISED_HOST,
+	};
+	size_t i;
+
+	if (!m->ok[CK_GATEWAY] || cl->gateway != CFG_GATEWAY_SNI) {
+		for (i = 0; i < sizeof sni_only / sizeof sni_only[0]; i++)
+			if (m->line[sni_only[i]] != 0)
+				cfgp_err(p, m->line[sni_only[i]], "%s: only used with "
+				    "gateway = sni", cfgp_ckeys[sni_only[i]].name);
+		/* a bad gateway value was reported; the rest is checked as ports */
+		return false;
+	}
+	for (i = 0; i < sizeof sni_only / sizeof sni_only[0]; i++)
+		if (m->line[sni_only[i]] == 0)
+			cfgp_err(p, m->line[CK_GATEWAY], "gateway = sni needs %s in "
+			    "[cluster %s]", cfgp_ckeys[sni_only[i]].name, cl->name);
+	if (m->line[CK_TLS_CERT] == 0)
+		cfgp_err(p, m->line[CK_GATEWAY], "gateway = sni needs client TLS "
+		    "(tls_cert and tls_key): the broker is chosen by the server name "
+		    "of the TLS ClientHello");
+	for (i = 0; i < sizeof ports_only / sizeof ports_only[0]; i++)
+		if (m->line[ports_only[i]] != 0)
+			cfgp_err(p, m->line[ports_only[i]], "%s: not used with gateway = "
+			    "sni (every broker is reached on the bootstrap port by its "
+			    "server name, sni_broker_pattern); remove it",
+			    cfgp_ckeys[ports_only[i]].name);
+	if (m->ok[CK_SNI_BOOTSTRAP_HOST] && m->ok[CK_SNI_BROKER_PATTERN]) {
+		int32_t id;
+
+		if (sni_classify("", cl->sni_broker_pattern, cl->sni_bootstrap_host,
+		    strlen(cl->sni_bootstrap_host), &id) == SNI_BROKER)
+			cfgp_err(p, m->line[CK_SNI_BOOTSTRAP_HOST], "sni_bootstrap_host: "
+			    "'%s' is also the name of broker %ld by sni_broker_pattern "
+			    "'%s'; choose a name the pattern cannot produce",
+			    cl->sni_bootstrap_host, (long)id, cl->sni_broker_pattern);
+	}
+	/* the model of an SNI cluster: no broker listeners */
+	cl->broker_port_first = cl->broker_port_last = 0;
+	free(cl->node_ids);
+	cl->node_ids = NULL;
+	cl->n_brokers = 0;
+	cl->advertised_host[0] = '\0';
+	return true;
+}
+
 /* Required keys, defaults that depend on other keys, node ids. */
 static void
 cfgp_finish_cluster(struct cfgp *p, size_t idx)
@@ -1088,14 +1450,16 @@ cfgp_finish_cluster(struct cfgp *p, size_t idx)
 		CK_UPSTREAM, CK_BOOTSTRAP, CK_BROKER_PORTS,
 	};
 	size_t i, nports;
+	/* [sni] one listener: no broker_ports, no advertised_host */
+	bool sni = m->ok[CK_GATEWAY] && cl->gateway == CFG_GATEWAY_SNI;
 
 	for (i = 0; i < sizeof required / sizeof required[0]; i++)
-		if (m->line[required[i]] == 0)
+		if (m->line[required[i]] == 0 && !(sni && required[i] == CK_BROKER_PORTS))
 			cfgp_err(p, cl->line, "missing required key '%s' in "
 			    "[cluster %s]", cfgp_ckeys[required[i]].name,
 			    cl->name);
 
-	if (m->line[CK_ADVERTISED_HOST] == 0 && m->ok[CK_BOOTSTRAP]) {
+	if (!sni && m->line[CK_ADVERTISED_HOST] == 0 && m->ok[CK_BOOTSTRAP]) {
 		if (cfgp_host_wildcard(cl->bootstrap.host))
 			cfgp_err(p, m->line[CK_BOOTSTRAP], "advertised_host "
 			    "is required when bootstrap listens on a wildcard "
@@ -1105,6 +1469,12 @@ cfgp_finish_cluster(struct cfgp *p, size_t idx)
 			    sizeof cl->advertised_host);
 	}
 
+	cfgp_finish_tls(p, cl, m);
+	for (i = 0; i < CK_COUNT; i++)
+		cl->key_lines[i] = m->line[i];
+
+	if (cfgp_finish_sni(p, idx))
+		return;
 	if (!m->ok[CK_BROKER_PORTS])
 		return;
 	nports = (size_t)cl->broker_port_last - cl->broker_port_first + 1;
@@ -1180,7 +1550,7 @@ cfgp_check_ports(struct cfgp *p)
 		l[n++] = (struct cfgp_listener){ cl->bootstrap.host,
 		    cl->bootstrap.port, cl->bootstrap.port, i, "bootstrap",
 		    m->line[CK_BOOTSTRAP] };
-		if (m->ok[CK_BROKER_PORTS])
+		if (m->ok[CK_BROKER_PORTS] && cl->gateway == CFG_GATEWAY_PORTS)
 			l[n++] = (struct cfgp_listener){ cl->bootstrap.host,
 			    cl->broker_port_first, cl->broker_port_last, i,
 			    "broker_ports", m->line[CK_BROKER_PORTS] };
@@ -1380,6 +1750,8 @@ cfg_free(struct cfg *c)
 	for (i = 0; i < c->n_clusters; i++) {
 		free(c->clusters[i].upstream);
 		free(c->clusters[i].node_ids);
+		free(c->clusters[i].dial_map);
+		cfg_tls_files_free(c->clusters[i].files);
 	}
 	free(c->clusters);
 	free(c->path);
@@ -1469,17 +1841,20 @@ cfg_cluster_canonical(const struct cfg_cluster *cl)
 	}
 	units_fmt_addr(&cl->bootstrap, buf, sizeof buf);
 	cfgp_sb_printf(&b, "\nbootstrap = %s\n", buf);
-	cfgp_sb_printf(&b, "advertised_host = %s\n", cl->advertised_host);
-	if (cl->broker_port_first == cl->broker_port_last)
-		cfgp_sb_printf(&b, "broker_ports = %u\n",
-		    (unsigned)cl->broker_port_first);
-	else
-		cfgp_sb_printf(&b, "broker_ports = %u-%u\n",
-		    (unsigned)cl->broker_port_first,
-		    (unsigned)cl->broker_port_last);
-	cfgp_sb_printf(&b, "node_ids = ");
-	cfgp_fmt_ids(&b, cl->node_ids, cl->n_brokers);
-	cfgp_sb_printf(&b, "\nmax_connections = %lu\n",
+	if (cl->gateway == CFG_GATEWAY_PORTS) {
+		cfgp_sb_printf(&b, "advertised_host = %s\n", cl->advertised_host);
+		if (cl->broker_port_first == cl->broker_port_last)
+			cfgp_sb_printf(&b, "broker_ports = %u\n",
+			    (unsigned)cl->broker_port_first);
+		else
+			cfgp_sb_printf(&b, "broker_ports = %u-%u\n",
+			    (unsigned)cl->broker_port_first,
+			    (unsigned)cl->broker_port_last);
+		cfgp_sb_printf(&b, "node_ids = ");
+		cfgp_fmt_ids(&b, cl->node_ids, cl->n_brokers);
+		cfgp_sb_printf(&b, "\n");
+	}
+	cfgp_sb_printf(&b, "max_connections = %lu\n",
 	    (unsigned long)cl->max_connections);
 	units_fmt_size(cl->max_frame_bytes, buf, sizeof buf);
 	cfgp_sb_printf(&b, "max_frame_bytes = %s\n", buf);
@@ -1496,6 +1871,48 @@ cfg_cluster_canonical(const struct cfg_cluster *cl)
 	/* [sasl] */
 	units_fmt_size(cl->sasl_max_frame_bytes, buf, sizeof buf);
 	cfgp_sb_printf(&b, "sasl_max_frame_bytes = %s\n", buf);
+	/* [tls]: client-facing keys only when TLS is on, upstream ones only
+	 * with upstream_tls (each needs the other), paths as given. */
+	if (cl->tls) {
+		cfgp_sb_printf(&b, "tls_cert = %s\n", cl->tls_cert);
+		cfgp_sb_printf(&b, "tls_key = %s\n", cl->tls_key);
+		cfgp_sb_printf(&b, "tls_min_version = %s\n",
+		    cfg_tls_version_str((enum cfg_tls_version)cl->tls_min_version));
+		if (cl->tls_ciphers[0])
+			cfgp_sb_printf(&b, "tls_ciphers = %s\n", cl->tls_ciphers);
+		if (cl->tls_ciphersuites[0])
+			cfgp_sb_printf(&b, "tls_ciphersuites = %s\n", cl->tls_ciphersuites);
+		if (cl->tls_client_ca[0])
+			cfgp_sb_printf(&b, "tls_client_ca = %s\n", cl->tls_client_ca);
+		cfgp_sb_printf(&b, "tls_client_auth = %s\n",
+		    cfg_tls_client_auth_str(cl->tls_client_auth));
+	}
+	cfgp_sb_printf(&b, "upstream_tls = %s\n", cl->upstream_tls ? "on" : "off");
+	if (cl->upstream_tls) {
+		if (cl->upstream_ca[0])
+			cfgp_sb_printf(&b, "upstream_ca = %s\n", cl->upstream_ca);
+		if (cl->upstream_cert[0]) {
+			cfgp_sb_printf(&b, "upstream_cert = %s\n", cl->upstream_cert);
+			cfgp_sb_printf(&b, "upstream_key = %s\n", cl->upstream_key);
+		}
+		cfgp_sb_printf(&b, "upstream_tls_verify = %s\n",
+		    cl->upstream_tls_verify ? "on" : "off");
+	}
+	if (cl->n_dial_map) {
+		cfgp_sb_printf(&b, "upstream_dial_map = ");
+		for (i = 0; i < cl->n_dial_map; i++) {
+			char to[CFG_HOST_MAX + 16];
+			units_fmt_addr(&cl->dial_map[i].from, buf, sizeof buf);
+			units_fmt_addr(&cl->dial_map[i].to, to, sizeof to);
+			cfgp_sb_printf(&b, "%s%s=%s", i ? "," : "", buf, to);
+		}
+		cfgp_sb_printf(&b, "\n");
+	}
+	/* [sni] */
+	cfgp_sb_printf(&b, "gateway = %s\n", cfg_gateway_str(cl->gateway));
+	if (cl->gateway == CFG_GATEWAY_SNI)
+		cfgp_sb_printf(&b, "sni_bootstrap_host = %s\nsni_broker_pattern = %s\n",
+		    cl->sni_bootstrap_host, cl->sni_broker_pattern);
 	if (b.failed) {
 		free(b.s);
 		return NULL;
@@ -1510,6 +1927,81 @@ cfg_ferry_key_line(const struct cfg *c, const char *key)
 		if (strcmp(cfgp_fkeys[k].name, key) == 0)
 			return c->ferry_key_lines[k];
 	return 0;
+}
+
+int
+cfg_cluster_key_line(const struct cfg_cluster *cl, const char *key)
+{
+	for (int k = 0; k < CK_COUNT; k++)
+		if (strcmp(cfgp_ckeys[k].name, key) == 0)
+			return cl->key_lines[k];
+	return 0;
+}
+
+const struct cfg_addr *
+cfg_dial_lookup(const struct cfg_cluster *cl, const char *host, uint16_t port)
+{
+	for (size_t i = 0; i < cl->n_dial_map; i++)
+		if (cl->dial_map[i].from.port == port &&
+		    strcasecmp(cl->dial_map[i].from.host, host) == 0)
+			return &cl->dial_map[i].to;
+	return NULL;
+}
+
+const char *
+cfg_tls_version_str(enum cfg_tls_version v)
+{
+	if ((unsigned)v >= 2)
+		return "unknown";
+	return cfgp_tls_version_names[v];
+}
+
+const char *
+cfg_tls_file_key(enum cfg_tls_file f)
+{
+	static const char *const keys[CFG_TLS_FILES] = {
+		"tls_cert", "tls_key", "tls_client_ca", "upstream_ca", "upstream_cert",
+		"upstream_key",
+	};
+	return (unsigned)f < CFG_TLS_FILES ? keys[f] : "unknown";
+}
+
+const char *
+cfg_tls_file_path(const struct cfg_cluster *cl, enum cfg_tls_file f)
+{
+	switch (f) {
+	case CFG_TLS_F_CERT: return cl->tls_cert;
+	case CFG_TLS_F_KEY: return cl->tls_key;
+	case CFG_TLS_F_CLIENT_CA: return cl->tls_client_ca;
+	case CFG_TLS_F_UPSTREAM_CA: return cl->upstream_ca;
+	case CFG_TLS_F_UPSTREAM_CERT: return cl->upstream_cert;
+	case CFG_TLS_F_UPSTREAM_KEY: return cl->upstream_key;
+	case CFG_TLS_FILES: break;
+	}
+	return "";
+}
+
+void
+cfg_tls_files_free(struct cfg_tls_files *f)
+{
+	if (f == NULL)
+		return;
+	for (int i = 0; i < CFG_TLS_FILES; i++) {
+		if (f->data[i] != NULL) {
+			sodium_memzero(f->data[i], f->len[i]);
+			free(f->data[i]);
+		}
+	}
+	sodium_memzero(f, sizeof *f);
+	free(f);
+}
+
+const char *
+cfg_tls_client_auth_str(enum cfg_tls_client_auth a)
+{
+	if ((unsigned)a >= 3)
+		return "unknown";
+	return cfgp_tls_auth_names[a];
 }
 
 const struct cfg_cluster *
@@ -1548,4 +2040,12 @@ cfg_policy_reload_str(enum cfg_policy_reload p)
 	if ((unsigned)p >= 2)
 		return "unknown";
 	return cfgp_reload_names[p];
+}
+
+const char *
+cfg_gateway_str(enum cfg_gateway g)
+{
+	if ((unsigned)g >= 2)
+		return "unknown";
+	return cfgp_gateway_names[g];
 }

@@ -28,9 +28,27 @@
  * uploading one cannot exhaust memory by themselves. */
 #define CFG_MAX_FILE_BYTES (4u << 20)
 
+/* ---- TLS [tls] ---- */
+#define CFG_PATH_MAX 1024  /* certificate/key file paths; "" = unset */
+#define CFG_TLS_CIPHERS_MAX 512
+/* A TLS file (certificate, key, CA bundle) the supervisor reads for a
+ * worker is refused beyond this size. */
+#define CFG_TLS_FILE_MAX (1u << 20)
+
+enum cfg_tls_version { CFG_TLS_1_2 = 0, CFG_TLS_1_3 };
+enum cfg_tls_client_auth {
+	CFG_TLS_AUTH_NONE = 0,   /* no client certificate asked */
+	CFG_TLS_AUTH_REQUESTED,  /* asked; verified when sent; none is admitted */
+	CFG_TLS_AUTH_REQUIRED,   /* a verified client certificate or no connection */
+};
+
 enum cfg_policy_startup { CFG_STARTUP_FAIL_FAST = 0, CFG_STARTUP_BEST_EFFORT };
 enum cfg_policy_reload { CFG_RELOAD_ALL_OR_NOTHING = 0, CFG_RELOAD_PER_CLUSTER };
 enum cfg_log_format { CFG_LOG_LOGFMT = 0, CFG_LOG_JSON };
+/* [sni] How clients reach the brokers: one port per broker (broker_ports,
+ * the default) or one TLS port where the ClientHello server name says
+ * which broker (sni_bootstrap_host, sni_broker_pattern; see common/sni.h). */
+enum cfg_gateway { CFG_GATEWAY_PORTS = 0, CFG_GATEWAY_SNI };
 
 /* A host:port pair. host is a name or a literal address, IPv6 without the
  * brackets ("::1"), "0.0.0.0" / "::" for wildcards.
@@ -44,6 +62,30 @@ struct cfg_addr {
 	char host[CFG_HOST_MAX];
 	uint16_t port;
 };
+
+/* The files a cluster's TLS keys name, in this order (IPC_TLS_MATERIAL
+ * carries them in it too). */
+enum cfg_tls_file {
+	CFG_TLS_F_CERT = 0, CFG_TLS_F_KEY, CFG_TLS_F_CLIENT_CA,
+	CFG_TLS_F_UPSTREAM_CA, CFG_TLS_F_UPSTREAM_CERT, CFG_TLS_F_UPSTREAM_KEY,
+	CFG_TLS_FILES,
+};
+
+/* Their contents, read by the supervisor (common/tlsmat.h); len 0 = the key
+ * is unset. Freed (and wiped: keys) by cfg_free / cfg_tls_files_free. */
+struct cfg_tls_files {
+	char *data[CFG_TLS_FILES];
+	size_t len[CFG_TLS_FILES];
+};
+
+/* upstream_dial_map entry: an upstream broker address (bootstrap or learned
+ * from metadata) and the address actually dialled for it. */
+struct cfg_dial {
+	struct cfg_addr from, to;
+};
+
+/* Slots of cfg_cluster.key_lines (enough for every cluster key). */
+#define CFG_CLUSTER_KEYS_MAX 48
 
 struct cfg_cluster {
 	char name[CFG_NAME_MAX];
@@ -71,6 +113,41 @@ struct cfg_cluster {
 	/* [sasl] */
 	uint64_t sasl_max_frame_bytes;   /* client frames before SASL authentication
 	                                    (worker/kafka/sasl.h); default 512 KiB */
+
+	/* ---- TLS [tls]: client-facing (tls) and upstream (upstream_tls). The
+	 * files are read by the supervisor only (IPC_TLS_MATERIAL carries their
+	 * bytes to the worker); paths are absolute, "" = unset. */
+	bool tls;                        /* tls_cert (and tls_key) set */
+	char tls_cert[CFG_PATH_MAX];     /* PEM: certificate, then its chain */
+	char tls_key[CFG_PATH_MAX];      /* PEM private key */
+	char tls_client_ca[CFG_PATH_MAX];/* PEM CA bundle for client certificates */
+	int tls_min_version;             /* enum cfg_tls_version, default 1.2 */
+	char tls_ciphers[CFG_TLS_CIPHERS_MAX];      /* TLS <= 1.2 list; "" = OpenSSL's */
+	char tls_ciphersuites[CFG_TLS_CIPHERS_MAX]; /* TLS 1.3 suites; "" = OpenSSL's */
+	enum cfg_tls_client_auth tls_client_auth;   /* default none; required when
+	                                                tls_client_ca is set */
+	bool upstream_tls;               /* TLS to the upstream brokers */
+	char upstream_ca[CFG_PATH_MAX];  /* "" = the system trust store */
+	char upstream_cert[CFG_PATH_MAX];/* client certificate for the upstream */
+	char upstream_key[CFG_PATH_MAX];
+	bool upstream_tls_verify;        /* check the broker's name; default on */
+	struct cfg_dial *dial_map;       /* upstream_dial_map, in file order */
+	size_t n_dial_map;
+	/* Contents of the files above; NULL until the supervisor read them
+	 * (tlsmat_read). Not part of the canonical text; part of the
+	 * cluster's version (plan_cluster_version). */
+	struct cfg_tls_files *files;
+	/* Line where each cluster key was set (0 = default); see
+	 * cfg_cluster_key_line(). */
+	int key_lines[CFG_CLUSTER_KEYS_MAX];
+	/* [sni] SNI gateway. With CFG_GATEWAY_SNI the cluster has the bootstrap
+	 * listener only: no broker_ports, node_ids or advertised_host (n_brokers
+	 * is 0, node_ids NULL, broker_port_first/last 0); any node id the
+	 * upstream names is reached as sni_broker_pattern with the id, on the
+	 * bootstrap port. Requires client TLS (tls_cert). */
+	enum cfg_gateway gateway;
+	char sni_bootstrap_host[CFG_HOST_MAX];
+	char sni_broker_pattern[CFG_HOST_MAX];
 };
 
 struct cfg {
@@ -162,11 +239,32 @@ const struct cfg_cluster *cfg_find_cluster(const struct cfg *c, const char *name
  * broker_port_first + cfg_node_index(cl, k). */
 int cfg_node_index(const struct cfg_cluster *cl, int32_t node_id);
 
+/* Line where a key of this cluster was set, 0 when it was left at its
+ * default (or the key is unknown). For messages about what a key names
+ * (an unreadable tls_cert file, say) found after parsing. */
+int cfg_cluster_key_line(const struct cfg_cluster *cl, const char *key);
+
+/* The address to dial for upstream broker address host:port: its
+ * upstream_dial_map target, or NULL when it is dialled as is. The TLS name
+ * (SNI, certificate check) stays host either way. */
+const struct cfg_addr *cfg_dial_lookup(const struct cfg_cluster *cl,
+    const char *host, uint16_t port);
+
+const char *cfg_tls_version_str(enum cfg_tls_version v);
+/* The key that names file f ("tls_cert", ...) and its path in cl ("" unset). */
+const char *cfg_tls_file_key(enum cfg_tls_file f);
+const char *cfg_tls_file_path(const struct cfg_cluster *cl, enum cfg_tls_file f);
+/* Wipes (sodium_memzero) and frees the contents and f itself; NULL is fine. */
+void cfg_tls_files_free(struct cfg_tls_files *f);
+const char *cfg_tls_client_auth_str(enum cfg_tls_client_auth a);
+
 /* Line where a [ferry] key was set, 0 when it was left at its default (or
  * the key is unknown). */
 int cfg_ferry_key_line(const struct cfg *c, const char *key);
 
 const char *cfg_policy_startup_str(enum cfg_policy_startup p);
 const char *cfg_policy_reload_str(enum cfg_policy_reload p);
+/* [sni] "ports" / "sni" */
+const char *cfg_gateway_str(enum cfg_gateway g);
 
 #endif

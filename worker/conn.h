@@ -14,8 +14,9 @@
  * reason and logged at a bounded rate: a size prefix < 8 or above
  * max_frame_bytes, a header the codec rejects, a refused API key or one
  * above KC_API_KEY_MAX_KNOWN, a TLS ClientHello as the first bytes of a
- * plaintext connection, a response out of FIFO order, a rewritten response
- * that does not parse, a client frame above sasl_max_frame_bytes before
+ * plaintext connection (or plaintext on a TLS listener), a response out
+ * of FIFO order, a rewritten response that does not parse, a client frame
+ * above sasl_max_frame_bytes before
  * SASL authentication, a legacy SaslHandshake v0 whose mechanism is not
  * relayed.
  *
@@ -32,12 +33,28 @@
  * token. While the broker's token is awaited the connection owes it (no
  * idle close, no drain close).
  *
+ * TLS (cluster tls_cert): accept -> the client's TLS handshake, bounded by
+ * request_timeout -> conn_tls_accepted() -> only then the upstream
+ * connect, over TLS too when upstream_tls (upstream_transport_init: SNI and
+ * the certificate name are the broker's own host, whatever address the
+ * dial map dials). A TLS connection is not movable: on a reload it closes
+ * at a request boundary within drain_spread.
+ *
+ * SNI gateway (gateway = sni): every connection arrives on the bootstrap
+ * listener; the ClientHello callback (worker/sni_gate.c) refuses unknown
+ * server names during the handshake and leaves a pick on the connection,
+ * which conn_tls_accepted() turns into the route: the upstream bootstrap
+ * servers, or the broker of that node id (its address learned from
+ * metadata, a sibling, or a fetch), before the upstream connect. Metadata
+ * advertises sni_broker_pattern with each node id on the bootstrap port.
+ *
  * Backpressure: a side is read only while its buffer has room; the client
  * is not read past a request boundary while max_inflight_per_connection
  * requests are in flight (the frame in progress is always finished, so
  * the upstream can answer it).
  *
- * Timer: one ev_timer per connection, armed lazily. While connecting to a
+ * Timer: one ev_timer per connection, armed lazily. During a client TLS
+ * handshake it is the handshake deadline; while connecting to a
  * broker port whose address is unknown it bounds the wait for metadata;
  * once open it checks, whichever comes first: request_timeout (a request
  * frame whose first bytes were read must be read completely within it;

@@ -24,6 +24,7 @@
 #include "worker/kafka/codec.h"
 #include "worker/kafka/rewrite.h"
 #include "worker/kafka/sniff.h"
+#include "common/tls.h"
 #include "common/transport.h"
 
 #define UC_MAX_ADDRS 8
@@ -367,6 +368,15 @@ upstream_connect_start(struct worker *w, const char *host, uint16_t port, uint64
 	struct upstream_connect *uc = calloc(1, sizeof *uc);
 	if (!uc)
 		return NULL;
+	/* upstream_dial_map: another address is dialled for this broker
+	 * address (the TLS name stays the broker's: upstream_transport_init) */
+	const struct cfg_addr *to = cfg_dial_lookup(w->cl, host, port);
+	if (to) {
+		log_debug("dialling mapped address", "broker=%s:%u dial=%s:%u", host, port,
+		    to->host, to->port);
+		host = to->host;
+		port = to->port;
+	}
 	uc->w = w;
 	uc->cb = cb;
 	uc->arg = arg;
@@ -423,6 +433,30 @@ upstream_connect_cancel(struct upstream_connect *uc)
 	uc_free(uc);
 }
 
+int
+upstream_transport_init(struct worker *w, struct transport *t, int fd, const char *host)
+{
+	if (!w->tls_client) {
+		transport_plain_init(t, fd);
+		return 0;
+	}
+	if (transport_tls_client_init(t, fd, w->tls_client, host, w->cl->upstream_tls_verify) != 0) {
+		close(fd);
+		t->fd = -1;
+		t->ops = NULL;
+		t->state = TRANSPORT_CLOSED;
+		return -1;
+	}
+	return 0;
+}
+
+const char *
+upstream_transport_error(const struct transport *t, int err)
+{
+	const char *e = transport_tls_error(t);
+	return e[0] ? e : strerror(err);
+}
+
 /* ---- re-probing an unreachable upstream ---------------------------------- */
 
 static void
@@ -464,8 +498,10 @@ void
 upstream_learn_node(struct worker *w, int32_t node_id, const char *host, size_t host_len,
 		    int32_t port)
 {
-	int idx = cfg_node_index(w->cl, node_id);
-	if (idx < 0 || host_len == 0 || host_len >= CFG_HOST_MAX || port <= 0 || port > 65535)
+	if (host_len == 0 || host_len >= CFG_HOST_MAX || port <= 0 || port > 65535)
+		return;
+	int idx = worker_node_slot(w, node_id, true);
+	if (idx < 0)
 		return;
 	struct worker_node *n = &w->nodes[idx];
 	if (n->known && n->port == port && strlen(n->host) == host_len &&
@@ -487,9 +523,9 @@ upstream_node_from_siblings(struct worker *w, int idx)
 {
 	int32_t id, port;
 	char host[CFG_HOST_MAX];
-	if (idx < 0 || (size_t)idx >= w->cl->n_brokers ||
+	if (idx < 0 || (size_t)idx >= w->n_nodes ||
 	    !genshm_node_get(w->gen, (size_t)idx, &id, host, sizeof host, &port) ||
-	    id != w->cl->node_ids[idx])
+	    id != w->nodes[idx].node_id || port <= 0)
 		return false;
 	struct worker_node *n = &w->nodes[idx];
 	snprintf(n->host, sizeof n->host, "%s", host);
@@ -498,6 +534,29 @@ upstream_node_from_siblings(struct worker *w, int idx)
 	log_debug("upstream broker learned from a sibling", "node_id=%d upstream=%s:%d", id, host,
 	    port);
 	return true;
+}
+
+int
+upstream_node_find(struct worker *w, int32_t node_id)
+{
+	int idx = worker_node_slot(w, node_id, false);
+	if (idx >= 0 && (w->nodes[idx].known || upstream_node_from_siblings(w, idx)))
+		return idx;
+	if (w->cl->gateway != CFG_GATEWAY_SNI || node_id < 0)
+		return -1;
+	/* [sni] a sibling may have learned it in a slot this worker has not
+	 * taken: look for the id in the whole shared block (a miss path) */
+	for (size_t i = 0; i < GENSHM_NODES; i++) {
+		int32_t id, port;
+		char host[CFG_HOST_MAX];
+		if (!genshm_node_get(w->gen, i, &id, host, sizeof host, &port) || id != node_id ||
+		    port <= 0)
+			continue;
+		upstream_learn_node(w, node_id, host, strlen(host), port);
+		idx = worker_node_slot(w, node_id, false);
+		return idx >= 0 && w->nodes[idx].known ? idx : -1;
+	}
+	return -1;
 }
 
 /* ---- the worker's own metadata fetch ------------------------------------- */
@@ -620,7 +679,7 @@ fetch_learn(void *ctx, int32_t node_id, const char *up_host, size_t up_host_len,
 {
 	struct worker *w = ctx;
 	upstream_learn_node(w, node_id, up_host, up_host_len, up_port);
-	if (cfg_node_index(w->cl, node_id) < 0)
+	if (worker_node_slot(w, node_id, false) < 0)
 		worker_unknown_node(w, node_id, up_host, up_host_len, up_port);
 	*host = up_host;
 	*host_len = up_host_len;
@@ -656,8 +715,16 @@ static void
 fetch_io_error(struct upstream_fetch *f, const char *what)
 {
 	char addr[CFG_HOST_MAX + 16];
-	snprintf(f->err, sizeof f->err, "metadata fetch from %s: %s%s%s",
-	    fetch_addr(f, addr, sizeof addr), what, *what ? ": " : "", strerror(errno));
+	int e = errno;
+	if (transport_is_tls(&f->t) && transport_tls_error(&f->t)[0]) {
+		if (strcmp(what, "handshake") == 0)
+			METRIC_ADD(f->w->m, upstream_tls_failures, 1);
+		snprintf(f->err, sizeof f->err, "metadata fetch from %s: %s", fetch_addr(f, addr,
+		    sizeof addr), transport_tls_error(&f->t));
+	} else {
+		snprintf(f->err, sizeof f->err, "metadata fetch from %s: %s%s%s",
+		    fetch_addr(f, addr, sizeof addr), what, *what ? ": " : "", strerror(e));
+	}
 	fetch_next(f);
 }
 
@@ -813,7 +880,13 @@ fetch_connected(void *arg, int fd, const char *err, bool local)
 		return;
 	}
 	f->local = false;
-	transport_plain_init(&f->t, fd);
+	if (upstream_transport_init(f->w, &f->t, fd, f->w->cl->upstream[f->try].host) != 0) {
+		snprintf(f->err, sizeof f->err, "metadata fetch: cannot start TLS: %s",
+		    strerror(errno));
+		f->local = true;
+		fetch_next(f);
+		return;
+	}
 	f->phase = FETCH_APIVERSIONS;
 	f->req_len = kc_build_apiversions_request(f->req, sizeof f->req, 1, "ferry");
 	fetch_send(f);

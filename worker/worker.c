@@ -15,7 +15,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "common/ipc.h"
+#include "common/tlsmat.h"
 #include "worker/conn.h"
 #include "worker/handover.h"
 #include "worker/upstream.h"
@@ -76,9 +79,14 @@ worker_unknown_node(struct worker *w, int32_t node_id, const char *host, size_t 
 	if (w->n_unknown == WORKER_UNKNOWN_NODES)
 		return;  /* enough to tell the operator what is wrong */
 	w->unknown[w->n_unknown++] = u;
-	log_warn("upstream broker has no broker port", "node_id=%d upstream=%s:%d "
-	    "hint=\"add it to node_ids and broker_ports; clients cannot reach it\"",
-	    node_id, u.host, port);
+	if (w->cl->gateway == CFG_GATEWAY_SNI)
+		log_warn("upstream broker has no server name", "node_id=%d upstream=%s:%d "
+		    "hint=\"more than %d distinct node ids (or a negative one); clients cannot "
+		    "reach it\"", node_id, u.host, port, WORKER_SNI_NODES);
+	else
+		log_warn("upstream broker has no broker port", "node_id=%d upstream=%s:%d "
+		    "hint=\"add it to node_ids and broker_ports; clients cannot reach it\"",
+		    node_id, u.host, port);
 	worker_ipc_send(w, IPC_UNKNOWN_NODE, &u, sizeof u);
 }
 
@@ -485,6 +493,42 @@ worker_signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
 	worker_drain(w, WORKER_ORPHAN_DRAIN_MS, s->signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
+/* TLS_MATERIAL follows CONFIG: the contexts are built from the bytes, which
+ * are wiped at once. Bad material is a configuration that is not viable. */
+static void
+worker_tls_setup(struct worker *w)
+{
+	struct ipc_msg msg;
+	struct cfg_tls_files f;
+	char err[512], reason[600];
+
+	if (worker_expect(w, IPC_TLS_MATERIAL, w->ipc_buf, sizeof w->ipc_buf, &msg) == -1)
+		worker_fail(w, "no TLS material from the supervisor");
+	ipc_close_fds(&msg);
+	int rc = tlsmat_decode(msg.payload, msg.hdr.len, &f, err, sizeof err);
+	if (rc == 0)
+		rc = tlsmat_contexts(w->cl, &f, &w->tls_server, &w->tls_client, err, sizeof err);
+	sodium_memzero(msg.payload, msg.hdr.len);
+	if (rc != 0) {
+		snprintf(reason, sizeof reason, "TLS: %s", err);
+		worker_fail(w, reason);
+	}
+	if (w->cl->gateway == CFG_GATEWAY_SNI) {
+		/* [sni] the ClientHello's server name picks bootstrap or broker */
+		w->sni_gate = (struct sni_gate){ w->cl->sni_bootstrap_host,
+		    w->cl->sni_broker_pattern, w->m, &w->rl_proto };
+		if (!w->tls_server || sni_gate_install(w->tls_server, &w->sni_gate) != 0)
+			worker_fail(w, "TLS: cannot install the SNI gateway's ClientHello callback");
+	}
+	if (w->cl->upstream_tls && !w->cl->upstream_tls_verify)
+		log_warn("upstream_tls_verify = off: the upstream brokers' certificates and "
+		    "names are not checked (anyone on the path can impersonate them)", "%s", "");
+	log_info("TLS ready", "clients=%s upstream=%s min_version=%s client_auth=%s",
+	    w->tls_server ? "on" : "off", w->tls_client ? "on" : "off",
+	    cfg_tls_version_str((enum cfg_tls_version)w->cl->tls_min_version),
+	    cfg_tls_client_auth_str(w->cl->tls_client_auth));
+}
+
 /* Receive CONFIG and LISTENERS, set everything up. -1: exit. */
 static int
 worker_setup(struct worker *w)
@@ -517,10 +561,13 @@ worker_setup(struct worker *w)
 	}
 	cfg_errors_free(&errs);
 	w->cl = &w->cfg.clusters[0];
+	if (w->cl->tls || w->cl->upstream_tls)
+		worker_tls_setup(w);
 
 	w->n_listeners = 1 + w->cl->n_brokers;
 	w->listeners = calloc(w->n_listeners, sizeof *w->listeners);
-	w->nodes = calloc(w->cl->n_brokers, sizeof *w->nodes);
+	w->n_nodes = w->cl->gateway == CFG_GATEWAY_SNI ? WORKER_SNI_NODES : w->cl->n_brokers;
+	w->nodes = calloc(w->n_nodes ? w->n_nodes : 1, sizeof *w->nodes);
 	if (!w->listeners || !w->nodes)
 		worker_fail(w, "out of memory");
 	for (size_t i = 0; i < w->n_listeners; i++)
@@ -559,6 +606,32 @@ worker_setup(struct worker *w)
 	if (upstream_dns_init(w, reason, sizeof reason) == -1)
 		worker_fail(w, reason);
 	return 0;
+}
+
+int
+worker_node_slot(struct worker *w, int32_t node_id, bool add)
+{
+	if (w->cl->gateway != CFG_GATEWAY_SNI)
+		return cfg_node_index(w->cl, node_id);
+	if (node_id < 0 || w->n_nodes == 0)
+		return -1;
+	/* node ids are mostly small and dense: slot = id modulo the table,
+	 * the same in every worker of the generation (the shared block is
+	 * indexed by slot too) */
+	for (size_t k = 0, i = (size_t)node_id % w->n_nodes; k < w->n_nodes;
+	     k++, i = (i + 1) % w->n_nodes) {
+		struct worker_node *n = &w->nodes[i];
+		if (n->used && n->node_id == node_id)
+			return (int)i;
+		if (!n->used) {
+			if (!add)
+				return -1;
+			n->used = true;
+			n->node_id = node_id;
+			return (int)i;
+		}
+	}
+	return -1;
 }
 
 int
@@ -650,9 +723,9 @@ worker_main(int argc, char **argv)
 	worker_ipc_send(w, IPC_READY, NULL, 0);
 	if (w->ipc_fd < 0)
 		return 1;
-	log_info("ready", "generation=%llu bootstrap=%s:%u brokers=%zu",
+	log_info("ready", "generation=%llu bootstrap=%s:%u brokers=%zu gateway=%s",
 	    (unsigned long long)w->generation, w->cl->bootstrap.host, w->cl->bootstrap.port,
-	    w->cl->n_brokers);
+	    w->cl->n_brokers, cfg_gateway_str(w->cl->gateway));
 
 	ev_run(w->loop, 0);
 
@@ -672,6 +745,8 @@ worker_main(int argc, char **argv)
 	genshm_unmap(w->gen);
 	metrics_unmap(w->m);
 	cfg_free(&w->cfg);
+	SSL_CTX_free(w->tls_server);
+	SSL_CTX_free(w->tls_client);
 	ipcq_clear(&w->ipc_q);
 	if (w->ipc_fd >= 0)
 		close(w->ipc_fd);

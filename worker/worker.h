@@ -18,6 +18,7 @@
 
 #include <ares.h>
 #include <ev.h>
+#include <openssl/ssl.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -27,6 +28,7 @@
 #include "common/ipcq.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "worker/sni_gate.h"
 
 #define WORKER_IPC_FD 3
 #define WORKER_CONNECT_TIMEOUT_MS 10000
@@ -45,6 +47,8 @@
 #define WORKER_DEFER_MS 5               /* longest a worker lets a sibling go first */
 #define WORKER_HANDOVER_WINDOW 32       /* connections handed over (CONN_OUT sent)
                                            whose CONN_DONE has not come yet */
+#define WORKER_SNI_NODES GENSHM_NODES   /* [sni] gateway = sni: distinct upstream node
+                                           ids the worker serves */
 
 struct conn;
 struct upstream_fetch;
@@ -56,6 +60,7 @@ struct worker_node {
 	char host[CFG_HOST_MAX];
 	int32_t port;
 	bool known;
+	bool used;                  /* [sni] slot taken by node_id */
 };
 
 struct worker_listener {
@@ -83,12 +88,25 @@ struct worker {
 	bool deferring;
 	bool defer_done;            /* stepped back once: accept on the next wake-up */
 
+	/* TLS contexts built from IPC_TLS_MATERIAL before READY (the worker
+	 * never opens a key file): clients (cl->tls) and upstream
+	 * (cl->upstream_tls); NULL = plaintext. */
+	SSL_CTX *tls_server;
+	SSL_CTX *tls_client;
+
 	struct worker_listener *listeners;
 	size_t n_listeners;
 	bool accepting;
 	ev_timer accept_backoff;    /* EMFILE/ENFILE: pause accepting */
 
-	struct worker_node *nodes;  /* parallel to cl->node_ids */
+	/* Upstream brokers. gateway = ports: n_nodes = n_brokers, parallel to
+	 * cl->node_ids. [sni] gateway = sni: WORKER_SNI_NODES slots, open
+	 * addressing by node id (worker_node_slot), filled only by what the
+	 * upstream's metadata names, so any node id works, bounded. */
+	struct worker_node *nodes;
+	size_t n_nodes;
+	char sni_host[CFG_HOST_MAX]; /* [sni] the broker name last advertised */
+	struct sni_gate sni_gate;   /* [sni] arg of tls_server's ClientHello callback */
 	struct upstream_fetch *fetch; /* in-flight metadata fetch, or NULL */
 
 	struct conn *conns;         /* doubly linked list of live connections */
@@ -155,6 +173,11 @@ int worker_ipc_send_fds(struct worker *w, enum ipc_type type, const void *payloa
 
 /* Open connections changed: publish the count for the siblings. */
 void worker_conns_changed(struct worker *w);
+
+/* [sni] The slot of node_id in w->nodes, or -1. gateway = ports: its index
+ * in cl->node_ids. gateway = sni: the slot it has; with add, a free one is
+ * taken for it (-1 only when all WORKER_SNI_NODES are taken). */
+int worker_node_slot(struct worker *w, int32_t node_id, bool add);
 
 /* Called by conn.c when a connection is gone (drain bookkeeping). */
 void worker_conn_closed(struct worker *w);

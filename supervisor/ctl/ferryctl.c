@@ -709,6 +709,30 @@ ctl_pct_encode(const char *in, char *out, size_t len)
 	out[j] = '\0';
 }
 
+/* [sni] `status NAME` of an SNI gateway cluster: a line below the table
+ * with the names it serves on its one port (port-per-broker, the default,
+ * adds nothing: its listeners are the ports themselves). */
+static void
+ctl_print_gateway(const json_t *c)
+{
+	const char *gw = json_string_value(json_object_get(c, "gateway"));
+	const json_t *sni = json_object_get(c, "sni");
+	const char *addr = NULL;
+	const json_t *l;
+	size_t i;
+
+	if (gw == NULL || strcmp(gw, "sni") != 0 || !json_is_object(sni))
+		return;
+	json_array_foreach(json_object_get(c, "listeners"), i, l)
+		if (addr == NULL)
+			addr = json_string_value(json_object_get(l, "address"));
+	printf("\ngateway sni on %s: bootstrap %s, brokers %s\n", addr ? addr : "?",
+	    json_string_value(json_object_get(sni, "bootstrapHost")) ?
+	    json_string_value(json_object_get(sni, "bootstrapHost")) : "?",
+	    json_string_value(json_object_get(sni, "brokerPattern")) ?
+	    json_string_value(json_object_get(sni, "brokerPattern")) : "?");
+}
+
 static int
 ctl_cmd_status(const struct ctl_reply *r, bool one)
 {
@@ -729,6 +753,8 @@ ctl_cmd_status(const struct ctl_reply *r, bool one)
 		rc = CTL_EXIT_UNREACHABLE;
 	} else if (ctl_print_table(list) == -1)
 		rc = CTL_EXIT_FAILED;
+	else if (one)
+		ctl_print_gateway(j);
 	json_decref(list);
 	json_decref(j);
 	return rc;

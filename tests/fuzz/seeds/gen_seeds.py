@@ -377,6 +377,17 @@ def gen_config():
         "[ferry]\nadmin_listen = 0.0.0.0:9000\n[cluster a]\nupstream = h:1\nbootstrap = [::1]:9000\n"
         "broker_ports = 9001-9002\n[cluster b]\nupstream = h:1\nbootstrap = [0:0::1]:9001\n"
         "broker_ports = 8999-9003\n")
+    # [sni] one TLS port, brokers by server name; and the refused mixes
+    put("fuzz_config", "sni-gateway",
+        "[cluster s]\nupstream = h:1\nbootstrap = 0.0.0.0:9443\ntls_cert = /c.pem\n"
+        "tls_key = /k.pem\ngateway = sni\nsni_bootstrap_host = Kafka.example.com\n"
+        "sni_broker_pattern = b-$(nodeId)x.kafka.example.com\n" + CLUSTER_A)
+    put("fuzz_config", "sni-errors",
+        "[cluster s]\nupstream = h:1\nbootstrap = 127.0.0.1:9443\ngateway = sni\n"
+        "sni_bootstrap_host = b-1.k\nsni_broker_pattern = b-$(nodeId).k$(nodeId)\n"
+        "broker_ports = 9444\nnode_ids = 1\nadvertised_host = x\n"
+        "[cluster p]\nupstream = h:1\nbootstrap = 127.0.0.1:9500\nbroker_ports = 9501\n"
+        "sni_bootstrap_host = a.b\ngateway = tunnel\n")
     put("fuzz_config", "long-lines",
         "[cluster l]\nupstream=" + ",".join("kafka-%02d.example.internal:9092" % i for i in range(5)) +
         "\nbootstrap = 127.0.0.1:1\nadvertised_host=" + "h" * 150 + "\nbroker_ports = 2-3\n")
@@ -427,6 +438,10 @@ def gen_ipc():
     put("fuzz_ipc", "upstream", msg(7, 2, struct.pack("=I", 0) + b"connection refused".ljust(188, b"\x00")))
     put("fuzz_ipc", "failed", msg(8, 2, b"bad config"))
     put("fuzz_ipc", "bad-len", struct.pack("=IIQ", 4, 7, 1) + b"\x00" * 8)
+    # IPC_TLS_MATERIAL (12): six file lengths, version 1, pad, then the bytes
+    pem = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+    put("fuzz_ipc", "tls-material", msg(12, 4, struct.pack("=8I", len(pem), 4, 0, 0, 0, 0, 1, 0)
+                                       + pem + b"KEY!"))
 
 
 gen_rewrite()
