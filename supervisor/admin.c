@@ -42,8 +42,10 @@
  */
 #include "supervisor/admin.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sodium.h>
@@ -62,6 +64,7 @@
 #include "common/log.h"
 #include "common/units.h"
 #include "common/file.h"
+#include "supervisor/adminauth.h"
 #include "supervisor/evict.h"
 #include "supervisor/status.h"
 #include "supervisor/statuspage.h"
@@ -99,6 +102,16 @@ struct admin_server {
 	struct evict_set evict;         /* evictable connections (evict.h) */
 };
 
+/* The caller, for the access decision and the log of mutating calls. */
+struct admin_peer {
+	bool local;                     /* control socket */
+	bool have_cred;                 /* SO_PEERCRED answered */
+	struct ucred cred;
+	char addr[INET6_ADDRSTRLEN + 8]; /* TCP: "ADDR:PORT" / "[ADDR]:PORT" */
+	bool cert_verified;             /* TLS: a client certificate verified */
+	char subject[256];              /* its subject (RFC 2253), or "" */
+};
+
 struct admin_conn {
 	struct admin_server *srv;
 	int fd;
@@ -113,6 +126,7 @@ struct admin_conn {
 	size_t body_charged;            /* bytes counted in srv->body_buffered */
 	char *out;
 	size_t out_len, out_off;
+	struct admin_peer peer;         /* who is at the other end */
 	struct admin_conn *prev, *next; /* all connections (admin->conns) */
 	struct evict_node evict;        /* its place in srv->evict */
 };
@@ -127,6 +141,10 @@ struct admin {
 	dev_t socket_dev;               /* to unlink only our own socket */
 	ino_t socket_ino;
 	struct admin_conn *conns;
+	struct adminauth auth;          /* admin_listen's credentials */
+	struct adminauth pending;       /* of a reload, until it ends */
+	bool have_pending;
+	struct log_ratelimit rl_auth;   /* refusals */
 };
 
 struct admin_route {
@@ -269,6 +287,58 @@ admin_route_match(const char *pattern, const char *path, char *param, size_t ple
 	return *path == '\0';
 }
 
+/* The caller as logfmt fields: "uid=U gid=G pid=P" on the control socket,
+ * "peer=ADDR" (and "subject=..." with a client certificate) on TCP. */
+static void
+admin_peer_fields(const struct admin_peer *p, char *buf, size_t len)
+{
+	char subj[sizeof p->subject];
+
+	if (p->local && p->have_cred)
+		snprintf(buf, len, "uid=%u gid=%u pid=%d", (unsigned)p->cred.uid,
+		    (unsigned)p->cred.gid, (int)p->cred.pid);
+	else if (p->local)
+		snprintf(buf, len, "uid=? pid=?");
+	else if (p->subject[0] != '\0') {
+		admin_sanitize(p->subject, subj, sizeof subj);
+		snprintf(buf, len, "peer=%s subject=\"%s\"", p->addr, subj);
+	} else
+		snprintf(buf, len, "peer=%s", p->addr);
+}
+
+/* Access decision (adminauth.h) and the record of mutating calls. false:
+ * refused, resp holds the 401. */
+static bool
+admin_authorize(struct admin_conn *c, struct admin_response *resp)
+{
+	struct admin *a = c->srv->admin;
+	const struct http_request *hr = &c->parser.req;
+	enum adminauth_result r;
+	char who[sizeof c->peer.subject + 96], path[128];
+	uint64_t dropped = 0;
+
+	r = adminauth_check(&a->auth, c->peer.local, hr->path,
+	    http_request_header(hr, "Authorization"), c->peer.cert_verified);
+	admin_peer_fields(&c->peer, who, sizeof who);
+	admin_sanitize(hr->path, path, sizeof path);
+	if (!adminauth_allowed(r)) {
+		if (log_ratelimit_ok(&a->rl_auth, 5, 10, &dropped))
+			log_warn("admin request refused", "listener=%s method=%s path=\"%s\" "
+			    "reason=%s %s suppressed=%llu", c->srv->kind, hr->method, path,
+			    adminauth_result_str(r), who, (unsigned long long)dropped);
+		admin_response_error(resp, 401, "%s", adminauth_refusal_msg(&a->auth, r));
+		snprintf(resp->extra_headers, sizeof resp->extra_headers, "%s",
+		    adminauth_challenge(r));
+		return false;
+	}
+	/* every POST changes something (reload, drain, restart) or records
+	 * something (validate): say who asked */
+	if (strcmp(hr->method, "POST") == 0)
+		log_info("admin call", "listener=%s method=%s path=\"%s\" auth=%s %s",
+		    c->srv->kind, hr->method, path, adminauth_result_str(r), who);
+	return true;
+}
+
 static enum admin_handler_result
 admin_dispatch(struct admin_conn *c, struct admin_response *resp)
 {
@@ -283,6 +353,8 @@ admin_dispatch(struct admin_conn *c, struct admin_response *resp)
 		c->head_only = true;
 		method = "GET";
 	}
+	if (!admin_authorize(c, resp))
+		return ADMIN_RESPOND;
 	for (i = 0; i < sizeof admin_routes / sizeof admin_routes[0]; i++) {
 		const struct admin_route *r = &admin_routes[i];
 
@@ -772,6 +844,41 @@ admin_server_evict(struct admin_server *srv)
 	return true;
 }
 
+/* Who connected: SO_PEERCRED on the control socket (the kernel's record of
+ * the connecting process), the address on TCP. */
+static void
+admin_conn_identify(struct admin_conn *c)
+{
+	struct admin_peer *p = &c->peer;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	char host[INET6_ADDRSTRLEN] = "?";
+	unsigned port = 0;
+
+	p->local = c->srv == &c->srv->admin->control;
+	if (p->local) {
+		socklen_t cl = sizeof p->cred;
+
+		p->have_cred = getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &p->cred, &cl) == 0 &&
+		    cl == sizeof p->cred;
+		return;
+	}
+	if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) == 0) {
+		if (ss.ss_family == AF_INET) {
+			const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
+
+			inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+			port = ntohs(in->sin_port);
+		} else if (ss.ss_family == AF_INET6) {
+			const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
+
+			inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+			port = ntohs(in6->sin6_port);
+		}
+	}
+	snprintf(p->addr, sizeof p->addr, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
+}
+
 static void
 admin_backoff_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
@@ -832,6 +939,7 @@ admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		c->srv = srv;
 		c->fd = fd;
 		c->state = ADMIN_CONN_READING;
+		admin_conn_identify(c);
 		evict_node_init(&c->evict);
 		http_parser_init(&c->parser);
 		ev_io_init(&c->io, admin_conn_io_cb, fd, EV_READ);
@@ -923,9 +1031,42 @@ admin_socket_live(const struct sockaddr_un *sun)
 	return rc;
 }
 
+/* control_socket_group as a gid: a numeric gid as is, a name looked up in
+ * the group database. (gid_t)-1 when unset. */
 static int
-admin_bind_control(struct admin *a, const char *path, char *err, size_t errlen)
+admin_socket_gid(const char *group, gid_t *gid, char *err, size_t errlen)
 {
+	struct group gr, *res = NULL;
+	char buf[16384], *end;
+	unsigned long n;
+	int e;
+
+	*gid = (gid_t)-1;
+	if (group[0] == '\0')
+		return 0;
+	errno = 0;
+	n = strtoul(group, &end, 10);
+	if (*end == '\0' && errno == 0 && n < (unsigned long)(gid_t)-1) {
+		*gid = (gid_t)n;
+		return 0;
+	}
+	if ((e = getgrnam_r(group, &gr, buf, sizeof buf, &res)) != 0 || res == NULL) {
+		admin_seterr(err, errlen, "control_socket_group '%s': %s", group,
+		    e ? strerror(e) : "no such group");
+		return -1;
+	}
+	*gid = gr.gr_gid;
+	return 0;
+}
+
+/* Bind the control socket at path: created with no permission for anyone
+ * but the owner (umask around bind), then given its group and widened to
+ * mode before listen(), so nobody else can connect before it is final. */
+static int
+admin_bind_control(struct admin *a, const char *path, mode_t mode, const char *group,
+		   char *err, size_t errlen)
+{
+	gid_t gid;
 	struct sockaddr_un sun;
 	struct stat st;
 	mode_t old_umask;
@@ -938,6 +1079,8 @@ admin_bind_control(struct admin *a, const char *path, char *err, size_t errlen)
 		return -1;
 	}
 	memcpy(sun.sun_path, path, strlen(path) + 1);
+	if (admin_socket_gid(group, &gid, err, errlen) == -1)
+		return -1;
 	if (admin_mkdir_parent(path, err, errlen) == -1)
 		return -1;
 	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) == -1) {
@@ -977,7 +1120,14 @@ admin_bind_control(struct admin *a, const char *path, char *err, size_t errlen)
 		admin_seterr(err, errlen, "control socket %s: bind: %s", path, strerror(errno));
 		goto fail;
 	}
-	if (chmod(path, 0600) == -1 || lstat(path, &st) == -1) {
+	if (gid != (gid_t)-1 && lchown(path, (uid_t)-1, gid) == -1) {
+		admin_seterr(err, errlen, "control socket %s: cannot give it group %s: %s%s", path,
+		    group, strerror(errno), errno == EPERM ? " (ferryd must run as root or be "
+		    "a member of that group)" : "");
+		unlink(path);
+		goto fail;
+	}
+	if (chmod(path, mode) == -1 || lstat(path, &st) == -1) {
 		admin_seterr(err, errlen, "control socket %s: %s", path, strerror(errno));
 		unlink(path);
 		goto fail;
@@ -1069,6 +1219,63 @@ admin_conn_budget(const struct sup *s)
 	return (unsigned)room;
 }
 
+/* "token", "certificate", "token+certificate" or "none". */
+static const char *
+admin_auth_summary(const struct adminauth *au)
+{
+	if (au->token_set && au->client_certs)
+		return "token+certificate";
+	return au->token_set ? "token" : au->client_certs ? "certificate" : "none";
+}
+
+/* adminauth_load with the error placed at its key: "file:line: KEY: ...". */
+static int
+admin_load_auth(const struct cfg *c, struct adminauth *au, char *err, size_t errlen)
+{
+	char why[768];
+	int line;
+
+	if (adminauth_load(au, c, why, sizeof why) == 0)
+		return 0;
+	line = cfg_ferry_key_line(c, "admin_token_file");
+	admin_seterr(err, errlen, "%s:%d: admin_token_file: %s", c->path, line, why);
+	return -1;
+}
+
+int
+admin_reload_prepare(struct sup *s, const struct cfg *next, char *err, size_t errlen)
+{
+	struct admin *a = s->admin;
+
+	if (a == NULL)
+		return 0;
+	adminauth_clear(&a->pending);
+	a->have_pending = false;
+	if (admin_load_auth(next, &a->pending, err, errlen) == -1)
+		return -1;
+	a->have_pending = true;
+	return 0;
+}
+
+void
+admin_reload_end(struct sup *s, bool apply)
+{
+	struct admin *a = s->admin;
+	bool changed;
+
+	if (a == NULL || !a->have_pending)
+		return;
+	a->have_pending = false;
+	if (apply) {
+		changed = sodium_memcmp(&a->auth, &a->pending, sizeof a->auth) != 0;
+		a->auth = a->pending;
+		if (changed)
+			log_info("admin access settings applied", "auth=%s open_paths=\"%s\"",
+			    admin_auth_summary(&a->auth), a->auth.open_paths);
+	}
+	adminauth_clear(&a->pending);
+}
+
 int
 admin_start(struct sup *s, struct ev_loop *loop, char *err, size_t errlen)
 {
@@ -1093,14 +1300,23 @@ admin_start(struct sup *s, struct ev_loop *loop, char *err, size_t errlen)
 	admin_server_init(a, &a->http, "http");
 	a->control.max_conns = a->http.max_conns = admin_conn_budget(s);
 	s->admin = a;
-	if (admin_bind_control(a, s->cfg.control_socket, err, errlen) == -1)
+	if (admin_load_auth(&s->cfg, &a->auth, err, errlen) == -1)
 		goto fail;
-	log_info("control socket listening", "path=\"%s\"", s->cfg.control_socket);
+	if (admin_bind_control(a, s->cfg.control_socket, (mode_t)s->cfg.control_socket_mode,
+	    s->cfg.control_socket_group, err, errlen) == -1)
+		goto fail;
+	log_info("control socket listening", "path=\"%s\" mode=%04o group=%s",
+	    s->cfg.control_socket, s->cfg.control_socket_mode,
+	    s->cfg.control_socket_group[0] ? s->cfg.control_socket_group : "-");
 	if (s->cfg.admin_enabled) {
 		if (admin_bind_tcp(a, &s->cfg.admin_listen, err, errlen) == -1)
 			goto fail;
 		units_fmt_addr(&s->cfg.admin_listen, name, sizeof name);
-		log_info("admin API listening", "address=%s", name);
+		log_info("admin API listening", "address=%s auth=%s", name, admin_auth_summary(&a->auth));
+		if (!a->auth.token_set && !a->auth.client_certs &&
+		    !cfg_addr_is_loopback(s->cfg.admin_listen.host))
+			log_warn("admin API open to the network without credentials",
+			    "address=%s reason=\"admin_insecure = on\"", name);
 	}
 	return 0;
 fail:
@@ -1136,6 +1352,8 @@ admin_stop(struct sup *s)
 	if (a->socket_path[0] != '\0' && lstat(a->socket_path, &st) == 0 &&
 	    st.st_dev == a->socket_dev && st.st_ino == a->socket_ino)
 		unlink(a->socket_path);
+	adminauth_clear(&a->auth);
+	adminauth_clear(&a->pending);
 	free(a);
 	s->admin = NULL;
 }

@@ -1,0 +1,246 @@
+/*
+ * adminauth — the admin API's access decision and its credentials; the
+ * model is in adminauth.h.
+ */
+#include "supervisor/adminauth.h"
+
+#include <errno.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "common/file.h"
+
+const char *
+adminauth_result_str(enum adminauth_result r)
+{
+	switch (r) {
+	case ADMINAUTH_LOCAL:
+		return "local";
+	case ADMINAUTH_OPEN_PATH:
+		return "open-path";
+	case ADMINAUTH_UNPROTECTED:
+		return "unprotected";
+	case ADMINAUTH_TOKEN:
+		return "token";
+	case ADMINAUTH_CERT:
+		return "certificate";
+	case ADMINAUTH_MISSING:
+		return "missing";
+	case ADMINAUTH_MALFORMED:
+		return "malformed";
+	case ADMINAUTH_WRONG:
+		return "wrong-token";
+	}
+	return "unknown";
+}
+
+/* --- pure ---------------------------------------------------------------- */
+
+int
+adminauth_token_parse(const char *buf, size_t len, unsigned char digest[ADMINAUTH_DIGEST_LEN],
+		      char *err, size_t errlen)
+{
+	size_t i;
+
+	if (len > 0 && buf[len - 1] == '\n') {
+		len--;
+		if (len > 0 && buf[len - 1] == '\r')
+			len--;
+	}
+	if (len == 0) {
+		snprintf(err, errlen, "the token file is empty");
+		return -1;
+	}
+	for (i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)buf[i];
+
+		if (ch <= 0x20 || ch >= 0x7f) {
+			snprintf(err, errlen, "the token has a %s at byte %zu (one line of "
+			    "visible ASCII characters is expected, no spaces)",
+			    ch == '\n' ? "second line" : "blank or non-ASCII character", i + 1);
+			return -1;
+		}
+	}
+	if (len < ADMINAUTH_TOKEN_MIN || len > ADMINAUTH_TOKEN_MAX) {
+		snprintf(err, errlen, "the token is %zu characters long (%d to %d expected; "
+		    "e.g. openssl rand -hex 32)", len, ADMINAUTH_TOKEN_MIN, ADMINAUTH_TOKEN_MAX);
+		return -1;
+	}
+	crypto_hash_sha256(digest, (const unsigned char *)buf, len);
+	return 0;
+}
+
+int
+adminauth_token_mode_ok(mode_t mode, char *err, size_t errlen)
+{
+	if ((mode & 0027) == 0)
+		return 0;
+	snprintf(err, errlen, "mode %04o lets %s the token; use chmod 0600 (or 0640 for "
+	    "a group that may read it)", (unsigned)(mode & 07777),
+	    (mode & 0007) ? "other users read or change" : "its group change");
+	return -1;
+}
+
+bool
+adminauth_path_open(const char *list, const char *path)
+{
+	size_t n = strlen(path);
+	const char *s = list, *comma;
+
+	if (n == 0)
+		return false;
+	while (*s != '\0') {
+		comma = strchr(s, ',');
+		size_t ilen = comma ? (size_t)(comma - s) : strlen(s);
+
+		if (ilen == n && memcmp(s, path, n) == 0)
+			return true;
+		if (comma == NULL)
+			break;
+		s = comma + 1;
+	}
+	return false;
+}
+
+int
+adminauth_bearer(const char *authz, const char **tok, size_t *toklen)
+{
+	const char *t;
+	size_t n;
+
+	if (authz == NULL || strncasecmp(authz, "Bearer", 6) != 0 ||
+	    (authz[6] != ' ' && authz[6] != '\t'))
+		return -1;
+	for (t = authz + 6; *t == ' ' || *t == '\t'; t++)
+		;
+	n = strlen(t);
+	while (n > 0 && (t[n - 1] == ' ' || t[n - 1] == '\t'))
+		n--;
+	if (n == 0 || memchr(t, ' ', n) != NULL || memchr(t, '\t', n) != NULL)
+		return -1;
+	*tok = t;
+	*toklen = n;
+	return 0;
+}
+
+enum adminauth_result
+adminauth_check(const struct adminauth *a, bool local, const char *path, const char *authz,
+		bool cert_verified)
+{
+	unsigned char d[ADMINAUTH_DIGEST_LEN];
+	const char *tok;
+	size_t toklen;
+	int same;
+
+	if (local)
+		return ADMINAUTH_LOCAL;
+	if (path != NULL && adminauth_path_open(a->open_paths, path))
+		return ADMINAUTH_OPEN_PATH;
+	if (!a->token_set && !a->client_certs)
+		return ADMINAUTH_UNPROTECTED;
+	if (cert_verified && a->client_certs)
+		return ADMINAUTH_CERT;
+	if (authz == NULL)
+		return ADMINAUTH_MISSING;
+	if (adminauth_bearer(authz, &tok, &toklen) == -1)
+		return ADMINAUTH_MALFORMED;
+	if (!a->token_set)
+		return ADMINAUTH_WRONG;
+	/* hash first: the compare sees two fixed-length digests, so neither
+	 * the position of a difference nor the token's length shows in time */
+	crypto_hash_sha256(d, (const unsigned char *)tok, toklen);
+	same = sodium_memcmp(d, a->token_digest, sizeof d) == 0;
+	sodium_memzero(d, sizeof d);
+	return same ? ADMINAUTH_TOKEN : ADMINAUTH_WRONG;
+}
+
+const char *
+adminauth_challenge(enum adminauth_result r)
+{
+	if (r == ADMINAUTH_WRONG)
+		return "WWW-Authenticate: Bearer realm=\"ferry\", error=\"invalid_token\"\r\n";
+	if (r == ADMINAUTH_MALFORMED)
+		return "WWW-Authenticate: Bearer realm=\"ferry\", error=\"invalid_request\"\r\n";
+	return "WWW-Authenticate: Bearer realm=\"ferry\"\r\n";
+}
+
+const char *
+adminauth_refusal_msg(const struct adminauth *a, enum adminauth_result r)
+{
+	switch (r) {
+	case ADMINAUTH_WRONG:
+		return a->token_set ? "invalid token" :
+		    "tokens are not accepted here: a client certificate is required";
+	case ADMINAUTH_MALFORMED:
+		return "malformed Authorization header (expected 'Bearer TOKEN')";
+	default:
+		break;
+	}
+	if (a->token_set && a->client_certs)
+		return "authentication required: send 'Authorization: Bearer TOKEN' or a "
+		    "client certificate";
+	if (a->client_certs)
+		return "authentication required: a client certificate is required";
+	return "authentication required: send 'Authorization: Bearer TOKEN'";
+}
+
+/* --- loading ------------------------------------------------------------ */
+
+static int
+adminauth_load_token(struct adminauth *a, const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+	char why[256];
+	char *buf;
+	size_t len = 0;
+	int rc;
+
+	/* the mode is checked first: a token others can read is refused
+	 * before it is even read */
+	if (stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+	    adminauth_token_mode_ok(st.st_mode, why, sizeof why) == -1) {
+		snprintf(err, errlen, "%s: %s", path, why);
+		return -1;
+	}
+	if ((buf = file_read_all(path, ADMINAUTH_TOKEN_FILE_MAX, &len, why, sizeof why)) == NULL) {
+		snprintf(err, errlen, "%s", why);
+		return -1;
+	}
+	rc = adminauth_token_parse(buf, len, a->token_digest, why, sizeof why);
+	sodium_memzero(buf, len);
+	free(buf);
+	if (rc == -1) {
+		snprintf(err, errlen, "%s: %s", path, why);
+		return -1;
+	}
+	a->token_set = true;
+	return 0;
+}
+
+int
+adminauth_load(struct adminauth *a, const struct cfg *c, char *err, size_t errlen)
+{
+	memset(a, 0, sizeof *a);
+	if (sodium_init() == -1) {
+		snprintf(err, errlen, "libsodium initialisation failed");
+		return -1;
+	}
+	snprintf(a->open_paths, sizeof a->open_paths, "%s", c->admin_open_paths);
+	a->client_certs = c->admin_tls_client_ca[0] != '\0';
+	if (c->admin_token_file[0] != '\0' &&
+	    adminauth_load_token(a, c->admin_token_file, err, errlen) == -1) {
+		adminauth_clear(a);
+		return -1;
+	}
+	return 0;
+}
+
+void
+adminauth_clear(struct adminauth *a)
+{
+	sodium_memzero(a, sizeof *a);
+}

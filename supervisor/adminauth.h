@@ -1,0 +1,116 @@
+/*
+ * adminauth — who may use the admin API: the decision taken for every
+ * request before it is routed (supervisor/admin.c asks), and the credentials
+ * that decision needs, loaded from the [ferry] keys.
+ *
+ * The model (docs/operations.md, "Securing the admin API"):
+ *   - the control socket is trusted by its file permissions
+ *     (control_socket_mode, control_socket_group): every request on it is
+ *     allowed, and the caller's uid/pid (SO_PEERCRED) is logged for
+ *     mutating calls;
+ *   - on admin_listen, the paths of admin_open_paths (exact match; by
+ *     default /admin/health, /admin/ready, /metrics) are open to anyone;
+ *   - everything else on admin_listen needs a credential when one is
+ *     configured: a bearer token (`Authorization: Bearer TOKEN`, the
+ *     content of admin_token_file) or a client certificate verified against
+ *     admin_tls_client_ca in the TLS handshake. Either one is enough;
+ *   - an admin_listen with no credential configured at all is open (the
+ *     config parser refuses that on a non-loopback address unless
+ *     admin_insecure = on).
+ * Every refusal is a 401 with a JSON error and `WWW-Authenticate: Bearer
+ * realm="ferry"` (error="invalid_token" when a token was sent and is wrong,
+ * RFC 6750 §3.1). There is no 403: one credential grants everything.
+ *
+ * The token file: a regular file (not a FIFO, device, ...) of at most
+ * ADMINAUTH_TOKEN_FILE_MAX bytes, not readable or writable by "other" and
+ * not group-writable (mode & 0027 == 0); one token of ADMINAUTH_TOKEN_MIN to
+ * ADMINAUTH_TOKEN_MAX visible ASCII characters (no spaces); one trailing
+ * newline (LF or CRLF) is ignored. Only the SHA-256 of the token is kept;
+ * the file's bytes are wiped (sodium_memzero) after hashing. A presented
+ * token is hashed the same way and the two digests are compared with
+ * sodium_memcmp, so the time taken depends neither on where the tokens
+ * differ nor on the length of the secret.
+ *
+ * Return conventions: 0 / -1 with a message in err.
+ */
+#ifndef FERRY_SUPERVISOR_ADMINAUTH_H
+#define FERRY_SUPERVISOR_ADMINAUTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "common/config.h"
+
+#define ADMINAUTH_TOKEN_MIN      16
+#define ADMINAUTH_TOKEN_MAX      1024
+#define ADMINAUTH_TOKEN_FILE_MAX 4096
+#define ADMINAUTH_DIGEST_LEN     32   /* SHA-256 */
+
+/* The credentials of admin_listen, built from a struct cfg. */
+struct adminauth {
+	bool token_set;
+	unsigned char token_digest[ADMINAUTH_DIGEST_LEN];
+	bool client_certs;               /* admin_tls_client_ca is set */
+	char open_paths[CFG_OPEN_PATHS_MAX]; /* as in struct cfg */
+};
+
+/* What was decided for one request, and on what grounds. */
+enum adminauth_result {
+	ADMINAUTH_LOCAL = 0,     /* control socket: its permissions decide */
+	ADMINAUTH_OPEN_PATH,     /* admin_open_paths */
+	ADMINAUTH_UNPROTECTED,   /* admin_listen has no credential configured */
+	ADMINAUTH_TOKEN,         /* the right bearer token */
+	ADMINAUTH_CERT,          /* a verified client certificate */
+	ADMINAUTH_MISSING,       /* refused: no credential */
+	ADMINAUTH_MALFORMED,     /* refused: Authorization is not "Bearer TOKEN" */
+	ADMINAUTH_WRONG,         /* refused: a token that does not match */
+};
+
+const char *adminauth_result_str(enum adminauth_result r);
+
+static inline bool
+adminauth_allowed(enum adminauth_result r)
+{
+	return r <= ADMINAUTH_CERT;
+}
+
+/* --- pure ---------------------------------------------------------------- */
+
+/* The token held in a token file's bytes: trims one trailing "\n" or
+ * "\r\n", checks length and characters, and stores its SHA-256. */
+int adminauth_token_parse(const char *buf, size_t len,
+			  unsigned char digest[ADMINAUTH_DIGEST_LEN], char *err, size_t errlen);
+
+/* Are a token file's permission bits acceptable (see above)? */
+int adminauth_token_mode_ok(mode_t mode, char *err, size_t errlen);
+
+/* Is path one of the comma-separated paths of list (exact match)? */
+bool adminauth_path_open(const char *list, const char *path);
+
+/* The token of an Authorization header value "Bearer TOKEN" (scheme case-
+ * insensitive, blanks around the token ignored): 0 with *tok and *toklen, or
+ * -1 when the value is not of that form. */
+int adminauth_bearer(const char *authz, const char **tok, size_t *toklen);
+
+/* The decision for one request. local: it came over the control socket.
+ * authz: the Authorization header or NULL. cert_verified: the TLS peer
+ * presented a client certificate that verified against admin_tls_client_ca. */
+enum adminauth_result adminauth_check(const struct adminauth *a, bool local, const char *path,
+				      const char *authz, bool cert_verified);
+
+/* The WWW-Authenticate header line ("Name: value\r\n") and the JSON error
+ * message of a refusal. */
+const char *adminauth_challenge(enum adminauth_result r);
+const char *adminauth_refusal_msg(const struct adminauth *a, enum adminauth_result r);
+
+/* --- loading ------------------------------------------------------------ */
+
+/* Build *a from c: reads and checks admin_token_file (see above). On error
+ * *a is left cleared and err holds "PATH: reason". */
+int adminauth_load(struct adminauth *a, const struct cfg *c, char *err, size_t errlen);
+
+/* Wipe the digest. */
+void adminauth_clear(struct adminauth *a);
+
+#endif
