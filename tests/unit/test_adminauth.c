@@ -17,6 +17,7 @@
 
 #include "common/config.h"
 #include "supervisor/adminauth.h"
+#include "supervisor/plan.h"
 
 #define CL "[cluster a]\nupstream = 127.0.0.1:9092\nbootstrap = 127.0.0.1:19092\n" \
 	"broker_ports = 19093-19094\n"
@@ -398,4 +399,35 @@ Test(adminauth, load_token_file)
 	free(ok);
 	free(loose);
 	free(empty);
+}
+
+/* control_socket_mode/_group apply at start only; the other admin keys
+ * reload (the token file is re-read by the admin layer). */
+Test(adminauth, restart_only_keys)
+{
+	struct res run, next;
+	struct cfg_errors e;
+
+	parse(&run, "");
+	parse(&next, "control_socket_mode = 0660\ncontrol_socket_group = adm\n");
+	cr_assert_eq(run.rc, 0);
+	cr_assert_eq(next.rc, 0);
+	cfg_errors_init(&e);
+	cr_expect_eq(plan_check_restart_keys(&run.c, &next.c, &e), 2);
+	cr_assert_eq(e.n, 2);
+	cr_expect(strstr(e.msg[0], "t.ini:2: control_socket_mode cannot change without restarting "
+	    "ferryd (running: 0600, new: 0660)") == e.msg[0], "%s", e.msg[0]);
+	cr_expect(strstr(e.msg[1], "t.ini:3: control_socket_group cannot change") == e.msg[1],
+	    "%s", e.msg[1]);
+	cfg_errors_free(&e);
+	done(&next);
+
+	parse(&next, "admin_token_file = /t\nadmin_open_paths = none\nadmin_tls_cert = /c\n"
+	    "admin_tls_key = /k\nadmin_tls_client_ca = /ca\nadmin_insecure = on\n");
+	cr_assert_eq(next.rc, 0);
+	cfg_errors_init(&e);
+	cr_expect_eq(plan_check_restart_keys(&run.c, &next.c, &e), 0);
+	cfg_errors_free(&e);
+	done(&next);
+	done(&run);
 }
