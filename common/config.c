@@ -61,7 +61,13 @@ enum cfgp_fkey {
 enum cfgp_ckey {
 	CK_UPSTREAM = 0, CK_BOOTSTRAP, CK_ADVERTISED_HOST, CK_BROKER_PORTS,
 	CK_NODE_IDS, CK_MAX_CONNECTIONS, CK_MAX_FRAME_BYTES, CK_IDLE_TIMEOUT,
-	CK_REQUEST_TIMEOUT, CK_MAX_INFLIGHT, CK_WORKERS, CK_HANDOVER, CK_COUNT,
+	CK_REQUEST_TIMEOUT, CK_MAX_INFLIGHT, CK_WORKERS, CK_HANDOVER,
+	/* [tls] */
+	CK_TLS_CERT, CK_TLS_KEY, CK_TLS_MIN_VERSION, CK_TLS_CIPHERS,
+	CK_TLS_CIPHERSUITES, CK_TLS_CLIENT_CA, CK_TLS_CLIENT_AUTH,
+	CK_UPSTREAM_TLS, CK_UPSTREAM_CA, CK_UPSTREAM_CERT, CK_UPSTREAM_KEY,
+	CK_UPSTREAM_TLS_VERIFY, CK_UPSTREAM_DIAL_MAP,
+	CK_COUNT,
 };
 
 /* Where each key of one cluster section was set and whether it parsed. */
@@ -611,7 +617,7 @@ cfgp_set_control_socket_group(struct cfg *c, const char *v, char *err, size_t le
 
 /* An absolute path of at most CFG_PATH_MAX - 1 bytes. */
 static int
-cfgp_path(const char *v, char *out, char *err, size_t len)
+cfgp_admin_path(const char *v, char *out, char *err, size_t len)
 {
 	size_t n = strlen(v);
 
@@ -623,6 +629,11 @@ cfgp_path(const char *v, char *out, char *err, size_t len)
 		snprintf(err, len, "path too long (%zu bytes, max %d)", n, CFG_PATH_MAX - 1);
 		return -1;
 	}
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f) {
+			snprintf(err, len, "control character in path");
+			return -1;
+		}
 	memcpy(out, v, n + 1);
 	return 0;
 }
@@ -630,25 +641,25 @@ cfgp_path(const char *v, char *out, char *err, size_t len)
 static int
 cfgp_set_admin_token_file(struct cfg *c, const char *v, char *err, size_t len)
 {
-	return cfgp_path(v, c->admin_token_file, err, len);
+	return cfgp_admin_path(v, c->admin_token_file, err, len);
 }
 
 static int
 cfgp_set_admin_tls_cert(struct cfg *c, const char *v, char *err, size_t len)
 {
-	return cfgp_path(v, c->admin_tls_cert, err, len);
+	return cfgp_admin_path(v, c->admin_tls_cert, err, len);
 }
 
 static int
 cfgp_set_admin_tls_key(struct cfg *c, const char *v, char *err, size_t len)
 {
-	return cfgp_path(v, c->admin_tls_key, err, len);
+	return cfgp_admin_path(v, c->admin_tls_key, err, len);
 }
 
 static int
 cfgp_set_admin_tls_client_ca(struct cfg *c, const char *v, char *err, size_t len)
 {
-	return cfgp_path(v, c->admin_tls_client_ca, err, len);
+	return cfgp_admin_path(v, c->admin_tls_client_ca, err, len);
 }
 
 static int
@@ -968,6 +979,196 @@ cfgp_set_handover(struct cfg_cluster *cl, const char *v, char *err, size_t len)
 	return cfgp_onoff(v, &cl->handover, err, len);
 }
 
+/* ---- [tls] keys ---- */
+
+static const char *const cfgp_tls_version_names[] = { "1.2", "1.3" };
+static const char *const cfgp_tls_auth_names[] = { "none", "requested", "required" };
+
+/* A file the supervisor reads: an absolute path without control
+ * characters. Relative paths are refused rather than resolved against a
+ * working directory that differs between ferryd, ferryd -t and systemd. */
+static int
+cfgp_path(const char *v, char *out, char *err, size_t len)
+{
+	size_t n = strlen(v);
+
+	if (v[0] != '/') {
+		snprintf(err, len, "'%s' is not an absolute path", v);
+		return -1;
+	}
+	if (n >= CFG_PATH_MAX) {
+		snprintf(err, len, "path too long (%zu bytes, max %d)", n, CFG_PATH_MAX - 1);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f) {
+			snprintf(err, len, "control character in path");
+			return -1;
+		}
+	memcpy(out, v, n + 1);
+	return 0;
+}
+
+static int
+cfgp_set_tls_cert(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return cfgp_path(v, cl->tls_cert, err, len);
+}
+
+static int
+cfgp_set_tls_key(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return cfgp_path(v, cl->tls_key, err, len);
+}
+
+static int
+cfgp_set_tls_client_ca(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return cfgp_path(v, cl->tls_client_ca, err, len);
+}
+
+static int
+cfgp_set_upstream_ca(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return cfgp_path(v, cl->upstream_ca, err, len);
+}
+
+static int
+cfgp_set_upstream_cert(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return cfgp_path(v, cl->upstream_cert, err, len);
+}
+
+static int
+cfgp_set_upstream_key(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return cfgp_path(v, cl->upstream_key, err, len);
+}
+
+static int
+cfgp_set_tls_min_version(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	if (strcmp(v, "1.0") == 0 || strcmp(v, "1.1") == 0) {
+		snprintf(err, len, "TLS %s is not supported: it is deprecated (RFC 8996); "
+		    "use 1.2 or 1.3", v);
+		return -1;
+	}
+	int i = cfgp_enum(v, cfgp_tls_version_names, 2, err, len, "1.2 or 1.3");
+
+	if (i >= 0)
+		cl->tls_min_version = i;
+	return i < 0 ? -1 : 0;
+}
+
+/* An OpenSSL cipher list or TLS 1.3 suite list: its syntax only (the names
+ * are checked by OpenSSL when the supervisor builds the context). */
+static int
+cfgp_cipher_list(const char *v, char *out, char *err, size_t len)
+{
+	size_t n = strlen(v);
+
+	if (n >= CFG_TLS_CIPHERS_MAX) {
+		snprintf(err, len, "list too long (%zu characters, max %d)", n,
+		    CFG_TLS_CIPHERS_MAX - 1);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		char c = v[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || strchr(":+-!@=_.,", c) != NULL)) {
+			snprintf(err, len, "invalid character '%c' in cipher list", c);
+			return -1;
+		}
+	}
+	memcpy(out, v, n + 1);
+	return 0;
+}
+
+static int
+cfgp_set_tls_ciphers(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return cfgp_cipher_list(v, cl->tls_ciphers, err, len);
+}
+
+static int
+cfgp_set_tls_ciphersuites(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return cfgp_cipher_list(v, cl->tls_ciphersuites, err, len);
+}
+
+static int
+cfgp_set_tls_client_auth(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	int i = cfgp_enum(v, cfgp_tls_auth_names, 3, err, len,
+	    "none, requested or required");
+
+	if (i >= 0)
+		cl->tls_client_auth = (enum cfg_tls_client_auth)i;
+	return i < 0 ? -1 : 0;
+}
+
+static int
+cfgp_set_upstream_tls(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return cfgp_onoff(v, &cl->upstream_tls, err, len);
+}
+
+static int
+cfgp_set_upstream_tls_verify(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return cfgp_onoff(v, &cl->upstream_tls_verify, err, len);
+}
+
+/* upstream_dial_map = HOST:PORT=HOST:PORT[,...]; a source address at most
+ * once. */
+static int
+cfgp_set_upstream_dial_map(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	struct cfg_dial *list;
+	const char *s, *comma;
+	char item[CFGP_ERRLEN], *eq;
+	size_t n = 1, i = 0, ilen;
+
+	for (s = v; *s != '\0'; s++)
+		if (*s == ',')
+			n++;
+	if ((list = calloc(n, sizeof *list)) == NULL) {
+		snprintf(err, len, CFG_ERR_OOM);
+		return -1;
+	}
+	for (s = v;; s = comma + 1) {
+		comma = strchr(s, ',');
+		ilen = comma ? (size_t)(comma - s) : strlen(s);
+		if (ilen >= sizeof item)
+			ilen = sizeof item - 1;
+		memcpy(item, s, ilen);
+		item[ilen] = '\0';
+		if ((eq = strchr(item, '=')) == NULL) {
+			snprintf(err, len, "'%s' is not FROM_HOST:PORT=TO_HOST:PORT", item);
+			goto fail;
+		}
+		*eq = '\0';
+		if (units_parse_addr(item, &list[i].from, 0, err, len) != 0 ||
+		    units_parse_addr(eq + 1, &list[i].to, 0, err, len) != 0)
+			goto fail;
+		for (size_t j = 0; j < i; j++)
+			if (list[j].from.port == list[i].from.port &&
+			    strcasecmp(list[j].from.host, list[i].from.host) == 0) {
+				snprintf(err, len, "%s is mapped twice", item);
+				goto fail;
+			}
+		i++;
+		if (comma == NULL)
+			break;
+	}
+	cl->dial_map = list;
+	cl->n_dial_map = n;
+	return 0;
+fail:
+	free(list);
+	return -1;
+}
+
 static const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT] = {
 	[CK_UPSTREAM] = { "upstream", cfgp_set_upstream },
 	[CK_BOOTSTRAP] = { "bootstrap", cfgp_set_bootstrap },
@@ -981,7 +1182,21 @@ static const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT] = {
 	[CK_MAX_INFLIGHT] = { "max_inflight_per_connection", cfgp_set_max_inflight },
 	[CK_WORKERS] = { "workers", cfgp_set_workers },
 	[CK_HANDOVER] = { "handover", cfgp_set_handover },
+	[CK_TLS_CERT] = { "tls_cert", cfgp_set_tls_cert },
+	[CK_TLS_KEY] = { "tls_key", cfgp_set_tls_key },
+	[CK_TLS_MIN_VERSION] = { "tls_min_version", cfgp_set_tls_min_version },
+	[CK_TLS_CIPHERS] = { "tls_ciphers", cfgp_set_tls_ciphers },
+	[CK_TLS_CIPHERSUITES] = { "tls_ciphersuites", cfgp_set_tls_ciphersuites },
+	[CK_TLS_CLIENT_CA] = { "tls_client_ca", cfgp_set_tls_client_ca },
+	[CK_TLS_CLIENT_AUTH] = { "tls_client_auth", cfgp_set_tls_client_auth },
+	[CK_UPSTREAM_TLS] = { "upstream_tls", cfgp_set_upstream_tls },
+	[CK_UPSTREAM_CA] = { "upstream_ca", cfgp_set_upstream_ca },
+	[CK_UPSTREAM_CERT] = { "upstream_cert", cfgp_set_upstream_cert },
+	[CK_UPSTREAM_KEY] = { "upstream_key", cfgp_set_upstream_key },
+	[CK_UPSTREAM_TLS_VERIFY] = { "upstream_tls_verify", cfgp_set_upstream_tls_verify },
+	[CK_UPSTREAM_DIAL_MAP] = { "upstream_dial_map", cfgp_set_upstream_dial_map },
 };
+_Static_assert(CK_COUNT <= CFG_CLUSTER_KEYS_MAX, "cfg_cluster.key_lines too small");
 
 /* ---- sections ---- */
 
@@ -1018,6 +1233,8 @@ cfgp_add_cluster(struct cfgp *p, const char *name)
 	cl->max_inflight = 1024;
 	cl->workers = 1;
 	cl->handover = true;
+	cl->tls_min_version = CFG_TLS_1_2;
+	cl->upstream_tls_verify = true;
 	return 0;
 }
 
@@ -1259,6 +1476,55 @@ cfgp_handler(void *user, const char *section, const char *name,
 
 /* ---- cross-checks ---- */
 
+/* TLS keys that only make sense together. */
+static void
+cfgp_finish_tls(struct cfgp *p, struct cfg_cluster *cl, const struct cfgp_meta *m)
+{
+	static const enum cfgp_ckey server_only[] = {
+		CK_TLS_MIN_VERSION, CK_TLS_CIPHERS, CK_TLS_CIPHERSUITES,
+		CK_TLS_CLIENT_CA, CK_TLS_CLIENT_AUTH,
+	};
+	static const enum cfgp_ckey upstream_only[] = {
+		CK_UPSTREAM_CA, CK_UPSTREAM_CERT, CK_UPSTREAM_KEY, CK_UPSTREAM_TLS_VERIFY,
+	};
+	size_t i;
+
+	if (m->ok[CK_TLS_CERT] && !m->line[CK_TLS_KEY])
+		cfgp_err(p, m->line[CK_TLS_CERT], "tls_cert: tls_key is required with it");
+	if (m->ok[CK_TLS_KEY] && !m->line[CK_TLS_CERT])
+		cfgp_err(p, m->line[CK_TLS_KEY], "tls_key: tls_cert is required with it");
+	cl->tls = cl->tls_cert[0] != '\0' && cl->tls_key[0] != '\0';
+	if (!m->line[CK_TLS_CERT])
+		for (i = 0; i < sizeof server_only / sizeof server_only[0]; i++)
+			if (m->line[server_only[i]])
+				cfgp_err(p, m->line[server_only[i]], "%s: needs tls_cert and "
+				    "tls_key (client-facing TLS is off)",
+				    cfgp_ckeys[server_only[i]].name);
+	if (m->line[CK_TLS_CLIENT_AUTH] && m->ok[CK_TLS_CLIENT_AUTH] &&
+	    cl->tls_client_auth != CFG_TLS_AUTH_NONE && !m->line[CK_TLS_CLIENT_CA])
+		cfgp_err(p, m->line[CK_TLS_CLIENT_AUTH], "tls_client_auth: %s needs "
+		    "tls_client_ca (the CA that signs client certificates)",
+		    cfgp_tls_auth_names[cl->tls_client_auth]);
+	if (m->ok[CK_TLS_CLIENT_CA] && !m->line[CK_TLS_CLIENT_AUTH])
+		cl->tls_client_auth = CFG_TLS_AUTH_REQUIRED;
+	if (m->ok[CK_TLS_CLIENT_CA] && m->ok[CK_TLS_CLIENT_AUTH] &&
+	    cl->tls_client_auth == CFG_TLS_AUTH_NONE)
+		cfgp_err(p, m->line[CK_TLS_CLIENT_CA], "tls_client_ca: set, but "
+		    "tls_client_auth = none asks no client certificate");
+
+	if (!cl->upstream_tls)
+		for (i = 0; i < sizeof upstream_only / sizeof upstream_only[0]; i++)
+			if (m->line[upstream_only[i]])
+				cfgp_err(p, m->line[upstream_only[i]], "%s: needs "
+				    "upstream_tls = on", cfgp_ckeys[upstream_only[i]].name);
+	if (m->ok[CK_UPSTREAM_CERT] && !m->line[CK_UPSTREAM_KEY])
+		cfgp_err(p, m->line[CK_UPSTREAM_CERT], "upstream_cert: upstream_key is "
+		    "required with it");
+	if (m->ok[CK_UPSTREAM_KEY] && !m->line[CK_UPSTREAM_CERT])
+		cfgp_err(p, m->line[CK_UPSTREAM_KEY], "upstream_key: upstream_cert is "
+		    "required with it");
+}
+
 /* Required keys, defaults that depend on other keys, node ids. */
 static void
 cfgp_finish_cluster(struct cfgp *p, size_t idx)
@@ -1285,6 +1551,10 @@ cfgp_finish_cluster(struct cfgp *p, size_t idx)
 			memcpy(cl->advertised_host, cl->bootstrap.host,
 			    sizeof cl->advertised_host);
 	}
+
+	cfgp_finish_tls(p, cl, m);
+	for (i = 0; i < CK_COUNT; i++)
+		cl->key_lines[i] = m->line[i];
 
 	if (!m->ok[CK_BROKER_PORTS])
 		return;
@@ -1564,6 +1834,7 @@ cfg_free(struct cfg *c)
 	for (i = 0; i < c->n_clusters; i++) {
 		free(c->clusters[i].upstream);
 		free(c->clusters[i].node_ids);
+		free(c->clusters[i].dial_map);
 	}
 	free(c->clusters);
 	free(c->path);
@@ -1677,6 +1948,43 @@ cfg_cluster_canonical(const struct cfg_cluster *cl)
 		cfgp_sb_printf(&b, "workers = auto\n");
 	else
 		cfgp_sb_printf(&b, "workers = %u\n", cl->workers);
+	/* [tls]: client-facing keys only when TLS is on, upstream ones only
+	 * with upstream_tls (each needs the other), paths as given. */
+	if (cl->tls) {
+		cfgp_sb_printf(&b, "tls_cert = %s\n", cl->tls_cert);
+		cfgp_sb_printf(&b, "tls_key = %s\n", cl->tls_key);
+		cfgp_sb_printf(&b, "tls_min_version = %s\n",
+		    cfg_tls_version_str((enum cfg_tls_version)cl->tls_min_version));
+		if (cl->tls_ciphers[0])
+			cfgp_sb_printf(&b, "tls_ciphers = %s\n", cl->tls_ciphers);
+		if (cl->tls_ciphersuites[0])
+			cfgp_sb_printf(&b, "tls_ciphersuites = %s\n", cl->tls_ciphersuites);
+		if (cl->tls_client_ca[0])
+			cfgp_sb_printf(&b, "tls_client_ca = %s\n", cl->tls_client_ca);
+		cfgp_sb_printf(&b, "tls_client_auth = %s\n",
+		    cfg_tls_client_auth_str(cl->tls_client_auth));
+	}
+	cfgp_sb_printf(&b, "upstream_tls = %s\n", cl->upstream_tls ? "on" : "off");
+	if (cl->upstream_tls) {
+		if (cl->upstream_ca[0])
+			cfgp_sb_printf(&b, "upstream_ca = %s\n", cl->upstream_ca);
+		if (cl->upstream_cert[0]) {
+			cfgp_sb_printf(&b, "upstream_cert = %s\n", cl->upstream_cert);
+			cfgp_sb_printf(&b, "upstream_key = %s\n", cl->upstream_key);
+		}
+		cfgp_sb_printf(&b, "upstream_tls_verify = %s\n",
+		    cl->upstream_tls_verify ? "on" : "off");
+	}
+	if (cl->n_dial_map) {
+		cfgp_sb_printf(&b, "upstream_dial_map = ");
+		for (i = 0; i < cl->n_dial_map; i++) {
+			char to[CFG_HOST_MAX + 16];
+			units_fmt_addr(&cl->dial_map[i].from, buf, sizeof buf);
+			units_fmt_addr(&cl->dial_map[i].to, to, sizeof to);
+			cfgp_sb_printf(&b, "%s%s=%s", i ? "," : "", buf, to);
+		}
+		cfgp_sb_printf(&b, "\n");
+	}
 	if (b.failed) {
 		free(b.s);
 		return NULL;
@@ -1691,6 +1999,41 @@ cfg_ferry_key_line(const struct cfg *c, const char *key)
 		if (strcmp(cfgp_fkeys[k].name, key) == 0)
 			return c->ferry_key_lines[k];
 	return 0;
+}
+
+int
+cfg_cluster_key_line(const struct cfg_cluster *cl, const char *key)
+{
+	for (int k = 0; k < CK_COUNT; k++)
+		if (strcmp(cfgp_ckeys[k].name, key) == 0)
+			return cl->key_lines[k];
+	return 0;
+}
+
+const struct cfg_addr *
+cfg_dial_lookup(const struct cfg_cluster *cl, const char *host, uint16_t port)
+{
+	for (size_t i = 0; i < cl->n_dial_map; i++)
+		if (cl->dial_map[i].from.port == port &&
+		    strcasecmp(cl->dial_map[i].from.host, host) == 0)
+			return &cl->dial_map[i].to;
+	return NULL;
+}
+
+const char *
+cfg_tls_version_str(enum cfg_tls_version v)
+{
+	if ((unsigned)v >= 2)
+		return "unknown";
+	return cfgp_tls_version_names[v];
+}
+
+const char *
+cfg_tls_client_auth_str(enum cfg_tls_client_auth a)
+{
+	if ((unsigned)a >= 3)
+		return "unknown";
+	return cfgp_tls_auth_names[a];
 }
 
 const struct cfg_cluster *

@@ -28,6 +28,20 @@
  * uploading one cannot exhaust memory by themselves. */
 #define CFG_MAX_FILE_BYTES (4u << 20)
 
+/* ---- TLS [tls] ---- */
+#define CFG_PATH_MAX 1024  /* certificate/key file paths; "" = unset */
+#define CFG_TLS_CIPHERS_MAX 512
+/* A TLS file (certificate, key, CA bundle) the supervisor reads for a
+ * worker is refused beyond this size. */
+#define CFG_TLS_FILE_MAX (1u << 20)
+
+enum cfg_tls_version { CFG_TLS_1_2 = 0, CFG_TLS_1_3 };
+enum cfg_tls_client_auth {
+	CFG_TLS_AUTH_NONE = 0,   /* no client certificate asked */
+	CFG_TLS_AUTH_REQUESTED,  /* asked; verified when sent; none is admitted */
+	CFG_TLS_AUTH_REQUIRED,   /* a verified client certificate or no connection */
+};
+
 /* [ferry] admin access control keys (admin) */
 #ifndef CFG_PATH_MAX
 #define CFG_PATH_MAX 1024  /* file paths of the config (certificates, keys, tokens) */
@@ -53,6 +67,15 @@ struct cfg_addr {
 	uint16_t port;
 };
 
+/* upstream_dial_map entry: an upstream broker address (bootstrap or learned
+ * from metadata) and the address actually dialled for it. */
+struct cfg_dial {
+	struct cfg_addr from, to;
+};
+
+/* Slots of cfg_cluster.key_lines (enough for every cluster key). */
+#define CFG_CLUSTER_KEYS_MAX 48
+
 struct cfg_cluster {
 	char name[CFG_NAME_MAX];
 	int line;                        /* line of the [cluster NAME] header */
@@ -76,6 +99,29 @@ struct cfg_cluster {
 	                                    reload (default on) */
 	uint32_t workers;                /* worker processes per generation, default 1;
 	                                    0 = auto (the CPUs ferryd may run on) */
+
+	/* ---- TLS [tls]: client-facing (tls) and upstream (upstream_tls). The
+	 * files are read by the supervisor only (IPC_TLS_MATERIAL carries their
+	 * bytes to the worker); paths are absolute, "" = unset. */
+	bool tls;                        /* tls_cert (and tls_key) set */
+	char tls_cert[CFG_PATH_MAX];     /* PEM: certificate, then its chain */
+	char tls_key[CFG_PATH_MAX];      /* PEM private key */
+	char tls_client_ca[CFG_PATH_MAX];/* PEM CA bundle for client certificates */
+	int tls_min_version;             /* enum cfg_tls_version, default 1.2 */
+	char tls_ciphers[CFG_TLS_CIPHERS_MAX];      /* TLS <= 1.2 list; "" = OpenSSL's */
+	char tls_ciphersuites[CFG_TLS_CIPHERS_MAX]; /* TLS 1.3 suites; "" = OpenSSL's */
+	enum cfg_tls_client_auth tls_client_auth;   /* default none; required when
+	                                                tls_client_ca is set */
+	bool upstream_tls;               /* TLS to the upstream brokers */
+	char upstream_ca[CFG_PATH_MAX];  /* "" = the system trust store */
+	char upstream_cert[CFG_PATH_MAX];/* client certificate for the upstream */
+	char upstream_key[CFG_PATH_MAX];
+	bool upstream_tls_verify;        /* check the broker's name; default on */
+	struct cfg_dial *dial_map;       /* upstream_dial_map, in file order */
+	size_t n_dial_map;
+	/* Line where each cluster key was set (0 = default); see
+	 * cfg_cluster_key_line(). */
+	int key_lines[CFG_CLUSTER_KEYS_MAX];
 };
 
 struct cfg {
@@ -183,6 +229,20 @@ const struct cfg_cluster *cfg_find_cluster(const struct cfg *c, const char *name
 /* Index of node_id in cl->node_ids, or -1. The broker port of node id k is
  * broker_port_first + cfg_node_index(cl, k). */
 int cfg_node_index(const struct cfg_cluster *cl, int32_t node_id);
+
+/* Line where a key of this cluster was set, 0 when it was left at its
+ * default (or the key is unknown). For messages about what a key names
+ * (an unreadable tls_cert file, say) found after parsing. */
+int cfg_cluster_key_line(const struct cfg_cluster *cl, const char *key);
+
+/* The address to dial for upstream broker address host:port: its
+ * upstream_dial_map target, or NULL when it is dialled as is. The TLS name
+ * (SNI, certificate check) stays host either way. */
+const struct cfg_addr *cfg_dial_lookup(const struct cfg_cluster *cl,
+    const char *host, uint16_t port);
+
+const char *cfg_tls_version_str(enum cfg_tls_version v);
+const char *cfg_tls_client_auth_str(enum cfg_tls_client_auth a);
 
 /* Line where a [ferry] key was set, 0 when it was left at its default (or
  * the key is unknown). */

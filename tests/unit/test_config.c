@@ -866,7 +866,8 @@ Test(config_canonical, exact_text)
 	    "request_timeout = 30s\n"
 	    "max_inflight_per_connection = 1024\n"
 	    "handover = on\n"
-	    "workers = 1\n");
+	    "workers = 1\n"
+	    "upstream_tls = off\n");
 	free(s);
 	s = cfg_cluster_canonical(&r.c.clusters[1]);
 	cr_assert_str_eq(s,
@@ -882,7 +883,8 @@ Test(config_canonical, exact_text)
 	    "request_timeout = 30s\n"
 	    "max_inflight_per_connection = 1024\n"
 	    "handover = on\n"
-	    "workers = 1\n");
+	    "workers = 1\n"
+	    "upstream_tls = off\n");
 	free(s);
 	done(&r);
 }
@@ -1125,4 +1127,135 @@ Test(config, workers_key)
 	cr_assert_eq(r.rc, -1);
 	cr_assert_not_null(strstr(r.e.msg[0], "t.ini:5: "), "%s", r.e.msg[0]);
 	done(&r);
+}
+
+/* ---- [tls] keys ---- */
+
+#define TLS_BASE \
+	"[cluster t]\n" \
+	"upstream = k1.example:9093\n" \
+	"bootstrap = 127.0.0.1:9192\n" \
+	"broker_ports = 9193-9195\n"
+
+Test(config_tls, every_key_and_canonical)
+{
+	struct res r, r2;
+	char *s, *s2;
+
+	expect_ok(&r, TLS_BASE                                  /* 1-4 */
+	    "tls_cert = /etc/ferry/server.pem\n"                /* 5 */
+	    "tls_key = /etc/ferry/server.key\n"                 /* 6 */
+	    "tls_min_version = 1.3\n"
+	    "tls_ciphers = ECDHE+AESGCM:!aNULL\n"
+	    "tls_ciphersuites = TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384\n"
+	    "tls_client_ca = /etc/ferry/clients.pem\n"          /* 10 */
+	    "upstream_tls = on\n"
+	    "upstream_ca = /etc/ferry/kafka-ca.pem\n"
+	    "upstream_cert = /etc/ferry/ferry.pem\n"
+	    "upstream_key = /etc/ferry/ferry.key\n"
+	    "upstream_tls_verify = off\n"
+	    "upstream_dial_map = k1.example:9093=127.0.0.1:19093, [::1]:1=10.0.0.1:2\n");
+	const struct cfg_cluster *cl = &r.c.clusters[0];
+	cr_assert(cl->tls);
+	cr_assert_str_eq(cl->tls_cert, "/etc/ferry/server.pem");
+	cr_assert_eq(cl->tls_min_version, CFG_TLS_1_3);
+	/* a client CA without tls_client_auth: client certificates required */
+	cr_assert_eq(cl->tls_client_auth, CFG_TLS_AUTH_REQUIRED);
+	cr_assert(cl->upstream_tls);
+	cr_assert_not(cl->upstream_tls_verify);
+	cr_assert_eq(cl->n_dial_map, 2);
+	cr_assert_str_eq(cl->dial_map[1].from.host, "::1");
+	cr_assert_eq(cl->dial_map[1].to.port, 2);
+	const struct cfg_addr *to = cfg_dial_lookup(cl, "K1.example", 9093);
+	cr_assert_not_null(to);
+	cr_assert_str_eq(to->host, "127.0.0.1");
+	cr_assert_eq(to->port, 19093);
+	cr_assert_null(cfg_dial_lookup(cl, "k1.example", 9094));
+	cr_assert_eq(cfg_cluster_key_line(cl, "tls_cert"), 5);
+	cr_assert_eq(cfg_cluster_key_line(cl, "tls_client_ca"), 10);
+	cr_assert_eq(cfg_cluster_key_line(cl, "tls_client_auth"), 0);
+	cr_assert_eq(cfg_cluster_key_line(cl, "nope"), 0);
+
+	s = cfg_cluster_canonical(cl);
+	cr_assert(strstr(s,
+	    "workers = 1\n"
+	    "tls_cert = /etc/ferry/server.pem\n"
+	    "tls_key = /etc/ferry/server.key\n"
+	    "tls_min_version = 1.3\n"
+	    "tls_ciphers = ECDHE+AESGCM:!aNULL\n"
+	    "tls_ciphersuites = TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384\n"
+	    "tls_client_ca = /etc/ferry/clients.pem\n"
+	    "tls_client_auth = required\n"
+	    "upstream_tls = on\n"
+	    "upstream_ca = /etc/ferry/kafka-ca.pem\n"
+	    "upstream_cert = /etc/ferry/ferry.pem\n"
+	    "upstream_key = /etc/ferry/ferry.key\n"
+	    "upstream_tls_verify = off\n"
+	    "upstream_dial_map = k1.example:9093=127.0.0.1:19093,[::1]:1=10.0.0.1:2\n"), "%s", s);
+	expect_ok(&r2, s);
+	s2 = cfg_cluster_canonical(&r2.c.clusters[0]);
+	cr_assert_str_eq(s, s2);
+	free(s);
+	free(s2);
+	done(&r2);
+	done(&r);
+}
+
+Test(config_tls, defaults)
+{
+	struct res r;
+
+	expect_ok(&r, TLS_BASE "tls_cert = /a\ntls_key = /b\nupstream_tls = on\n");
+	const struct cfg_cluster *cl = &r.c.clusters[0];
+	cr_assert(cl->tls);
+	cr_assert_eq(cl->tls_min_version, CFG_TLS_1_2);
+	cr_assert_eq(cl->tls_client_auth, CFG_TLS_AUTH_NONE);
+	cr_assert(cl->upstream_tls_verify);
+	cr_assert_str_eq(cl->upstream_ca, "");
+	char *s = cfg_cluster_canonical(cl);
+	cr_assert(strstr(s, "tls_min_version = 1.2\ntls_client_auth = none\n"
+	    "upstream_tls = on\nupstream_tls_verify = on\n"), "%s", s);
+	free(s);
+	done(&r);
+	expect_ok(&r, TLS_BASE);
+	cr_assert_not(r.c.clusters[0].tls);
+	cr_assert_not(r.c.clusters[0].upstream_tls);
+	done(&r);
+}
+
+Test(config_tls, errors)
+{
+	expect_errors(TLS_BASE "tls_cert = /a\n",
+	    "t.ini:5: tls_cert: tls_key is required with it\n");
+	expect_errors(TLS_BASE "tls_key = /a\n",
+	    "t.ini:5: tls_key: tls_cert is required with it\n");
+	expect_errors(TLS_BASE "tls_cert = rel/cert.pem\ntls_key = /k\n",
+	    "t.ini:5: tls_cert: 'rel/cert.pem' is not an absolute path\n");
+	expect_errors(TLS_BASE "tls_cert = /a\ntls_key = /b\ntls_min_version = 1.0\n",
+	    "t.ini:7: tls_min_version: TLS 1.0 is not supported: it is deprecated "
+	    "(RFC 8996); use 1.2 or 1.3\n");
+	expect_errors(TLS_BASE "tls_cert = /a\ntls_key = /b\ntls_min_version = 1.4\n",
+	    "t.ini:7: tls_min_version: invalid value '1.4' (use 1.2 or 1.3)\n");
+	expect_errors(TLS_BASE "tls_min_version = 1.3\n",
+	    "t.ini:5: tls_min_version: needs tls_cert and tls_key (client-facing TLS is off)\n");
+	expect_errors(TLS_BASE "tls_cert = /a\ntls_key = /b\ntls_client_auth = required\n",
+	    "t.ini:7: tls_client_auth: required needs tls_client_ca (the CA that signs "
+	    "client certificates)\n");
+	expect_errors(TLS_BASE "tls_cert = /a\ntls_key = /b\ntls_client_auth = maybe\n",
+	    "t.ini:7: tls_client_auth: invalid value 'maybe' (use none, requested or required)\n");
+	expect_errors(TLS_BASE "tls_cert = /a\ntls_key = /b\ntls_client_ca = /c\n"
+	    "tls_client_auth = none\n",
+	    "t.ini:7: tls_client_ca: set, but tls_client_auth = none asks no client certificate\n");
+	expect_errors(TLS_BASE "tls_cert = /a\ntls_key = /b\ntls_ciphers = A B\n",
+	    "t.ini:7: tls_ciphers: invalid character ' ' in cipher list\n");
+	expect_errors(TLS_BASE "upstream_ca = /ca\n",
+	    "t.ini:5: upstream_ca: needs upstream_tls = on\n");
+	expect_errors(TLS_BASE "upstream_tls = on\nupstream_cert = /c\n",
+	    "t.ini:6: upstream_cert: upstream_key is required with it\n");
+	expect_errors(TLS_BASE "upstream_tls = maybe\n",
+	    "t.ini:5: upstream_tls: invalid value 'maybe' (use on or off)\n");
+	expect_errors(TLS_BASE "upstream_dial_map = a:1\n",
+	    "t.ini:5: upstream_dial_map: 'a:1' is not FROM_HOST:PORT=TO_HOST:PORT\n");
+	expect_errors(TLS_BASE "upstream_dial_map = a:1=b:2,A:1=c:3\n",
+	    "t.ini:5: upstream_dial_map: A:1 is mapped twice\n");
 }

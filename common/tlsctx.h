@@ -1,0 +1,83 @@
+/*
+ * tlsctx — OpenSSL 3 contexts (SSL_CTX) built from PEM bytes in memory.
+ *
+ * Nothing here opens a file: the supervisor (privileged) reads certificate
+ * and key files and passes their bytes; a worker builds its contexts from
+ * what it was sent (IPC_TLS_MATERIAL), and validation (`ferryd -t`, reload)
+ * builds the same contexts to find a bad PEM, a key that does not match its
+ * certificate or an unknown cipher before anything serving is touched. The
+ * admin API's HTTPS uses the server side too. Role-free: no config, no log,
+ * no I/O.
+ *
+ * Every context refuses renegotiation (SSL_OP_NO_RENEGOTIATION) and
+ * compression, accepts TLS 1.2 or later (tls_min_version may raise it to
+ * 1.3), allows partial writes and a moving write buffer (the transport's
+ * writev retries with the same bytes from wherever they are), and releases
+ * its buffers while idle (memory per idle connection).
+ *
+ * Return convention: a new SSL_CTX (caller frees with SSL_CTX_free), or NULL
+ * with a one-line reason in err ("tls_key: key does not match the
+ * certificate", OpenSSL's reason appended). Pass lengths exactly; the PEM
+ * need not be NUL-terminated.
+ */
+#ifndef FERRY_COMMON_TLSCTX_H
+#define FERRY_COMMON_TLSCTX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <time.h>
+
+#include <openssl/ssl.h>
+
+/* A PEM buffer; len 0 = absent. */
+struct tlsctx_pem {
+	const char *data;
+	size_t len;
+};
+
+enum tlsctx_client_auth {
+	TLSCTX_AUTH_NONE = 0,    /* values equal enum cfg_tls_client_auth */
+	TLSCTX_AUTH_REQUESTED,
+	TLSCTX_AUTH_REQUIRED,
+};
+
+enum tlsctx_version {
+	TLSCTX_TLS_1_2 = 0,      /* values equal enum cfg_tls_version */
+	TLSCTX_TLS_1_3,
+};
+
+struct tlsctx_server_opts {
+	struct tlsctx_pem cert;          /* certificate, then its chain */
+	struct tlsctx_pem key;           /* private key (any type OpenSSL reads) */
+	struct tlsctx_pem client_ca;     /* CAs for client certificates; needed
+	                                    when client_auth != NONE */
+	int client_auth;                 /* enum tlsctx_client_auth */
+	int min_version;                 /* enum tlsctx_version */
+	const char *ciphers;             /* TLS <= 1.2 list; NULL/"" = default */
+	const char *ciphersuites;        /* TLS 1.3 suites; NULL/"" = default */
+};
+
+struct tlsctx_client_opts {
+	struct tlsctx_pem ca;            /* trust anchors; absent = system store */
+	struct tlsctx_pem cert;          /* client certificate (+chain); optional */
+	struct tlsctx_pem key;           /* its key; with cert */
+	bool verify;                     /* verify the server's chain (the name is
+	                                    set per connection: tls.h) */
+	int min_version;                 /* enum tlsctx_version */
+};
+
+SSL_CTX *tlsctx_server_new(const struct tlsctx_server_opts *o, char *err, size_t errlen);
+SSL_CTX *tlsctx_client_new(const struct tlsctx_client_opts *o, char *err, size_t errlen);
+
+/* notAfter of the first certificate in pem, as time_t (UTC). 0, or -1
+ * with err. */
+int tlsctx_cert_not_after(struct tlsctx_pem pem, time_t *out, char *err, size_t errlen);
+
+/* The first certificate's subject, one line (RFC 2253), into buf. 0/-1. */
+int tlsctx_cert_subject(struct tlsctx_pem pem, char *buf, size_t len);
+
+/* Appends OpenSSL's queued error reasons (": reason; reason") to buf, which
+ * already holds a message, and empties the queue. */
+void tlsctx_errors(char *buf, size_t len);
+
+#endif
