@@ -64,6 +64,8 @@
 #include "common/log.h"
 #include "common/units.h"
 #include "common/file.h"
+#include "common/tls.h"
+#include "common/transport.h"
 #include "supervisor/adminauth.h"
 #include "supervisor/evict.h"
 #include "supervisor/status.h"
@@ -115,6 +117,7 @@ struct admin_peer {
 struct admin_conn {
 	struct admin_server *srv;
 	int fd;
+	struct transport tp;            /* plain, or TLS on an HTTPS admin_listen */
 	enum admin_conn_state state;
 	ev_io io;
 	ev_timer timer;
@@ -549,7 +552,7 @@ admin_conn_close(struct admin_conn *c)
 	admin_conn_uncharge(c);
 	ev_io_stop(loop, &c->io);
 	ev_timer_stop(loop, &c->timer);
-	close(c->fd);
+	transport_close(&c->tp);
 	http_parser_free(&c->parser);
 	free(c->out);
 	if (c->prev)
@@ -575,21 +578,51 @@ admin_conn_set_timer(struct admin_conn *c, double seconds)
 	}
 }
 
+/* Watch the socket for what the transport waits for in c's state: a
+ * blocked handshake or shutdown step, else reading (reading, lingering) or
+ * writing. Nothing while deferred. */
 static void
-admin_conn_linger(struct admin_conn *c)
+admin_conn_rearm(struct admin_conn *c)
 {
 	struct ev_loop *loop = c->srv->admin->loop;
+	int ev;
 
-	if (shutdown(c->fd, SHUT_WR) == -1) {
+	if (c->state == ADMIN_CONN_DEFERRED) {
+		ev_io_stop(loop, &c->io);
+		return;
+	}
+	ev = transport_interest(&c->tp, c->state != ADMIN_CONN_WRITING,
+	    c->state == ADMIN_CONN_WRITING);
+	if (ev == 0)
+		ev = c->state == ADMIN_CONN_WRITING ? EV_WRITE : EV_READ;
+	if (ev_is_active(&c->io) && (c->io.events & (EV_READ | EV_WRITE)) == ev)
+		return;
+	ev_io_stop(loop, &c->io);
+	ev_io_set(&c->io, c->fd, ev);
+	ev_io_start(loop, &c->io);
+}
+
+/* One step of closing our write side (TLS: close_notify); then the
+ * remaining input is drained until EOF or ADMIN_LINGER_TIMEOUT. */
+static void
+admin_conn_shutdown_step(struct admin_conn *c)
+{
+	int r = transport_shutdown(&c->tp);
+
+	if (r == -1) {
 		admin_conn_close(c);
 		return;
 	}
+	admin_conn_rearm(c);
+}
+
+static void
+admin_conn_linger(struct admin_conn *c)
+{
 	c->state = ADMIN_CONN_LINGERING;
 	admin_queue_put(c, EVICT_Q_LINGERING);
-	ev_io_stop(loop, &c->io);
-	ev_io_set(&c->io, c->fd, EV_READ);
-	ev_io_start(loop, &c->io);
 	admin_conn_set_timer(c, ADMIN_LINGER_TIMEOUT);
+	admin_conn_shutdown_step(c);
 }
 
 static void
@@ -598,11 +631,13 @@ admin_conn_write(struct admin_conn *c)
 	ssize_t n;
 
 	while (c->out_off < c->out_len) {
-		n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+		n = transport_write(&c->tp, c->out + c->out_off, c->out_len - c->out_off);
 		if (n == -1 && errno == EINTR)
 			continue;
-		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			admin_conn_rearm(c);
 			return;
+		}
 		if (n == -1) {
 			log_debug("admin client write failed", "listener=%s error=\"%s\"",
 			    c->srv->kind, strerror(errno));
@@ -618,7 +653,6 @@ admin_conn_write(struct admin_conn *c)
 static void
 admin_conn_send(struct admin_conn *c, struct admin_response *resp)
 {
-	struct ev_loop *loop = c->srv->admin->loop;
 	char path[128];
 
 	admin_sanitize(c->parser.req.path ? c->parser.req.path : "-", path, sizeof path);
@@ -639,9 +673,7 @@ admin_conn_send(struct admin_conn *c, struct admin_response *resp)
 	c->state = ADMIN_CONN_WRITING;
 	admin_conn_uncharge(c);
 	admin_queue_put(c, EVICT_Q_WRITING);
-	ev_io_stop(loop, &c->io);
-	ev_io_set(&c->io, c->fd, EV_WRITE);
-	ev_io_start(loop, &c->io);
+	admin_conn_rearm(c);
 	admin_conn_set_timer(c, ADMIN_WRITE_TIMEOUT);
 	admin_conn_write(c);
 }
@@ -686,6 +718,67 @@ admin_conn_fail(struct admin_conn *c, int status, const char *msg)
 	admin_conn_send(c, &resp);
 }
 
+/* The TLS handshake of an HTTPS connection, one step; it runs under the
+ * head deadline and in the eviction queues like a client that has sent
+ * nothing yet, so a stalled handshake costs what a slowloris costs.
+ * true once bytes may flow (c may be closed otherwise). */
+static bool
+admin_conn_handshake(struct admin_conn *c)
+{
+	struct admin *a = c->srv->admin;
+	SSL *ssl;
+	int r = transport_handshake(&c->tp);
+	uint64_t dropped = 0;
+
+	if (r == 0) {
+		admin_conn_rearm(c);
+		return false;
+	}
+	if (r == -1) {
+		if (log_ratelimit_ok(&a->rl_auth, 5, 10, &dropped))
+			log_info("admin TLS handshake failed", "listener=%s peer=%s error=\"%s\" "
+			    "suppressed=%llu", c->srv->kind, c->peer.addr,
+			    transport_tls_error(&c->tp), (unsigned long long)dropped);
+		admin_conn_close(c);
+		return false;
+	}
+	/* a client certificate that did not verify has failed the handshake
+	 * already (requested + verify); one that is here verified */
+	if ((ssl = transport_tls_ssl(&c->tp)) != NULL &&
+	    SSL_get0_peer_certificate(ssl) != NULL &&
+	    SSL_get_verify_result(ssl) == X509_V_OK) {
+		c->peer.cert_verified = true;
+		if (transport_peer(&c->tp, c->peer.subject, sizeof c->peer.subject) == -1)
+			c->peer.subject[0] = '\0';
+	}
+	admin_conn_rearm(c);
+	return true;
+}
+
+/* Send "100 Continue" once, best effort. On TLS the bytes go through the
+ * session: a write that blocks there cannot be abandoned (the record must
+ * be finished with the same bytes), so such a connection is closed
+ * (it has 2 KiB of socket buffer at least: it does not happen). */
+static bool
+admin_conn_continue(struct admin_conn *c)
+{
+	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+	ssize_t n;
+
+	c->continue_sent = true;
+	if (!transport_is_tls(&c->tp)) {
+		(void)send(c->fd, cont, sizeof cont - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+		return true;
+	}
+	n = transport_write(&c->tp, cont, sizeof cont - 1);
+	if (n == (ssize_t)(sizeof cont - 1))
+		return true;
+	admin_conn_close(c);
+	return false;
+}
+
+/* Read what there is (TLS: including what the session already holds,
+ * transport_pending) and parse it. c may be closed on return. */
 static void
 admin_conn_readable(struct admin_conn *c)
 {
@@ -693,16 +786,30 @@ admin_conn_readable(struct admin_conn *c)
 	ssize_t n;
 	enum http_result rc;
 
-	n = recv(c->fd, buf, sizeof buf, 0);
-	if (n == -1 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+	if (c->tp.state == TRANSPORT_HANDSHAKE && !admin_conn_handshake(c))
 		return;
+	if (c->state == ADMIN_CONN_LINGERING && c->tp.hs_want != TRANSPORT_WANT_NONE) {
+		/* our close_notify is still blocked: finish it first */
+		admin_conn_shutdown_step(c);
+		return;
+	}
+again:
+	n = transport_read(&c->tp, buf, sizeof buf);
+	if (n == -1 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) {
+		admin_conn_rearm(c);
+		return;
+	}
 	if (n <= 0) {
 		/* EOF or error; in lingering this is the normal end */
 		admin_conn_close(c);
 		return;
 	}
-	if (c->state == ADMIN_CONN_LINGERING)
+	if (c->state == ADMIN_CONN_LINGERING) {
+		if (transport_pending(&c->tp) > 0)
+			goto again;
+		admin_conn_rearm(c);
 		return;         /* discard */
+	}
 
 	rc = http_parser_feed(&c->parser, buf, (size_t)n);
 	if (rc == HTTP_ERROR) {
@@ -738,13 +845,15 @@ admin_conn_readable(struct admin_conn *c)
 			return;
 		}
 	}
-	if (!c->continue_sent && http_parser_wants_continue(&c->parser)) {
-		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-
-		/* best effort: a client that misses it sends the body anyway */
-		c->continue_sent = true;
-		(void)send(c->fd, cont, sizeof cont - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-	}
+	/* best effort: a client that misses it sends the body anyway */
+	if (!c->continue_sent && http_parser_wants_continue(&c->parser) &&
+	    !admin_conn_continue(c))
+		return;
+	/* bytes decrypted but not returned yet: the socket may never signal
+	 * them */
+	if (transport_pending(&c->tp) > 0)
+		goto again;
+	admin_conn_rearm(c);
 }
 
 static void
@@ -753,12 +862,10 @@ admin_conn_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 	struct admin_conn *c = w->data;
 
 	(void)loop;
-	if (c->state == ADMIN_CONN_WRITING) {
-		if (revents & EV_WRITE)
-			admin_conn_write(c);
-		return;
-	}
-	if (revents & EV_READ)
+	(void)revents;  /* the transport knows what each step waits for */
+	if (c->state == ADMIN_CONN_WRITING)
+		admin_conn_write(c);
+	else if (c->state != ADMIN_CONN_DEFERRED)
 		admin_conn_readable(c);
 }
 
@@ -837,7 +944,7 @@ admin_server_evict(struct admin_server *srv)
 	victim = admin_conn_of(n);
 	log_debug("admin connection evicted", "listener=%s state=%s bytes=%zu",
 	    srv->kind, admin_conn_state_str(victim->state), victim->parser.len);
-	if (victim->state == ADMIN_CONN_READING)
+	if (victim->state == ADMIN_CONN_READING && !transport_is_tls(&victim->tp))
 		admin_send_busy(victim->fd);
 	admin_conn_close(victim);
 	srv->evicted++;
@@ -890,6 +997,13 @@ admin_backoff_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	admin_server_update(srv);
 }
 
+/* Does srv speak HTTPS (admin_listen with admin_tls_cert)? */
+static bool
+admin_server_tls(const struct admin_server *srv)
+{
+	return srv == &srv->admin->http && srv->admin->auth.tls_ctx != NULL;
+}
+
 static void
 admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
@@ -926,19 +1040,30 @@ admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 				srv->refused++;
 			admin_server_log_evictions(srv);
 			if (!room) {
-				admin_send_busy(fd);
+				if (!admin_server_tls(srv))
+					admin_send_busy(fd);
 				close(fd);
 				continue;
 			}
 		}
 		if ((c = calloc(1, sizeof *c)) == NULL) {
-			admin_send_busy(fd);
+			if (!admin_server_tls(srv))
+				admin_send_busy(fd);
 			close(fd);
 			break;
 		}
 		c->srv = srv;
 		c->fd = fd;
 		c->state = ADMIN_CONN_READING;
+		if (admin_server_tls(srv)) {
+			if (transport_tls_server_init(&c->tp, fd, a->auth.tls_ctx) == -1) {
+				close(fd);
+				free(c);
+				break;
+			}
+		} else {
+			transport_plain_init(&c->tp, fd);
+		}
 		admin_conn_identify(c);
 		evict_node_init(&c->evict);
 		http_parser_init(&c->parser);
@@ -1219,6 +1344,26 @@ admin_conn_budget(const struct sup *s)
 	return (unsigned)room;
 }
 
+/* The HTTPS certificate in use: subject and expiry (a warning under 14
+ * days). */
+static void
+admin_log_tls(const struct admin *a)
+{
+	char when[40] = "?";
+	time_t now = time(NULL);
+
+	if (a->auth.tls_ctx == NULL)
+		return;
+	if (a->auth.tls_not_after > 0)
+		clock_fmt_rfc3339((uint64_t)a->auth.tls_not_after * 1000, when, sizeof when);
+	if (a->auth.tls_not_after > 0 && a->auth.tls_not_after - now < 14 * 86400)
+		log_warn("admin HTTPS certificate expires soon", "subject=\"%s\" not_after=%s",
+		    a->auth.tls_subject, when);
+	else
+		log_info("admin HTTPS certificate", "subject=\"%s\" not_after=%s",
+		    a->auth.tls_subject, when);
+}
+
 /* "token", "certificate", "token+certificate" or "none". */
 static const char *
 admin_auth_summary(const struct adminauth *au)
@@ -1232,13 +1377,14 @@ admin_auth_summary(const struct adminauth *au)
 static int
 admin_load_auth(const struct cfg *c, struct adminauth *au, char *err, size_t errlen)
 {
-	char why[768];
+	char why[1536];
+	const char *key = "admin_token_file";
 	int line;
 
-	if (adminauth_load(au, c, why, sizeof why) == 0)
+	if (adminauth_load(au, c, &key, why, sizeof why) == 0)
 		return 0;
-	line = cfg_ferry_key_line(c, "admin_token_file");
-	admin_seterr(err, errlen, "%s:%d: admin_token_file: %s", c->path, line, why);
+	line = cfg_ferry_key_line(c, key);
+	admin_seterr(err, errlen, "%s:%d: %s: %s", c->path, line, key, why);
 	return -1;
 }
 
@@ -1266,14 +1412,21 @@ admin_reload_end(struct sup *s, bool apply)
 	if (a == NULL || !a->have_pending)
 		return;
 	a->have_pending = false;
-	if (apply) {
-		changed = sodium_memcmp(&a->auth, &a->pending, sizeof a->auth) != 0;
-		a->auth = a->pending;
-		if (changed)
-			log_info("admin access settings applied", "auth=%s open_paths=\"%s\"",
-			    admin_auth_summary(&a->auth), a->auth.open_paths);
+	if (!apply) {
+		adminauth_clear(&a->pending);
+		return;
 	}
-	adminauth_clear(&a->pending);
+	changed = !adminauth_same(&a->auth, &a->pending);
+	/* connections in progress keep their own reference to the old TLS
+	 * context (SSL_new takes one); new ones use the new certificate */
+	adminauth_clear(&a->auth);
+	a->auth = a->pending;
+	memset(&a->pending, 0, sizeof a->pending);  /* moved, not cleared */
+	if (changed)
+		log_info("admin access settings applied", "auth=%s https=%s open_paths=\"%s\"",
+		    admin_auth_summary(&a->auth), a->auth.tls_ctx ? "on" : "off",
+		    a->auth.open_paths);
+	admin_log_tls(a);
 }
 
 int
@@ -1312,7 +1465,9 @@ admin_start(struct sup *s, struct ev_loop *loop, char *err, size_t errlen)
 		if (admin_bind_tcp(a, &s->cfg.admin_listen, err, errlen) == -1)
 			goto fail;
 		units_fmt_addr(&s->cfg.admin_listen, name, sizeof name);
-		log_info("admin API listening", "address=%s auth=%s", name, admin_auth_summary(&a->auth));
+		log_info("admin API listening", "address=%s auth=%s https=%s", name,
+		    admin_auth_summary(&a->auth), a->auth.tls_ctx ? "on" : "off");
+		admin_log_tls(a);
 		if (!a->auth.token_set && !a->auth.client_certs &&
 		    !cfg_addr_is_loopback(s->cfg.admin_listen.host))
 			log_warn("admin API open to the network without credentials",

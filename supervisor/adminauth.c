@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "common/file.h"
+#include "common/tlsctx.h"
 
 const char *
 adminauth_result_str(enum adminauth_result r)
@@ -221,10 +222,101 @@ adminauth_load_token(struct adminauth *a, const char *path, char *err, size_t er
 	return 0;
 }
 
+/* Read one TLS file named by key (bounded, regular). */
+static char *
+adminauth_read_pem(const char *path, size_t *len, char *err, size_t errlen)
+{
+	char why[512];
+	char *buf = file_read_all(path, CFG_TLS_FILE_MAX, len, why, sizeof why);
+
+	if (buf == NULL)
+		snprintf(err, errlen, "%s", why);
+	return buf;
+}
+
+/* tlsctx names the cluster keys ("tls_key: key does not match the
+ * certificate of tls_cert"): say which admin key and file instead. */
+static void
+adminauth_tls_error(const struct cfg *c, const char *why, const char **key, char *err,
+		    size_t errlen)
+{
+	static const struct { const char *prefix, *key; } map[] = {
+		{ "tls_client_ca: ", "admin_tls_client_ca" },
+		{ "tls_key: ", "admin_tls_key" },
+		{ "tls_cert: ", "admin_tls_cert" },
+	};
+	const char *msg = why, *path = c->admin_tls_cert, *of;
+	size_t i;
+
+	*key = "admin_tls_cert";
+	for (i = 0; i < sizeof map / sizeof map[0]; i++)
+		if (strncmp(why, map[i].prefix, strlen(map[i].prefix)) == 0) {
+			msg = why + strlen(map[i].prefix);
+			*key = map[i].key;
+			path = i == 0 ? c->admin_tls_client_ca : i == 1 ? c->admin_tls_key :
+			    c->admin_tls_cert;
+			break;
+		}
+	if ((of = strstr(msg, " of tls_cert")) != NULL)
+		snprintf(err, errlen, "%s: %.*s (%s)%s", path, (int)(of - msg), msg,
+		    c->admin_tls_cert, of + strlen(" of tls_cert"));
+	else
+		snprintf(err, errlen, "%s: %s", path, msg);
+}
+
+static int
+adminauth_load_tls(struct adminauth *a, const struct cfg *c, const char **key, char *err,
+		   size_t errlen)
+{
+	struct tlsctx_server_opts o;
+	char *cert = NULL, *pkey = NULL, *ca = NULL, why[512];
+	size_t cert_len = 0, key_len = 0, ca_len = 0;
+	int rc = -1;
+
+	memset(&o, 0, sizeof o);
+	*key = "admin_tls_cert";
+	if ((cert = adminauth_read_pem(c->admin_tls_cert, &cert_len, err, errlen)) == NULL)
+		goto out;
+	*key = "admin_tls_key";
+	if ((pkey = adminauth_read_pem(c->admin_tls_key, &key_len, err, errlen)) == NULL)
+		goto out;
+	*key = "admin_tls_client_ca";
+	if (c->admin_tls_client_ca[0] != '\0' &&
+	    (ca = adminauth_read_pem(c->admin_tls_client_ca, &ca_len, err, errlen)) == NULL)
+		goto out;
+	o.cert = (struct tlsctx_pem){ cert, cert_len };
+	o.key = (struct tlsctx_pem){ pkey, key_len };
+	o.client_ca = (struct tlsctx_pem){ ca, ca_len };
+	/* requested, not required: a client without a certificate may still
+	 * present the token; one whose certificate does not verify fails the
+	 * handshake */
+	o.client_auth = ca != NULL ? TLSCTX_AUTH_REQUESTED : TLSCTX_AUTH_NONE;
+	o.min_version = TLSCTX_TLS_1_2;
+	if ((a->tls_ctx = tlsctx_server_new(&o, why, sizeof why)) == NULL) {
+		adminauth_tls_error(c, why, key, err, errlen);
+		goto out;
+	}
+	if (tlsctx_cert_not_after(o.cert, &a->tls_not_after, why, sizeof why) == -1)
+		a->tls_not_after = 0;
+	if (tlsctx_cert_subject(o.cert, a->tls_subject, sizeof a->tls_subject) == -1)
+		a->tls_subject[0] = '\0';
+	rc = 0;
+out:
+	if (pkey != NULL) {
+		sodium_memzero(pkey, key_len);
+		free(pkey);
+	}
+	free(cert);
+	free(ca);
+	return rc;
+}
+
 int
-adminauth_load(struct adminauth *a, const struct cfg *c, char *err, size_t errlen)
+adminauth_load(struct adminauth *a, const struct cfg *c, const char **key, char *err,
+	       size_t errlen)
 {
 	memset(a, 0, sizeof *a);
+	*key = "admin_token_file";
 	if (sodium_init() == -1) {
 		snprintf(err, errlen, "libsodium initialisation failed");
 		return -1;
@@ -236,11 +328,26 @@ adminauth_load(struct adminauth *a, const struct cfg *c, char *err, size_t errle
 		adminauth_clear(a);
 		return -1;
 	}
+	if (c->admin_tls_cert[0] != '\0' && adminauth_load_tls(a, c, key, err, errlen) == -1) {
+		adminauth_clear(a);
+		return -1;
+	}
 	return 0;
+}
+
+bool
+adminauth_same(const struct adminauth *a, const struct adminauth *b)
+{
+	return a->token_set == b->token_set &&
+	    sodium_memcmp(a->token_digest, b->token_digest, sizeof a->token_digest) == 0 &&
+	    a->client_certs == b->client_certs && strcmp(a->open_paths, b->open_paths) == 0 &&
+	    (a->tls_ctx != NULL) == (b->tls_ctx != NULL);
 }
 
 void
 adminauth_clear(struct adminauth *a)
 {
+	if (a->tls_ctx != NULL)
+		SSL_CTX_free(a->tls_ctx);
 	sodium_memzero(a, sizeof *a);
 }

@@ -39,6 +39,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include <time.h>
+
+#include <openssl/ssl.h>
 
 #include "common/config.h"
 
@@ -53,6 +56,9 @@ struct adminauth {
 	unsigned char token_digest[ADMINAUTH_DIGEST_LEN];
 	bool client_certs;               /* admin_tls_client_ca is set */
 	char open_paths[CFG_OPEN_PATHS_MAX]; /* as in struct cfg */
+	SSL_CTX *tls_ctx;                /* HTTPS (admin_tls_cert), or NULL; owned */
+	time_t tls_not_after;            /* of the certificate, for the log */
+	char tls_subject[256];
 };
 
 /* What was decided for one request, and on what grounds. */
@@ -106,11 +112,20 @@ const char *adminauth_refusal_msg(const struct adminauth *a, enum adminauth_resu
 
 /* --- loading ------------------------------------------------------------ */
 
-/* Build *a from c: reads and checks admin_token_file (see above). On error
- * *a is left cleared and err holds "PATH: reason". */
-int adminauth_load(struct adminauth *a, const struct cfg *c, char *err, size_t errlen);
+/* Build *a from c: reads and checks admin_token_file (see above) and, with
+ * admin_tls_cert, reads the certificate, key and client CA files (bounded
+ * regular files; the key's bytes are wiped after use) and builds the HTTPS
+ * context (common/tlsctx.h; client certificates requested and verified
+ * against admin_tls_client_ca when it is set). On error *a is left cleared,
+ * *key names the [ferry] key at fault and err holds "PATH: reason". */
+int adminauth_load(struct adminauth *a, const struct cfg *c, const char **key, char *err,
+		   size_t errlen);
 
-/* Wipe the digest. */
+/* Do a and b grant the same access (token, client certificates, open
+ * paths, whether HTTPS)? Not whether the certificate changed. */
+bool adminauth_same(const struct adminauth *a, const struct adminauth *b);
+
+/* Free the TLS context and wipe the digest. */
 void adminauth_clear(struct adminauth *a);
 
 #endif

@@ -354,6 +354,7 @@ Test(adminauth, load_token_file)
 	struct res r;
 	struct adminauth a;
 	char ferry[1200], err[1024];
+	const char *key;
 	char *ok = write_token("abcdefghijklmnopqrstuvwxyz\n", 0600);
 	char *loose = write_token("abcdefghijklmnopqrstuvwxyz\n", 0644);
 	char *empty = write_token("", 0600);
@@ -361,7 +362,7 @@ Test(adminauth, load_token_file)
 	snprintf(ferry, sizeof ferry, "admin_token_file = %s\n", ok);
 	parse(&r, ferry);
 	cr_assert_eq(r.rc, 0);
-	cr_assert_eq(adminauth_load(&a, &r.c, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(adminauth_load(&a, &r.c, &key, err, sizeof err), 0, "%s", err);
 	cr_expect(a.token_set);
 	cr_expect_not(a.client_certs);
 	cr_expect_eq(adminauth_check(&a, false, "/admin/config/reload",
@@ -372,24 +373,24 @@ Test(adminauth, load_token_file)
 
 	snprintf(ferry, sizeof ferry, "admin_token_file = %s\n", loose);
 	parse(&r, ferry);
-	cr_expect_eq(adminauth_load(&a, &r.c, err, sizeof err), -1);
+	cr_expect_eq(adminauth_load(&a, &r.c, &key, err, sizeof err), -1);
 	cr_expect(strstr(err, "mode 0644 lets other users read") != NULL, "%s", err);
 	cr_expect(strstr(err, loose) == err, "%s", err);
 	done(&r);
 
 	snprintf(ferry, sizeof ferry, "admin_token_file = %s\n", empty);
 	parse(&r, ferry);
-	cr_expect_eq(adminauth_load(&a, &r.c, err, sizeof err), -1);
+	cr_expect_eq(adminauth_load(&a, &r.c, &key, err, sizeof err), -1);
 	cr_expect(strstr(err, "the token file is empty") != NULL, "%s", err);
 	done(&r);
 
 	parse(&r, "admin_token_file = /nonexistent/ferry-token\n");
-	cr_expect_eq(adminauth_load(&a, &r.c, err, sizeof err), -1);
+	cr_expect_eq(adminauth_load(&a, &r.c, &key, err, sizeof err), -1);
 	cr_expect(strstr(err, "/nonexistent/ferry-token: cannot read") != NULL, "%s", err);
 	done(&r);
 
 	parse(&r, "admin_token_file = /tmp\n");
-	cr_expect_eq(adminauth_load(&a, &r.c, err, sizeof err), -1);
+	cr_expect_eq(adminauth_load(&a, &r.c, &key, err, sizeof err), -1);
 	cr_expect(strstr(err, "is a directory") != NULL, "%s", err);
 	done(&r);
 
