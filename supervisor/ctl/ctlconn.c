@@ -345,11 +345,19 @@ ctlconn_write_all(struct ctlconn *c, const char *p, size_t n)
 
 			errno = 0;
 			if (SSL_write_ex(c->ssl, p, n, &done) != 1) {
-				if (errno == EINTR)
+				int e = errno;
+				char b[256];
+
+				if (e == EINTR)
 					continue;
-				if (errno == 0)
-					errno = EPROTO;
+				/* TLS 1.3: a server that refuses our certificate
+				 * says so in an alert after our handshake ended;
+				 * read it to name the reason */
+				ctlconn_ssl_error(c->tls_err, sizeof c->tls_err);
+				if (c->tls_err[0] == '\0' && SSL_read_ex(c->ssl, b, sizeof b, &done) != 1)
+					ctlconn_ssl_error(c->tls_err, sizeof c->tls_err);
 				ERR_clear_error();
+				errno = e ? e : EPROTO;
 				return -1;
 			}
 			w = (ssize_t)done;

@@ -35,6 +35,7 @@ struct ctlconn {
 	long deadline;           /* ctlconn_now_ms() clock */
 	void *ssl_ctx;           /* SSL_CTX *, TLS only */
 	void *ssl;               /* SSL * */
+	char tls_err[256];       /* why a TLS write failed (an alert), or "" */
 };
 
 long ctlconn_now_ms(void);
@@ -52,6 +53,7 @@ int ctlconn_split_address(const char *a, char *host, size_t hostlen, char *port,
 int ctlconn_open(struct ctlconn *c, const struct ctlconn_opts *o, long deadline,
 		 char *err, size_t errlen, bool *tls_failed);
 
+/* -1 with errno; on TLS, c->tls_err may say why (the peer's alert). */
 int ctlconn_write_all(struct ctlconn *c, const char *p, size_t n);
 
 /* > 0 bytes, 0 at the end of the reply, -1 with errno (EPROTO for a TLS

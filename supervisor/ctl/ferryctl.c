@@ -167,7 +167,12 @@ ctl_request(const struct ctl_opts *o, const char *method, const char *path,
 	}
 	if (ctlconn_write_all(&c, head, (size_t)hn) == -1 ||
 	    ctlconn_write_all(&c, body, body_len) == -1) {
-		snprintf(err, errlen, "cannot send request: %s", ctlconn_strerror(errno));
+		if (c.tls_err[0] != '\0')
+			snprintf(err, errlen, "TLS: ferryd ended the session: %s%s", c.tls_err,
+			    strstr(c.tls_err, "ca") || strstr(c.tls_err, "certificate") ?
+			    " (ferryd does not accept this client certificate: --cert/--key)" : "");
+		else
+			snprintf(err, errlen, "cannot send request: %s", ctlconn_strerror(errno));
 		ctlconn_close(&c);
 		return -1;
 	}

@@ -365,3 +365,215 @@ def test_non_loopback_admin_listen_with_token(mock_factory, ferry_factory, workd
     assert r.returncode == 1
     assert "is not a loopback address" in r.stdout, r.stdout
     assert tcp_request(f, "GET", "/admin/clusters")[0] == 401
+
+
+# --------------------------------------------------------------------------
+# HTTPS on admin_listen (certificates from the openssl CLI)
+# --------------------------------------------------------------------------
+
+def _openssl(*args, cwd):
+    r = subprocess.run([OPENSSL, *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, (args, r.stderr)
+
+
+def _make_ca(d, name):
+    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+             "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.crt", "-days", "30",
+             "-subj", f"/CN={name}", cwd=d)
+
+
+def _make_cert(d, name, ca, cn, san=None):
+    args = ["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+            "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}"]
+    if san:
+        args += ["-addext", f"subjectAltName={san}"]
+    _openssl(*args, cwd=d)
+    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key",
+             "-CAcreateserial", "-days", "30", "-copy_extensions", "copy", "-out", f"{name}.crt",
+             cwd=d)
+    os.chmod(d / f"{name}.key", 0o600)
+
+
+@pytest.fixture
+def pki(workdir):
+    if OPENSSL is None:
+        pytest.fail("openssl CLI not installed (scripts/install-deps installs it)")
+    d = workdir / "pki"
+    d.mkdir()
+    _make_ca(d, "ca")
+    _make_ca(d, "rogue")
+    _make_cert(d, "server", "ca", "ferry-admin", "IP:127.0.0.1,DNS:localhost")
+    _make_cert(d, "other", "ca", "ferry-other", "DNS:other.example")
+    _make_cert(d, "operator", "ca", "operator")
+    _make_cert(d, "intruder", "rogue", "intruder")
+    return d
+
+
+def _tls_keys(pki, client_ca=False):
+    keys = (f"admin_tls_cert = {pki / 'server.crt'}\n"
+            f"admin_tls_key = {pki / 'server.key'}")
+    if client_ca:
+        keys += f"\nadmin_tls_client_ca = {pki / 'ca.crt'}"
+    return keys
+
+
+def curl(ferry, path, pki, *extra):
+    if CURL is None:
+        pytest.fail("curl not installed")
+    r = subprocess.run([CURL, "-sS", "-o", "-", "-w", "\n%{http_code}", "--max-time", "10",
+                        "--cacert", str(pki / "ca.crt"), *map(str, extra),
+                        f"https://127.0.0.1:{ferry.admin_port}{path}"],
+                       capture_output=True, text=True, timeout=20)
+    return r
+
+
+def ctl_https(ferry, pki, *args, cacert=True, env_token=None, address=None):
+    env = {k: v for k, v in os.environ.items() if k != "FERRY_TOKEN"}
+    if env_token is not None:
+        env["FERRY_TOKEN"] = env_token
+    argv = [str(FERRYCTL), "-a", address or f"https://127.0.0.1:{ferry.admin_port}"]
+    if cacert:
+        argv += ["--cacert", str(pki / "ca.crt")]
+    return subprocess.run(argv + [str(a) for a in args], capture_output=True, text=True,
+                          timeout=20, env=env, stdin=subprocess.DEVNULL)
+
+
+def _peer_cert_der(ferry, pki):
+    ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    ctx.check_hostname = False
+    with socket.create_connection(("127.0.0.1", ferry.admin_port), timeout=5) as s:
+        with ctx.wrap_socket(s) as t:
+            return t.getpeercert(binary_form=True)
+
+
+def test_https_with_token(mock_factory, ferry_factory, workdir, pki):
+    tok = write_token(workdir / "admin.token")
+    m = mock_factory("A", 3)
+    f = ferry_factory({"A": m}, extra_ferry=f"admin_token_file = {tok}\n" + _tls_keys(pki))
+    log = f.log_path.read_text()
+    assert "https=on" in log and 'msg="admin HTTPS certificate" subject="CN=ferry-admin"' in log
+    # curl: 401 without the token, 200 with it, open paths without
+    r = curl(f, "/admin/clusters", pki)
+    assert r.returncode == 0 and r.stdout.endswith("\n401"), r
+    r = curl(f, "/admin/clusters", pki, "-H", f"Authorization: Bearer {TOKEN}")
+    assert r.returncode == 0 and r.stdout.endswith("\n200"), r
+    assert json.loads(r.stdout.rsplit("\n", 1)[0])["clusters"][0]["name"] == "A"
+    r = curl(f, "/admin/health", pki)
+    assert r.stdout.endswith("\n200"), r
+    # a POST with a body and Expect: 100-continue over TLS
+    r = curl(f, "/admin/config/validate", pki, "-H", f"Authorization: Bearer {TOKEN}",
+             "-H", "Expect: 100-continue", "--data-binary", f"@{f.config_path}")
+    assert r.stdout.endswith("\n200") and '"valid":true' in r.stdout, r
+    # ferryctl over HTTPS with --cacert and the token
+    r = ctl_https(f, pki, "--token-file", tok, "status")
+    assert r.returncode == 0 and "accepting" in r.stdout, r
+    r = ctl_https(f, pki, "reload", env_token=TOKEN)
+    assert r.returncode == 0, r
+    r = ctl_https(f, pki, "status")
+    assert r.returncode == 1 and "HTTP 401" in r.stderr, r
+    # --cacert FILE is enough to mean HTTPS
+    r = ctl_https(f, pki, "health", address=f"127.0.0.1:{f.admin_port}")
+    assert r.returncode == 0, r
+    # without --cacert the certificate is not trusted: exit 3, says why
+    r = ctl_https(f, pki, "health", cacert=False)
+    assert r.returncode == 3, r
+    assert "not trusted" in r.stderr and "--cacert" in r.stderr, r.stderr
+    # plain HTTP on the HTTPS port gets nothing (the handshake fails)
+    r = ctl_tcp(f, "health")
+    assert r.returncode == 3, r
+    # the control socket is unchanged
+    assert f.ctl("status").returncode == 0
+
+
+def test_https_certificate_name_and_rotation(mock_factory, ferry_factory, workdir, pki):
+    tok = write_token(workdir / "admin.token")
+    m = mock_factory("A", 3)
+    f = ferry_factory({"A": m}, extra_ferry=f"admin_token_file = {tok}\n" + _tls_keys(pki))
+    before = _peer_cert_der(f, pki)
+    # rotate: a certificate that does not name 127.0.0.1, then reload
+    shutil.copy(pki / "other.crt", pki / "server.crt")
+    shutil.copy(pki / "other.key", pki / "server.key")
+    r = f.ctl("--json", "reload", check=False)
+    assert r.returncode == 0, r
+    assert _peer_cert_der(f, pki) != before
+    r = ctl_https(f, pki, "health")
+    assert r.returncode == 3 and "mismatch" in r.stderr.lower(), r
+    r = curl(f, "/admin/health", pki)
+    assert r.returncode != 0, r
+    # a key that does not match its certificate: reload rejected, the
+    # running certificate stays
+    shutil.copy(pki / "operator.key", pki / "server.key")
+    r = f.ctl("--json", "reload", check=False)
+    assert r.returncode == 1, r
+    assert "admin_tls_key:" in r.stdout and "does not match the certificate" in r.stdout, r.stdout
+    assert _peer_cert_der(f, pki) != before
+    shutil.copy(pki / "other.key", pki / "server.key")
+
+
+def test_https_client_certificates(mock_factory, ferry_factory, pki):
+    m = mock_factory("A", 3)
+    f = ferry_factory({"A": m}, extra_ferry=_tls_keys(pki, client_ca=True))
+    # no certificate: 401 (the handshake completes; the token could still do)
+    r = curl(f, "/admin/clusters", pki)
+    assert r.returncode == 0 and r.stdout.endswith("\n401"), r
+    assert "client certificate is required" in r.stdout
+    r = curl(f, "/admin/ready", pki)
+    assert r.stdout.endswith("\n200"), r
+    # a certificate of the client CA: 200
+    r = curl(f, "/admin/clusters", pki, "--cert", pki / "operator.crt", "--key", pki / "operator.key")
+    assert r.returncode == 0 and r.stdout.endswith("\n200"), r
+    # a certificate of another CA: the handshake is refused
+    r = curl(f, "/admin/clusters", pki, "--cert", pki / "intruder.crt", "--key",
+             pki / "intruder.key")
+    assert r.returncode != 0 and not r.stdout.endswith("\n200"), r
+    # ferryctl: --cert/--key authorize a mutating call, logged with the subject
+    r = ctl_https(f, pki, "--cert", pki / "operator.crt", "--key", pki / "operator.key", "reload")
+    assert r.returncode == 0, r
+    wait_for(lambda: 'auth=certificate peer=127.0.0.1:' in f.log_path.read_text()
+             and 'subject="CN=operator"' in f.log_path.read_text(), 5, what="subject logged")
+    r = ctl_https(f, pki, "status")
+    assert r.returncode == 1 and "HTTP 401" in r.stderr and "--cert" in r.stderr, r
+    r = ctl_https(f, pki, "--cert", pki / "intruder.crt", "--key", pki / "intruder.key", "status")
+    assert r.returncode in (1, 3) and r.returncode != 0, r
+    assert "TLS" in r.stderr or "certificate" in r.stderr, r.stderr
+    # a token is not accepted where only certificates are configured
+    r = ctl_https(f, pki, "status", env_token=TOKEN)
+    assert r.returncode == 1 and "client certificate" in r.stderr, r
+
+
+def test_https_non_loopback_with_client_ca_accepted(mock_factory, ferry_factory, pki):
+    f = _wildcard_ferry(mock_factory, ferry_factory, _tls_keys(pki, client_ca=True))
+    f.start()
+    r = curl(f, "/admin/clusters", pki, "--cert", pki / "operator.crt", "--key", pki / "operator.key")
+    assert r.stdout.endswith("\n200"), r
+
+
+def test_https_stalled_handshake_is_closed(mock_factory, ferry_factory, workdir, pki):
+    tok = write_token(workdir / "admin.token")
+    m = mock_factory("A", 3)
+    f = ferry_factory({"A": m}, extra_ferry=f"admin_token_file = {tok}\n" + _tls_keys(pki))
+    stalled = []
+    for i in range(20):
+        s = socket.create_connection(("127.0.0.1", f.admin_port), timeout=10)
+        if i % 2:
+            s.sendall(b"\x16\x03\x01\x02\x00\x01")   # half a ClientHello record
+        stalled.append(s)
+    t0 = time.monotonic()
+    # meanwhile a real client is served at once
+    r = ctl_https(f, pki, "--token-file", tok, "status")
+    assert r.returncode == 0, r
+    assert time.monotonic() - t0 < 2.0
+    # each stalled handshake is closed by the head deadline (2.5 s): EOF or
+    # a reset, nothing else
+    for s in stalled:
+        s.settimeout(10)
+        try:
+            got = s.recv(100)
+        except ConnectionResetError:
+            got = b""
+        assert got == b"", got
+        s.close()
+    took = time.monotonic() - t0
+    assert 1.5 < took < 8.0, took
+    assert f.proc.poll() is None
+    assert ctl_https(f, pki, "--token-file", tok, "status").returncode == 0
