@@ -577,3 +577,26 @@ def test_https_stalled_handshake_is_closed(mock_factory, ferry_factory, workdir,
     assert 1.5 < took < 8.0, took
     assert f.proc.poll() is None
     assert ctl_https(f, pki, "--token-file", tok, "status").returncode == 0
+
+
+def test_fleet_reload_sends_the_token(token_ferry, workdir):
+    """scripts/ferry-fleet-reload against a replica with admin_token_file."""
+    f = token_ferry
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "ferry-fleet-reload")
+    new = f.config_text.replace("drain_timeout = 2s", "drain_timeout = 3s")
+    cfg = workdir / "new.ini"
+    cfg.write_text(new)
+    env = {k: v for k, v in os.environ.items() if k != "FERRY_TOKEN"}
+
+    def run(*extra, token=None):
+        e = dict(env, **({"FERRY_TOKEN": token} if token else {}))
+        return subprocess.run(["/usr/bin/python3", script, "--targets",
+                               f"127.0.0.1:{f.admin_port}", *map(str, extra), str(cfg)],
+                              capture_output=True, text=True, timeout=60, env=e)
+    r = run()
+    assert r.returncode == 1 and "authentication required" in r.stdout + r.stderr, r
+    tf = write_token(workdir / "fleet.token")
+    r = run("--token-file", tf)
+    assert r.returncode == 0, r
+    r = run(token=TOKEN)
+    assert r.returncode == 0, r
