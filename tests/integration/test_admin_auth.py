@@ -600,3 +600,54 @@ def test_fleet_reload_sends_the_token(token_ferry, workdir):
     assert r.returncode == 0, r
     r = run(token=TOKEN)
     assert r.returncode == 0, r
+
+
+def _raise_nofile():
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+ADMIN_MAX_CONNS = 1024           # supervisor/admin.h
+
+
+def test_https_full_listener_evicts_stalled_handshakes(mock_factory, ferry_factory, workdir, pki):
+    """A full HTTPS listener evicts connections stuck before or in the TLS
+    handshake (they get no 503: it would not be TLS), oldest-silent first,
+    and answers the new client."""
+    if _raise_nofile() < 2 * ADMIN_MAX_CONNS + 512:
+        pytest.skip("RLIMIT_NOFILE too low for a full listener")
+    tok = write_token(workdir / "admin.token")
+    m = mock_factory("A", 1)
+    f = ferry_factory({"A": m}, extra_ferry=f"admin_token_file = {tok}\n" + _tls_keys(pki))
+    conns = []
+    try:
+        for i in range(ADMIN_MAX_CONNS):
+            s = socket.create_connection(("127.0.0.1", f.admin_port), timeout=10)
+            if i >= 8:
+                s.sendall(b"\x16\x03\x01")   # a few bytes of a ClientHello
+            conns.append(s)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        for _ in range(3):
+            r = ctl_https(f, pki, "--token-file", tok, "status")
+            assert r.returncode == 0, r
+        assert time.monotonic() - t0 < 3.0
+        # the silent ones went first: EOF or reset, no bytes
+        for s in conns[:3]:
+            s.settimeout(2)
+            try:
+                got = s.recv(100)
+            except ConnectionResetError:
+                got = b""
+            assert got == b"", got
+        # one that sent bytes is still open
+        conns[-1].setblocking(False)
+        with pytest.raises(BlockingIOError):
+            conns[-1].recv(1)
+    finally:
+        for s in conns:
+            s.close()
+    assert "admin listener full" in f.log_path.read_text()
