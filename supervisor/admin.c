@@ -42,10 +42,8 @@
  */
 #include "supervisor/admin.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sodium.h>
@@ -104,16 +102,6 @@ struct admin_server {
 	struct evict_set evict;         /* evictable connections (evict.h) */
 };
 
-/* The caller, for the access decision and the log of mutating calls. */
-struct admin_peer {
-	bool local;                     /* control socket */
-	bool have_cred;                 /* SO_PEERCRED answered */
-	struct ucred cred;
-	char addr[INET6_ADDRSTRLEN + 8]; /* TCP: "ADDR:PORT" / "[ADDR]:PORT" */
-	bool cert_verified;             /* TLS: a client certificate verified */
-	char subject[256];              /* its subject (RFC 2253), or "" */
-};
-
 struct admin_conn {
 	struct admin_server *srv;
 	int fd;
@@ -129,7 +117,7 @@ struct admin_conn {
 	size_t body_charged;            /* bytes counted in srv->body_buffered */
 	char *out;
 	size_t out_len, out_off;
-	struct admin_peer peer;         /* who is at the other end */
+	struct adminauth_peer peer;     /* who is at the other end */
 	struct admin_conn *prev, *next; /* all connections (admin->conns) */
 	struct evict_node evict;        /* its place in srv->evict */
 };
@@ -290,25 +278,6 @@ admin_route_match(const char *pattern, const char *path, char *param, size_t ple
 	return *path == '\0';
 }
 
-/* The caller as logfmt fields: "uid=U gid=G pid=P" on the control socket,
- * "peer=ADDR" (and "subject=..." with a client certificate) on TCP. */
-static void
-admin_peer_fields(const struct admin_peer *p, char *buf, size_t len)
-{
-	char subj[sizeof p->subject];
-
-	if (p->local && p->have_cred)
-		snprintf(buf, len, "uid=%u gid=%u pid=%d", (unsigned)p->cred.uid,
-		    (unsigned)p->cred.gid, (int)p->cred.pid);
-	else if (p->local)
-		snprintf(buf, len, "uid=? pid=?");
-	else if (p->subject[0] != '\0') {
-		admin_sanitize(p->subject, subj, sizeof subj);
-		snprintf(buf, len, "peer=%s subject=\"%s\"", p->addr, subj);
-	} else
-		snprintf(buf, len, "peer=%s", p->addr);
-}
-
 /* Access decision (adminauth.h) and the record of mutating calls. false:
  * refused, resp holds the 401. */
 static bool
@@ -322,7 +291,7 @@ admin_authorize(struct admin_conn *c, struct admin_response *resp)
 
 	r = adminauth_check(&a->auth, c->peer.local, hr->path,
 	    http_request_header(hr, "Authorization"), c->peer.cert_verified);
-	admin_peer_fields(&c->peer, who, sizeof who);
+	adminauth_peer_fields(&c->peer, who, sizeof who);
 	admin_sanitize(hr->path, path, sizeof path);
 	if (!adminauth_allowed(r)) {
 		if (log_ratelimit_ok(&a->rl_auth, 5, 10, &dropped))
@@ -951,41 +920,6 @@ admin_server_evict(struct admin_server *srv)
 	return true;
 }
 
-/* Who connected: SO_PEERCRED on the control socket (the kernel's record of
- * the connecting process), the address on TCP. */
-static void
-admin_conn_identify(struct admin_conn *c)
-{
-	struct admin_peer *p = &c->peer;
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof ss;
-	char host[INET6_ADDRSTRLEN] = "?";
-	unsigned port = 0;
-
-	p->local = c->srv == &c->srv->admin->control;
-	if (p->local) {
-		socklen_t cl = sizeof p->cred;
-
-		p->have_cred = getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &p->cred, &cl) == 0 &&
-		    cl == sizeof p->cred;
-		return;
-	}
-	if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) == 0) {
-		if (ss.ss_family == AF_INET) {
-			const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
-
-			inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-			port = ntohs(in->sin_port);
-		} else if (ss.ss_family == AF_INET6) {
-			const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
-
-			inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-			port = ntohs(in6->sin6_port);
-		}
-	}
-	snprintf(p->addr, sizeof p->addr, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
-}
-
 static void
 admin_backoff_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
@@ -1064,7 +998,7 @@ admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		} else {
 			transport_plain_init(&c->tp, fd);
 		}
-		admin_conn_identify(c);
+		adminauth_peer_identify(&c->peer, fd, srv == &a->control);
 		evict_node_init(&c->evict);
 		http_parser_init(&c->parser);
 		ev_io_init(&c->io, admin_conn_io_cb, fd, EV_READ);
@@ -1156,34 +1090,6 @@ admin_socket_live(const struct sockaddr_un *sun)
 	return rc;
 }
 
-/* control_socket_group as a gid: a numeric gid as is, a name looked up in
- * the group database. (gid_t)-1 when unset. */
-static int
-admin_socket_gid(const char *group, gid_t *gid, char *err, size_t errlen)
-{
-	struct group gr, *res = NULL;
-	char buf[16384], *end;
-	unsigned long n;
-	int e;
-
-	*gid = (gid_t)-1;
-	if (group[0] == '\0')
-		return 0;
-	errno = 0;
-	n = strtoul(group, &end, 10);
-	if (*end == '\0' && errno == 0 && n < (unsigned long)(gid_t)-1) {
-		*gid = (gid_t)n;
-		return 0;
-	}
-	if ((e = getgrnam_r(group, &gr, buf, sizeof buf, &res)) != 0 || res == NULL) {
-		admin_seterr(err, errlen, "control_socket_group '%s': %s", group,
-		    e ? strerror(e) : "no such group");
-		return -1;
-	}
-	*gid = gr.gr_gid;
-	return 0;
-}
-
 /* Bind the control socket at path: created with no permission for anyone
  * but the owner (umask around bind), then given its group and widened to
  * mode before listen(), so nobody else can connect before it is final. */
@@ -1204,7 +1110,7 @@ admin_bind_control(struct admin *a, const char *path, mode_t mode, const char *g
 		return -1;
 	}
 	memcpy(sun.sun_path, path, strlen(path) + 1);
-	if (admin_socket_gid(group, &gid, err, errlen) == -1)
+	if (adminauth_socket_gid(group, &gid, err, errlen) == -1)
 		return -1;
 	if (admin_mkdir_parent(path, err, errlen) == -1)
 		return -1;
@@ -1344,50 +1250,6 @@ admin_conn_budget(const struct sup *s)
 	return (unsigned)room;
 }
 
-/* The HTTPS certificate in use: subject and expiry (a warning under 14
- * days). */
-static void
-admin_log_tls(const struct admin *a)
-{
-	char when[40] = "?";
-	time_t now = time(NULL);
-
-	if (a->auth.tls_ctx == NULL)
-		return;
-	if (a->auth.tls_not_after > 0)
-		clock_fmt_rfc3339((uint64_t)a->auth.tls_not_after * 1000, when, sizeof when);
-	if (a->auth.tls_not_after > 0 && a->auth.tls_not_after - now < 14 * 86400)
-		log_warn("admin HTTPS certificate expires soon", "subject=\"%s\" not_after=%s",
-		    a->auth.tls_subject, when);
-	else
-		log_info("admin HTTPS certificate", "subject=\"%s\" not_after=%s",
-		    a->auth.tls_subject, when);
-}
-
-/* "token", "certificate", "token+certificate" or "none". */
-static const char *
-admin_auth_summary(const struct adminauth *au)
-{
-	if (au->token_set && au->client_certs)
-		return "token+certificate";
-	return au->token_set ? "token" : au->client_certs ? "certificate" : "none";
-}
-
-/* adminauth_load with the error placed at its key: "file:line: KEY: ...". */
-static int
-admin_load_auth(const struct cfg *c, struct adminauth *au, char *err, size_t errlen)
-{
-	char why[1536];
-	const char *key = "admin_token_file";
-	int line;
-
-	if (adminauth_load(au, c, &key, why, sizeof why) == 0)
-		return 0;
-	line = cfg_ferry_key_line(c, key);
-	admin_seterr(err, errlen, "%s:%d: %s: %s", c->path, line, key, why);
-	return -1;
-}
-
 int
 admin_reload_prepare(struct sup *s, const struct cfg *next, char *err, size_t errlen)
 {
@@ -1397,7 +1259,7 @@ admin_reload_prepare(struct sup *s, const struct cfg *next, char *err, size_t er
 		return 0;
 	adminauth_clear(&a->pending);
 	a->have_pending = false;
-	if (admin_load_auth(next, &a->pending, err, errlen) == -1)
+	if (adminauth_load_cfg(&a->pending, next, err, errlen) == -1)
 		return -1;
 	a->have_pending = true;
 	return 0;
@@ -1424,9 +1286,9 @@ admin_reload_end(struct sup *s, bool apply)
 	memset(&a->pending, 0, sizeof a->pending);  /* moved, not cleared */
 	if (changed)
 		log_info("admin access settings applied", "auth=%s https=%s open_paths=\"%s\"",
-		    admin_auth_summary(&a->auth), a->auth.tls_ctx ? "on" : "off",
+		    adminauth_summary(&a->auth), a->auth.tls_ctx ? "on" : "off",
 		    a->auth.open_paths);
-	admin_log_tls(a);
+	adminauth_log_tls(&a->auth);
 }
 
 int
@@ -1453,7 +1315,7 @@ admin_start(struct sup *s, struct ev_loop *loop, char *err, size_t errlen)
 	admin_server_init(a, &a->http, "http");
 	a->control.max_conns = a->http.max_conns = admin_conn_budget(s);
 	s->admin = a;
-	if (admin_load_auth(&s->cfg, &a->auth, err, errlen) == -1)
+	if (adminauth_load_cfg(&a->auth, &s->cfg, err, errlen) == -1)
 		goto fail;
 	if (admin_bind_control(a, s->cfg.control_socket, (mode_t)s->cfg.control_socket_mode,
 	    s->cfg.control_socket_group, err, errlen) == -1)
@@ -1466,8 +1328,8 @@ admin_start(struct sup *s, struct ev_loop *loop, char *err, size_t errlen)
 			goto fail;
 		units_fmt_addr(&s->cfg.admin_listen, name, sizeof name);
 		log_info("admin API listening", "address=%s auth=%s https=%s", name,
-		    admin_auth_summary(&a->auth), a->auth.tls_ctx ? "on" : "off");
-		admin_log_tls(a);
+		    adminauth_summary(&a->auth), a->auth.tls_ctx ? "on" : "off");
+		adminauth_log_tls(&a->auth);
 		if (!a->auth.token_set && !a->auth.client_certs &&
 		    !cfg_addr_is_loopback(s->cfg.admin_listen.host))
 			log_warn("admin API open to the network without credentials",

@@ -4,7 +4,9 @@
  */
 #include "supervisor/adminauth.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <grp.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "common/file.h"
+#include "common/log.h"
 #include "common/tlsctx.h"
 
 const char *
@@ -350,4 +353,136 @@ adminauth_clear(struct adminauth *a)
 	if (a->tls_ctx != NULL)
 		SSL_CTX_free(a->tls_ctx);
 	sodium_memzero(a, sizeof *a);
+}
+
+int
+adminauth_load_cfg(struct adminauth *a, const struct cfg *c, char *err, size_t errlen)
+{
+	char why[1536];
+	const char *key = "admin_token_file";
+
+	if (adminauth_load(a, c, &key, why, sizeof why) == 0)
+		return 0;
+	snprintf(err, errlen, "%s:%d: %s: %s", c->path, cfg_ferry_key_line(c, key), key, why);
+	return -1;
+}
+
+const char *
+adminauth_summary(const struct adminauth *a)
+{
+	if (a->token_set && a->client_certs)
+		return "token+certificate";
+	return a->token_set ? "token" : a->client_certs ? "certificate" : "none";
+}
+
+void
+adminauth_log_tls(const struct adminauth *a)
+{
+	char when[40] = "?";
+	time_t now = time(NULL);
+
+	if (a->tls_ctx == NULL)
+		return;
+	if (a->tls_not_after > 0)
+		clock_fmt_rfc3339((uint64_t)a->tls_not_after * 1000, when, sizeof when);
+	if (a->tls_not_after > 0 && a->tls_not_after - now < 14 * 86400)
+		log_warn("admin HTTPS certificate expires soon", "subject=\"%s\" not_after=%s",
+		    a->tls_subject, when);
+	else
+		log_info("admin HTTPS certificate", "subject=\"%s\" not_after=%s",
+		    a->tls_subject, when);
+}
+
+/* --- the caller ---------------------------------------------------------- */
+
+void
+adminauth_peer_identify(struct adminauth_peer *p, int fd, bool local)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	char host[INET6_ADDRSTRLEN] = "?";
+	unsigned port = 0;
+
+	memset(p, 0, sizeof *p);
+	p->local = local;
+	if (local) {
+		socklen_t cl = sizeof p->cred;
+
+		p->have_cred = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &p->cred, &cl) == 0 &&
+		    cl == sizeof p->cred;
+		return;
+	}
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
+		if (ss.ss_family == AF_INET) {
+			const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
+
+			inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+			port = ntohs(in->sin_port);
+		} else if (ss.ss_family == AF_INET6) {
+			const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
+
+			inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+			port = ntohs(in6->sin6_port);
+		}
+	}
+	snprintf(p->addr, sizeof p->addr, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
+}
+
+/* A certificate subject made safe for a quoted logfmt value. */
+static void
+adminauth_sanitize(const char *in, char *out, size_t len)
+{
+	size_t i;
+
+	for (i = 0; in[i] != '\0' && i + 1 < len; i++) {
+		unsigned char ch = (unsigned char)in[i];
+
+		out[i] = (ch < 0x20 || ch >= 0x7f || ch == '"' || ch == '\\') ? '?' : (char)ch;
+	}
+	out[i] = '\0';
+}
+
+void
+adminauth_peer_fields(const struct adminauth_peer *p, char *buf, size_t len)
+{
+	char subj[sizeof p->subject];
+
+	if (p->local && p->have_cred)
+		snprintf(buf, len, "uid=%u gid=%u pid=%d", (unsigned)p->cred.uid,
+		    (unsigned)p->cred.gid, (int)p->cred.pid);
+	else if (p->local)
+		snprintf(buf, len, "uid=? pid=?");
+	else if (p->subject[0] != '\0') {
+		adminauth_sanitize(p->subject, subj, sizeof subj);
+		snprintf(buf, len, "peer=%s subject=\"%s\"", p->addr, subj);
+	} else
+		snprintf(buf, len, "peer=%s", p->addr);
+}
+
+/* control_socket_group as a gid: a numeric gid as is, a name looked up in
+ * the group database. (gid_t)-1 when unset. */
+int
+adminauth_socket_gid(const char *group, gid_t *gid, char *err, size_t errlen)
+{
+	struct group gr, *res = NULL;
+	char buf[16384], *end;
+	unsigned long n;
+	int e;
+
+	*gid = (gid_t)-1;
+	if (group[0] == '\0')
+		return 0;
+	errno = 0;
+	n = strtoul(group, &end, 10);
+	if (*end == '\0' && errno == 0 && n < (unsigned long)(gid_t)-1) {
+		*gid = (gid_t)n;
+		return 0;
+	}
+	if ((e = getgrnam_r(group, &gr, buf, sizeof buf, &res)) != 0 || res == NULL) {
+		snprintf(err, errlen, "control_socket_group '%s': %s", group,
+		    e ? strerror(e) : "no such group");
+		return -1;
+	}
+	*gid = gr.gr_gid;
+	return 0;
 }

@@ -36,8 +36,10 @@
 #ifndef FERRY_SUPERVISOR_ADMINAUTH_H
 #define FERRY_SUPERVISOR_ADMINAUTH_H
 
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -127,5 +129,41 @@ bool adminauth_same(const struct adminauth *a, const struct adminauth *b);
 
 /* Free the TLS context and wipe the digest. */
 void adminauth_clear(struct adminauth *a);
+
+/* adminauth_load with the error placed at its key, as the config parser
+ * places its own: "FILE:LINE: KEY: PATH: reason". */
+int adminauth_load_cfg(struct adminauth *a, const struct cfg *c, char *err, size_t errlen);
+
+/* "token", "certificate", "token+certificate" or "none", for logs. */
+const char *adminauth_summary(const struct adminauth *a);
+
+/* Log the HTTPS certificate in use (subject, notAfter); a warning when it
+ * expires within 14 days. Nothing without HTTPS. */
+void adminauth_log_tls(const struct adminauth *a);
+
+/* control_socket_group as a gid: a numeric gid as is, a name looked up in
+ * the group database; (gid_t)-1 when group is "". 0, or -1 with err. */
+int adminauth_socket_gid(const char *group, gid_t *gid, char *err, size_t errlen);
+
+/* --- the caller ---------------------------------------------------------- */
+
+/* Who is at the other end of an admin connection, for the decision and the
+ * log of mutating calls. */
+struct adminauth_peer {
+	bool local;                     /* control socket */
+	bool have_cred;                 /* SO_PEERCRED answered */
+	struct ucred cred;              /* uid, gid, pid of the connecting process */
+	char addr[INET6_ADDRSTRLEN + 8]; /* TCP: "ADDR:PORT" / "[ADDR]:PORT" */
+	bool cert_verified;             /* TLS: a client certificate verified */
+	char subject[256];              /* its subject (RFC 2253), or "" */
+};
+
+/* Fill p for an accepted socket: SO_PEERCRED on the control socket (the
+ * kernel's record of the connecting process), the address on TCP. */
+void adminauth_peer_identify(struct adminauth_peer *p, int fd, bool local);
+
+/* The caller as logfmt fields: "uid=U gid=G pid=P" on the control socket,
+ * "peer=ADDR" (and subject="..." with a client certificate) on TCP. */
+void adminauth_peer_fields(const struct adminauth_peer *p, char *buf, size_t len);
 
 #endif

@@ -432,3 +432,35 @@ Test(adminauth, restart_only_keys)
 	done(&next);
 	done(&run);
 }
+
+Test(adminauth, socket_group_and_peer_fields)
+{
+	gid_t gid;
+	char err[256], buf[512];
+	struct adminauth_peer p;
+
+	cr_expect_eq(adminauth_socket_gid("", &gid, err, sizeof err), 0);
+	cr_expect_eq(gid, (gid_t)-1);
+	cr_expect_eq(adminauth_socket_gid("1234", &gid, err, sizeof err), 0);
+	cr_expect_eq(gid, 1234);
+	cr_expect_eq(adminauth_socket_gid("root", &gid, err, sizeof err), 0);
+	cr_expect_eq(gid, 0);
+	cr_expect_eq(adminauth_socket_gid("no-such-group-ferry", &gid, err, sizeof err), -1);
+	cr_expect_str_eq(err, "control_socket_group 'no-such-group-ferry': no such group");
+
+	memset(&p, 0, sizeof p);
+	p.local = true;
+	p.have_cred = true;
+	p.cred.uid = 1001;
+	p.cred.gid = 1002;
+	p.cred.pid = 4242;
+	adminauth_peer_fields(&p, buf, sizeof buf);
+	cr_expect_str_eq(buf, "uid=1001 gid=1002 pid=4242");
+	memset(&p, 0, sizeof p);
+	snprintf(p.addr, sizeof p.addr, "127.0.0.1:5555");
+	adminauth_peer_fields(&p, buf, sizeof buf);
+	cr_expect_str_eq(buf, "peer=127.0.0.1:5555");
+	snprintf(p.subject, sizeof p.subject, "CN=op\"x\\y");
+	adminauth_peer_fields(&p, buf, sizeof buf);
+	cr_expect_str_eq(buf, "peer=127.0.0.1:5555 subject=\"CN=op?x?y\"");
+}
