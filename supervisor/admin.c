@@ -2,10 +2,21 @@
  * admin — HTTP servers of the admin API on the supervisor's libev loop; see
  * admin.h for the model.
  *
- * Listeners: the control socket is created with mode 0600 in a directory
- * made on demand (0755). A socket file left behind by a dead ferryd is
+ * Listeners: the control socket is created owner-only in a directory made
+ * on demand (0755), then given control_socket_group and control_socket_mode
+ * before it listens. A socket file left behind by a dead ferryd is
  * replaced only when connecting to it is refused; if something answers, we
  * refuse to start rather than steal a live daemon's socket.
+ *
+ * Access (adminauth.h) is decided before a request is routed; admin.c only
+ * asks and logs. Connection I/O goes through the transport of
+ * common/transport.h: plain TCP / Unix, or TLS (common/tls.h) on an
+ * admin_listen with admin_tls_cert. The TLS handshake runs in the reading
+ * state under the head deadline and in the same eviction queue as a client
+ * that has sent nothing, so a stalled handshake is treated like a
+ * slowloris; which socket events are watched comes from the transport
+ * (admin_conn_rearm), never from the state alone. A TLS victim of eviction
+ * gets no 503 (plain bytes would not be TLS).
  *
  * Connections move through reading -> (deferred) -> writing -> lingering:
  * after the response the write side is shut down and unread input is
