@@ -13,6 +13,7 @@
 #include "common/config.h"
 #include "common/file.h"
 #include "common/log.h"
+#include "supervisor/adminauth.h"
 #include "supervisor/supervisor.h"
 #include "worker/worker.h"
 
@@ -76,6 +77,17 @@ main(int argc, char **argv)
 	}
 	cfg_errors_free(&errs);
 	if (test) {
+		/* the admin API's credentials (token file, HTTPS files), as read
+		 * at start and by every reload */
+		struct adminauth au;
+		char aerr[2048];
+		if (adminauth_load_cfg(&au, &cfg, aerr, sizeof aerr) == -1) {
+			fprintf(stderr, "%s\nferryd: %s: configuration rejected\n", aerr, path);
+			cfg_free(&cfg);
+			free(text);
+			return 1;
+		}
+		adminauth_clear(&au);
 		printf("ferryd: %s: configuration ok (%zu cluster%s)\n", path, cfg.n_clusters,
 		    cfg.n_clusters == 1 ? "" : "s");
 		cfg_free(&cfg);

@@ -222,6 +222,11 @@ def test_bad_token_file_refuses_start(mock_factory, ferry_factory, workdir):
     tok = write_token(workdir / "admin.token", "short")
     m = mock_factory("A", 3)
     f = ferry_factory({"A": m}, start=False, extra_ferry=f"admin_token_file = {tok}")
+    # ferryd -t reads it too
+    r = subprocess.run([str(FERRYD), "-t", "-c", str(f.config_path)], capture_output=True,
+                       text=True, timeout=20)
+    assert r.returncode == 1, r
+    assert f"{f.config_path}:9: admin_token_file: {tok}: the token is 5 characters" in r.stderr, r
     f.start(wait=False)
     assert f.proc.wait(timeout=30) == 1
     log = f.log_path.read_text()
