@@ -1526,6 +1526,10 @@ ctl_live(const struct ctl_opts *opts, bool top, const char *name)
 			json_decref(cl);
 		} else if (ctl_request(&o, "GET", path, NULL, 0, &r, err, sizeof err) == -1) {
 			rc = CTL_EXIT_UNREACHABLE;
+		} else if (r.status == 401) {
+			ctl_unauthorized(&o, &r, err, sizeof err);
+			rc = CTL_EXIT_FAILED;
+			free(r.raw);
 		} else {
 			if (o.json) {
 				/* one document per line */

@@ -143,6 +143,11 @@ def test_ferryctl_token_env_and_file(token_ferry, workdir):
     assert "HTTP 401" in r.stderr and "FERRY_TOKEN" in r.stderr and "--token-file" in r.stderr
     r = ctl_tcp(f, "--json", "status")
     assert r.returncode == 1 and "error" in json.loads(r.stdout), r
+    for live in (["status", "-w", "-n", "1"], ["top", "-n", "1"]):
+        r = ctl_tcp(f, *live)
+        assert r.returncode == 1 and "HTTP 401" in r.stderr, (live, r)
+        r = ctl_tcp(f, *live, env_token=TOKEN)
+        assert r.returncode == 0 and "accepting" in r.stdout, (live, r)
     # FERRY_TOKEN
     r = ctl_tcp(f, "status", env_token=TOKEN)
     assert r.returncode == 0, r
