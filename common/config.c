@@ -27,6 +27,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <sodium.h>
+
 #include "common/log.h"
 #include "common/units.h"
 
@@ -1835,6 +1837,7 @@ cfg_free(struct cfg *c)
 		free(c->clusters[i].upstream);
 		free(c->clusters[i].node_ids);
 		free(c->clusters[i].dial_map);
+		cfg_tls_files_free(c->clusters[i].files);
 	}
 	free(c->clusters);
 	free(c->path);
@@ -2026,6 +2029,46 @@ cfg_tls_version_str(enum cfg_tls_version v)
 	if ((unsigned)v >= 2)
 		return "unknown";
 	return cfgp_tls_version_names[v];
+}
+
+const char *
+cfg_tls_file_key(enum cfg_tls_file f)
+{
+	static const char *const keys[CFG_TLS_FILES] = {
+		"tls_cert", "tls_key", "tls_client_ca", "upstream_ca", "upstream_cert",
+		"upstream_key",
+	};
+	return (unsigned)f < CFG_TLS_FILES ? keys[f] : "unknown";
+}
+
+const char *
+cfg_tls_file_path(const struct cfg_cluster *cl, enum cfg_tls_file f)
+{
+	switch (f) {
+	case CFG_TLS_F_CERT: return cl->tls_cert;
+	case CFG_TLS_F_KEY: return cl->tls_key;
+	case CFG_TLS_F_CLIENT_CA: return cl->tls_client_ca;
+	case CFG_TLS_F_UPSTREAM_CA: return cl->upstream_ca;
+	case CFG_TLS_F_UPSTREAM_CERT: return cl->upstream_cert;
+	case CFG_TLS_F_UPSTREAM_KEY: return cl->upstream_key;
+	case CFG_TLS_FILES: break;
+	}
+	return "";
+}
+
+void
+cfg_tls_files_free(struct cfg_tls_files *f)
+{
+	if (f == NULL)
+		return;
+	for (int i = 0; i < CFG_TLS_FILES; i++) {
+		if (f->data[i] != NULL) {
+			sodium_memzero(f->data[i], f->len[i]);
+			free(f->data[i]);
+		}
+	}
+	sodium_memzero(f, sizeof *f);
+	free(f);
 }
 
 const char *

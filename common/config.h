@@ -67,6 +67,21 @@ struct cfg_addr {
 	uint16_t port;
 };
 
+/* The files a cluster's TLS keys name, in this order (IPC_TLS_MATERIAL
+ * carries them in it too). */
+enum cfg_tls_file {
+	CFG_TLS_F_CERT = 0, CFG_TLS_F_KEY, CFG_TLS_F_CLIENT_CA,
+	CFG_TLS_F_UPSTREAM_CA, CFG_TLS_F_UPSTREAM_CERT, CFG_TLS_F_UPSTREAM_KEY,
+	CFG_TLS_FILES,
+};
+
+/* Their contents, read by the supervisor (common/tlsmat.h); len 0 = the key
+ * is unset. Freed (and wiped: keys) by cfg_free / cfg_tls_files_free. */
+struct cfg_tls_files {
+	char *data[CFG_TLS_FILES];
+	size_t len[CFG_TLS_FILES];
+};
+
 /* upstream_dial_map entry: an upstream broker address (bootstrap or learned
  * from metadata) and the address actually dialled for it. */
 struct cfg_dial {
@@ -119,6 +134,10 @@ struct cfg_cluster {
 	bool upstream_tls_verify;        /* check the broker's name; default on */
 	struct cfg_dial *dial_map;       /* upstream_dial_map, in file order */
 	size_t n_dial_map;
+	/* Contents of the files above; NULL until the supervisor read them
+	 * (tlsmat_read). Not part of the canonical text; part of the
+	 * cluster's version (plan_cluster_version). */
+	struct cfg_tls_files *files;
 	/* Line where each cluster key was set (0 = default); see
 	 * cfg_cluster_key_line(). */
 	int key_lines[CFG_CLUSTER_KEYS_MAX];
@@ -242,6 +261,11 @@ const struct cfg_addr *cfg_dial_lookup(const struct cfg_cluster *cl,
     const char *host, uint16_t port);
 
 const char *cfg_tls_version_str(enum cfg_tls_version v);
+/* The key that names file f ("tls_cert", ...) and its path in cl ("" unset). */
+const char *cfg_tls_file_key(enum cfg_tls_file f);
+const char *cfg_tls_file_path(const struct cfg_cluster *cl, enum cfg_tls_file f);
+/* Wipes (sodium_memzero) and frees the contents and f itself; NULL is fine. */
+void cfg_tls_files_free(struct cfg_tls_files *f);
 const char *cfg_tls_client_auth_str(enum cfg_tls_client_auth a);
 
 /* Line where a [ferry] key was set, 0 when it was left at its default (or

@@ -29,6 +29,7 @@ static const char *const ipc_names[IPC_TYPE_COUNT] = {
 	[IPC_CONN_IN] = "conn-in",
 	[IPC_CONN_DONE] = "conn-done",
 	[IPC_PROBE] = "probe",
+	[IPC_TLS_MATERIAL] = "tls-material",
 	[IPC_CONN_OUT] = "conn-out",
 	[IPC_CONN_TAKEN] = "conn-taken",
 };
@@ -72,6 +73,8 @@ ipc_payload_ok(uint32_t type, uint32_t len)
 		return len == sizeof(struct ipc_conn_ack);
 	case IPC_PROBE:
 		return len == 0;
+	case IPC_TLS_MATERIAL:
+		return len >= sizeof(struct ipc_tls_material) && len <= IPC_MAX_PAYLOAD;
 	case IPC_FAILED:
 		return len <= 1024;
 	case IPC_ACCEPT:
@@ -252,6 +255,30 @@ ipc_conn_record_check(const void *payload, size_t len, size_t nfds, struct ipc_c
 	if (out->broker_index < -1 || out->upstream_try < 0) {
 		snprintf(err, errlen, "connection record: broker index %d, upstream %d",
 		    out->broker_index, out->upstream_try);
+		return -1;
+	}
+	return 0;
+}
+
+int
+ipc_tls_material_check(const void *payload, size_t len, struct ipc_tls_material *out,
+		       char *err, size_t errlen)
+{
+	if (len < sizeof *out) {
+		snprintf(err, errlen, "TLS material: %zu bytes, need %zu", len, sizeof *out);
+		return -1;
+	}
+	memcpy(out, payload, sizeof *out);
+	if (out->version != IPC_TLS_MATERIAL_VERSION) {
+		snprintf(err, errlen, "TLS material: version %u", out->version);
+		return -1;
+	}
+	uint64_t sum = 0;
+	for (int i = 0; i < IPC_TLS_FILES; i++)
+		sum += out->len[i];
+	if (sum != (uint64_t)(len - sizeof *out)) {
+		snprintf(err, errlen, "TLS material: files of %llu bytes in a %zu-byte payload",
+		    (unsigned long long)sum, len);
 		return -1;
 	}
 	return 0;

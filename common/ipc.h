@@ -42,6 +42,9 @@ enum ipc_type {
 	                    [client] or [client, upstream]: adopt this connection */
 	IPC_CONN_DONE,   /* payload: struct ipc_conn_ack: the outcome of a CONN_OUT */
 	IPC_PROBE,       /* fetch upstream metadata now and report (reload check) */
+	IPC_TLS_MATERIAL, /* payload: struct ipc_tls_material + the bytes of the
+	                    cluster's TLS files; right after CONFIG, before
+	                    LISTENERS, when the cluster has TLS keys */
 	/* worker -> supervisor */
 	IPC_READY,       /* config parsed, listeners received; held until ACCEPT */
 	IPC_UPSTREAM,    /* payload: struct ipc_upstream */
@@ -132,6 +135,22 @@ struct ipc_conn_ack {
  * reason. Pure. */
 int ipc_conn_record_check(const void *payload, size_t len, size_t nfds,
 			  struct ipc_conn_record *out, char *err, size_t errlen);
+
+/* The TLS files of a cluster (enum cfg_tls_file order), their bytes right
+ * after this header, one after the other; len 0 = not set. The worker
+ * builds its contexts from them and wipes the buffer. */
+#define IPC_TLS_FILES 6
+struct ipc_tls_material {
+	uint32_t len[IPC_TLS_FILES];
+	uint32_t version;      /* IPC_TLS_MATERIAL_VERSION */
+	uint32_t pad;
+};
+#define IPC_TLS_MATERIAL_VERSION 1
+
+/* Check a TLS_MATERIAL payload: the header, its version, and that the
+ * lengths add up to len exactly. 0, or -1 with a reason. Pure. */
+int ipc_tls_material_check(const void *payload, size_t len, struct ipc_tls_material *out,
+			   char *err, size_t errlen);
 
 struct ipc_upstream {
 	uint32_t reachable;    /* 1 / 0 */

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 struct ipcq_item {
 	struct ipcq_item *next;
 	uint32_t type;
@@ -33,6 +35,8 @@ ipcq_item_free(struct ipcq_item *it)
 	for (size_t i = 0; i < it->nfds; i++)
 		if (it->fds[i] >= 0)
 			close(it->fds[i]);
+	if (it->type == IPC_TLS_MATERIAL)  /* key bytes: never left in freed memory */
+		sodium_memzero(it->payload, it->len);
 	free(it);
 }
 

@@ -19,7 +19,7 @@
 
 #include "common/shmblock.h"
 
-#define METRICS_MAGIC 0x66657272790002ULL /* "ferry" v2: per-API counters */
+#define METRICS_MAGIC 0x66657272790003ULL /* "ferry" v3: TLS counters */
 
 /* X-macro: name, type ("counter"/"gauge"), help. Order is ABI. */
 #define METRICS_FIELDS(X) \
@@ -49,7 +49,12 @@
 	X(request_timeouts, counter, "Client connections closed because a request frame did not arrive completely within request_timeout") \
 	X(inflight_paused, counter, "Times a client request had to wait because max_inflight_per_connection requests were in flight (backpressure: the client is not read meanwhile)") \
 	X(accept_paused, counter, "Times accepting paused for 100 ms because the worker ran out of file descriptors or memory") \
-	X(responses_trailing_bytes, counter, "Rewritten upstream responses that carried bytes after the complete message (dropped; clients ignore them too)")
+	X(responses_trailing_bytes, counter, "Rewritten upstream responses that carried bytes after the complete message (dropped; clients ignore them too)") \
+	X(plaintext_on_tls, counter, "Client connections closed because they sent plaintext (a Kafka frame, not a TLS record) to a TLS listener") \
+	X(tls_handshake_failures, counter, "Client connections closed because their TLS handshake failed or did not complete within request_timeout") \
+	X(tls_handshakes, counter, "TLS handshakes completed with clients") \
+	X(tls_resumed, counter, "TLS handshakes with clients that resumed a session (ticket)") \
+	X(upstream_tls_failures, counter, "TLS handshakes with the upstream that failed (certificate, name, protocol)")
 
 /* Per Kafka API key (0..METRICS_APIS-2; the last slot takes any other):
  * requests forwarded and the upstream latency of their responses, from the

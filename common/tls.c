@@ -30,7 +30,9 @@ struct tls_impl {
 	bool sniffed;            /* server: first byte seen to be TLS */
 	bool plaintext;          /* server: first byte was not TLS */
 	char err[200];
-	unsigned char gather[TLS_GATHER];
+	unsigned char *gather;   /* TLS_GATHER bytes, allocated on first use (a
+	                            single-iovec writer never needs it: idle
+	                            connections stay small) */
 };
 
 static const struct transport_ops tls_ops;
@@ -132,7 +134,9 @@ tls_writev(struct transport *t, const struct iovec *iov, int iovcnt)
 			off = 0;
 			continue;
 		}
-		if (iov[i].iov_len - off >= TLS_GATHER / 2 || i + 1 == iovcnt) {
+		if (!x->gather && iov[i].iov_len - off < TLS_GATHER / 2 && i + 1 < iovcnt)
+			x->gather = malloc(TLS_GATHER);  /* NULL: write them one by one */
+		if (iov[i].iov_len - off >= TLS_GATHER / 2 || i + 1 == iovcnt || !x->gather) {
 			p = (const char *)iov[i].iov_base + off;
 			n = iov[i].iov_len - off;
 		} else {
@@ -322,6 +326,7 @@ tls_close(struct transport *t)
 
 	if (x != NULL) {
 		SSL_free(x->ssl);
+		free(x->gather);
 		free(x);
 	}
 	t->impl = NULL;

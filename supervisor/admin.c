@@ -75,6 +75,7 @@
 #include "common/file.h"
 #include "common/tls.h"
 #include "common/transport.h"
+#include "common/tlsmat.h"
 #include "supervisor/adminauth.h"
 #include "supervisor/evict.h"
 #include "supervisor/status.h"
@@ -472,13 +473,15 @@ admin_h_validate(struct admin_request *req, struct admin_response *resp)
 
 	cfg_errors_init(&errs);
 	memset(&cfg, 0, sizeof cfg);
-	if (cfg_parse_string(name, text, len, &cfg, &errs) == 0) {
+	if (cfg_parse_string(name, text, len, &cfg, &errs) == 0 &&
+	    tlsmat_read(&cfg, &errs) == 0) {
 		sup_record_validation(req->sup, true, version);
 		admin_response_json(resp, 200, json_pack("{s:b, s:s, s:I}",
 		    "valid", 1, "configVersion", version,
 		    "clusters", (json_int_t)cfg.n_clusters));
 		cfg_free(&cfg);
 	} else {
+		cfg_free(&cfg);
 		sup_record_validation(req->sup, false, version);
 		a = json_array();
 		for (i = 0; i < errs.n; i++) {

@@ -21,6 +21,8 @@
 #include <sys/wait.h>
 
 #include "common/log.h"
+#include "common/tlsctx.h"
+#include "common/tlsmat.h"
 #include "common/units.h"
 
 /* ---- small helpers --------------------------------------------------------- */
@@ -161,6 +163,25 @@ sup_ccfg_new(const struct cfg_cluster *cl, char *err, size_t errlen)
 	}
 	cfg_errors_free(&errs);
 	cc->cl = &cc->own.clusters[0];
+	/* The TLS files read (and checked) with this configuration: what its
+	 * version covers and what every worker of it gets, also after a crash
+	 * restart. */
+	if (cl->files && !(cc->own.clusters[0].files = tlsmat_dup(cl->files))) {
+		snprintf(err, errlen, "out of memory");
+		cfg_free(&cc->own);
+		free(cc->canonical);
+		free(cc);
+		return NULL;
+	}
+	if (cc->cl->tls && cc->cl->files) {
+		struct tlsctx_pem cert = { cc->cl->files->data[CFG_TLS_F_CERT],
+			cc->cl->files->len[CFG_TLS_F_CERT] };
+		time_t na = 0;
+		char e[128];
+		if (tlsctx_cert_not_after(cert, &na, e, sizeof e) == 0)
+			cc->tls_not_after = (int64_t)na;
+		tlsctx_cert_subject(cert, cc->tls_subject, sizeof cc->tls_subject);
+	}
 	cc->n_listeners = 1 + cc->cl->n_brokers;
 	cc->listeners = calloc(cc->n_listeners, sizeof *cc->listeners);
 	if (!cc->listeners) {
@@ -184,6 +205,22 @@ sup_ccfg_new(const struct cfg_cluster *cl, char *err, size_t errlen)
 		}
 	}
 	return cc;
+}
+
+void
+sup_ccfg_tls_warn(const struct sup_ccfg *cc, uint64_t now_wall_ms)
+{
+	if (!cc->tls_not_after)
+		return;
+	int64_t left = cc->tls_not_after - (int64_t)(now_wall_ms / 1000);
+	if (left >= (int64_t)SUP_TLS_EXPIRY_WARN_DAYS * 86400)
+		return;
+	if (left < 0)
+		log_warn("TLS certificate expired", "cluster=%s subject=\"%s\" expired_days_ago=%lld",
+		    cc->cl->name, cc->tls_subject, (long long)(-left / 86400));
+	else
+		log_warn("TLS certificate expires soon", "cluster=%s subject=\"%s\" days_left=%lld",
+		    cc->cl->name, cc->tls_subject, (long long)(left / 86400));
 }
 
 int
@@ -1289,6 +1326,7 @@ sup_start(struct sup *s)
 			log_error("cannot prepare cluster", "cluster=%s error=\"%s\"", cl->name, err);
 			return -1;
 		}
+		sup_ccfg_tls_warn(cc, s->now_wall_ms);
 		struct sup_cluster *c = sup_cluster_new(s, cc, true);
 		if (!c) {
 			sup_ccfg_free(s, cc);

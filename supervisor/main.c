@@ -12,6 +12,7 @@
 
 #include "common/config.h"
 #include "common/file.h"
+#include "common/tlsmat.h"
 #include "common/log.h"
 #include "supervisor/adminauth.h"
 #include "supervisor/supervisor.h"
@@ -66,7 +67,11 @@ main(int argc, char **argv)
 	struct cfg cfg;
 	struct cfg_errors errs;
 	cfg_errors_init(&errs);
-	if (cfg_parse_string(path, text, len, &cfg, &errs) == -1) {
+	/* then the files the config names (TLS material): read and checked
+	 * here, as by every reload, before anything serves */
+	if (cfg_parse_string(path, text, len, &cfg, &errs) == -1 ||
+	    tlsmat_read(&cfg, &errs) == -1) {
+		cfg_free(&cfg);
 		for (size_t i = 0; i < errs.n; i++)
 			fprintf(stderr, "%s\n", errs.msg[i]);
 		fprintf(stderr, "ferryd: %s: %zu error%s, configuration rejected\n", path, errs.n,

@@ -24,17 +24,35 @@ plan_op_str(enum plan_op op)
 	return "unknown";
 }
 
+/* Files [first, last) of cl: each as its key, its length and its bytes. */
+static void
+plan_hash_files(crypto_hash_sha256_state *st, const struct cfg_cluster *cl, int first, int last)
+{
+	for (int i = first; cl->files && i < last; i++) {
+		const char *key = cfg_tls_file_key((enum cfg_tls_file)i);
+		uint64_t n = cl->files->len[i];
+		crypto_hash_sha256_update(st, (const unsigned char *)key, strlen(key) + 1);
+		crypto_hash_sha256_update(st, (const unsigned char *)&n, sizeof n);
+		if (n)
+			crypto_hash_sha256_update(st, (const unsigned char *)cl->files->data[i], n);
+	}
+}
+
 int
 plan_cluster_version(const struct cfg_cluster *cl, char *out, size_t outlen)
 {
 	char *text = cfg_cluster_canonical(cl);
 	if (!text)
 		return -1;
-	/* Referenced files (TLS material) will be hashed here too, after the
-	 * canonical text, so changing a file's contents changes the version. */
+	/* The contents of every referenced file (TLS material) after the
+	 * canonical text: a renewed certificate is a modified cluster. */
 	unsigned char h[crypto_hash_sha256_BYTES];
-	crypto_hash_sha256(h, (const unsigned char *)text, strlen(text));
+	crypto_hash_sha256_state st;
+	crypto_hash_sha256_init(&st);
+	crypto_hash_sha256_update(&st, (const unsigned char *)text, strlen(text));
 	free(text);
+	plan_hash_files(&st, cl, 0, CFG_TLS_FILES);
+	crypto_hash_sha256_final(&st, h);
 	char hex[2 * crypto_hash_sha256_BYTES + 1];
 	sodium_bin2hex(hex, sizeof hex, h, sizeof h);
 	snprintf(out, outlen, "sha256:%s", hex);
@@ -50,6 +68,23 @@ plan_upstream_key(const struct cfg_cluster *cl, char *out, size_t outlen)
 		char a[CFG_HOST_MAX + 16];
 		units_fmt_addr(&cl->upstream[i], a, sizeof a);
 		crypto_hash_sha256_update(&st, (const unsigned char *)a, strlen(a) + 1);
+	}
+	/* How the brokers are reached and spoken to: the dial map and the
+	 * upstream TLS settings and files. A change means the connections of
+	 * the old configuration are not ones the new one would make. */
+	for (size_t i = 0; i < cl->n_dial_map; i++) {
+		char a[2 * CFG_HOST_MAX + 40], f[CFG_HOST_MAX + 16], t[CFG_HOST_MAX + 16];
+		units_fmt_addr(&cl->dial_map[i].from, f, sizeof f);
+		units_fmt_addr(&cl->dial_map[i].to, t, sizeof t);
+		snprintf(a, sizeof a, "dial %s=%s", f, t);
+		crypto_hash_sha256_update(&st, (const unsigned char *)a, strlen(a) + 1);
+	}
+	if (cl->upstream_tls) {
+		char a[3 * CFG_PATH_MAX + 64];
+		snprintf(a, sizeof a, "tls verify=%d ca=%s cert=%s key=%s", cl->upstream_tls_verify,
+		    cl->upstream_ca, cl->upstream_cert, cl->upstream_key);
+		crypto_hash_sha256_update(&st, (const unsigned char *)a, strlen(a) + 1);
+		plan_hash_files(&st, cl, CFG_TLS_F_UPSTREAM_CA, CFG_TLS_FILES);
 	}
 	unsigned char h[crypto_hash_sha256_BYTES];
 	crypto_hash_sha256_final(&st, h);

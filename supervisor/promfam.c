@@ -129,7 +129,9 @@ promfam_write(FILE *f, struct sup *s)
 		  "reason", {
 			{ "max_connections", offsetof(struct metrics, connections_rejected) },
 			{ "tls_on_plaintext", offsetof(struct metrics, tls_on_plaintext) },
-		}, 2 },
+			{ "plaintext_on_tls", offsetof(struct metrics, plaintext_on_tls) },
+			{ "tls_handshake", offsetof(struct metrics, tls_handshake_failures) },
+		}, 4 },
 		{ "ferry_frames_rejected_total",
 		  "Connections closed for a frame ferry refused, by reason", "reason", {
 			{ "malformed_request", offsetof(struct metrics, malformed_requests) },

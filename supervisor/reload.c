@@ -26,6 +26,7 @@
 
 #include "common/file.h"
 #include "common/log.h"
+#include "common/tlsmat.h"
 
 struct sup_reload_item {
 	struct plan_item *pi;
@@ -527,6 +528,28 @@ reload_tick(struct sup *s)
 	log_info("running the reload requested during the previous one", "%s", "");
 	sup_reload_signal(s);
 }
+/* Whether a cluster of next, running under the same name, names files
+ * whose contents differ from those its running configuration was made
+ * with (its version differs although the config text is the same). */
+static bool
+reload_files_changed(struct sup *s, const struct cfg *next)
+{
+	for (size_t j = 0; j < next->n_clusters; j++) {
+		const struct cfg_cluster *ncl = &next->clusters[j];
+		char v[PLAN_VERSION_LEN];
+		if (!ncl->files)
+			continue;
+		for (size_t i = 0; i < s->n_clusters; i++) {
+			if (strcmp(s->clusters[i]->ccfg->cl->name, ncl->name) != 0)
+				continue;
+			if (plan_cluster_version(ncl, v, sizeof v) == -1 ||
+			    strcmp(v, s->clusters[i]->ccfg->version) != 0)
+				return true;
+		}
+	}
+	return false;
+}
+
 
 /* ---- starting ---------------------------------------------------------------------------- */
 
@@ -594,7 +617,9 @@ sup_reload_start(struct sup *s, const char *text, size_t len, const char *source
 	/* 2. Parse and validate, no side effects. */
 	struct cfg_errors errs;
 	cfg_errors_init(&errs);
-	if (cfg_parse_string(name, r->text, r->len, &r->next, &errs) == -1) {
+	if (cfg_parse_string(name, r->text, r->len, &r->next, &errs) == -1 ||
+	    tlsmat_read(&r->next, &errs) == -1) {
+		cfg_free(&r->next);
 		for (size_t i = 0; i < errs.n; i++)
 			reload_add_error(s, "%s", errs.msg[i]);
 		if (!errs.n)
@@ -610,8 +635,10 @@ sup_reload_start(struct sup *s, const char *text, size_t len, const char *source
 		cfg_errors_free(&errs);
 		return reload_end_now(s, r, SUP_RELOAD_REJECTED, rec);
 	}
-	/* 3. Same bytes as running: nothing to do. */
-	if (strcmp(r->version, s->config_version) == 0) {
+	/* 3. Same bytes as running, and the same contents of the files they
+	 * name (a renewed certificate under the same path is a change):
+	 * nothing to do. */
+	if (strcmp(r->version, s->config_version) == 0 && !reload_files_changed(s, &r->next)) {
 		cfg_errors_free(&errs);
 		return reload_end_now(s, r, SUP_RELOAD_UNCHANGED, rec);
 	}
@@ -663,6 +690,8 @@ sup_reload_start(struct sup *s, const char *text, size_t len, const char *source
 		it->st = FSM_I_PENDING;
 		const struct cfg_cluster *ncl = &r->next.clusters[it->pi->new_index];
 		struct sup_ccfg *cc = sup_ccfg_new(ncl, err, sizeof err);
+		if (cc)
+			sup_ccfg_tls_warn(cc, s->now_wall_ms);
 		if (cc && sup_ccfg_listen(s, cc, reuse, n_reuse, err, sizeof err) == -1) {
 			sup_ccfg_free(s, cc);
 			cc = NULL;

@@ -220,6 +220,15 @@ status_cluster_json(struct sup_cluster *c)
 		json_object_set_new(o, "livenessSince", json_null());
 	}
 	json_object_set_new(o, "configVersion", status_str_or_null(c->config_version));
+	/* client-facing TLS of the serving configuration: its certificate */
+	if (c->ccfg && c->ccfg->tls_not_after) {
+		json_t *tls = json_object();
+		json_object_set_new(tls, "notAfter", status_time((uint64_t)c->ccfg->tls_not_after * 1000));
+		json_object_set_new(tls, "subject", json_string(c->ccfg->tls_subject));
+		json_object_set_new(o, "tls", tls);
+	} else {
+		json_object_set_new(o, "tls", json_null());
+	}
 
 	up = json_object();
 	json_object_set_new(up, "state", json_string(sup_upstream_state_str(c->upstream)));
@@ -451,6 +460,18 @@ status_metrics_text(struct sup *s, size_t *len)
 	}
 
 	promfam_write(f, s);
+
+	fputs("# HELP ferry_tls_certificate_not_after_seconds notAfter of the client-facing TLS "
+	    "certificate served (unix time; clusters with TLS)\n"
+	    "# TYPE ferry_tls_certificate_not_after_seconds gauge\n", f);
+	for (i = 0; i < s->n_clusters; i++) {
+		const struct sup_ccfg *cc = s->clusters[i]->ccfg;
+		if (!cc || !cc->tls_not_after)
+			continue;
+		fputs("ferry_tls_certificate_not_after_seconds{cluster=\"", f);
+		promfam_label(f, s->clusters[i]->name);
+		fprintf(f, "\"} %lld\n", (long long)cc->tls_not_after);
+	}
 
 	fputs("# HELP ferry_cluster_generation Generation number of the serving worker generation\n"
 	    "# TYPE ferry_cluster_generation gauge\n", f);

@@ -47,6 +47,7 @@
 #include "common/ipc.h"
 #include "common/ipcq.h"
 #include "common/log.h"
+#include "common/tlsmat.h"
 #include "supervisor/admin.h"
 #include "supervisor/listeners.h"
 #include "supervisor/notify.h"
@@ -369,6 +370,18 @@ sup_io_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char 
 	    cfds, 2);
 	close(ch->metrics_fd);  /* the mapping keeps the block; the worker gets its fd */
 	ch->metrics_fd = -1;
+	/* The TLS files' bytes (the worker never opens them), wiped here once
+	 * sent or queued (a queued copy is wiped when it leaves the queue). */
+	if (rc == 0 && cc->cl->files) {
+		uint8_t *tm = NULL;
+		size_t tmlen = 0;
+		rc = tlsmat_encode(cc->cl->files, &tm, &tmlen);
+		if (rc == 0) {
+			rc = ipcq_send(&ch->q, ch->fd, IPC_TLS_MATERIAL, g, tm, tmlen, NULL, 0);
+			sodium_memzero(tm, tmlen);
+			free(tm);
+		}
+	}
 	for (size_t first = 0; rc == 0 && first < cc->n_listeners; first += IPC_MAX_FDS) {
 		int fds[IPC_MAX_FDS];
 		size_t nfds = cc->n_listeners - first;

@@ -69,7 +69,18 @@ struct sup_ccfg {
 	char version[PLAN_VERSION_LEN];
 	struct sup_listener *listeners; /* [0] bootstrap, then brokers in node order */
 	size_t n_listeners;
+	/* client-facing TLS certificate (tls_cert): notAfter (unix seconds; 0 =
+	 * no client TLS) and subject, for status and metrics */
+	int64_t tls_not_after;
+	char tls_subject[256];
 };
+
+/* Days under which a certificate's notAfter is warned about. */
+#define SUP_TLS_EXPIRY_WARN_DAYS 14
+
+/* Log a warning when the configuration's certificate expires within
+ * SUP_TLS_EXPIRY_WARN_DAYS of now_wall_ms (start, reload). */
+void sup_ccfg_tls_warn(const struct sup_ccfg *cc, uint64_t now_wall_ms);
 
 enum sup_upstream_state { SUP_UPSTREAM_UNKNOWN = 0, SUP_UPSTREAM_REACHABLE, SUP_UPSTREAM_UNREACHABLE };
 const char *sup_upstream_state_str(enum sup_upstream_state s);

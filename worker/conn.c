@@ -31,6 +31,7 @@
 #include "worker/kafka/codec.h"
 #include "worker/kafka/rewrite.h"
 #include "worker/kafka/sniff.h"
+#include "common/tls.h"
 #include "common/transport.h"
 #include "worker/upstream.h"
 
@@ -45,6 +46,8 @@ enum conn_state {
 	CONN_CONNECTING = 0,   /* resolving / connecting upstream */
 	CONN_WAIT_METADATA,    /* broker port, upstream address unknown yet */
 	CONN_OPEN,
+	CONN_TLS_HANDSHAKE,    /* client TLS handshake; the upstream connect waits
+	                          for it (connection order: see conn_tls_accepted) */
 	CONN_STATE_COUNT,
 };
 
@@ -55,6 +58,7 @@ conn_state_str(enum conn_state s)
 	case CONN_CONNECTING: return "connecting";
 	case CONN_WAIT_METADATA: return "wait-metadata";
 	case CONN_OPEN: return "open";
+	case CONN_TLS_HANDSHAKE: return "tls-handshake";
 	default: return "unknown";
 	}
 }
@@ -432,7 +436,7 @@ write_failed(struct conn *c, bool to_upstream)
 		return conn_end(c, "client closed the connection with %zu response(s) owed",
 		    c->fifo_len);
 	return conn_fail(c, "write to %s: %s", to_upstream ? "upstream" : "client",
-	    strerror(errno));
+	    upstream_transport_error(to_upstream ? &c->up : &c->cli, errno));
 }
 
 /* Write the parsed pass-through bytes of d to t. 1 progress, 0 blocked or
@@ -516,7 +520,7 @@ dir_read(struct conn *c, struct dir *d, struct transport *t, bool from_client, b
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
 			return 0;
 		return conn_fail(c, "read from %s: %s", from_client ? "client" : "upstream",
-		    strerror(errno));
+		    upstream_transport_error(t, errno));
 	}
 	if (n == 0) {
 		/* Not closed yet: what is owed and whole is still delivered
@@ -890,15 +894,75 @@ static int conn_handover_try(struct conn *c);
 static int
 conn_handshake(struct conn *c)
 {
-	if (c->cli.state == TRANSPORT_HANDSHAKE && transport_handshake(&c->cli) < 0)
+	if (c->cli.state == TRANSPORT_HANDSHAKE && c->state != CONN_TLS_HANDSHAKE &&
+	    transport_handshake(&c->cli) < 0)
 		return conn_fail(c, "%s handshake with client: %s", transport_name(&c->cli),
 		    strerror(errno));
 	if (c->up.state == TRANSPORT_HANDSHAKE && transport_handshake(&c->up) < 0) {
+		int e = errno;
+		char addr[CONN_PEER_MAX], msg[CONN_PEER_MAX + 300];
 		METRIC_ADD(c->w->m, upstream_closed, 1);
-		return conn_fail(c, "%s handshake with upstream: %s", transport_name(&c->up),
-		    strerror(errno));
+		transport_peer(&c->up, addr, sizeof addr);
+		snprintf(msg, sizeof msg, "%s handshake with upstream %s: %s", transport_name(&c->up),
+		    addr, upstream_transport_error(&c->up, e));
+		if (transport_is_tls(&c->up)) {
+			/* a certificate or name the upstream cannot prove is the
+			 * upstream's condition, as a refused connect is */
+			METRIC_ADD(c->w->m, upstream_tls_failures, 1);
+			worker_upstream_report(c->w, false, msg);
+		}
+		return conn_fail(c, "%s", msg);
 	}
 	return 0;
+}
+
+static int conn_connect_begin(struct conn *c);
+
+/* The client's TLS handshake is done: only now is the upstream connected
+ * (the order issue 11 asks for: a server name from the ClientHello can
+ * still choose the broker here, before any upstream connection). -1 when
+ * the connection must close (why set). */
+static int
+conn_tls_accepted(struct conn *c)
+{
+	struct worker *w = c->w;
+	SSL *ssl = transport_tls_ssl(&c->cli);
+	METRIC_ADD(w->m, tls_handshakes, 1);
+	if (ssl && SSL_session_reused(ssl))
+		METRIC_ADD(w->m, tls_resumed, 1);
+	conn_timer_stop(c);
+	if (log_enabled(LOG_DEBUG)) {
+		char peer[CONN_PEER_MAX];
+		transport_peer(&c->cli, peer, sizeof peer);
+		log_debug("TLS handshake done", "client=\"%s\" version=%s resumed=%s", peer,
+		    ssl ? SSL_get_version(ssl) : "?", ssl && SSL_session_reused(ssl) ? "true" : "false");
+	}
+	c->state = CONN_CONNECTING;
+	c->last_active = ev_now(w->loop);
+	return conn_connect_begin(c);
+}
+
+/* One step of the client's TLS handshake (state CONN_TLS_HANDSHAKE). 0
+ * blocked or done, -1 close (why set). A client that sent plaintext (a
+ * Kafka frame) is counted apart from one whose handshake failed. */
+static int
+conn_tls_step(struct conn *c)
+{
+	struct worker *w = c->w;
+	int r = transport_handshake(&c->cli);
+	if (r == 0)
+		return 0;
+	if (r < 0) {
+		if (transport_tls_plaintext(&c->cli)) {
+			METRIC_ADD(w->m, plaintext_on_tls, 1);
+			return conn_fail(c, "plaintext on a TLS listener: %s",
+			    transport_tls_error(&c->cli));
+		}
+		METRIC_ADD(w->m, tls_handshake_failures, 1);
+		return conn_fail(c, "TLS handshake with client: %s",
+		    transport_tls_error(&c->cli)[0] ? transport_tls_error(&c->cli) : strerror(errno));
+	}
+	return conn_tls_accepted(c);
 }
 
 /* Move bytes both ways until nothing progresses. Returns -1 when the
@@ -907,6 +971,8 @@ static int
 conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 {
 	struct worker *w = c->w;
+	if (c->state == CONN_TLS_HANDSHAKE && conn_tls_step(c) < 0)
+		return -1;
 	bool open = c->state == CONN_OPEN;
 	if (conn_handshake(c) < 0)
 		return -1;
@@ -1119,6 +1185,15 @@ conn_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 		conn_close(c, LOG_WARN, "connection closed");
 		return;
 	}
+	if (c->state == CONN_TLS_HANDSHAKE) {
+		/* A stalled handshake holds a descriptor and a session: it
+		 * gets request_timeout, like a stalled request frame. */
+		METRIC_ADD(w->m, tls_handshake_failures, 1);
+		snprintf(c->why, sizeof c->why, "TLS handshake not complete within "
+		    "request_timeout (%llu ms)", (unsigned long long)w->cl->request_timeout_ms);
+		conn_close(c, LOG_INFO, "connection closed");
+		return;
+	}
 	if (c->state != CONN_OPEN)
 		return;
 	ev_tstamp now = ev_now(loop), rt = conn_request_timeout(c), next = 0;
@@ -1222,7 +1297,17 @@ conn_connected(void *arg, int fd, const char *err, bool local)
 	}
 	/* A TCP connect is not Kafka health: the condition becomes reachable on
 	 * a well-formed ApiVersions or Metadata answer (resp_finish_rewrite). */
-	transport_plain_init(&c->up, fd);
+	/* TLS to the upstream: SNI and the certificate name are the broker's
+	 * own host (configured or advertised), also when the dial map made
+	 * the connection to another address. */
+	const char *host = c->broker_index < 0 ? w->cl->upstream[c->upstream_try].host
+	    : w->nodes[c->broker_index].host;
+	if (upstream_transport_init(w, &c->up, fd, host) != 0) {
+		snprintf(c->why, sizeof c->why, "cannot start TLS to the upstream: %s",
+		    strerror(errno));
+		conn_close(c, LOG_WARN, "connection closed");
+		return;
+	}
 	c->state = CONN_OPEN;
 	c->last_active = ev_now(w->loop);
 	conn_timer_stop(c);
@@ -1231,9 +1316,10 @@ conn_connected(void *arg, int fd, const char *err, bool local)
 	conn_step(c, false, false);
 }
 
-/* Start (or wait for) the upstream connection. -1 if c was closed. */
+/* Start (or wait for) the upstream connection. -1 when it could not
+ * start (out of memory; why set, c not closed). */
 static int
-conn_connect_next(struct conn *c)
+conn_connect_begin(struct conn *c)
 {
 	struct worker *w = c->w;
 	const char *host;
@@ -1260,8 +1346,16 @@ conn_connect_next(struct conn *c)
 	}
 	c->state = CONN_CONNECTING;
 	c->uc = upstream_connect_start(w, host, port, WORKER_CONNECT_TIMEOUT_MS, conn_connected, c);
-	if (!c->uc) {
-		snprintf(c->why, sizeof c->why, "out of memory");
+	if (!c->uc)
+		return conn_fail(c, "out of memory");
+	return 0;
+}
+
+/* The same; -1 if c was closed. */
+static int
+conn_connect_next(struct conn *c)
+{
+	if (conn_connect_begin(c) < 0) {
 		conn_close(c, LOG_ERROR, "connection closed");
 		return -1;
 	}
@@ -1349,6 +1443,19 @@ conn_accept(struct worker *w, int fd, int broker_index)
 		snprintf(c->why, sizeof c->why, "drained");
 		METRIC_ADD(w->m, connections_drained, 1);
 		conn_free(c);
+		return;
+	}
+	if (w->tls_server) {
+		/* TLS first; the upstream is connected once it is done
+		 * (conn_tls_accepted), within request_timeout. */
+		if (transport_tls_server_init(&c->cli, fd, w->tls_server) != 0) {
+			snprintf(c->why, sizeof c->why, "cannot start TLS: %s", strerror(errno));
+			conn_close(c, LOG_WARN, "connection closed");
+			return;
+		}
+		c->state = CONN_TLS_HANDSHAKE;
+		conn_timer_arm(c, ev_now(w->loop) + conn_request_timeout(c));
+		conn_step(c, true, false);  /* the ClientHello may be there already */
 		return;
 	}
 	if (conn_connect_next(c) == 0)
@@ -1700,6 +1807,10 @@ conn_adopt(struct worker *w, struct ipc_msg *msg)
 	struct conn *c = NULL;
 	if (w->draining)
 		snprintf(err, sizeof err, "this worker is draining");
+	else if (w->tls_server || w->tls_client)
+		/* handed-over connections are plaintext (TLS ones never move);
+		 * a generation that speaks TLS does not continue them */
+		snprintf(err, sizeof err, "this generation speaks TLS; the connection is plaintext");
 	else if (handover_adopt_plan(msg->payload, msg->hdr.len, nfds, w->cl->n_brokers,
 	    w->cl->n_upstream, w->n_conns, w->cl->max_connections, &a, err, sizeof err) == -1)
 		;

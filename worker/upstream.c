@@ -24,6 +24,7 @@
 #include "worker/kafka/codec.h"
 #include "worker/kafka/rewrite.h"
 #include "worker/kafka/sniff.h"
+#include "common/tls.h"
 #include "common/transport.h"
 
 #define UC_MAX_ADDRS 8
@@ -367,6 +368,15 @@ upstream_connect_start(struct worker *w, const char *host, uint16_t port, uint64
 	struct upstream_connect *uc = calloc(1, sizeof *uc);
 	if (!uc)
 		return NULL;
+	/* upstream_dial_map: another address is dialled for this broker
+	 * address (the TLS name stays the broker's: upstream_transport_init) */
+	const struct cfg_addr *to = cfg_dial_lookup(w->cl, host, port);
+	if (to) {
+		log_debug("dialling mapped address", "broker=%s:%u dial=%s:%u", host, port,
+		    to->host, to->port);
+		host = to->host;
+		port = to->port;
+	}
 	uc->w = w;
 	uc->cb = cb;
 	uc->arg = arg;
@@ -421,6 +431,30 @@ upstream_connect_cancel(struct upstream_connect *uc)
 		return;
 	}
 	uc_free(uc);
+}
+
+int
+upstream_transport_init(struct worker *w, struct transport *t, int fd, const char *host)
+{
+	if (!w->tls_client) {
+		transport_plain_init(t, fd);
+		return 0;
+	}
+	if (transport_tls_client_init(t, fd, w->tls_client, host, w->cl->upstream_tls_verify) != 0) {
+		close(fd);
+		t->fd = -1;
+		t->ops = NULL;
+		t->state = TRANSPORT_CLOSED;
+		return -1;
+	}
+	return 0;
+}
+
+const char *
+upstream_transport_error(const struct transport *t, int err)
+{
+	const char *e = transport_tls_error(t);
+	return e[0] ? e : strerror(err);
 }
 
 /* ---- re-probing an unreachable upstream ---------------------------------- */
@@ -656,8 +690,16 @@ static void
 fetch_io_error(struct upstream_fetch *f, const char *what)
 {
 	char addr[CFG_HOST_MAX + 16];
-	snprintf(f->err, sizeof f->err, "metadata fetch from %s: %s%s%s",
-	    fetch_addr(f, addr, sizeof addr), what, *what ? ": " : "", strerror(errno));
+	int e = errno;
+	if (transport_is_tls(&f->t) && transport_tls_error(&f->t)[0]) {
+		if (strcmp(what, "handshake") == 0)
+			METRIC_ADD(f->w->m, upstream_tls_failures, 1);
+		snprintf(f->err, sizeof f->err, "metadata fetch from %s: %s", fetch_addr(f, addr,
+		    sizeof addr), transport_tls_error(&f->t));
+	} else {
+		snprintf(f->err, sizeof f->err, "metadata fetch from %s: %s%s%s",
+		    fetch_addr(f, addr, sizeof addr), what, *what ? ": " : "", strerror(e));
+	}
 	fetch_next(f);
 }
 
@@ -813,7 +855,13 @@ fetch_connected(void *arg, int fd, const char *err, bool local)
 		return;
 	}
 	f->local = false;
-	transport_plain_init(&f->t, fd);
+	if (upstream_transport_init(f->w, &f->t, fd, f->w->cl->upstream[f->try].host) != 0) {
+		snprintf(f->err, sizeof f->err, "metadata fetch: cannot start TLS: %s",
+		    strerror(errno));
+		f->local = true;
+		fetch_next(f);
+		return;
+	}
 	f->phase = FETCH_APIVERSIONS;
 	f->req_len = kc_build_apiversions_request(f->req, sizeof f->req, 1, "ferry");
 	fetch_send(f);

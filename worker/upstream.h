@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/transport.h"
 #include "worker/worker.h"
 
 struct upstream_connect;
@@ -30,6 +31,17 @@ struct upstream_connect *upstream_connect_start(struct worker *w, const char *ho
 						uint16_t port, uint64_t timeout_ms,
 						upstream_connect_cb cb, void *arg);
 void upstream_connect_cancel(struct upstream_connect *uc);
+
+/* The transport of a connected upstream socket fd: TLS when the cluster has
+ * upstream_tls (SNI and, with upstream_tls_verify, the certificate name =
+ * host: the broker's configured or advertised host, never the dial-map
+ * target), else plain TCP. 0, or -1 with errno (fd closed). */
+int upstream_transport_init(struct worker *w, struct transport *t, int fd, const char *host);
+
+/* Why a transport step failed (either side): the TLS reason when there is
+ * one (certificate verify failed: hostname mismatch, ...), else
+ * strerror(err). */
+const char *upstream_transport_error(const struct transport *t, int err);
 
 /* Start a metadata fetch unless one is running; when it ends every
  * connection waiting for broker addresses is resumed (conn_metadata_ready). */

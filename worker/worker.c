@@ -15,7 +15,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "common/ipc.h"
+#include "common/tlsmat.h"
 #include "worker/conn.h"
 #include "worker/handover.h"
 #include "worker/upstream.h"
@@ -485,6 +488,35 @@ worker_signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
 	worker_drain(w, WORKER_ORPHAN_DRAIN_MS, s->signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
+/* TLS_MATERIAL follows CONFIG: the contexts are built from the bytes, which
+ * are wiped at once. Bad material is a configuration that is not viable. */
+static void
+worker_tls_setup(struct worker *w)
+{
+	struct ipc_msg msg;
+	struct cfg_tls_files f;
+	char err[512], reason[600];
+
+	if (worker_expect(w, IPC_TLS_MATERIAL, w->ipc_buf, sizeof w->ipc_buf, &msg) == -1)
+		worker_fail(w, "no TLS material from the supervisor");
+	ipc_close_fds(&msg);
+	int rc = tlsmat_decode(msg.payload, msg.hdr.len, &f, err, sizeof err);
+	if (rc == 0)
+		rc = tlsmat_contexts(w->cl, &f, &w->tls_server, &w->tls_client, err, sizeof err);
+	sodium_memzero(msg.payload, msg.hdr.len);
+	if (rc != 0) {
+		snprintf(reason, sizeof reason, "TLS: %s", err);
+		worker_fail(w, reason);
+	}
+	if (w->cl->upstream_tls && !w->cl->upstream_tls_verify)
+		log_warn("upstream_tls_verify = off: the upstream brokers' certificates and "
+		    "names are not checked (anyone on the path can impersonate them)", "%s", "");
+	log_info("TLS ready", "clients=%s upstream=%s min_version=%s client_auth=%s",
+	    w->tls_server ? "on" : "off", w->tls_client ? "on" : "off",
+	    cfg_tls_version_str((enum cfg_tls_version)w->cl->tls_min_version),
+	    cfg_tls_client_auth_str(w->cl->tls_client_auth));
+}
+
 /* Receive CONFIG and LISTENERS, set everything up. -1: exit. */
 static int
 worker_setup(struct worker *w)
@@ -517,6 +549,8 @@ worker_setup(struct worker *w)
 	}
 	cfg_errors_free(&errs);
 	w->cl = &w->cfg.clusters[0];
+	if (w->cl->tls || w->cl->upstream_tls)
+		worker_tls_setup(w);
 
 	w->n_listeners = 1 + w->cl->n_brokers;
 	w->listeners = calloc(w->n_listeners, sizeof *w->listeners);
@@ -672,6 +706,8 @@ worker_main(int argc, char **argv)
 	genshm_unmap(w->gen);
 	metrics_unmap(w->m);
 	cfg_free(&w->cfg);
+	SSL_CTX_free(w->tls_server);
+	SSL_CTX_free(w->tls_client);
 	ipcq_clear(&w->ipc_q);
 	if (w->ipc_fd >= 0)
 		close(w->ipc_fd);

@@ -18,6 +18,7 @@
 
 #include <ares.h>
 #include <ev.h>
+#include <openssl/ssl.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -82,6 +83,12 @@ struct worker {
 	ev_timer accept_defer;      /* a sibling with fewer connections goes first */
 	bool deferring;
 	bool defer_done;            /* stepped back once: accept on the next wake-up */
+
+	/* TLS contexts built from IPC_TLS_MATERIAL before READY (the worker
+	 * never opens a key file): clients (cl->tls) and upstream
+	 * (cl->upstream_tls); NULL = plaintext. */
+	SSL_CTX *tls_server;
+	SSL_CTX *tls_client;
 
 	struct worker_listener *listeners;
 	size_t n_listeners;

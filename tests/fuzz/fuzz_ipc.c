@@ -106,6 +106,22 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			}
 		break;
 	}
+	case IPC_TLS_MATERIAL: {
+		struct ipc_tls_material tm;
+		char err[160];
+
+		FUZZ_CHECK(msg.hdr.len >= sizeof tm, "TLS material size");
+		/* what the worker does with it: checked, never trusted */
+		if (ipc_tls_material_check(msg.payload, msg.hdr.len, &tm, err, sizeof err) == 0) {
+			uint64_t sum = 0;
+			for (int i = 0; i < IPC_TLS_FILES; i++)
+				sum += tm.len[i];
+			FUZZ_CHECK(sum + sizeof tm == msg.hdr.len, "file lengths");
+		} else {
+			FUZZ_CHECK(err[0] != '\0', "refused without a reason");
+		}
+		break;
+	}
 	default:
 		FUZZ_CHECK(msg.hdr.len == 0, "%s with %u payload bytes",
 		    ipc_type_str((enum ipc_type)msg.hdr.type), msg.hdr.len);

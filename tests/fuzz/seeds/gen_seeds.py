@@ -416,6 +416,10 @@ def gen_ipc():
     put("fuzz_ipc", "upstream", msg(7, 2, struct.pack("=I", 0) + b"connection refused".ljust(188, b"\x00")))
     put("fuzz_ipc", "failed", msg(8, 2, b"bad config"))
     put("fuzz_ipc", "bad-len", struct.pack("=IIQ", 4, 7, 1) + b"\x00" * 8)
+    # IPC_TLS_MATERIAL (12): six file lengths, version 1, pad, then the bytes
+    pem = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+    put("fuzz_ipc", "tls-material", msg(12, 4, struct.pack("=8I", len(pem), 4, 0, 0, 0, 0, 1, 0)
+                                       + pem + b"KEY!"))
 
 
 gen_rewrite()
