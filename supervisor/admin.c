@@ -474,7 +474,7 @@ admin_h_validate(struct admin_request *req, struct admin_response *resp)
 	cfg_errors_init(&errs);
 	memset(&cfg, 0, sizeof cfg);
 	if (cfg_parse_string(name, text, len, &cfg, &errs) == 0 &&
-	    tlsmat_read(&cfg, &errs) == 0) {
+	    tlsmat_read(&cfg, &errs) == 0 && adminauth_check_cfg(&cfg, &errs) == 0) {
 		sup_record_validation(req->sup, true, version);
 		admin_response_json(resp, 200, json_pack("{s:b, s:s, s:I}",
 		    "valid", 1, "configVersion", version,

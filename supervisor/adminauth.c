@@ -367,6 +367,20 @@ adminauth_load_cfg(struct adminauth *a, const struct cfg *c, char *err, size_t e
 	return -1;
 }
 
+int
+adminauth_check_cfg(const struct cfg *c, struct cfg_errors *errs)
+{
+	struct adminauth a;
+	char err[2048];
+
+	if (adminauth_load_cfg(&a, c, err, sizeof err) == -1) {
+		cfg_errors_add(errs, "%s", err);
+		return -1;
+	}
+	adminauth_clear(&a);
+	return 0;
+}
+
 const char *
 adminauth_summary(const struct adminauth *a)
 {

@@ -134,6 +134,10 @@ void adminauth_clear(struct adminauth *a);
  * places its own: "FILE:LINE: KEY: PATH: reason". */
 int adminauth_load_cfg(struct adminauth *a, const struct cfg *c, char *err, size_t errlen);
 
+/* The same, for validation: loads and drops the credentials; on error
+ * appends the message to errs and returns -1. */
+int adminauth_check_cfg(const struct cfg *c, struct cfg_errors *errs);
+
 /* "token", "certificate", "token+certificate" or "none", for logs. */
 const char *adminauth_summary(const struct adminauth *a);
 

@@ -84,15 +84,15 @@ main(int argc, char **argv)
 	if (test) {
 		/* the admin API's credentials (token file, HTTPS files), as read
 		 * at start and by every reload */
-		struct adminauth au;
-		char aerr[2048];
-		if (adminauth_load_cfg(&au, &cfg, aerr, sizeof aerr) == -1) {
-			fprintf(stderr, "%s\nferryd: %s: configuration rejected\n", aerr, path);
+		cfg_errors_init(&errs);
+		if (adminauth_check_cfg(&cfg, &errs) == -1) {
+			fprintf(stderr, "%s\nferryd: %s: configuration rejected\n", errs.msg[0], path);
+			cfg_errors_free(&errs);
 			cfg_free(&cfg);
 			free(text);
 			return 1;
 		}
-		adminauth_clear(&au);
+		cfg_errors_free(&errs);
 		printf("ferryd: %s: configuration ok (%zu cluster%s)\n", path, cfg.n_clusters,
 		    cfg.n_clusters == 1 ? "" : "s");
 		cfg_free(&cfg);

@@ -212,6 +212,9 @@ def test_token_file_reread_on_reload(token_ferry, workdir):
                for e in errors), errors
     assert any(e.startswith(f"{f.config_path}:") for e in errors), errors
     assert tcp_request(f, "GET", "/admin/clusters", token=new)[0] == 200
+    # validate says so too
+    r = f.ctl("--json", "validate", check=False)
+    assert r.returncode == 1 and "mode 0644 lets other users read" in r.stdout, r
     # an empty one too
     write_token(tok, "", mode=0o600)
     r = f.ctl("--json", "reload", check=False)
