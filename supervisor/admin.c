@@ -701,6 +701,27 @@ admin_conn_fail(struct admin_conn *c, int status, const char *msg)
 	admin_conn_send(c, &resp);
 }
 
+/* Best effort, to a client that spoke plain HTTP to the HTTPS listener:
+ * say so in plain HTTP rather than just closing. */
+static void
+admin_send_plain_refusal(int fd)
+{
+	static const char body[] = "{\"error\":\"this admin listener speaks HTTPS: use "
+	    "https:// (ferryctl -a https://HOST:PORT --cacert FILE)\"}\n";
+	char msg[512], sink[4096];
+	int n;
+
+	/* what the client sent is unread: taking it first keeps the close
+	 * from turning into a reset that could discard our answer */
+	for (int i = 0; i < 4 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++)
+		;
+	n = snprintf(msg, sizeof msg, "HTTP/1.1 400 Bad Request\r\n"
+	    "Content-Type: application/json\r\nContent-Length: %zu\r\n"
+	    "Connection: close\r\n\r\n%s", sizeof body - 1, body);
+	if (n > 0 && (size_t)n < sizeof msg)
+		(void)send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 /* The TLS handshake of an HTTPS connection, one step; it runs under the
  * head deadline and in the eviction queues like a client that has sent
  * nothing yet, so a stalled handshake costs what a slowloris costs.
@@ -722,6 +743,8 @@ admin_conn_handshake(struct admin_conn *c)
 			log_info("admin TLS handshake failed", "listener=%s peer=%s error=\"%s\" "
 			    "suppressed=%llu", c->srv->kind, c->peer.addr,
 			    transport_tls_error(&c->tp), (unsigned long long)dropped);
+		if (transport_tls_plaintext(&c->tp))
+			admin_send_plain_refusal(c->fd);
 		admin_conn_close(c);
 		return false;
 	}
