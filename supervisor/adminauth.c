@@ -198,7 +198,7 @@ static int
 adminauth_load_token(struct adminauth *a, const char *path, char *err, size_t errlen)
 {
 	struct stat st;
-	char why[256];
+	char why[CFG_PATH_MAX + 256];
 	char *buf;
 	size_t len = 0;
 	int rc;
@@ -229,7 +229,7 @@ adminauth_load_token(struct adminauth *a, const char *path, char *err, size_t er
 static char *
 adminauth_read_pem(const char *path, size_t *len, char *err, size_t errlen)
 {
-	char why[512];
+	char why[CFG_PATH_MAX + 256];
 	char *buf = file_read_all(path, CFG_TLS_FILE_MAX, len, why, sizeof why);
 
 	if (buf == NULL)
@@ -358,7 +358,7 @@ adminauth_clear(struct adminauth *a)
 int
 adminauth_load_cfg(struct adminauth *a, const struct cfg *c, char *err, size_t errlen)
 {
-	char why[1536];
+	char why[2560];
 	const char *key = "admin_token_file";
 
 	if (adminauth_load(a, c, &key, why, sizeof why) == 0)
@@ -371,7 +371,7 @@ int
 adminauth_check_cfg(const struct cfg *c, struct cfg_errors *errs)
 {
 	struct adminauth a;
-	char err[2048];
+	char err[3072];
 
 	if (adminauth_load_cfg(&a, c, err, sizeof err) == -1) {
 		cfg_errors_add(errs, "%s", err);
