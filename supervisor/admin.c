@@ -148,6 +148,7 @@ struct admin {
 	struct adminauth pending;       /* of a reload, until it ends */
 	bool have_pending;
 	struct log_ratelimit rl_auth;   /* refusals */
+	struct adminauth_counters counters; /* refusals, for /metrics */
 };
 
 struct admin_route {
@@ -306,6 +307,7 @@ admin_authorize(struct admin_conn *c, struct admin_response *resp)
 	adminauth_peer_fields(&c->peer, who, sizeof who);
 	admin_sanitize(hr->path, path, sizeof path);
 	if (!adminauth_allowed(r)) {
+		adminauth_count(&a->counters, r);
 		if (log_ratelimit_ok(&a->rl_auth, 5, 10, &dropped))
 			log_warn("admin request refused", "listener=%s method=%s path=\"%s\" "
 			    "reason=%s %s suppressed=%llu", c->srv->kind, hr->method, path,
@@ -403,10 +405,21 @@ admin_h_cluster(struct admin_request *req, struct admin_response *resp)
 static enum admin_handler_result
 admin_h_metrics(struct admin_request *req, struct admin_response *resp)
 {
+	char extra[1024];
+	int n;
+	char *body;
+
 	resp->body = status_metrics_text(req->sup, &resp->body_len);
 	if (resp->body == NULL) {
 		admin_response_error(resp, 500, "out of memory");
 		return ADMIN_RESPOND;
+	}
+	/* the admin API's own counters (adminauth.h) */
+	n = adminauth_metrics_text(&req->sup->admin->counters, extra, sizeof extra);
+	if (n > 0 && (body = realloc(resp->body, resp->body_len + (size_t)n + 1)) != NULL) {
+		memcpy(body + resp->body_len, extra, (size_t)n + 1);
+		resp->body = body;
+		resp->body_len += (size_t)n;
 	}
 	resp->status = 200;
 	resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
@@ -739,6 +752,7 @@ admin_conn_handshake(struct admin_conn *c)
 		return false;
 	}
 	if (r == -1) {
+		a->counters.tls_failures++;
 		if (log_ratelimit_ok(&a->rl_auth, 5, 10, &dropped))
 			log_info("admin TLS handshake failed", "listener=%s peer=%s error=\"%s\" "
 			    "suppressed=%llu", c->srv->kind, c->peer.addr,

@@ -42,6 +42,35 @@ adminauth_result_str(enum adminauth_result r)
 	return "unknown";
 }
 
+void
+adminauth_count(struct adminauth_counters *k, enum adminauth_result r)
+{
+	if (r >= ADMINAUTH_MISSING && r <= ADMINAUTH_WRONG)
+		k->refused[r - ADMINAUTH_MISSING]++;
+}
+
+int
+adminauth_metrics_text(const struct adminauth_counters *k, char *buf, size_t len)
+{
+	int n = snprintf(buf, len,
+	    "# HELP ferry_admin_requests_refused_total Admin API requests on admin_listen "
+	    "refused for want of credentials, by reason\n"
+	    "# TYPE ferry_admin_requests_refused_total counter\n"
+	    "ferry_admin_requests_refused_total{reason=\"%s\"} %llu\n"
+	    "ferry_admin_requests_refused_total{reason=\"%s\"} %llu\n"
+	    "ferry_admin_requests_refused_total{reason=\"%s\"} %llu\n"
+	    "# HELP ferry_admin_tls_handshake_failures_total Failed TLS handshakes on an HTTPS "
+	    "admin_listen (plain HTTP, untrusted client certificates, garbage)\n"
+	    "# TYPE ferry_admin_tls_handshake_failures_total counter\n"
+	    "ferry_admin_tls_handshake_failures_total %llu\n",
+	    adminauth_result_str(ADMINAUTH_MISSING), (unsigned long long)k->refused[0],
+	    adminauth_result_str(ADMINAUTH_MALFORMED), (unsigned long long)k->refused[1],
+	    adminauth_result_str(ADMINAUTH_WRONG), (unsigned long long)k->refused[2],
+	    (unsigned long long)k->tls_failures);
+
+	return n < 0 || (size_t)n >= len ? -1 : n;
+}
+
 /* --- pure ---------------------------------------------------------------- */
 
 int

@@ -39,6 +39,7 @@
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <time.h>
@@ -82,6 +83,20 @@ adminauth_allowed(enum adminauth_result r)
 {
 	return r <= ADMINAUTH_CERT;
 }
+
+/* Refusals since start, for /metrics (ferry_admin_requests_refused_total,
+ * ferry_admin_tls_handshake_failures_total). */
+struct adminauth_counters {
+	uint64_t refused[3];             /* missing, malformed, wrong-token */
+	uint64_t tls_failures;           /* admin HTTPS handshakes that failed */
+};
+
+/* Count a refusal r (MISSING, MALFORMED or WRONG; others are ignored). */
+void adminauth_count(struct adminauth_counters *k, enum adminauth_result r);
+
+/* The two families in Prometheus text format into buf (NUL-terminated);
+ * the length, or -1 when buf is too small. */
+int adminauth_metrics_text(const struct adminauth_counters *k, char *buf, size_t len);
 
 /* --- pure ---------------------------------------------------------------- */
 

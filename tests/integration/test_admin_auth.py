@@ -17,6 +17,7 @@ import http.client
 import json
 import os
 import pwd
+import re
 import shutil
 import socket
 import ssl
@@ -119,6 +120,19 @@ def test_token_required_on_admin_listen(token_ferry):
     # the control socket needs no token
     code, _, body = f.http("/admin/clusters")
     assert code == 200, body
+    # and counted in /metrics (valid for promtool)
+    code, _, body = tcp_request(f, "GET", "/metrics")
+    text = body.decode()
+    assert 'ferry_admin_requests_refused_total{reason="missing"} ' in text
+    def refused(reason):
+        return int(re.search(rf'^ferry_admin_requests_refused_total{{reason="{reason}"}} (\d+)$',
+                             text, re.M).group(1))
+    missing, wrong = refused("missing"), refused("wrong-token")
+    assert missing >= 9 and wrong == 2, text[-800:]
+    if shutil.which("promtool"):
+        r = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True,
+                           timeout=30)
+        assert r.returncode == 0, r.stdout + r.stderr
     # refusals are logged with the peer address, without the token
     log = f.log_path.read_text()
     assert "admin request refused" in log and "reason=missing" in log
@@ -496,6 +510,11 @@ def test_https_with_token(mock_factory, ferry_factory, workdir, pki):
     assert r.returncode in (1, 3) and "speaks HTTPS" in r.stderr, r
     code, _, body = tcp_request(f, "GET", "/admin/health")
     assert code == 400 and b"speaks HTTPS" in body, body
+    r = curl(f, "/metrics", pki)
+    assert "ferry_admin_tls_handshake_failures_total " in r.stdout, r
+    failures = int(re.search(r"^ferry_admin_tls_handshake_failures_total (\d+)$", r.stdout,
+                             re.M).group(1))
+    assert failures >= 3, failures
     # the control socket is unchanged
     assert f.ctl("status").returncode == 0
 

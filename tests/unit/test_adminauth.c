@@ -464,3 +464,25 @@ Test(adminauth, socket_group_and_peer_fields)
 	adminauth_peer_fields(&p, buf, sizeof buf);
 	cr_expect_str_eq(buf, "peer=127.0.0.1:5555 subject=\"CN=op?x?y\"");
 }
+
+Test(adminauth, refusal_counters_text)
+{
+	struct adminauth_counters k;
+	char buf[1024], small[64];
+
+	memset(&k, 0, sizeof k);
+	adminauth_count(&k, ADMINAUTH_MISSING);
+	adminauth_count(&k, ADMINAUTH_MISSING);
+	adminauth_count(&k, ADMINAUTH_WRONG);
+	adminauth_count(&k, ADMINAUTH_TOKEN);      /* allowed: not counted */
+	adminauth_count(&k, ADMINAUTH_LOCAL);
+	k.tls_failures = 7;
+	cr_assert_gt(adminauth_metrics_text(&k, buf, sizeof buf), 0);
+	cr_expect(strstr(buf, "ferry_admin_requests_refused_total{reason=\"missing\"} 2\n") != NULL,
+	    "%s", buf);
+	cr_expect(strstr(buf, "ferry_admin_requests_refused_total{reason=\"malformed\"} 0\n") != NULL);
+	cr_expect(strstr(buf, "ferry_admin_requests_refused_total{reason=\"wrong-token\"} 1\n") != NULL);
+	cr_expect(strstr(buf, "# TYPE ferry_admin_tls_handshake_failures_total counter\n"
+	    "ferry_admin_tls_handshake_failures_total 7\n") != NULL);
+	cr_expect_eq(adminauth_metrics_text(&k, small, sizeof small), -1);
+}
