@@ -57,6 +57,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sodium.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1041,6 +1042,12 @@ admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		c->fd = fd;
 		c->state = ADMIN_CONN_READING;
 		if (admin_server_tls(srv)) {
+			int one = 1;
+
+			/* the response and the close_notify after it are two
+			 * small writes: without this, Nagle holds the second
+			 * until the client's delayed ACK (40 ms a request) */
+			(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 			if (transport_tls_server_init(&c->tp, fd, a->auth.tls_ctx) == -1) {
 				close(fd);
 				free(c);

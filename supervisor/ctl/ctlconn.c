@@ -6,6 +6,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -324,6 +326,13 @@ ctlconn_open(struct ctlconn *c, const struct ctlconn_opts *o, long deadline, cha
 		c->fd = ctlconn_connect_unix(o->socket, deadline, err, errlen);
 	if (c->fd == -1)
 		return -1;
+	if (o->address != NULL && o->tls) {
+		int one = 1;
+
+		/* the request follows the handshake's last flight: do not let
+		 * Nagle hold it for the server's delayed ACK */
+		(void)setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	}
 	if (o->address != NULL && o->tls && ctlconn_tls_handshake(c, o, err, errlen) == -1) {
 		*tls_failed = true;
 		ctlconn_close(c);
