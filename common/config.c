@@ -54,6 +54,10 @@ enum cfgp_fkey {
 	FK_RELOAD_POLICY, FK_DRAIN_TIMEOUT, FK_INIT_TIMEOUT, FK_LOG_LEVEL,
 	FK_LOG_FORMAT, FK_PERSIST, FK_CRASH_LOOP_LIMIT, FK_CRASH_LOOP_WINDOW,
 	FK_WORKER_WATCHDOG, FK_DRAIN_SPREAD, FK_RELOAD_UPSTREAM_CHECK,
+	/* admin access control */
+	FK_CONTROL_SOCKET_MODE, FK_CONTROL_SOCKET_GROUP, FK_ADMIN_TOKEN_FILE,
+	FK_ADMIN_OPEN_PATHS, FK_ADMIN_TLS_CERT, FK_ADMIN_TLS_KEY, FK_ADMIN_TLS_CLIENT_CA,
+	FK_ADMIN_INSECURE,
 	FK_COUNT,
 };
 
@@ -572,6 +576,204 @@ cfgp_set_reload_upstream_check(struct cfg *c, const char *v, char *err, size_t l
 	return cfgp_onoff(v, &c->reload_upstream_check, err, len);
 }
 
+/* ---- [ferry] admin access control (supervisor/adminauth.h) ---- */
+
+#define CFGP_OPEN_PATH_MAX 128   /* one entry of admin_open_paths */
+#define CFGP_OPEN_PATHS_N  32    /* entries of admin_open_paths */
+
+/* control_socket_mode: octal permission bits. The owner keeps read and
+ * write (ferryd's own user must reach its socket); nothing for "other",
+ * since whoever can connect controls ferryd: widen it to a group with
+ * control_socket_group and 0660 instead. */
+static int
+cfgp_set_control_socket_mode(struct cfg *c, const char *v, char *err, size_t len)
+{
+	unsigned long m = 0;
+	const char *s;
+
+	for (s = v; *s >= '0' && *s <= '7' && m <= 07777; s++)
+		m = m * 8 + (unsigned long)(*s - '0');
+	if (s == v || *s != '\0' || s - v > 4 || m > 0777) {
+		snprintf(err, len, "'%s' is not an octal permission mode (like 0600 or 0660)", v);
+		return -1;
+	}
+	if ((m & 0600) != 0600) {
+		snprintf(err, len, "%04lo leaves out the owner's read and write (0600)", m);
+		return -1;
+	}
+	if (m & 0007) {
+		snprintf(err, len, "%04lo lets every local user control ferryd; widen it to a "
+		    "group instead (control_socket_group, mode 0660)", m);
+		return -1;
+	}
+	c->control_socket_mode = (unsigned)m;
+	return 0;
+}
+
+static int
+cfgp_set_control_socket_group(struct cfg *c, const char *v, char *err, size_t len)
+{
+	if (v[0] == '-' || !cfgp_name_ok(v, CFG_GROUP_MAX - 1)) {
+		snprintf(err, len, "invalid group '%s' (a group name or a numeric gid)", v);
+		return -1;
+	}
+	snprintf(c->control_socket_group, sizeof c->control_socket_group, "%s", v);
+	return 0;
+}
+
+/* An absolute path of at most CFG_PATH_MAX - 1 bytes. */
+static int
+cfgp_admin_path(const char *v, char *out, char *err, size_t len)
+{
+	size_t n = strlen(v);
+
+	if (v[0] != '/') {
+		snprintf(err, len, "'%s' is not an absolute path", v);
+		return -1;
+	}
+	if (n >= CFG_PATH_MAX) {
+		snprintf(err, len, "path too long (%zu bytes, max %d)", n, CFG_PATH_MAX - 1);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f) {
+			snprintf(err, len, "control character in path");
+			return -1;
+		}
+	memcpy(out, v, n + 1);
+	return 0;
+}
+
+static int
+cfgp_set_admin_token_file(struct cfg *c, const char *v, char *err, size_t len)
+{
+	return cfgp_admin_path(v, c->admin_token_file, err, len);
+}
+
+static int
+cfgp_set_admin_tls_cert(struct cfg *c, const char *v, char *err, size_t len)
+{
+	return cfgp_admin_path(v, c->admin_tls_cert, err, len);
+}
+
+static int
+cfgp_set_admin_tls_key(struct cfg *c, const char *v, char *err, size_t len)
+{
+	return cfgp_admin_path(v, c->admin_tls_key, err, len);
+}
+
+static int
+cfgp_set_admin_tls_client_ca(struct cfg *c, const char *v, char *err, size_t len)
+{
+	return cfgp_admin_path(v, c->admin_tls_client_ca, err, len);
+}
+
+static int
+cfgp_set_admin_insecure(struct cfg *c, const char *v, char *err, size_t len)
+{
+	return cfgp_onoff(v, &c->admin_insecure, err, len);
+}
+
+/* admin_open_paths: comma-separated absolute paths, matched exactly (no
+ * query string); "none" or an empty value opens nothing. Stored as "a,b". */
+static int
+cfgp_set_admin_open_paths(struct cfg *c, const char *v, char *err, size_t len)
+{
+	char out[CFG_OPEN_PATHS_MAX];
+	size_t o = 0, n = 0, i, ilen;
+	const char *s = v, *comma;
+
+	out[0] = '\0';
+	if (strcmp(v, "none") == 0 || v[0] == '\0') {
+		c->admin_open_paths[0] = '\0';
+		return 0;
+	}
+	for (;; s = comma + 1) {
+		comma = strchr(s, ',');
+		ilen = comma ? (size_t)(comma - s) : strlen(s);
+		while (ilen > 0 && cfgp_is_blank(*s)) {
+			s++;
+			ilen--;
+		}
+		while (ilen > 0 && cfgp_is_blank(s[ilen - 1]))
+			ilen--;
+		if (ilen == 0 || s[0] != '/') {
+			snprintf(err, len, "entry %zu: '%.*s' is not a path (want /PATH,/PATH,...)",
+			    n + 1, (int)(ilen > 64 ? 64 : ilen), s);
+			return -1;
+		}
+		if (ilen >= CFGP_OPEN_PATH_MAX || ++n > CFGP_OPEN_PATHS_N) {
+			snprintf(err, len, "at most %d paths of at most %d bytes each",
+			    CFGP_OPEN_PATHS_N, CFGP_OPEN_PATH_MAX - 1);
+			return -1;
+		}
+		for (i = 0; i < ilen; i++) {
+			unsigned char ch = (unsigned char)s[i];
+
+			if (ch <= 0x20 || ch >= 0x7f || ch == '?' || ch == '#') {
+				snprintf(err, len, "entry %zu: '%.*s' has a character that is "
+				    "not allowed in a path", n, (int)(ilen > 64 ? 64 : ilen), s);
+				return -1;
+			}
+		}
+		if (o + ilen + 2 > sizeof out) {
+			snprintf(err, len, "list too long (max %d bytes)", CFG_OPEN_PATHS_MAX - 1);
+			return -1;
+		}
+		if (o > 0)
+			out[o++] = ',';
+		memcpy(out + o, s, ilen);
+		o += ilen;
+		out[o] = '\0';
+		if (comma == NULL)
+			break;
+	}
+	memcpy(c->admin_open_paths, out, o + 1);
+	return 0;
+}
+
+bool
+cfg_addr_is_loopback(const char *host)
+{
+	unsigned char b[16];
+	static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	static const unsigned char one[16] = { [15] = 1 };
+
+	if (inet_pton(AF_INET, host, b) == 1)
+		return b[0] == 127;
+	if (inet_pton(AF_INET6, host, b) == 1)
+		return memcmp(b, one, 16) == 0 ||
+		    (memcmp(b, mapped, 12) == 0 && b[12] == 127);
+	return false;
+}
+
+/* Cross-checks of the admin keys, after the whole file was read. */
+static void
+cfgp_check_admin(struct cfgp *p)
+{
+	struct cfg *c = p->cfg;
+	int cert = p->fline[FK_ADMIN_TLS_CERT], key = p->fline[FK_ADMIN_TLS_KEY];
+	int ca = p->fline[FK_ADMIN_TLS_CLIENT_CA];
+	char addr[CFG_HOST_MAX + 16];
+
+	if (cert && !key)
+		cfgp_err(p, cert, "admin_tls_cert needs admin_tls_key (the certificate's "
+		    "private key)");
+	if (key && !cert)
+		cfgp_err(p, key, "admin_tls_key needs admin_tls_cert");
+	if (ca && !cert)
+		cfgp_err(p, ca, "admin_tls_client_ca needs admin_tls_cert and admin_tls_key "
+		    "(client certificates are checked in the TLS handshake)");
+	if (!c->admin_enabled || c->admin_insecure || cfg_addr_is_loopback(c->admin_listen.host) ||
+	    c->admin_token_file[0] != '\0' || c->admin_tls_client_ca[0] != '\0')
+		return;
+	units_fmt_addr(&c->admin_listen, addr, sizeof addr);
+	cfgp_err(p, p->fline[FK_ADMIN_LISTEN] ? p->fline[FK_ADMIN_LISTEN] : p->ferry_line,
+	    "admin_listen %s is not a loopback address and the admin API has no "
+	    "credentials: anyone who can reach it could reload and drain clusters; set "
+	    "admin_token_file or admin_tls_client_ca, or admin_insecure = on to allow it", addr);
+}
+
 static const struct cfgp_fkeydef cfgp_fkeys[FK_COUNT] = {
 	[FK_CONTROL_SOCKET] = { "control_socket", cfgp_set_control_socket },
 	[FK_ADMIN_LISTEN] = { "admin_listen", cfgp_set_admin_listen },
@@ -588,6 +790,14 @@ static const struct cfgp_fkeydef cfgp_fkeys[FK_COUNT] = {
 	[FK_WORKER_WATCHDOG] = { "worker_watchdog", cfgp_set_worker_watchdog },
 	[FK_DRAIN_SPREAD] = { "drain_spread", cfgp_set_drain_spread },
 	[FK_RELOAD_UPSTREAM_CHECK] = { "reload_upstream_check", cfgp_set_reload_upstream_check },
+	[FK_CONTROL_SOCKET_MODE] = { "control_socket_mode", cfgp_set_control_socket_mode },
+	[FK_CONTROL_SOCKET_GROUP] = { "control_socket_group", cfgp_set_control_socket_group },
+	[FK_ADMIN_TOKEN_FILE] = { "admin_token_file", cfgp_set_admin_token_file },
+	[FK_ADMIN_OPEN_PATHS] = { "admin_open_paths", cfgp_set_admin_open_paths },
+	[FK_ADMIN_TLS_CERT] = { "admin_tls_cert", cfgp_set_admin_tls_cert },
+	[FK_ADMIN_TLS_KEY] = { "admin_tls_key", cfgp_set_admin_tls_key },
+	[FK_ADMIN_TLS_CLIENT_CA] = { "admin_tls_client_ca", cfgp_set_admin_tls_client_ca },
+	[FK_ADMIN_INSECURE] = { "admin_insecure", cfgp_set_admin_insecure },
 };
 
 /* ---- [cluster NAME] keys ---- */
@@ -1626,6 +1836,7 @@ cfgp_finish(struct cfgp *p)
 	for (i = 0; i < p->cfg->n_clusters; i++)
 		cfgp_finish_cluster(p, i);
 	cfgp_check_ports(p);
+	cfgp_check_admin(p);
 	if (p->n_cluster_headers == 0)
 		cfgp_err(p, 1, "no [cluster NAME] section: at least one "
 		    "cluster is required");
@@ -1662,6 +1873,8 @@ cfgp_defaults(struct cfg *c, const char *path)
 	c->reload_upstream_check = true;
 	c->log_level = LOG_INFO;
 	c->log_format = CFG_LOG_LOGFMT;
+	c->control_socket_mode = 0600;
+	snprintf(c->admin_open_paths, sizeof c->admin_open_paths, "%s", CFG_DEFAULT_OPEN_PATHS);
 	return 0;
 }
 

@@ -144,6 +144,17 @@ plan_check_restart_keys(const struct cfg *running, const struct cfg *next,
 	}
 	if (strcmp(running->user, next->user) != 0)
 		plan_restart_key(next, errs, "user", running->user, next->user);
+	/* how the control socket is created: only at start */
+	if (running->control_socket_mode != next->control_socket_mode) {
+		char a[8], b[8];
+		snprintf(a, sizeof a, "%04o", running->control_socket_mode);
+		snprintf(b, sizeof b, "%04o", next->control_socket_mode);
+		plan_restart_key(next, errs, "control_socket_mode", a, b);
+	}
+	if (strcmp(running->control_socket_group, next->control_socket_group) != 0)
+		plan_restart_key(next, errs, "control_socket_group",
+		    running->control_socket_group[0] ? running->control_socket_group : "(none)",
+		    next->control_socket_group[0] ? next->control_socket_group : "(none)");
 	if (running->log_format != next->log_format)
 		plan_restart_key(next, errs, "log_format",
 		    running->log_format == CFG_LOG_JSON ? "json" : "logfmt",

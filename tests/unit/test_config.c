@@ -592,7 +592,7 @@ Test(config, listen_addresses_accepted)
 	expect_ok(&r, "[ferry]\nadmin_listen = [0::1]:9300\n" CLUSTER_A);
 	cr_expect_str_eq(r.c.admin_listen.host, "::1");
 	done(&r);
-	expect_ok(&r, "[ferry]\nadmin_listen = [::]:9300\n" CLUSTER_A);
+	expect_ok(&r, "[ferry]\nadmin_listen = [::]:9300\nadmin_insecure = on\n" CLUSTER_A);
 	cr_expect_str_eq(r.c.admin_listen.host, "::");
 	done(&r);
 }
@@ -632,8 +632,8 @@ Test(config_errors, listen_host_names_refused)
 
 Test(config_errors, port_overlap_with_admin)
 {
-	expect_errors("[ferry]\nadmin_listen = 0.0.0.0:9194\n" CLUSTER_A,
-	    "t.ini:6: broker_ports of [cluster a]: port 9194 already used by "
+	expect_errors("[ferry]\nadmin_listen = 0.0.0.0:9194\nadmin_insecure = on\n" CLUSTER_A,
+	    "t.ini:7: broker_ports of [cluster a]: port 9194 already used by "
 	    "admin_listen (line 2)\n");
 	expect_errors("[ferry]\n[cluster a]\nupstream = h:1\n"
 	    "bootstrap = 127.0.0.1:9190\nbroker_ports = 9191\n",
