@@ -1,9 +1,9 @@
 /*
  * transport — how a connection moves bytes, behind a table of function
  * pointers so the Kafka layer (worker/conn.c, worker/upstream.c) never knows
- * whether it talks plain TCP or (later) TLS. Plain TCP is the only
- * implementation today; a TLS transport fills the same table and the same
- * state fields, and its callers do not change.
+ * whether it talks plain TCP or TLS. Plain TCP is here; the TLS transport
+ * (common/tls.h, OpenSSL) fills the same table and the same state fields,
+ * and its callers do not change.
  *
  * The steps of a connection: init (accepted or connected socket) ->
  * handshake until it answers 1 (plain: at once) -> read/writev -> optional
@@ -57,7 +57,7 @@ const char *transport_state_str(enum transport_state s);
 struct transport;
 
 struct transport_ops {
-	const char *name;        /* "tcp", later "tls" */
+	const char *name;        /* "tcp", "tls" */
 	ssize_t (*read)(struct transport *t, void *buf, size_t len);
 	ssize_t (*writev)(struct transport *t, const struct iovec *iov, int iovcnt);
 	/* bytes buffered inside the transport; NULL = never any (plain) */

@@ -436,7 +436,7 @@ write_failed(struct conn *c, bool to_upstream)
 		return conn_end(c, "client closed the connection with %zu response(s) owed",
 		    c->fifo_len);
 	return conn_fail(c, "write to %s: %s", to_upstream ? "upstream" : "client",
-	    strerror(errno));
+	    upstream_transport_error(to_upstream ? &c->up : &c->cli, errno));
 }
 
 /* Write the parsed pass-through bytes of d to t. 1 progress, 0 blocked or
@@ -520,7 +520,7 @@ dir_read(struct conn *c, struct dir *d, struct transport *t, bool from_client, b
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
 			return 0;
 		return conn_fail(c, "read from %s: %s", from_client ? "client" : "upstream",
-		    strerror(errno));
+		    upstream_transport_error(t, errno));
 	}
 	if (n == 0) {
 		/* Not closed yet: what is owed and whole is still delivered

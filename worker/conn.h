@@ -14,15 +14,23 @@
  * reason and logged at a bounded rate: a size prefix < 8 or above
  * max_frame_bytes, a header the codec rejects, a refused API key or one
  * above KC_API_KEY_MAX_KNOWN, a TLS ClientHello as the first bytes of a
- * plaintext connection, a response out of FIFO order, a rewritten response
- * that does not parse.
+ * plaintext connection (or plaintext on a TLS listener), a response out of
+ * FIFO order, a rewritten response that does not parse.
+ *
+ * TLS (cluster tls_cert): accept -> the client's TLS handshake, bounded by
+ * request_timeout -> conn_tls_accepted() -> only then the upstream
+ * connect, over TLS too when upstream_tls (upstream_transport_init: SNI and
+ * the certificate name are the broker's own host, whatever address the
+ * dial map dials). A TLS connection is not movable: on a reload it closes
+ * at a request boundary within drain_spread.
  *
  * Backpressure: a side is read only while its buffer has room; the client
  * is not read past a request boundary while max_inflight_per_connection
  * requests are in flight (the frame in progress is always finished, so
  * the upstream can answer it).
  *
- * Timer: one ev_timer per connection, armed lazily. While connecting to a
+ * Timer: one ev_timer per connection, armed lazily. During a client TLS
+ * handshake it is the handshake deadline; while connecting to a
  * broker port whose address is unknown it bounds the wait for metadata;
  * once open it checks, whichever comes first: request_timeout (a request
  * frame whose first bytes were read must be read completely within it;

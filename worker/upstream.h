@@ -38,8 +38,9 @@ void upstream_connect_cancel(struct upstream_connect *uc);
  * target), else plain TCP. 0, or -1 with errno (fd closed). */
 int upstream_transport_init(struct worker *w, struct transport *t, int fd, const char *host);
 
-/* Why an upstream transport step failed: the TLS reason when there is one
- * (certificate verify failed: hostname mismatch, ...), else strerror(err). */
+/* Why a transport step failed (either side): the TLS reason when there is
+ * one (certificate verify failed: hostname mismatch, ...), else
+ * strerror(err). */
 const char *upstream_transport_error(const struct transport *t, int err);
 
 /* Start a metadata fetch unless one is running; when it ends every
