@@ -876,6 +876,9 @@ Test(engine, ticket_keys_and_learned_brokers_outlive_generations)
 	w_start(text);
 	struct sup_cluster *t = sup_find_cluster(&W.s, "t"), *pl = sup_find_cluster(&W.s, "p");
 	const struct tlskeys *k = tickets_of(t);  /* as a TLS cluster's first spawn does */
+	/* (the fake world has no certificates: t is plaintext, so a rotation
+	 * would wipe its keys; say it is TLS for the model) */
+	t->ccfg->cl->tls = true;
 	cr_assert_not_null(k);
 	struct sup_gen *g1 = sup_cluster_serving(t);
 	w_learn(&g1->procs[0], 1, "broker-1.up", 9093);
@@ -898,6 +901,7 @@ Test(engine, ticket_keys_and_learned_brokers_outlive_generations)
 	cr_assert_eq(w_nodes_for(t, g2), 1, "the new generation gets the learned broker");
 
 	/* rotation: every live worker of t, none of p */
+	t->ccfg->cl->tls = true;  /* (the reloaded configuration, as above) */
 	tickets_rotate_all(&W.s);
 	cr_assert_eq(k->serial, 2);
 	struct w_proc *wt = w_find(&g2->procs[0]), *wp = w_find(&sup_cluster_serving(pl)->procs[0]);
@@ -922,5 +926,8 @@ Test(engine, ticket_keys_and_learned_brokers_outlive_generations)
 	cr_assert_eq(w_nodes_for(t, g3), 1);
 	cr_assert_str_eq(t->nodes.v[0].host, "new-2.up");
 	cr_assert_eq(t->tickets, k, "keys kept");
+	/* this configuration has no TLS: the next rotation wipes the keys */
+	tickets_rotate_all(&W.s);
+	cr_assert_null(t->tickets);
 	w_finish();
 }
