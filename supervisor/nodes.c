@@ -85,10 +85,15 @@ sup_on_node_learned(struct sup *s, struct sup_proc *p, const void *payload, size
 	struct nodemap_reader r;
 	struct nodemap_entry e;
 	char err[128];
+	struct sup_cluster *c = p->gen->cluster;
 	if (nodemap_reader_init(&r, payload, len, NODEMAP_MAX_COUNT, err, sizeof err) == -1)
 		return;  /* (ipc_decode checked it already) */
-	while (nodemap_reader_next(&r, &e, err, sizeof err) == 1)
-		sup_nodes_learn(p->gen->cluster, p->gen, &e);
+	/* A worker has no more nodes to tell than broker ports: the work one
+	 * message can cost the supervisor's loop is bounded by the cluster's
+	 * size, whatever a worker sends. */
+	size_t max = c->ccfg && c->ccfg->cl ? c->ccfg->cl->n_brokers : 0;
+	for (size_t i = 0; i < max && nodemap_reader_next(&r, &e, err, sizeof err) == 1; i++)
+		sup_nodes_learn(c, p->gen, &e);
 }
 
 size_t
