@@ -3,8 +3,11 @@
  * see ipc.h for the message set and the trust rules.
  */
 #include "common/ipc.h"
+#include "common/nodemap.h"
+#include "common/tlskeys.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -32,6 +35,10 @@ static const char *const ipc_names[IPC_TYPE_COUNT] = {
 	[IPC_TLS_MATERIAL] = "tls-material",
 	[IPC_CONN_OUT] = "conn-out",
 	[IPC_CONN_TAKEN] = "conn-taken",
+	/* [tickets] */
+	[IPC_NODES] = "nodes",
+	[IPC_TICKET_KEYS] = "ticket-keys",
+	[IPC_NODE_LEARNED] = "node-learned",
 };
 
 const char *
@@ -75,6 +82,12 @@ ipc_payload_ok(uint32_t type, uint32_t len)
 		return len == 0;
 	case IPC_TLS_MATERIAL:
 		return len >= sizeof(struct ipc_tls_material) && len <= IPC_MAX_PAYLOAD;
+	/* [tickets] the node map's records are checked by nodemap_check */
+	case IPC_NODES:
+	case IPC_NODE_LEARNED:
+		return len >= sizeof(struct nodemap_hdr) && len <= IPC_MAX_PAYLOAD;
+	case IPC_TICKET_KEYS:
+		return len == sizeof(struct tlskeys);
 	case IPC_FAILED:
 		return len <= 1024;
 	case IPC_ACCEPT:
@@ -124,6 +137,17 @@ ipc_decode(const uint8_t *buf, size_t len, struct ipc_msg *msg, char *err, size_
 		return -1;
 	}
 	msg->payload = (uint8_t *)buf + sizeof(struct ipc_hdr);
+	if (msg->hdr.type == IPC_TICKET_KEYS) {
+		uint32_t n;
+		memcpy(&n, msg->payload + offsetof(struct tlskeys, n), sizeof n);
+		if (n > TLSKEYS_MAX) {
+			snprintf(err, errlen, "ticket-keys: %u keys, at most %d", n, TLSKEYS_MAX);
+			return -1;
+		}
+	}
+	if ((msg->hdr.type == IPC_NODES || msg->hdr.type == IPC_NODE_LEARNED) &&
+	    nodemap_check(msg->payload, msg->hdr.len, NODEMAP_MAX_COUNT, err, errlen) == -1)
+		return -1;
 	return 0;
 }
 

@@ -24,6 +24,8 @@
 #include "common/tlsctx.h"
 #include "common/tlsmat.h"
 #include "common/units.h"
+#include "supervisor/nodes.h"
+#include "supervisor/tickets.h"
 
 /* ---- small helpers --------------------------------------------------------- */
 
@@ -205,22 +207,6 @@ sup_ccfg_new(const struct cfg_cluster *cl, char *err, size_t errlen)
 		}
 	}
 	return cc;
-}
-
-void
-sup_ccfg_tls_warn(const struct sup_ccfg *cc, uint64_t now_wall_ms)
-{
-	if (!cc->tls_not_after)
-		return;
-	int64_t left = cc->tls_not_after - (int64_t)(now_wall_ms / 1000);
-	if (left >= (int64_t)SUP_TLS_EXPIRY_WARN_DAYS * 86400)
-		return;
-	if (left < 0)
-		log_warn("TLS certificate expired", "cluster=%s subject=\"%s\" expired_days_ago=%lld",
-		    cc->cl->name, cc->tls_subject, (long long)(-left / 86400));
-	else
-		log_warn("TLS certificate expires soon", "cluster=%s subject=\"%s\" days_left=%lld",
-		    cc->cl->name, cc->tls_subject, (long long)(left / 86400));
 }
 
 int
@@ -510,6 +496,22 @@ sup_gen_send(struct sup *s, struct sup_gen *g, enum ipc_type type, const void *p
 			sup_post_gen(s, g, FSM_GE_QUEUE_FULL, "control channel full");
 		}
 	}
+}
+
+size_t
+sup_cluster_send(struct sup *s, struct sup_cluster *c, enum ipc_type type, const void *payload,
+		 size_t len)
+{
+	size_t n = 0;
+	for (struct sup_gen *g = c->gens; g; g = g->next) {
+		if (!sup_gen_alive(g))
+			continue;
+		for (size_t i = 0; i < g->n_procs; i++)
+			n += g->procs[i].alive;
+		sup_gen_send(s, g, type, payload, len);
+	}
+	sup_dispatch(s);
+	return n;
 }
 
 static void
@@ -1265,6 +1267,8 @@ sup_cluster_free(struct sup *s, struct sup_cluster *c)
 	}
 	crash_free(&c->crash);
 	sup_ccfg_free(s, c->ccfg);
+	sup_nodes_free(&c->nodes);
+	tickets_free(c);
 	free(c);
 }
 
@@ -1326,7 +1330,6 @@ sup_start(struct sup *s)
 			log_error("cannot prepare cluster", "cluster=%s error=\"%s\"", cl->name, err);
 			return -1;
 		}
-		sup_ccfg_tls_warn(cc, s->now_wall_ms);
 		struct sup_cluster *c = sup_cluster_new(s, cc, true);
 		if (!c) {
 			sup_ccfg_free(s, cc);

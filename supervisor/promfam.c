@@ -69,6 +69,14 @@ promfam_cluster_label(FILE *f, const char *name, const struct sup_cluster *c)
 	fputc('"', f);
 }
 
+/* notAfter (unix s) of the certificate a TLS cluster's serving
+ * configuration serves; 0 for plaintext clusters. */
+static int64_t
+promfam_not_after(const struct sup_cluster *c)
+{
+	return c->ccfg && c->ccfg->cl && c->ccfg->cl->tls ? c->ccfg->tls_not_after : 0;
+}
+
 void
 promfam_write(FILE *f, struct sup *s)
 {
@@ -150,6 +158,14 @@ promfam_write(FILE *f, struct sup *s)
 			{ "forced", offsetof(struct metrics, connections_forced) },
 		}, 2 },
 	};
+	/* [tickets] TLS clusters whose certificate's expiry is known (certs.h) */
+	promfam_head(f, "ferry_tls_cert_not_after_seconds", "gauge",
+	    "notAfter of the certificate a TLS cluster serves, unix seconds");
+	for (size_t i = 0; i < s->n_clusters; i++)
+		if (promfam_not_after(s->clusters[i]) > 0) {
+			promfam_cluster_label(f, "ferry_tls_cert_not_after_seconds", s->clusters[i]);
+			fprintf(f, "} %lld\n", (long long)promfam_not_after(s->clusters[i]));
+		}
 	for (size_t k = 0; k < sizeof splits / sizeof splits[0]; k++) {
 		const struct promfam_split *sp = &splits[k];
 		promfam_head(f, sp->name, "counter", sp->help);

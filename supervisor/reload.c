@@ -690,8 +690,6 @@ sup_reload_start(struct sup *s, const char *text, size_t len, const char *source
 		it->st = FSM_I_PENDING;
 		const struct cfg_cluster *ncl = &r->next.clusters[it->pi->new_index];
 		struct sup_ccfg *cc = sup_ccfg_new(ncl, err, sizeof err);
-		if (cc)
-			sup_ccfg_tls_warn(cc, s->now_wall_ms);
 		if (cc && sup_ccfg_listen(s, cc, reuse, n_reuse, err, sizeof err) == -1) {
 			sup_ccfg_free(s, cc);
 			cc = NULL;

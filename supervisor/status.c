@@ -220,21 +220,20 @@ status_cluster_json(struct sup_cluster *c)
 		json_object_set_new(o, "livenessSince", json_null());
 	}
 	json_object_set_new(o, "configVersion", status_str_or_null(c->config_version));
-	/* client-facing TLS of the serving configuration: its certificate */
-	if (c->ccfg && c->ccfg->tls_not_after) {
-		json_t *tls = json_object();
-		json_object_set_new(tls, "notAfter", status_time((uint64_t)c->ccfg->tls_not_after * 1000));
-		json_object_set_new(tls, "subject", json_string(c->ccfg->tls_subject));
-		json_object_set_new(o, "tls", tls);
-	} else {
-		json_object_set_new(o, "tls", json_null());
-	}
 
 	up = json_object();
 	json_object_set_new(up, "state", json_string(sup_upstream_state_str(c->upstream)));
 	json_object_set_new(up, "since", status_time(c->upstream_since_ms));
 	json_object_set_new(up, "lastError", status_str_or_null(c->upstream_error));
 	json_object_set_new(o, "upstream", up);
+
+	/* TLS clusters: the served certificate (of the serving configuration:
+	 * the bytes its workers were sent); absent for plaintext clusters */
+	if (c->ccfg && c->ccfg->cl && c->ccfg->cl->tls)
+		json_object_set_new(o, "tls", json_pack("{s:o, s:o}", "notAfter",
+		    c->ccfg->tls_not_after > 0 ?
+		    status_time((uint64_t)c->ccfg->tls_not_after * 1000u) : json_null(),
+		    "subject", status_str_or_null(c->ccfg->tls_subject)));
 
 	ls = json_array();
 	for (i = 0; i < c->n_listeners; i++)
@@ -259,6 +258,19 @@ status_cluster_json(struct sup_cluster *c)
 		    "since", status_time(c->unknown_since_ms[i])));
 	}
 	json_object_set_new(o, "unknownNodes", un);
+
+	/* [tickets] Upstream brokers learned by the workers and handed to every
+	 * new generation (nodes.h): a broker port is served at once after a
+	 * restart or reload, with no metadata fetch. */
+	json_t *kb = json_array();
+	for (i = 0; i < c->nodes.n; i++) {
+		char addr[300];
+		snprintf(addr, sizeof addr, strchr(c->nodes.v[i].host, ':') ? "[%s]:%d" : "%s:%d",
+		    c->nodes.v[i].host, c->nodes.v[i].port);
+		json_array_append_new(kb, json_pack("{s:i, s:s}", "nodeId",
+		    (int)c->nodes.v[i].node_id, "upstream", addr));
+	}
+	json_object_set_new(o, "knownBrokers", kb);
 
 	if (c->last_replacement.valid)
 		json_object_set_new(o, "lastReplacement", json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}",
@@ -466,18 +478,6 @@ status_metrics_text(struct sup *s, size_t *len)
 	}
 
 	promfam_write(f, s);
-
-	fputs("# HELP ferry_tls_certificate_not_after_seconds notAfter of the client-facing TLS "
-	    "certificate served (unix time; clusters with TLS)\n"
-	    "# TYPE ferry_tls_certificate_not_after_seconds gauge\n", f);
-	for (i = 0; i < s->n_clusters; i++) {
-		const struct sup_ccfg *cc = s->clusters[i]->ccfg;
-		if (!cc || !cc->tls_not_after)
-			continue;
-		fputs("ferry_tls_certificate_not_after_seconds{cluster=\"", f);
-		promfam_label(f, s->clusters[i]->name);
-		fprintf(f, "\"} %lld\n", (long long)cc->tls_not_after);
-	}
 
 	fputs("# HELP ferry_cluster_generation Generation number of the serving worker generation\n"
 	    "# TYPE ferry_cluster_generation gauge\n", f);

@@ -49,9 +49,12 @@
 #include "common/log.h"
 #include "common/tlsmat.h"
 #include "supervisor/admin.h"
+#include "supervisor/certs.h"
 #include "supervisor/listeners.h"
+#include "supervisor/nodes.h"
 #include "supervisor/notify.h"
 #include "supervisor/status.h"
+#include "supervisor/tickets.h"
 
 #define SUP_PERSIST_TIMEOUT_MS 5000
 #define SUP_BACKSTOP_S 10.0     /* beyond drain_timeout + grace: leave anyway */
@@ -66,10 +69,14 @@ struct sup_io {
 	ev_signal sig_term, sig_int, sig_hup;
 	ev_timer deadline;
 	ev_timer backstop;
+	ev_timer tickets;             /* [tickets] session-ticket key rotation */
+	ev_timer certs;               /* [tickets] daily certificate expiry check */
 	ev_prepare prepare;
 	bool notified_ready;          /* READY=1 sent once serving */
 	char last_status[256];        /* last STATUS= sent */
 	uint8_t buf[sizeof(struct ipc_hdr) + IPC_MAX_PAYLOAD];
+	uint8_t nodes_buf[IPC_MAX_PAYLOAD]; /* [tickets] IPC_NODES being encoded (buf may
+	                                       hold the message being handled) */
 };
 
 /* One worker process's control channel and exit watcher. */
@@ -178,6 +185,9 @@ sup_chan_read(struct sup_chan *ch)
 			sup_on_conn_out(s, p, msg.payload, msg.hdr.len, msg.fds, nfds);
 			break;
 		}
+		case IPC_NODE_LEARNED:
+			sup_on_node_learned(s, p, msg.payload, msg.hdr.len);
+			break;
 		case IPC_CONN_TAKEN: {
 			struct ipc_conn_ack ack;
 			memcpy(&ack, msg.payload, sizeof ack);
@@ -381,6 +391,20 @@ sup_io_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char 
 			sodium_memzero(tm, tmlen);
 			free(tm);
 		}
+	}
+	/* [tickets] the brokers earlier generations learned (nodes.h) */
+	for (size_t from = 0; rc == 0;) {
+		size_t n = sup_nodes_payload(p->gen->cluster, p->gen, cc->cl, &from,
+		    io->nodes_buf, sizeof io->nodes_buf);
+		if (!n)
+			break;
+		rc = ipcq_send(&ch->q, ch->fd, IPC_NODES, g, io->nodes_buf, n, NULL, 0);
+	}
+	/* [tickets] TLS clusters: the session-ticket keys (tickets.h) */
+	if (rc == 0 && cc->cl->tls) {
+		const struct tlskeys *k = tickets_of(p->gen->cluster);
+		if (k)
+			rc = ipcq_send(&ch->q, ch->fd, IPC_TICKET_KEYS, g, k, sizeof *k, NULL, 0);
 	}
 	for (size_t first = 0; rc == 0 && first < cc->n_listeners; first += IPC_MAX_FDS) {
 		int fds[IPC_MAX_FDS];
@@ -667,6 +691,8 @@ static void
 sup_io_reload_end(struct sup *s, const struct sup_reload_record *rec)
 {
 	struct sup_io *io = s->io;
+	if (!s->stopping)
+		certs_update(s, "reload");  /* [tickets] a renewed certificate, or a warning */
 	char buf[sizeof io->last_status];
 	admin_reload_end(s, rec->status == SUP_RELOAD_SUCCESS ||
 	    rec->status == SUP_RELOAD_UNCHANGED);
@@ -728,6 +754,30 @@ sup_prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 		ev_timer_set(&io->deadline, after, 0.);
 		ev_timer_start(loop, &io->deadline);
 	}
+}
+
+/* [tickets] every TICKETS_ROTATE_MS: new session-ticket keys for every TLS
+ * cluster, sent to all its live workers. */
+static void
+sup_tickets_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct sup_io *io = t->data;
+	sup_clock(io->s);
+	if (!io->s->stopping)
+		tickets_rotate_all(io->s);
+}
+
+/* [tickets] once a day: certificate expiry of every TLS cluster (certs.h) */
+static void
+sup_certs_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct sup_io *io = t->data;
+	sup_clock(io->s);
+	certs_update(io->s, "daily");
 }
 
 static void
@@ -852,6 +902,13 @@ sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 	io->deadline.data = io;
 	ev_timer_init(&io->backstop, sup_backstop_cb, 0., 0.);
 	io->backstop.data = io;
+	ev_timer_init(&io->tickets, sup_tickets_cb, TICKETS_ROTATE_MS / 1000.0,
+	    TICKETS_ROTATE_MS / 1000.0);
+	io->tickets.data = io;
+	ev_timer_start(io->loop, &io->tickets);
+	ev_timer_init(&io->certs, sup_certs_cb, CERTS_CHECK_MS / 1000.0, CERTS_CHECK_MS / 1000.0);
+	io->certs.data = io;
+	ev_timer_start(io->loop, &io->certs);
 	ev_prepare_init(&io->prepare, sup_prepare_cb);
 	io->prepare.data = io;
 	ev_prepare_start(io->loop, &io->prepare);
@@ -873,6 +930,7 @@ sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 		admin_stop(s);
 		goto out;
 	}
+	certs_update(s, "start");
 	ev_run(io->loop, 0);
 	rc = s->exit_code;
 	log_info("ferryd stopped", "exit_code=%d", rc);
@@ -883,6 +941,8 @@ out:
 	ev_prepare_stop(io->loop, &io->prepare);
 	ev_timer_stop(io->loop, &io->deadline);
 	ev_timer_stop(io->loop, &io->backstop);
+	ev_timer_stop(io->loop, &io->tickets);
+	ev_timer_stop(io->loop, &io->certs);
 	free(io->self_exe);
 	free(io);
 	free(s);

@@ -30,6 +30,7 @@
 #include "common/ipc.h"
 #include "common/lifecycle.h"
 #include "common/metrics.h"
+#include "common/nodemap.h"
 #include "supervisor/crash.h"
 #include "supervisor/fsm.h"
 #include "supervisor/plan.h"
@@ -70,17 +71,11 @@ struct sup_ccfg {
 	struct sup_listener *listeners; /* [0] bootstrap, then brokers in node order */
 	size_t n_listeners;
 	/* client-facing TLS certificate (tls_cert): notAfter (unix seconds; 0 =
-	 * no client TLS) and subject, for status and metrics */
+	 * no client TLS) and subject, for status, metrics and the expiry
+	 * warnings (certs.h) */
 	int64_t tls_not_after;
 	char tls_subject[256];
 };
-
-/* Days under which a certificate's notAfter is warned about. */
-#define SUP_TLS_EXPIRY_WARN_DAYS 14
-
-/* Log a warning when the configuration's certificate expires within
- * SUP_TLS_EXPIRY_WARN_DAYS of now_wall_ms (start, reload). */
-void sup_ccfg_tls_warn(const struct sup_ccfg *cc, uint64_t now_wall_ms);
 
 enum sup_upstream_state { SUP_UPSTREAM_UNKNOWN = 0, SUP_UPSTREAM_REACHABLE, SUP_UPSTREAM_UNREACHABLE };
 const char *sup_upstream_state_str(enum sup_upstream_state s);
@@ -131,6 +126,21 @@ struct sup_gen {
 	struct sup_gen *next;         /* older */
 };
 
+/* [tickets] The upstream brokers a cluster's workers learned (node id ->
+ * host:port), kept across its generations and handed to every new worker
+ * at start (supervisor/nodes.h). Valid for one upstream: upstream_key is
+ * the plan_upstream_key of the generations it was learned by; a generation
+ * with another upstream gets nothing and its reports start a new map. At
+ * most one entry per node id of the cluster's configuration. */
+struct sup_nodes {
+	char upstream_key[PLAN_VERSION_LEN];
+	uint64_t generation;          /* newest generation that reported into it */
+	struct nodemap_entry *v;
+	size_t n, cap;
+};
+
+struct tlskeys;
+
 struct sup_cluster {
 	struct sup *sup;
 	enum fsm_cstate st;
@@ -163,6 +173,10 @@ struct sup_cluster {
 	uint64_t upstream_since_ms;
 	char upstream_error[192];
 	bool listed;                  /* in sup->clusters (else limbo) */
+	/* [tickets] */
+	struct sup_nodes nodes;       /* learned upstream brokers (nodes.h) */
+	struct tlskeys *tickets;      /* TLS clusters: session-ticket keys (tickets.h);
+	                                 NULL for plaintext ones */
 	/* what happened to the connections of the last replaced generation */
 	struct {
 		uint64_t from_generation, to_generation;
@@ -373,6 +387,12 @@ void sup_reap(struct sup *s);
  * kills every process. */
 void sup_stop(struct sup *s, const char *why);
 void sup_kill_all(struct sup *s);
+
+/* Send one message to every live worker of every alive generation of c
+ * (a full channel is that worker's fault, as for any message), then run
+ * what that caused. Returns the number of workers sent to. */
+size_t sup_cluster_send(struct sup *s, struct sup_cluster *c, enum ipc_type type,
+			const void *payload, size_t len);
 
 /* Operator requests. */
 enum sup_result sup_cluster_drain(struct sup *s, const char *name, struct sup_answer *a);

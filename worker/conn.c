@@ -1839,6 +1839,15 @@ conn_handover_all(struct worker *w)
 			conn_timer_due(c, c->close_at);
 			continue;
 		}
+		if (!conn_movable(c)) {
+			/* A TLS connection still in its handshake (or connecting
+			 * upstream) cannot move either: cutting it would fail the
+			 * client's handshake. It finishes here like any drained
+			 * connection: the handshake completes, a first request on
+			 * its way is served, then it closes at a boundary. */
+			conn_drain_one(c);
+			continue;
+		}
 		/* Stop at the next request boundary (a frame in progress is
 		 * finished); no grace: what is read and not parsed moves with
 		 * the connection. */

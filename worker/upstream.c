@@ -512,8 +512,10 @@ upstream_learn_node(struct worker *w, int32_t node_id, const char *host, size_t 
 	n->host[host_len] = 0;
 	n->port = port;
 	n->known = true;
-	/* the generation's other workers learn it too */
+	/* the generation's other workers learn it too, and the next
+	 * generations (through the supervisor) */
 	genshm_node_put(w->gen, (size_t)idx, node_id, n->host, port);
+	worker_node_learned(w, (size_t)idx);
 	log_info(moved ? "upstream broker moved" : "upstream broker learned",
 	    "node_id=%d upstream=%s:%d", node_id, n->host, port);
 }
@@ -941,6 +943,7 @@ upstream_fetch_metadata(struct worker *w)
 	f->timer.data = f;
 	ev_timer_start(w->loop, &f->timer);
 	w->fetch = f;
+	w->metadata_fetches++;
 	log_debug("fetching upstream metadata", "upstreams=%zu", w->cl->n_upstream);
 	fetch_connect(f);
 }

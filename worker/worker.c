@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <sodium.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,8 @@
 #include <sodium.h>
 
 #include "common/ipc.h"
+#include "common/nodemap.h"
+#include "common/tls.h"
 #include "common/tlsmat.h"
 #include "worker/conn.h"
 #include "worker/handover.h"
@@ -88,6 +91,108 @@ worker_unknown_node(struct worker *w, int32_t node_id, const char *host, size_t 
 		    "hint=\"add it to node_ids and broker_ports; clients cannot reach it\"",
 		    node_id, u.host, port);
 	worker_ipc_send(w, IPC_UNKNOWN_NODE, &u, sizeof u);
+}
+
+/* ---- brokers known across generations [tickets] ------------------------------------ */
+
+/* Tell the supervisor every node learned here since the last report, in as
+ * few IPC_NODE_LEARNED messages as they fit in. */
+static void
+worker_nodes_report_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct worker *w = t->data;
+	size_t n = 0;
+	for (size_t i = 0; i < w->n_nodes; i++)
+		n += w->nodes[i].report;
+	if (!n || w->ipc_fd < 0)
+		return;
+	size_t cap = sizeof(struct nodemap_hdr) + n * (7 + CFG_HOST_MAX);
+	if (cap > IPC_MAX_PAYLOAD)
+		cap = IPC_MAX_PAYLOAD;
+	uint8_t *buf = malloc(cap);
+	if (!buf)
+		return;  /* kept: the next learned node tries again */
+	size_t i = 0;
+	while (i < w->n_nodes && w->ipc_fd >= 0) {
+		struct nodemap_writer wr;
+		nodemap_writer_init(&wr, buf, cap, 0);
+		for (; i < w->n_nodes; i++) {
+			struct worker_node *wn = &w->nodes[i];
+			if (!wn->report)
+				continue;
+			struct nodemap_entry e = { .node_id = wn->node_id, .port = wn->port };
+			snprintf(e.host, sizeof e.host, "%s", wn->host);
+			if (!nodemap_writer_add(&wr, &e))
+				break;  /* full: the next message */
+			wn->report = false;
+		}
+		if (!wr.count)
+			break;
+		size_t len = nodemap_writer_finish(&wr);
+		log_debug("reporting learned brokers", "brokers=%u", wr.count);
+		worker_ipc_send(w, IPC_NODE_LEARNED, buf, len);
+	}
+	free(buf);
+}
+
+void
+worker_node_learned(struct worker *w, size_t n)
+{
+	if (n >= w->n_nodes)
+		return;
+	w->nodes[n].report = true;
+	if (w->nodes_reporting && w->loop && !ev_is_active(&w->nodes_report)) {
+		ev_timer_set(&w->nodes_report, 0., 0.);
+		ev_timer_start(w->loop, &w->nodes_report);
+	}
+}
+
+/* IPC_NODES at start: what earlier generations learned. -1: malformed. */
+static int
+worker_nodes_inherit(struct worker *w, const struct ipc_msg *msg, char *err, size_t errlen)
+{
+	struct nodemap_reader r;
+	struct nodemap_entry e;
+	if (nodemap_reader_init(&r, msg->payload, msg->hdr.len, (uint32_t)w->n_nodes, err,
+	    errlen) == -1)
+		return -1;
+	int rc;
+	while ((rc = nodemap_reader_next(&r, &e, err, errlen)) == 1) {
+		int idx = worker_node_slot(w, e.node_id, true);
+		if (idx < 0)
+			continue;  /* not ours, or the SNI table is full */
+		struct worker_node *n = &w->nodes[idx];
+		if (!n->known)
+			w->nodes_inherited++;
+		snprintf(n->host, sizeof n->host, "%s", e.host);
+		n->port = e.port;
+		n->known = true;
+		n->report = false;
+		log_debug("upstream broker known from an earlier generation", "node_id=%d "
+		    "upstream=%s:%d", e.node_id, n->host, n->port);
+	}
+	if (rc == -1)
+		return -1;
+	if (r.flags & NODEMAP_F_REACHABLE)
+		w->nodes_reachable = true;
+	return 0;
+}
+
+/* [tickets] IPC_TICKET_KEYS: take the supervisor's session-ticket keys (at
+ * start and at every rotation). The old copy and the message buffer are
+ * wiped; the struct is updated in place, so every TLS context that points
+ * at it uses the new keys from the next handshake on. */
+static void
+worker_ticket_keys(struct worker *w, struct ipc_msg *msg)
+{
+	uint64_t was = w->tickets.serial;
+	sodium_memzero(&w->tickets, sizeof w->tickets);
+	memcpy(&w->tickets, msg->payload, sizeof w->tickets);
+	sodium_memzero(msg->payload, msg->hdr.len);
+	log_debug("session-ticket keys received", "serial=%llu was=%llu keys=%u",
+	    (unsigned long long)w->tickets.serial, (unsigned long long)was, w->tickets.n);
 }
 
 /* ---- shutdown and drain ---------------------------------------------------------- */
@@ -314,6 +419,24 @@ worker_start_accepting(struct worker *w)
 	for (size_t i = 0; i < w->n_listeners; i++)
 		ev_io_start(w->loop, &w->listeners[i].io);
 	log_info("accepting", "listeners=%zu", w->n_listeners);
+	/* What this worker learned while held (a reload's probe) goes to the
+	 * supervisor now that it serves; so does what it learns from now on. */
+	w->nodes_reporting = true;
+	for (size_t i = 0; i < w->n_nodes; i++)
+		if (w->nodes[i].report) {
+			worker_node_learned(w, i);
+			break;
+		}
+	if (w->nodes_inherited && w->nodes_reachable) {
+		/* Earlier generations learned the brokers of this same upstream,
+		 * and it answered them: clients on broker ports are forwarded at
+		 * once, and no fetch is needed (nor possible, when the upstream
+		 * requires SASL). A broker not in the map, or a failure, still
+		 * brings a fetch. */
+		log_info("upstream brokers known from earlier generations", "brokers=%zu "
+		    "metadata_fetch=no", w->nodes_inherited);
+		return;
+	}
 	/* Learn the upstream brokers now: clients that go straight to a broker
 	 * port need not wait, and the upstream condition is known at once. */
 	upstream_fetch_metadata(w);
@@ -435,6 +558,9 @@ worker_ipc_cb(struct ev_loop *loop, ev_io *io, int revents)
 			}
 			break;
 		}
+		case IPC_TICKET_KEYS:
+			worker_ticket_keys(w, &msg);
+			break;
 		case IPC_PROBE:
 			/* a reload asks whether the (new) upstream answers: the
 			 * fetch reports the upstream condition either way */
@@ -454,12 +580,42 @@ worker_ipc_cb(struct ev_loop *loop, ev_io *io, int revents)
 	}
 }
 
+static void worker_fail(struct worker *w, const char *reason);
+
+/* Messages that may come between CONFIG and LISTENERS: 1 handled, 0 not
+ * one of them. */
+static int
+worker_setup_extra(struct worker *w, struct ipc_msg *msg)
+{
+	char err[160], reason[256];
+	switch (msg->hdr.type) {
+	case IPC_NODES:
+		if (!w->nodes || worker_nodes_inherit(w, msg, err, sizeof err) == -1) {
+			snprintf(reason, sizeof reason, "malformed broker map from the supervisor: %s",
+			    w->nodes ? err : "before the configuration");
+			ipc_close_fds(msg);
+			worker_fail(w, reason);
+		}
+		ipc_close_fds(msg);
+		return 1;
+	case IPC_TICKET_KEYS:
+		worker_ticket_keys(w, msg);
+		ipc_close_fds(msg);
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 /* Blocking receive of one expected message during start-up. */
 static int
 worker_expect(struct worker *w, enum ipc_type type, uint8_t *buf, size_t cap, struct ipc_msg *msg)
 {
 	char err[128] = "";
-	int r = ipc_recv(w->ipc_fd, buf, cap, msg, err, sizeof err);
+	int r;
+	while ((r = ipc_recv(w->ipc_fd, buf, cap, msg, err, sizeof err)) > 0 &&
+	    msg->hdr.type != (uint32_t)type && worker_setup_extra(w, msg))
+		;
 	if (r <= 0) {
 		log_error("no configuration from supervisor", "error=\"%s\"",
 		    r == 0 ? "EOF" : (err[0] ? err : strerror(errno)));
@@ -563,6 +719,11 @@ worker_setup(struct worker *w)
 	w->cl = &w->cfg.clusters[0];
 	if (w->cl->tls || w->cl->upstream_tls)
 		worker_tls_setup(w);
+	/* [tickets] the client-facing context encrypts and decrypts session
+	 * tickets with the supervisor's keys (IPC_TICKET_KEYS, before
+	 * LISTENERS; updated in place at each rotation) */
+	if (w->tls_server && tls_ticket_keys_install(w->tls_server, &w->tickets) == -1)
+		worker_fail(w, "TLS: cannot install the session-ticket callback");
 
 	w->n_listeners = 1 + w->cl->n_brokers;
 	w->listeners = calloc(w->n_listeners, sizeof *w->listeners);
@@ -701,6 +862,8 @@ worker_main(int argc, char **argv)
 	w->accept_backoff.data = w;
 	ev_timer_init(&w->accept_defer, worker_defer_cb, WORKER_DEFER_MS / 1000.0, 0.);
 	w->accept_defer.data = w;
+	ev_timer_init(&w->nodes_report, worker_nodes_report_cb, 0., 0.);
+	w->nodes_report.data = w;
 	ev_timer_init(&w->heartbeat, worker_heartbeat_cb, 0., WORKER_HEARTBEAT_MS / 1000.0);
 	w->heartbeat.data = w;
 	ev_timer_start(w->loop, &w->heartbeat);
@@ -729,7 +892,9 @@ worker_main(int argc, char **argv)
 
 	ev_run(w->loop, 0);
 
-	log_info("exiting", "connections=%llu", (unsigned long long)w->n_conns);
+	log_info("exiting", "connections=%llu metadata_fetches=%llu",
+	    (unsigned long long)w->n_conns, (unsigned long long)w->metadata_fetches);
+	ev_timer_stop(w->loop, &w->nodes_report);
 	conn_close_all(w, false);
 	worker_close_listeners(w);
 	ev_timer_stop(w->loop, &w->drain_timer);
@@ -744,6 +909,7 @@ worker_main(int argc, char **argv)
 	}
 	genshm_unmap(w->gen);
 	metrics_unmap(w->m);
+	sodium_memzero(&w->tickets, sizeof w->tickets);
 	cfg_free(&w->cfg);
 	SSL_CTX_free(w->tls_server);
 	SSL_CTX_free(w->tls_client);

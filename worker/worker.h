@@ -29,6 +29,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "worker/sni_gate.h"
+#include "common/tlskeys.h"
 
 #define WORKER_IPC_FD 3
 #define WORKER_CONNECT_TIMEOUT_MS 10000
@@ -61,6 +62,7 @@ struct worker_node {
 	int32_t port;
 	bool known;
 	bool used;                  /* [sni] slot taken by node_id */
+	bool report;                /* [tickets] learned here, not yet told the supervisor */
 };
 
 struct worker_listener {
@@ -108,6 +110,16 @@ struct worker {
 	char sni_host[CFG_HOST_MAX]; /* [sni] the broker name last advertised */
 	struct sni_gate sni_gate;   /* [sni] arg of tls_server's ClientHello callback */
 	struct upstream_fetch *fetch; /* in-flight metadata fetch, or NULL */
+	/* [tickets] brokers known across generations (supervisor/nodes.h) */
+	size_t nodes_inherited;     /* known from IPC_NODES at start */
+	bool nodes_reachable;       /* ... and the upstream answered the last generation */
+	bool nodes_reporting;       /* accepted once: learned nodes go to the supervisor */
+	ev_timer nodes_report;      /* batches IPC_NODE_LEARNED once per loop turn */
+	uint64_t metadata_fetches;  /* own fetches started (logged at exit) */
+	/* [tickets] TLS session-ticket keys from the supervisor (IPC_TICKET_KEYS),
+	 * updated in place at every rotation; the TLS server contexts read them
+	 * (tls_ticket_keys_install(ctx, &w->tickets)). n == 0: no tickets. */
+	struct tlskeys tickets;
 
 	struct conn *conns;         /* doubly linked list of live connections */
 	uint64_t n_conns;
@@ -170,6 +182,10 @@ void worker_ipc_send(struct worker *w, enum ipc_type type, const void *payload, 
  * a broken channel is noticed by its reader, not here. */
 int worker_ipc_send_fds(struct worker *w, enum ipc_type type, const void *payload, size_t len,
 			const int *fds, size_t nfds);
+
+/* [tickets] Node n (an index into w->nodes) was learned here or moved:
+ * report it to the supervisor (batched; only once this worker accepts). */
+void worker_node_learned(struct worker *w, size_t n);
 
 /* Open connections changed: publish the count for the siblings. */
 void worker_conns_changed(struct worker *w);

@@ -588,6 +588,38 @@ ctl_print_gateway(const json_t *c)
 	    json_string_value(json_object_get(sni, "brokerPattern")) : "?");
 }
 
+/* Below the table, one line per TLS cluster: when its certificate expires
+ * (tls.notAfter), flagged within 14 days. */
+static void
+ctl_print_tls(const json_t *clusters)
+{
+	size_t i;
+	const json_t *c;
+
+	json_array_foreach(clusters, i, c) {
+		const json_t *tls = json_object_get(c, "tls");
+		const char *name = json_string_value(json_object_get(c, "name"));
+		const char *na = json_string_value(json_object_get(tls, "notAfter"));
+		struct tm tm;
+
+		if (!json_is_object(tls))
+			continue;
+		if (!na) {
+			printf("%s: TLS certificate expiry unknown\n", name ? name : "?");
+			continue;
+		}
+		memset(&tm, 0, sizeof tm);
+		if (!strptime(na, "%Y-%m-%dT%H:%M:%S", &tm)) {
+			printf("%s: TLS certificate valid until %s\n", name ? name : "?", na);
+			continue;
+		}
+		long long left = ((long long)timegm(&tm) - (long long)time(NULL)) / 86400;
+		printf("%s: TLS certificate valid until %s (%s%lld days%s)\n", name ? name : "?", na,
+		    left < 0 ? "expired " : "", left < 0 ? -left : left,
+		    left < 0 ? " ago" : left < 14 ? " left: renew it" : " left");
+	}
+}
+
 static int
 ctl_cmd_status(const struct ctl_reply *r, bool one)
 {
@@ -608,8 +640,11 @@ ctl_cmd_status(const struct ctl_reply *r, bool one)
 		rc = CTL_EXIT_UNREACHABLE;
 	} else if (ctl_print_table(list) == -1)
 		rc = CTL_EXIT_FAILED;
-	else if (one)
-		ctl_print_gateway(j);
+	else {
+		if (one)
+			ctl_print_gateway(j);
+		ctl_print_tls(list);
+	}
 	json_decref(list);
 	json_decref(j);
 	return rc;

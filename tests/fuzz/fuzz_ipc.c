@@ -16,6 +16,8 @@
 #include <string.h>
 
 #include "common/ipc.h"
+#include "common/nodemap.h"
+#include "common/tlskeys.h"
 #include "tests/fuzz/fuzz_common.h"
 
 int
@@ -120,6 +122,30 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		} else {
 			FUZZ_CHECK(err[0] != '\0', "refused without a reason");
 		}
+		break;
+	}
+	/* [tickets] */
+	case IPC_NODES:
+	case IPC_NODE_LEARNED: {
+		/* decode checked the whole map: every record reads back */
+		struct nodemap_reader r;
+		struct nodemap_entry e;
+		char nerr[160];
+		int nr;
+
+		FUZZ_CHECK(nodemap_reader_init(&r, msg.payload, msg.hdr.len, NODEMAP_MAX_COUNT, nerr,
+		    sizeof nerr) == 0, "accepted map: %s", nerr);
+		while ((nr = nodemap_reader_next(&r, &e, nerr, sizeof nerr)) == 1)
+			FUZZ_CHECK(e.port > 0 && e.port <= 65535 && e.host[0] &&
+			    strlen(e.host) < sizeof e.host, "node %d", e.node_id);
+		FUZZ_CHECK(nr == 0, "accepted map ends badly: %s", nerr);
+		break;
+	}
+	case IPC_TICKET_KEYS: {
+		struct tlskeys k;
+
+		FUZZ_CHECK(msg.hdr.len == sizeof k, "ticket keys size");
+		memcpy(&k, msg.payload, sizeof k);
 		break;
 	}
 	default:

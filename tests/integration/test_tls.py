@@ -315,7 +315,7 @@ def test_certificate_renewed_on_reload(mock_factory, ferry_factory, pki):
     na = _not_after(pki.server[0])
     assert tls["notAfter"] == time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(na)) + ".000Z", tls
     code, _, body = f.http("/metrics")
-    assert f'ferry_tls_certificate_not_after_seconds{{cluster="A"}} {na}' in body.decode()
+    assert f'ferry_tls_cert_not_after_seconds{{cluster="A"}} {na}' in body.decode()
     # 2 days left: under 14, warned at start and at the reload
     assert len(re.findall(r'msg="TLS certificate expires soon" cluster=A', f.log_path.read_text())) >= 2
     # nothing changed: UNCHANGED

@@ -224,8 +224,8 @@ iget(const json_t *o, const char *k)
 }
 
 static const char *const cluster_keys[] = { "name", "state", "since", "reason", "generation",
-	"configVersion", "upstream", "listeners", "unknownNodes", "workers", "liveness",
-	"livenessSince", "tls", "gateway", NULL };
+	"configVersion", "upstream", "listeners", "unknownNodes", "knownBrokers", "workers", "liveness",
+	"livenessSince", "gateway", NULL };
 static const char *const upstream_keys[] = { "state", "since", "lastError", NULL };
 static const char *const listener_keys[] = { "role", "nodeId", "address", NULL };
 static const char *const worker_keys[] = { "pid", "index", "generation", "state", "since",
@@ -432,11 +432,11 @@ Test(status, metrics_text)
 	/* one TYPE per shared counter (requests and connections_rejected come
 	 * with labels from promfam), plus cluster_state, worker_restarts,
 	 * crash_loops, worker_connections, worker_unresponsive, cluster_generation,
-	 * tls_certificate_not_after_seconds,
+	 * tls_cert_not_after_seconds (from promfam),
 	 * config_reload_total, config_reload_duration_seconds,
 	 * config_version_info and up, plus the six labelled families */
 #define COUNT_FIELD(name, type, help) + 1
-	cr_assert_eq(count(t, "# TYPE "), 0 METRICS_FIELDS(COUNT_FIELD) - 2 + 11 + 6);
+	cr_assert_eq(count(t, "# TYPE "), 0 METRICS_FIELDS(COUNT_FIELD) - 2 + 10 + 7);
 	cr_assert(has_line(t, "ferry_bytes_total{cluster=\"alpha\",direction=\"client_to_upstream\"} 0"));
 	cr_assert(has_line(t, "ferry_connections_rejected_total{cluster=\"alpha\",reason=\"max_connections\"} 0"));
 	cr_assert(has_line(t, "ferry_drain_closes_total{cluster=\"beta\",outcome=\"forced\"} 0"));

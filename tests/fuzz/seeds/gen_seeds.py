@@ -443,6 +443,19 @@ def gen_ipc():
     put("fuzz_ipc", "tls-material", msg(12, 4, struct.pack("=8I", len(pem), 4, 0, 0, 0, 0, 1, 0)
                                        + pem + b"KEY!"))
 
+    # [tickets] IPC_NODES (13) / IPC_NODE_LEARNED (22): count, flags, then
+    # records int32 node id, uint16 port, uint8 host length, host
+    def nodemap(flags, *nodes):
+        b = struct.pack("=II", len(nodes), flags)
+        for nid, host, port in nodes:
+            b += struct.pack("=iHB", nid, port, len(host)) + host
+        return b
+    put("fuzz_ipc", "nodes", msg(13, 5, nodemap(1, (1, b"broker-1.kafka", 9092),
+                                                (2, b"10.0.0.2", 9093))))
+    put("fuzz_ipc", "node-learned", msg(22, 5, nodemap(0, (3, b"::1", 19092))))
+    # IPC_TICKET_KEYS (14): struct tlskeys, 256 bytes: n, pad, serial, 3 keys
+    put("fuzz_ipc", "ticket-keys", msg(14, 5, struct.pack("=IIQ", 2, 0, 7) + bytes(range(240))))
+
 
 gen_rewrite()
 gen_frame()

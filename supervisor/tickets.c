@@ -1,0 +1,86 @@
+/*
+ * tickets — per-cluster TLS session-ticket keys; see tickets.h.
+ */
+#include "supervisor/tickets.h"
+
+#include <sodium.h>
+#include <string.h>
+
+#include "common/log.h"
+
+static void
+tickets_fill(struct tlskeys_key *k)
+{
+	randombytes_buf(k->name, sizeof k->name);
+	randombytes_buf(k->aes, sizeof k->aes);
+	randombytes_buf(k->hmac, sizeof k->hmac);
+}
+
+void
+tickets_rotate(struct tlskeys *k)
+{
+	uint32_t n = k->n < TLSKEYS_MAX ? k->n + 1 : TLSKEYS_MAX;
+	/* the oldest falls off the end (wiped: memmove overwrites it, and the
+	 * slot past n is cleared below) */
+	memmove(&k->key[1], &k->key[0], (n - 1) * sizeof k->key[0]);
+	for (uint32_t i = n; i < TLSKEYS_MAX; i++)
+		sodium_memzero(&k->key[i], sizeof k->key[i]);
+	tickets_fill(&k->key[0]);
+	k->n = n;
+	k->pad = 0;
+	k->serial++;
+}
+
+const struct tlskeys *
+tickets_of(struct sup_cluster *c)
+{
+	if (c->tickets)
+		return c->tickets;
+	struct tlskeys *k = sodium_malloc(sizeof *k);
+	if (!k) {
+		log_error("cannot allocate session-ticket keys: TLS sessions will not resume",
+		    "cluster=%s", c->name);
+		return NULL;
+	}
+	sodium_memzero(k, sizeof *k);
+	tickets_rotate(k);
+	c->tickets = k;
+	log_info("session-ticket keys created", "cluster=%s rotate_s=%u keep=%d", c->name,
+	    TICKETS_ROTATE_MS / 1000, TLSKEYS_MAX);
+	return k;
+}
+
+static void
+tickets_rotate_cluster(struct sup *s, struct sup_cluster *c)
+{
+	if (!c->tickets)
+		return;
+	if (!c->ccfg || !c->ccfg->cl || !c->ccfg->cl->tls) {
+		/* a reload turned TLS off: its workers need no keys any more */
+		tickets_free(c);
+		log_info("session-ticket keys wiped: the cluster has no TLS now", "cluster=%s",
+		    c->name);
+		return;
+	}
+	tickets_rotate(c->tickets);
+	size_t workers = sup_cluster_send(s, c, IPC_TICKET_KEYS, c->tickets, sizeof *c->tickets);
+	log_info("session-ticket keys rotated", "cluster=%s serial=%llu keys=%u workers=%zu",
+	    c->name, (unsigned long long)c->tickets->serial, c->tickets->n, workers);
+}
+
+void
+tickets_rotate_all(struct sup *s)
+{
+	for (size_t i = 0; i < s->n_clusters; i++)
+		tickets_rotate_cluster(s, s->clusters[i]);
+	for (size_t i = 0; i < s->n_limbo; i++)
+		tickets_rotate_cluster(s, s->limbo[i]);
+}
+
+void
+tickets_free(struct sup_cluster *c)
+{
+	if (c->tickets)
+		sodium_free(c->tickets);  /* (wipes it) */
+	c->tickets = NULL;
+}
