@@ -30,6 +30,7 @@
 #include <sodium.h>
 
 #include "common/log.h"
+#include "common/sni.h"
 #include "common/units.h"
 
 #ifndef FERRY_DEFAULT_SOCKET
@@ -53,6 +54,10 @@ enum cfgp_fkey {
 	FK_RELOAD_POLICY, FK_DRAIN_TIMEOUT, FK_INIT_TIMEOUT, FK_LOG_LEVEL,
 	FK_LOG_FORMAT, FK_PERSIST, FK_CRASH_LOOP_LIMIT, FK_CRASH_LOOP_WINDOW,
 	FK_WORKER_WATCHDOG, FK_DRAIN_SPREAD, FK_RELOAD_UPSTREAM_CHECK,
+	/* admin access control */
+	FK_CONTROL_SOCKET_MODE, FK_CONTROL_SOCKET_GROUP, FK_ADMIN_TOKEN_FILE,
+	FK_ADMIN_OPEN_PATHS, FK_ADMIN_TLS_CERT, FK_ADMIN_TLS_KEY, FK_ADMIN_TLS_CLIENT_CA,
+	FK_ADMIN_INSECURE,
 	FK_COUNT,
 };
 
@@ -60,11 +65,14 @@ enum cfgp_ckey {
 	CK_UPSTREAM = 0, CK_BOOTSTRAP, CK_ADVERTISED_HOST, CK_BROKER_PORTS,
 	CK_NODE_IDS, CK_MAX_CONNECTIONS, CK_MAX_FRAME_BYTES, CK_IDLE_TIMEOUT,
 	CK_REQUEST_TIMEOUT, CK_MAX_INFLIGHT, CK_WORKERS, CK_HANDOVER,
+	/* [sasl] */
+	CK_SASL_MAX_FRAME_BYTES,
 	/* [tls] */
 	CK_TLS_CERT, CK_TLS_KEY, CK_TLS_MIN_VERSION, CK_TLS_CIPHERS,
 	CK_TLS_CIPHERSUITES, CK_TLS_CLIENT_CA, CK_TLS_CLIENT_AUTH,
 	CK_UPSTREAM_TLS, CK_UPSTREAM_CA, CK_UPSTREAM_CERT, CK_UPSTREAM_KEY,
 	CK_UPSTREAM_TLS_VERIFY, CK_UPSTREAM_DIAL_MAP,
+	CK_GATEWAY, CK_SNI_BOOTSTRAP_HOST, CK_SNI_BROKER_PATTERN,	/* [sni] */
 	CK_COUNT,
 };
 
@@ -568,6 +576,204 @@ cfgp_set_reload_upstream_check(struct cfg *c, const char *v, char *err, size_t l
 	return cfgp_onoff(v, &c->reload_upstream_check, err, len);
 }
 
+/* ---- [ferry] admin access control (supervisor/adminauth.h) ---- */
+
+#define CFGP_OPEN_PATH_MAX 128   /* one entry of admin_open_paths */
+#define CFGP_OPEN_PATHS_N  32    /* entries of admin_open_paths */
+
+/* control_socket_mode: octal permission bits. The owner keeps read and
+ * write (ferryd's own user must reach its socket); nothing for "other",
+ * since whoever can connect controls ferryd: widen it to a group with
+ * control_socket_group and 0660 instead. */
+static int
+cfgp_set_control_socket_mode(struct cfg *c, const char *v, char *err, size_t len)
+{
+	unsigned long m = 0;
+	const char *s;
+
+	for (s = v; *s >= '0' && *s <= '7' && m <= 07777; s++)
+		m = m * 8 + (unsigned long)(*s - '0');
+	if (s == v || *s != '\0' || s - v > 4 || m > 0777) {
+		snprintf(err, len, "'%s' is not an octal permission mode (like 0600 or 0660)", v);
+		return -1;
+	}
+	if ((m & 0600) != 0600) {
+		snprintf(err, len, "%04lo leaves out the owner's read and write (0600)", m);
+		return -1;
+	}
+	if (m & 0007) {
+		snprintf(err, len, "%04lo lets every local user control ferryd; widen it to a "
+		    "group instead (control_socket_group, mode 0660)", m);
+		return -1;
+	}
+	c->control_socket_mode = (unsigned)m;
+	return 0;
+}
+
+static int
+cfgp_set_control_socket_group(struct cfg *c, const char *v, char *err, size_t len)
+{
+	if (v[0] == '-' || !cfgp_name_ok(v, CFG_GROUP_MAX - 1)) {
+		snprintf(err, len, "invalid group '%s' (a group name or a numeric gid)", v);
+		return -1;
+	}
+	snprintf(c->control_socket_group, sizeof c->control_socket_group, "%s", v);
+	return 0;
+}
+
+/* An absolute path of at most CFG_PATH_MAX - 1 bytes. */
+static int
+cfgp_admin_path(const char *v, char *out, char *err, size_t len)
+{
+	size_t n = strlen(v);
+
+	if (v[0] != '/') {
+		snprintf(err, len, "'%s' is not an absolute path", v);
+		return -1;
+	}
+	if (n >= CFG_PATH_MAX) {
+		snprintf(err, len, "path too long (%zu bytes, max %d)", n, CFG_PATH_MAX - 1);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f) {
+			snprintf(err, len, "control character in path");
+			return -1;
+		}
+	memcpy(out, v, n + 1);
+	return 0;
+}
+
+static int
+cfgp_set_admin_token_file(struct cfg *c, const char *v, char *err, size_t len)
+{
+	return cfgp_admin_path(v, c->admin_token_file, err, len);
+}
+
+static int
+cfgp_set_admin_tls_cert(struct cfg *c, const char *v, char *err, size_t len)
+{
+	return cfgp_admin_path(v, c->admin_tls_cert, err, len);
+}
+
+static int
+cfgp_set_admin_tls_key(struct cfg *c, const char *v, char *err, size_t len)
+{
+	return cfgp_admin_path(v, c->admin_tls_key, err, len);
+}
+
+static int
+cfgp_set_admin_tls_client_ca(struct cfg *c, const char *v, char *err, size_t len)
+{
+	return cfgp_admin_path(v, c->admin_tls_client_ca, err, len);
+}
+
+static int
+cfgp_set_admin_insecure(struct cfg *c, const char *v, char *err, size_t len)
+{
+	return cfgp_onoff(v, &c->admin_insecure, err, len);
+}
+
+/* admin_open_paths: comma-separated absolute paths, matched exactly (no
+ * query string); "none" or an empty value opens nothing. Stored as "a,b". */
+static int
+cfgp_set_admin_open_paths(struct cfg *c, const char *v, char *err, size_t len)
+{
+	char out[CFG_OPEN_PATHS_MAX];
+	size_t o = 0, n = 0, i, ilen;
+	const char *s = v, *comma;
+
+	out[0] = '\0';
+	if (strcmp(v, "none") == 0 || v[0] == '\0') {
+		c->admin_open_paths[0] = '\0';
+		return 0;
+	}
+	for (;; s = comma + 1) {
+		comma = strchr(s, ',');
+		ilen = comma ? (size_t)(comma - s) : strlen(s);
+		while (ilen > 0 && cfgp_is_blank(*s)) {
+			s++;
+			ilen--;
+		}
+		while (ilen > 0 && cfgp_is_blank(s[ilen - 1]))
+			ilen--;
+		if (ilen == 0 || s[0] != '/') {
+			snprintf(err, len, "entry %zu: '%.*s' is not a path (want /PATH,/PATH,...)",
+			    n + 1, (int)(ilen > 64 ? 64 : ilen), s);
+			return -1;
+		}
+		if (ilen >= CFGP_OPEN_PATH_MAX || ++n > CFGP_OPEN_PATHS_N) {
+			snprintf(err, len, "at most %d paths of at most %d bytes each",
+			    CFGP_OPEN_PATHS_N, CFGP_OPEN_PATH_MAX - 1);
+			return -1;
+		}
+		for (i = 0; i < ilen; i++) {
+			unsigned char ch = (unsigned char)s[i];
+
+			if (ch <= 0x20 || ch >= 0x7f || ch == '?' || ch == '#') {
+				snprintf(err, len, "entry %zu: '%.*s' has a character that is "
+				    "not allowed in a path", n, (int)(ilen > 64 ? 64 : ilen), s);
+				return -1;
+			}
+		}
+		if (o + ilen + 2 > sizeof out) {
+			snprintf(err, len, "list too long (max %d bytes)", CFG_OPEN_PATHS_MAX - 1);
+			return -1;
+		}
+		if (o > 0)
+			out[o++] = ',';
+		memcpy(out + o, s, ilen);
+		o += ilen;
+		out[o] = '\0';
+		if (comma == NULL)
+			break;
+	}
+	memcpy(c->admin_open_paths, out, o + 1);
+	return 0;
+}
+
+bool
+cfg_addr_is_loopback(const char *host)
+{
+	unsigned char b[16];
+	static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	static const unsigned char one[16] = { [15] = 1 };
+
+	if (inet_pton(AF_INET, host, b) == 1)
+		return b[0] == 127;
+	if (inet_pton(AF_INET6, host, b) == 1)
+		return memcmp(b, one, 16) == 0 ||
+		    (memcmp(b, mapped, 12) == 0 && b[12] == 127);
+	return false;
+}
+
+/* Cross-checks of the admin keys, after the whole file was read. */
+static void
+cfgp_check_admin(struct cfgp *p)
+{
+	struct cfg *c = p->cfg;
+	int cert = p->fline[FK_ADMIN_TLS_CERT], key = p->fline[FK_ADMIN_TLS_KEY];
+	int ca = p->fline[FK_ADMIN_TLS_CLIENT_CA];
+	char addr[CFG_HOST_MAX + 16];
+
+	if (cert && !key)
+		cfgp_err(p, cert, "admin_tls_cert needs admin_tls_key (the certificate's "
+		    "private key)");
+	if (key && !cert)
+		cfgp_err(p, key, "admin_tls_key needs admin_tls_cert");
+	if (ca && !cert)
+		cfgp_err(p, ca, "admin_tls_client_ca needs admin_tls_cert and admin_tls_key "
+		    "(client certificates are checked in the TLS handshake)");
+	if (!c->admin_enabled || c->admin_insecure || cfg_addr_is_loopback(c->admin_listen.host) ||
+	    c->admin_token_file[0] != '\0' || c->admin_tls_client_ca[0] != '\0')
+		return;
+	units_fmt_addr(&c->admin_listen, addr, sizeof addr);
+	cfgp_err(p, p->fline[FK_ADMIN_LISTEN] ? p->fline[FK_ADMIN_LISTEN] : p->ferry_line,
+	    "admin_listen %s is not a loopback address and the admin API has no "
+	    "credentials: anyone who can reach it could reload and drain clusters; set "
+	    "admin_token_file or admin_tls_client_ca, or admin_insecure = on to allow it", addr);
+}
+
 static const struct cfgp_fkeydef cfgp_fkeys[FK_COUNT] = {
 	[FK_CONTROL_SOCKET] = { "control_socket", cfgp_set_control_socket },
 	[FK_ADMIN_LISTEN] = { "admin_listen", cfgp_set_admin_listen },
@@ -584,6 +790,14 @@ static const struct cfgp_fkeydef cfgp_fkeys[FK_COUNT] = {
 	[FK_WORKER_WATCHDOG] = { "worker_watchdog", cfgp_set_worker_watchdog },
 	[FK_DRAIN_SPREAD] = { "drain_spread", cfgp_set_drain_spread },
 	[FK_RELOAD_UPSTREAM_CHECK] = { "reload_upstream_check", cfgp_set_reload_upstream_check },
+	[FK_CONTROL_SOCKET_MODE] = { "control_socket_mode", cfgp_set_control_socket_mode },
+	[FK_CONTROL_SOCKET_GROUP] = { "control_socket_group", cfgp_set_control_socket_group },
+	[FK_ADMIN_TOKEN_FILE] = { "admin_token_file", cfgp_set_admin_token_file },
+	[FK_ADMIN_OPEN_PATHS] = { "admin_open_paths", cfgp_set_admin_open_paths },
+	[FK_ADMIN_TLS_CERT] = { "admin_tls_cert", cfgp_set_admin_tls_cert },
+	[FK_ADMIN_TLS_KEY] = { "admin_tls_key", cfgp_set_admin_tls_key },
+	[FK_ADMIN_TLS_CLIENT_CA] = { "admin_tls_client_ca", cfgp_set_admin_tls_client_ca },
+	[FK_ADMIN_INSECURE] = { "admin_insecure", cfgp_set_admin_insecure },
 };
 
 /* ---- [cluster NAME] keys ---- */
@@ -769,6 +983,24 @@ static int
 cfgp_set_handover(struct cfg_cluster *cl, const char *v, char *err, size_t len)
 {
 	return cfgp_onoff(v, &cl->handover, err, len);
+}
+
+/* [sasl] The pre-authentication frame limit (worker/kafka/sasl.h): the
+ * same range as max_frame_bytes; the smaller of the two applies. */
+static int
+cfgp_set_sasl_max_frame_bytes(struct cfg_cluster *cl, const char *v, char *err,
+    size_t len)
+{
+	uint64_t n;
+
+	if (units_parse_size(v, &n, err, len) != 0)
+		return -1;
+	if (n < 1024 || n > (1ULL << 30)) {
+		snprintf(err, len, "%s out of range (1KiB-1GiB)", v);
+		return -1;
+	}
+	cl->sasl_max_frame_bytes = n;
+	return 0;
 }
 
 /* ---- [tls] keys ---- */
@@ -961,6 +1193,42 @@ fail:
 	return -1;
 }
 
+/* ---- [sni] the SNI gateway's keys ---- */
+
+static const char *const cfgp_gateway_names[] = { "ports", "sni" };
+
+static int
+cfgp_set_gateway(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	int i = cfgp_enum(v, cfgp_gateway_names, 2, err, len, "ports or sni");
+
+	if (i >= 0)
+		cl->gateway = (enum cfg_gateway)i;
+	return i < 0 ? -1 : 0;
+}
+
+static int
+cfgp_set_sni_bootstrap_host(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	char why[160];
+
+	if (sni_host_check(v, strlen(v), why, sizeof why) != 0) {
+		snprintf(err, len, "'%s': %s", v, why);
+		return -1;
+	}
+	snprintf(cl->sni_bootstrap_host, sizeof cl->sni_bootstrap_host, "%s", v);
+	return 0;
+}
+
+static int
+cfgp_set_sni_broker_pattern(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	if (sni_pattern_check(v, err, len) != 0)
+		return -1;
+	snprintf(cl->sni_broker_pattern, sizeof cl->sni_broker_pattern, "%s", v);
+	return 0;
+}
+
 static const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT] = {
 	[CK_UPSTREAM] = { "upstream", cfgp_set_upstream },
 	[CK_BOOTSTRAP] = { "bootstrap", cfgp_set_bootstrap },
@@ -974,6 +1242,8 @@ static const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT] = {
 	[CK_MAX_INFLIGHT] = { "max_inflight_per_connection", cfgp_set_max_inflight },
 	[CK_WORKERS] = { "workers", cfgp_set_workers },
 	[CK_HANDOVER] = { "handover", cfgp_set_handover },
+	/* [sasl] */
+	[CK_SASL_MAX_FRAME_BYTES] = { "sasl_max_frame_bytes", cfgp_set_sasl_max_frame_bytes },
 	[CK_TLS_CERT] = { "tls_cert", cfgp_set_tls_cert },
 	[CK_TLS_KEY] = { "tls_key", cfgp_set_tls_key },
 	[CK_TLS_MIN_VERSION] = { "tls_min_version", cfgp_set_tls_min_version },
@@ -987,6 +1257,9 @@ static const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT] = {
 	[CK_UPSTREAM_KEY] = { "upstream_key", cfgp_set_upstream_key },
 	[CK_UPSTREAM_TLS_VERIFY] = { "upstream_tls_verify", cfgp_set_upstream_tls_verify },
 	[CK_UPSTREAM_DIAL_MAP] = { "upstream_dial_map", cfgp_set_upstream_dial_map },
+	[CK_GATEWAY] = { "gateway", cfgp_set_gateway },				/* [sni] */
+	[CK_SNI_BOOTSTRAP_HOST] = { "sni_bootstrap_host", cfgp_set_sni_bootstrap_host },
+	[CK_SNI_BROKER_PATTERN] = { "sni_broker_pattern", cfgp_set_sni_broker_pattern },
 };
 _Static_assert(CK_COUNT <= CFG_CLUSTER_KEYS_MAX, "cfg_cluster.key_lines too small");
 
@@ -1025,6 +1298,7 @@ cfgp_add_cluster(struct cfgp *p, const char *name)
 	cl->max_inflight = 1024;
 	cl->workers = 1;
 	cl->handover = true;
+	cl->sasl_max_frame_bytes = 512ULL << 10;  /* [sasl] */
 	cl->tls_min_version = CFG_TLS_1_2;
 	cl->upstream_tls_verify = true;
 	return 0;
@@ -1317,6 +1591,65 @@ cfgp_finish_tls(struct cfgp *p, struct cfg_cluster *cl, const struct cfgp_meta *
 		    "required with it");
 }
 
+/*
+ * [sni] The gateway keys, after the common checks. Returns true when the
+ * cluster is in SNI mode (then fully checked here: it needs client TLS and
+ * has no broker ports, node ids or advertised host, which are refused
+ * rather than silently ignored), false for a port-per-broker cluster, where
+ * the sni_* keys are refused.
+ */
+static bool
+cfgp_finish_sni(struct cfgp *p, size_t idx)
+{
+	struct cfg_cluster *cl = &p->cfg->clusters[idx];
+	const struct cfgp_meta *m = &p->meta[idx];
+	static const enum cfgp_ckey sni_only[] = { CK_SNI_BOOTSTRAP_HOST, CK_SNI_BROKER_PATTERN };
+	static const enum cfgp_ckey ports_only[] = {
+		CK_BROKER_PORTS, CK_NODE_IDS, CK_ADVERTISED_HOST,
+	};
+	size_t i;
+
+	if (!m->ok[CK_GATEWAY] || cl->gateway != CFG_GATEWAY_SNI) {
+		for (i = 0; i < sizeof sni_only / sizeof sni_only[0]; i++)
+			if (m->line[sni_only[i]] != 0)
+				cfgp_err(p, m->line[sni_only[i]], "%s: only used with "
+				    "gateway = sni", cfgp_ckeys[sni_only[i]].name);
+		/* a bad gateway value was reported; the rest is checked as ports */
+		return false;
+	}
+	for (i = 0; i < sizeof sni_only / sizeof sni_only[0]; i++)
+		if (m->line[sni_only[i]] == 0)
+			cfgp_err(p, m->line[CK_GATEWAY], "gateway = sni needs %s in "
+			    "[cluster %s]", cfgp_ckeys[sni_only[i]].name, cl->name);
+	if (m->line[CK_TLS_CERT] == 0)
+		cfgp_err(p, m->line[CK_GATEWAY], "gateway = sni needs client TLS "
+		    "(tls_cert and tls_key): the broker is chosen by the server name "
+		    "of the TLS ClientHello");
+	for (i = 0; i < sizeof ports_only / sizeof ports_only[0]; i++)
+		if (m->line[ports_only[i]] != 0)
+			cfgp_err(p, m->line[ports_only[i]], "%s: not used with gateway = "
+			    "sni (every broker is reached on the bootstrap port by its "
+			    "server name, sni_broker_pattern); remove it",
+			    cfgp_ckeys[ports_only[i]].name);
+	if (m->ok[CK_SNI_BOOTSTRAP_HOST] && m->ok[CK_SNI_BROKER_PATTERN]) {
+		int32_t id;
+
+		if (sni_classify("", cl->sni_broker_pattern, cl->sni_bootstrap_host,
+		    strlen(cl->sni_bootstrap_host), &id) == SNI_BROKER)
+			cfgp_err(p, m->line[CK_SNI_BOOTSTRAP_HOST], "sni_bootstrap_host: "
+			    "'%s' is also the name of broker %ld by sni_broker_pattern "
+			    "'%s'; choose a name the pattern cannot produce",
+			    cl->sni_bootstrap_host, (long)id, cl->sni_broker_pattern);
+	}
+	/* the model of an SNI cluster: no broker listeners */
+	cl->broker_port_first = cl->broker_port_last = 0;
+	free(cl->node_ids);
+	cl->node_ids = NULL;
+	cl->n_brokers = 0;
+	cl->advertised_host[0] = '\0';
+	return true;
+}
+
 /* Required keys, defaults that depend on other keys, node ids. */
 static void
 cfgp_finish_cluster(struct cfgp *p, size_t idx)
@@ -1327,14 +1660,16 @@ cfgp_finish_cluster(struct cfgp *p, size_t idx)
 		CK_UPSTREAM, CK_BOOTSTRAP, CK_BROKER_PORTS,
 	};
 	size_t i, nports;
+	/* [sni] one listener: no broker_ports, no advertised_host */
+	bool sni = m->ok[CK_GATEWAY] && cl->gateway == CFG_GATEWAY_SNI;
 
 	for (i = 0; i < sizeof required / sizeof required[0]; i++)
-		if (m->line[required[i]] == 0)
+		if (m->line[required[i]] == 0 && !(sni && required[i] == CK_BROKER_PORTS))
 			cfgp_err(p, cl->line, "missing required key '%s' in "
 			    "[cluster %s]", cfgp_ckeys[required[i]].name,
 			    cl->name);
 
-	if (m->line[CK_ADVERTISED_HOST] == 0 && m->ok[CK_BOOTSTRAP]) {
+	if (!sni && m->line[CK_ADVERTISED_HOST] == 0 && m->ok[CK_BOOTSTRAP]) {
 		if (cfgp_host_wildcard(cl->bootstrap.host))
 			cfgp_err(p, m->line[CK_BOOTSTRAP], "advertised_host "
 			    "is required when bootstrap listens on a wildcard "
@@ -1348,6 +1683,8 @@ cfgp_finish_cluster(struct cfgp *p, size_t idx)
 	for (i = 0; i < CK_COUNT; i++)
 		cl->key_lines[i] = m->line[i];
 
+	if (cfgp_finish_sni(p, idx))
+		return;
 	if (!m->ok[CK_BROKER_PORTS])
 		return;
 	nports = (size_t)cl->broker_port_last - cl->broker_port_first + 1;
@@ -1423,7 +1760,7 @@ cfgp_check_ports(struct cfgp *p)
 		l[n++] = (struct cfgp_listener){ cl->bootstrap.host,
 		    cl->bootstrap.port, cl->bootstrap.port, i, "bootstrap",
 		    m->line[CK_BOOTSTRAP] };
-		if (m->ok[CK_BROKER_PORTS])
+		if (m->ok[CK_BROKER_PORTS] && cl->gateway == CFG_GATEWAY_PORTS)
 			l[n++] = (struct cfgp_listener){ cl->bootstrap.host,
 			    cl->broker_port_first, cl->broker_port_last, i,
 			    "broker_ports", m->line[CK_BROKER_PORTS] };
@@ -1499,6 +1836,7 @@ cfgp_finish(struct cfgp *p)
 	for (i = 0; i < p->cfg->n_clusters; i++)
 		cfgp_finish_cluster(p, i);
 	cfgp_check_ports(p);
+	cfgp_check_admin(p);
 	if (p->n_cluster_headers == 0)
 		cfgp_err(p, 1, "no [cluster NAME] section: at least one "
 		    "cluster is required");
@@ -1535,6 +1873,8 @@ cfgp_defaults(struct cfg *c, const char *path)
 	c->reload_upstream_check = true;
 	c->log_level = LOG_INFO;
 	c->log_format = CFG_LOG_LOGFMT;
+	c->control_socket_mode = 0600;
+	snprintf(c->admin_open_paths, sizeof c->admin_open_paths, "%s", CFG_DEFAULT_OPEN_PATHS);
 	return 0;
 }
 
@@ -1714,17 +2054,20 @@ cfg_cluster_canonical(const struct cfg_cluster *cl)
 	}
 	units_fmt_addr(&cl->bootstrap, buf, sizeof buf);
 	cfgp_sb_printf(&b, "\nbootstrap = %s\n", buf);
-	cfgp_sb_printf(&b, "advertised_host = %s\n", cl->advertised_host);
-	if (cl->broker_port_first == cl->broker_port_last)
-		cfgp_sb_printf(&b, "broker_ports = %u\n",
-		    (unsigned)cl->broker_port_first);
-	else
-		cfgp_sb_printf(&b, "broker_ports = %u-%u\n",
-		    (unsigned)cl->broker_port_first,
-		    (unsigned)cl->broker_port_last);
-	cfgp_sb_printf(&b, "node_ids = ");
-	cfgp_fmt_ids(&b, cl->node_ids, cl->n_brokers);
-	cfgp_sb_printf(&b, "\nmax_connections = %lu\n",
+	if (cl->gateway == CFG_GATEWAY_PORTS) {
+		cfgp_sb_printf(&b, "advertised_host = %s\n", cl->advertised_host);
+		if (cl->broker_port_first == cl->broker_port_last)
+			cfgp_sb_printf(&b, "broker_ports = %u\n",
+			    (unsigned)cl->broker_port_first);
+		else
+			cfgp_sb_printf(&b, "broker_ports = %u-%u\n",
+			    (unsigned)cl->broker_port_first,
+			    (unsigned)cl->broker_port_last);
+		cfgp_sb_printf(&b, "node_ids = ");
+		cfgp_fmt_ids(&b, cl->node_ids, cl->n_brokers);
+		cfgp_sb_printf(&b, "\n");
+	}
+	cfgp_sb_printf(&b, "max_connections = %lu\n",
 	    (unsigned long)cl->max_connections);
 	units_fmt_size(cl->max_frame_bytes, buf, sizeof buf);
 	cfgp_sb_printf(&b, "max_frame_bytes = %s\n", buf);
@@ -1738,6 +2081,9 @@ cfg_cluster_canonical(const struct cfg_cluster *cl)
 		cfgp_sb_printf(&b, "workers = auto\n");
 	else
 		cfgp_sb_printf(&b, "workers = %u\n", cl->workers);
+	/* [sasl] */
+	units_fmt_size(cl->sasl_max_frame_bytes, buf, sizeof buf);
+	cfgp_sb_printf(&b, "sasl_max_frame_bytes = %s\n", buf);
 	/* [tls]: client-facing keys only when TLS is on, upstream ones only
 	 * with upstream_tls (each needs the other), paths as given. */
 	if (cl->tls) {
@@ -1775,6 +2121,11 @@ cfg_cluster_canonical(const struct cfg_cluster *cl)
 		}
 		cfgp_sb_printf(&b, "\n");
 	}
+	/* [sni] */
+	cfgp_sb_printf(&b, "gateway = %s\n", cfg_gateway_str(cl->gateway));
+	if (cl->gateway == CFG_GATEWAY_SNI)
+		cfgp_sb_printf(&b, "sni_bootstrap_host = %s\nsni_broker_pattern = %s\n",
+		    cl->sni_bootstrap_host, cl->sni_broker_pattern);
 	if (b.failed) {
 		free(b.s);
 		return NULL;
@@ -1902,4 +2253,12 @@ cfg_policy_reload_str(enum cfg_policy_reload p)
 	if ((unsigned)p >= 2)
 		return "unknown";
 	return cfgp_reload_names[p];
+}
+
+const char *
+cfg_gateway_str(enum cfg_gateway g)
+{
+	if ((unsigned)g >= 2)
+		return "unknown";
+	return cfgp_gateway_names[g];
 }

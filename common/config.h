@@ -42,9 +42,21 @@ enum cfg_tls_client_auth {
 	CFG_TLS_AUTH_REQUIRED,   /* a verified client certificate or no connection */
 };
 
+/* [ferry] admin access control keys (admin) */
+#ifndef CFG_PATH_MAX
+#define CFG_PATH_MAX 1024  /* file paths of the config (certificates, keys, tokens) */
+#endif
+#define CFG_GROUP_MAX 64          /* control_socket_group */
+#define CFG_OPEN_PATHS_MAX 1024   /* admin_open_paths, normalised */
+#define CFG_DEFAULT_OPEN_PATHS "/admin/health,/admin/ready,/metrics"
+
 enum cfg_policy_startup { CFG_STARTUP_FAIL_FAST = 0, CFG_STARTUP_BEST_EFFORT };
 enum cfg_policy_reload { CFG_RELOAD_ALL_OR_NOTHING = 0, CFG_RELOAD_PER_CLUSTER };
 enum cfg_log_format { CFG_LOG_LOGFMT = 0, CFG_LOG_JSON };
+/* [sni] How clients reach the brokers: one port per broker (broker_ports,
+ * the default) or one TLS port where the ClientHello server name says
+ * which broker (sni_bootstrap_host, sni_broker_pattern; see common/sni.h). */
+enum cfg_gateway { CFG_GATEWAY_PORTS = 0, CFG_GATEWAY_SNI };
 
 /* A host:port pair. host is a name or a literal address, IPv6 without the
  * brackets ("::1"), "0.0.0.0" / "::" for wildcards.
@@ -106,6 +118,9 @@ struct cfg_cluster {
 	                                    reload (default on) */
 	uint32_t workers;                /* worker processes per generation, default 1;
 	                                    0 = auto (the CPUs ferryd may run on) */
+	/* [sasl] */
+	uint64_t sasl_max_frame_bytes;   /* client frames before SASL authentication
+	                                    (worker/kafka/sasl.h); default 512 KiB */
 
 	/* ---- TLS [tls]: client-facing (tls) and upstream (upstream_tls). The
 	 * files are read by the supervisor only (IPC_TLS_MATERIAL carries their
@@ -133,6 +148,14 @@ struct cfg_cluster {
 	/* Line where each cluster key was set (0 = default); see
 	 * cfg_cluster_key_line(). */
 	int key_lines[CFG_CLUSTER_KEYS_MAX];
+	/* [sni] SNI gateway. With CFG_GATEWAY_SNI the cluster has the bootstrap
+	 * listener only: no broker_ports, node_ids or advertised_host (n_brokers
+	 * is 0, node_ids NULL, broker_port_first/last 0); any node id the
+	 * upstream names is reached as sni_broker_pattern with the id, on the
+	 * bootstrap port. Requires client TLS (tls_cert). */
+	enum cfg_gateway gateway;
+	char sni_bootstrap_host[CFG_HOST_MAX];
+	char sni_broker_pattern[CFG_HOST_MAX];
 };
 
 struct cfg {
@@ -160,11 +183,28 @@ struct cfg {
 	uint64_t worker_watchdog_ms;     /* a worker must answer a ping within this;
 	                                    default 10s, 0 = off */
 
+	/* [ferry] admin access control (supervisor/adminauth.h says how they
+	 * are used). Paths are absolute; "" = unset. */
+	unsigned control_socket_mode;    /* permission bits, default 0600; never any
+	                                    bit for "other" */
+	char control_socket_group[CFG_GROUP_MAX]; /* group name or numeric gid the
+	                                    socket is given; "" = unchanged */
+	char admin_token_file[CFG_PATH_MAX];      /* bearer token for admin_listen */
+	char admin_open_paths[CFG_OPEN_PATHS_MAX]; /* comma list of paths readable
+	                                    without credentials on admin_listen,
+	                                    normalised ("a,b"); "" = none */
+	char admin_tls_cert[CFG_PATH_MAX];        /* HTTPS on admin_listen (with key) */
+	char admin_tls_key[CFG_PATH_MAX];
+	char admin_tls_client_ca[CFG_PATH_MAX];   /* client certificates it verifies
+	                                    authorize like the token */
+	bool admin_insecure;             /* allow a non-loopback admin_listen with no
+	                                    credentials; default off */
+
 	struct cfg_cluster *clusters;    /* in file order */
 	size_t n_clusters;
 
 	int ferry_line;                  /* line of the [ferry] header, 0 if none */
-	int ferry_key_lines[16];         /* see cfg_ferry_key_line() */
+	int ferry_key_lines[32];         /* see cfg_ferry_key_line() */
 };
 
 /*
@@ -247,7 +287,13 @@ const char *cfg_tls_client_auth_str(enum cfg_tls_client_auth a);
  * the key is unknown). */
 int cfg_ferry_key_line(const struct cfg *c, const char *key);
 
+/* Is the listening address host (as stored: an IP literal) a loopback
+ * address (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104)? Wildcards are not. */
+bool cfg_addr_is_loopback(const char *host);
+
 const char *cfg_policy_startup_str(enum cfg_policy_startup p);
 const char *cfg_policy_reload_str(enum cfg_policy_reload p);
+/* [sni] "ports" / "sni" */
+const char *cfg_gateway_str(enum cfg_gateway g);
 
 #endif

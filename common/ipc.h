@@ -124,7 +124,8 @@ struct ipc_conn_record {
 	int32_t broker_index;  /* -1: bootstrap listener */
 	uint32_t flags;        /* IPC_CONN_F_* */
 	int32_t upstream_try;  /* bootstrap connections: index into upstream */
-	uint32_t sasl;         /* SASL pass-through state, opaque outside conn.c */
+	uint32_t sasl;         /* SASL pass-through state (worker/kafka/sasl.h:
+	                          sasl_encode; never a raw exchange in progress) */
 	uint64_t requests;     /* requests served so far on this connection */
 	uint32_t pending_len;  /* client bytes read but not forwarded (a partial
 	                          request), right after this record */

@@ -2,10 +2,21 @@
  * admin — HTTP servers of the admin API on the supervisor's libev loop; see
  * admin.h for the model.
  *
- * Listeners: the control socket is created with mode 0600 in a directory
- * made on demand (0755). A socket file left behind by a dead ferryd is
+ * Listeners: the control socket is created owner-only in a directory made
+ * on demand (0755), then given control_socket_group and control_socket_mode
+ * before it listens. A socket file left behind by a dead ferryd is
  * replaced only when connecting to it is refused; if something answers, we
  * refuse to start rather than steal a live daemon's socket.
+ *
+ * Access (adminauth.h) is decided before a request is routed; admin.c only
+ * asks and logs. Connection I/O goes through the transport of
+ * common/transport.h: plain TCP / Unix, or TLS (common/tls.h) on an
+ * admin_listen with admin_tls_cert. The TLS handshake runs in the reading
+ * state under the head deadline and in the same eviction queue as a client
+ * that has sent nothing, so a stalled handshake is treated like a
+ * slowloris; which socket events are watched comes from the transport
+ * (admin_conn_rearm), never from the state alone. A TLS victim of eviction
+ * gets no 503 (plain bytes would not be TLS).
  *
  * Connections move through reading -> (deferred) -> writing -> lingering:
  * after the response the write side is shut down and unread input is
@@ -46,6 +57,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sodium.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -62,7 +74,10 @@
 #include "common/log.h"
 #include "common/units.h"
 #include "common/file.h"
+#include "common/tls.h"
+#include "common/transport.h"
 #include "common/tlsmat.h"
+#include "supervisor/adminauth.h"
 #include "supervisor/evict.h"
 #include "supervisor/status.h"
 #include "supervisor/statuspage.h"
@@ -103,6 +118,7 @@ struct admin_server {
 struct admin_conn {
 	struct admin_server *srv;
 	int fd;
+	struct transport tp;            /* plain, or TLS on an HTTPS admin_listen */
 	enum admin_conn_state state;
 	ev_io io;
 	ev_timer timer;
@@ -114,6 +130,7 @@ struct admin_conn {
 	size_t body_charged;            /* bytes counted in srv->body_buffered */
 	char *out;
 	size_t out_len, out_off;
+	struct adminauth_peer peer;     /* who is at the other end */
 	struct admin_conn *prev, *next; /* all connections (admin->conns) */
 	struct evict_node evict;        /* its place in srv->evict */
 };
@@ -128,6 +145,11 @@ struct admin {
 	dev_t socket_dev;               /* to unlink only our own socket */
 	ino_t socket_ino;
 	struct admin_conn *conns;
+	struct adminauth auth;          /* admin_listen's credentials */
+	struct adminauth pending;       /* of a reload, until it ends */
+	bool have_pending;
+	struct log_ratelimit rl_auth;   /* refusals */
+	struct adminauth_counters counters; /* refusals, for /metrics */
 };
 
 struct admin_route {
@@ -270,6 +292,40 @@ admin_route_match(const char *pattern, const char *path, char *param, size_t ple
 	return *path == '\0';
 }
 
+/* Access decision (adminauth.h) and the record of mutating calls. false:
+ * refused, resp holds the 401. */
+static bool
+admin_authorize(struct admin_conn *c, struct admin_response *resp)
+{
+	struct admin *a = c->srv->admin;
+	const struct http_request *hr = &c->parser.req;
+	enum adminauth_result r;
+	char who[sizeof c->peer.subject + 96], path[128];
+	uint64_t dropped = 0;
+
+	r = adminauth_check(&a->auth, c->peer.local, hr->path,
+	    http_request_header(hr, "Authorization"), c->peer.cert_verified);
+	adminauth_peer_fields(&c->peer, who, sizeof who);
+	admin_sanitize(hr->path, path, sizeof path);
+	if (!adminauth_allowed(r)) {
+		adminauth_count(&a->counters, r);
+		if (log_ratelimit_ok(&a->rl_auth, 5, 10, &dropped))
+			log_warn("admin request refused", "listener=%s method=%s path=\"%s\" "
+			    "reason=%s %s suppressed=%llu", c->srv->kind, hr->method, path,
+			    adminauth_result_str(r), who, (unsigned long long)dropped);
+		admin_response_error(resp, 401, "%s", adminauth_refusal_msg(&a->auth, r));
+		snprintf(resp->extra_headers, sizeof resp->extra_headers, "%s",
+		    adminauth_challenge(r));
+		return false;
+	}
+	/* every POST changes something (reload, drain, restart) or records
+	 * something (validate): say who asked */
+	if (strcmp(hr->method, "POST") == 0)
+		log_info("admin call", "listener=%s method=%s path=\"%s\" auth=%s %s",
+		    c->srv->kind, hr->method, path, adminauth_result_str(r), who);
+	return true;
+}
+
 static enum admin_handler_result
 admin_dispatch(struct admin_conn *c, struct admin_response *resp)
 {
@@ -284,6 +340,8 @@ admin_dispatch(struct admin_conn *c, struct admin_response *resp)
 		c->head_only = true;
 		method = "GET";
 	}
+	if (!admin_authorize(c, resp))
+		return ADMIN_RESPOND;
 	for (i = 0; i < sizeof admin_routes / sizeof admin_routes[0]; i++) {
 		const struct admin_route *r = &admin_routes[i];
 
@@ -348,10 +406,21 @@ admin_h_cluster(struct admin_request *req, struct admin_response *resp)
 static enum admin_handler_result
 admin_h_metrics(struct admin_request *req, struct admin_response *resp)
 {
+	char extra[1024];
+	int n;
+	char *body;
+
 	resp->body = status_metrics_text(req->sup, &resp->body_len);
 	if (resp->body == NULL) {
 		admin_response_error(resp, 500, "out of memory");
 		return ADMIN_RESPOND;
+	}
+	/* the admin API's own counters (adminauth.h) */
+	n = adminauth_metrics_text(&req->sup->admin->counters, extra, sizeof extra);
+	if (n > 0 && (body = realloc(resp->body, resp->body_len + (size_t)n + 1)) != NULL) {
+		memcpy(body + resp->body_len, extra, (size_t)n + 1);
+		resp->body = body;
+		resp->body_len += (size_t)n;
 	}
 	resp->status = 200;
 	resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
@@ -419,7 +488,7 @@ admin_h_validate(struct admin_request *req, struct admin_response *resp)
 	cfg_errors_init(&errs);
 	memset(&cfg, 0, sizeof cfg);
 	if (cfg_parse_string(name, text, len, &cfg, &errs) == 0 &&
-	    tlsmat_read(&cfg, &errs) == 0) {
+	    tlsmat_read(&cfg, &errs) == 0 && adminauth_check_cfg(&cfg, &errs) == 0) {
 		sup_record_validation(req->sup, true, version);
 		admin_response_json(resp, 200, json_pack("{s:b, s:s, s:I}",
 		    "valid", 1, "configVersion", version,
@@ -480,7 +549,7 @@ admin_conn_close(struct admin_conn *c)
 	admin_conn_uncharge(c);
 	ev_io_stop(loop, &c->io);
 	ev_timer_stop(loop, &c->timer);
-	close(c->fd);
+	transport_close(&c->tp);
 	http_parser_free(&c->parser);
 	free(c->out);
 	if (c->prev)
@@ -506,21 +575,51 @@ admin_conn_set_timer(struct admin_conn *c, double seconds)
 	}
 }
 
+/* Watch the socket for what the transport waits for in c's state: a
+ * blocked handshake or shutdown step, else reading (reading, lingering) or
+ * writing. Nothing while deferred. */
 static void
-admin_conn_linger(struct admin_conn *c)
+admin_conn_rearm(struct admin_conn *c)
 {
 	struct ev_loop *loop = c->srv->admin->loop;
+	int ev;
 
-	if (shutdown(c->fd, SHUT_WR) == -1) {
+	if (c->state == ADMIN_CONN_DEFERRED) {
+		ev_io_stop(loop, &c->io);
+		return;
+	}
+	ev = transport_interest(&c->tp, c->state != ADMIN_CONN_WRITING,
+	    c->state == ADMIN_CONN_WRITING);
+	if (ev == 0)
+		ev = c->state == ADMIN_CONN_WRITING ? EV_WRITE : EV_READ;
+	if (ev_is_active(&c->io) && (c->io.events & (EV_READ | EV_WRITE)) == ev)
+		return;
+	ev_io_stop(loop, &c->io);
+	ev_io_set(&c->io, c->fd, ev);
+	ev_io_start(loop, &c->io);
+}
+
+/* One step of closing our write side (TLS: close_notify); then the
+ * remaining input is drained until EOF or ADMIN_LINGER_TIMEOUT. */
+static void
+admin_conn_shutdown_step(struct admin_conn *c)
+{
+	int r = transport_shutdown(&c->tp);
+
+	if (r == -1) {
 		admin_conn_close(c);
 		return;
 	}
+	admin_conn_rearm(c);
+}
+
+static void
+admin_conn_linger(struct admin_conn *c)
+{
 	c->state = ADMIN_CONN_LINGERING;
 	admin_queue_put(c, EVICT_Q_LINGERING);
-	ev_io_stop(loop, &c->io);
-	ev_io_set(&c->io, c->fd, EV_READ);
-	ev_io_start(loop, &c->io);
 	admin_conn_set_timer(c, ADMIN_LINGER_TIMEOUT);
+	admin_conn_shutdown_step(c);
 }
 
 static void
@@ -529,11 +628,13 @@ admin_conn_write(struct admin_conn *c)
 	ssize_t n;
 
 	while (c->out_off < c->out_len) {
-		n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+		n = transport_write(&c->tp, c->out + c->out_off, c->out_len - c->out_off);
 		if (n == -1 && errno == EINTR)
 			continue;
-		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			admin_conn_rearm(c);
 			return;
+		}
 		if (n == -1) {
 			log_debug("admin client write failed", "listener=%s error=\"%s\"",
 			    c->srv->kind, strerror(errno));
@@ -549,7 +650,6 @@ admin_conn_write(struct admin_conn *c)
 static void
 admin_conn_send(struct admin_conn *c, struct admin_response *resp)
 {
-	struct ev_loop *loop = c->srv->admin->loop;
 	char path[128];
 
 	admin_sanitize(c->parser.req.path ? c->parser.req.path : "-", path, sizeof path);
@@ -570,9 +670,7 @@ admin_conn_send(struct admin_conn *c, struct admin_response *resp)
 	c->state = ADMIN_CONN_WRITING;
 	admin_conn_uncharge(c);
 	admin_queue_put(c, EVICT_Q_WRITING);
-	ev_io_stop(loop, &c->io);
-	ev_io_set(&c->io, c->fd, EV_WRITE);
-	ev_io_start(loop, &c->io);
+	admin_conn_rearm(c);
 	admin_conn_set_timer(c, ADMIN_WRITE_TIMEOUT);
 	admin_conn_write(c);
 }
@@ -617,6 +715,91 @@ admin_conn_fail(struct admin_conn *c, int status, const char *msg)
 	admin_conn_send(c, &resp);
 }
 
+/* Best effort, to a client that spoke plain HTTP to the HTTPS listener:
+ * say so in plain HTTP rather than just closing. */
+static void
+admin_send_plain_refusal(int fd)
+{
+	static const char body[] = "{\"error\":\"this admin listener speaks HTTPS: use "
+	    "https:// (ferryctl -a https://HOST:PORT --cacert FILE)\"}\n";
+	char msg[512], sink[4096];
+	int n;
+
+	/* what the client sent is unread: taking it first keeps the close
+	 * from turning into a reset that could discard our answer */
+	for (int i = 0; i < 4 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++)
+		;
+	n = snprintf(msg, sizeof msg, "HTTP/1.1 400 Bad Request\r\n"
+	    "Content-Type: application/json\r\nContent-Length: %zu\r\n"
+	    "Connection: close\r\n\r\n%s", sizeof body - 1, body);
+	if (n > 0 && (size_t)n < sizeof msg)
+		(void)send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* The TLS handshake of an HTTPS connection, one step; it runs under the
+ * head deadline and in the eviction queues like a client that has sent
+ * nothing yet, so a stalled handshake costs what a slowloris costs.
+ * true once bytes may flow (c may be closed otherwise). */
+static bool
+admin_conn_handshake(struct admin_conn *c)
+{
+	struct admin *a = c->srv->admin;
+	SSL *ssl;
+	int r = transport_handshake(&c->tp);
+	uint64_t dropped = 0;
+
+	if (r == 0) {
+		admin_conn_rearm(c);
+		return false;
+	}
+	if (r == -1) {
+		a->counters.tls_failures++;
+		if (log_ratelimit_ok(&a->rl_auth, 5, 10, &dropped))
+			log_info("admin TLS handshake failed", "listener=%s peer=%s error=\"%s\" "
+			    "suppressed=%llu", c->srv->kind, c->peer.addr,
+			    transport_tls_error(&c->tp), (unsigned long long)dropped);
+		if (transport_tls_plaintext(&c->tp))
+			admin_send_plain_refusal(c->fd);
+		admin_conn_close(c);
+		return false;
+	}
+	/* a client certificate that did not verify has failed the handshake
+	 * already (requested + verify); one that is here verified */
+	if ((ssl = transport_tls_ssl(&c->tp)) != NULL &&
+	    SSL_get0_peer_certificate(ssl) != NULL &&
+	    SSL_get_verify_result(ssl) == X509_V_OK) {
+		c->peer.cert_verified = true;
+		if (transport_peer(&c->tp, c->peer.subject, sizeof c->peer.subject) == -1)
+			c->peer.subject[0] = '\0';
+	}
+	admin_conn_rearm(c);
+	return true;
+}
+
+/* Send "100 Continue" once, best effort. On TLS the bytes go through the
+ * session: a write that blocks there cannot be abandoned (the record must
+ * be finished with the same bytes), so such a connection is closed
+ * (it has 2 KiB of socket buffer at least: it does not happen). */
+static bool
+admin_conn_continue(struct admin_conn *c)
+{
+	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+	ssize_t n;
+
+	c->continue_sent = true;
+	if (!transport_is_tls(&c->tp)) {
+		(void)send(c->fd, cont, sizeof cont - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+		return true;
+	}
+	n = transport_write(&c->tp, cont, sizeof cont - 1);
+	if (n == (ssize_t)(sizeof cont - 1))
+		return true;
+	admin_conn_close(c);
+	return false;
+}
+
+/* Read what there is (TLS: including what the session already holds,
+ * transport_pending) and parse it. c may be closed on return. */
 static void
 admin_conn_readable(struct admin_conn *c)
 {
@@ -624,16 +807,30 @@ admin_conn_readable(struct admin_conn *c)
 	ssize_t n;
 	enum http_result rc;
 
-	n = recv(c->fd, buf, sizeof buf, 0);
-	if (n == -1 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+	if (c->tp.state == TRANSPORT_HANDSHAKE && !admin_conn_handshake(c))
 		return;
+	if (c->state == ADMIN_CONN_LINGERING && c->tp.hs_want != TRANSPORT_WANT_NONE) {
+		/* our close_notify is still blocked: finish it first */
+		admin_conn_shutdown_step(c);
+		return;
+	}
+again:
+	n = transport_read(&c->tp, buf, sizeof buf);
+	if (n == -1 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) {
+		admin_conn_rearm(c);
+		return;
+	}
 	if (n <= 0) {
 		/* EOF or error; in lingering this is the normal end */
 		admin_conn_close(c);
 		return;
 	}
-	if (c->state == ADMIN_CONN_LINGERING)
+	if (c->state == ADMIN_CONN_LINGERING) {
+		if (transport_pending(&c->tp) > 0)
+			goto again;
+		admin_conn_rearm(c);
 		return;         /* discard */
+	}
 
 	rc = http_parser_feed(&c->parser, buf, (size_t)n);
 	if (rc == HTTP_ERROR) {
@@ -669,13 +866,15 @@ admin_conn_readable(struct admin_conn *c)
 			return;
 		}
 	}
-	if (!c->continue_sent && http_parser_wants_continue(&c->parser)) {
-		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-
-		/* best effort: a client that misses it sends the body anyway */
-		c->continue_sent = true;
-		(void)send(c->fd, cont, sizeof cont - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-	}
+	/* best effort: a client that misses it sends the body anyway */
+	if (!c->continue_sent && http_parser_wants_continue(&c->parser) &&
+	    !admin_conn_continue(c))
+		return;
+	/* bytes decrypted but not returned yet: the socket may never signal
+	 * them */
+	if (transport_pending(&c->tp) > 0)
+		goto again;
+	admin_conn_rearm(c);
 }
 
 static void
@@ -684,12 +883,10 @@ admin_conn_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 	struct admin_conn *c = w->data;
 
 	(void)loop;
-	if (c->state == ADMIN_CONN_WRITING) {
-		if (revents & EV_WRITE)
-			admin_conn_write(c);
-		return;
-	}
-	if (revents & EV_READ)
+	(void)revents;  /* the transport knows what each step waits for */
+	if (c->state == ADMIN_CONN_WRITING)
+		admin_conn_write(c);
+	else if (c->state != ADMIN_CONN_DEFERRED)
 		admin_conn_readable(c);
 }
 
@@ -768,7 +965,7 @@ admin_server_evict(struct admin_server *srv)
 	victim = admin_conn_of(n);
 	log_debug("admin connection evicted", "listener=%s state=%s bytes=%zu",
 	    srv->kind, admin_conn_state_str(victim->state), victim->parser.len);
-	if (victim->state == ADMIN_CONN_READING)
+	if (victim->state == ADMIN_CONN_READING && !transport_is_tls(&victim->tp))
 		admin_send_busy(victim->fd);
 	admin_conn_close(victim);
 	srv->evicted++;
@@ -784,6 +981,13 @@ admin_backoff_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	(void)revents;
 	srv->backing_off = false;
 	admin_server_update(srv);
+}
+
+/* Does srv speak HTTPS (admin_listen with admin_tls_cert)? */
+static bool
+admin_server_tls(const struct admin_server *srv)
+{
+	return srv == &srv->admin->http && srv->admin->auth.tls_ctx != NULL;
 }
 
 static void
@@ -822,19 +1026,37 @@ admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 				srv->refused++;
 			admin_server_log_evictions(srv);
 			if (!room) {
-				admin_send_busy(fd);
+				if (!admin_server_tls(srv))
+					admin_send_busy(fd);
 				close(fd);
 				continue;
 			}
 		}
 		if ((c = calloc(1, sizeof *c)) == NULL) {
-			admin_send_busy(fd);
+			if (!admin_server_tls(srv))
+				admin_send_busy(fd);
 			close(fd);
 			break;
 		}
 		c->srv = srv;
 		c->fd = fd;
 		c->state = ADMIN_CONN_READING;
+		if (admin_server_tls(srv)) {
+			int one = 1;
+
+			/* the response and the close_notify after it are two
+			 * small writes: without this, Nagle holds the second
+			 * until the client's delayed ACK (40 ms a request) */
+			(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+			if (transport_tls_server_init(&c->tp, fd, a->auth.tls_ctx) == -1) {
+				close(fd);
+				free(c);
+				break;
+			}
+		} else {
+			transport_plain_init(&c->tp, fd);
+		}
+		adminauth_peer_identify(&c->peer, fd, srv == &a->control);
 		evict_node_init(&c->evict);
 		http_parser_init(&c->parser);
 		ev_io_init(&c->io, admin_conn_io_cb, fd, EV_READ);
@@ -926,9 +1148,14 @@ admin_socket_live(const struct sockaddr_un *sun)
 	return rc;
 }
 
+/* Bind the control socket at path: created with no permission for anyone
+ * but the owner (umask around bind), then given its group and widened to
+ * mode before listen(), so nobody else can connect before it is final. */
 static int
-admin_bind_control(struct admin *a, const char *path, char *err, size_t errlen)
+admin_bind_control(struct admin *a, const char *path, mode_t mode, const char *group,
+		   char *err, size_t errlen)
 {
+	gid_t gid;
 	struct sockaddr_un sun;
 	struct stat st;
 	mode_t old_umask;
@@ -941,6 +1168,8 @@ admin_bind_control(struct admin *a, const char *path, char *err, size_t errlen)
 		return -1;
 	}
 	memcpy(sun.sun_path, path, strlen(path) + 1);
+	if (adminauth_socket_gid(group, &gid, err, errlen) == -1)
+		return -1;
 	if (admin_mkdir_parent(path, err, errlen) == -1)
 		return -1;
 	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) == -1) {
@@ -980,7 +1209,14 @@ admin_bind_control(struct admin *a, const char *path, char *err, size_t errlen)
 		admin_seterr(err, errlen, "control socket %s: bind: %s", path, strerror(errno));
 		goto fail;
 	}
-	if (chmod(path, 0600) == -1 || lstat(path, &st) == -1) {
+	if (gid != (gid_t)-1 && lchown(path, (uid_t)-1, gid) == -1) {
+		admin_seterr(err, errlen, "control socket %s: cannot give it group %s: %s%s", path,
+		    group, strerror(errno), errno == EPERM ? " (ferryd must run as root or be "
+		    "a member of that group)" : "");
+		unlink(path);
+		goto fail;
+	}
+	if (chmod(path, mode) == -1 || lstat(path, &st) == -1) {
 		admin_seterr(err, errlen, "control socket %s: %s", path, strerror(errno));
 		unlink(path);
 		goto fail;
@@ -1073,6 +1309,47 @@ admin_conn_budget(const struct sup *s)
 }
 
 int
+admin_reload_prepare(struct sup *s, const struct cfg *next, char *err, size_t errlen)
+{
+	struct admin *a = s->admin;
+
+	if (a == NULL)
+		return 0;
+	adminauth_clear(&a->pending);
+	a->have_pending = false;
+	if (adminauth_load_cfg(&a->pending, next, err, errlen) == -1)
+		return -1;
+	a->have_pending = true;
+	return 0;
+}
+
+void
+admin_reload_end(struct sup *s, bool apply)
+{
+	struct admin *a = s->admin;
+	bool changed;
+
+	if (a == NULL || !a->have_pending)
+		return;
+	a->have_pending = false;
+	if (!apply) {
+		adminauth_clear(&a->pending);
+		return;
+	}
+	changed = !adminauth_same(&a->auth, &a->pending);
+	/* connections in progress keep their own reference to the old TLS
+	 * context (SSL_new takes one); new ones use the new certificate */
+	adminauth_clear(&a->auth);
+	a->auth = a->pending;
+	memset(&a->pending, 0, sizeof a->pending);  /* moved, not cleared */
+	if (changed)
+		log_info("admin access settings applied", "auth=%s https=%s open_paths=\"%s\"",
+		    adminauth_summary(&a->auth), a->auth.tls_ctx ? "on" : "off",
+		    a->auth.open_paths);
+	adminauth_log_tls(&a->auth);
+}
+
+int
 admin_start(struct sup *s, struct ev_loop *loop, char *err, size_t errlen)
 {
 	struct admin *a;
@@ -1096,14 +1373,25 @@ admin_start(struct sup *s, struct ev_loop *loop, char *err, size_t errlen)
 	admin_server_init(a, &a->http, "http");
 	a->control.max_conns = a->http.max_conns = admin_conn_budget(s);
 	s->admin = a;
-	if (admin_bind_control(a, s->cfg.control_socket, err, errlen) == -1)
+	if (adminauth_load_cfg(&a->auth, &s->cfg, err, errlen) == -1)
 		goto fail;
-	log_info("control socket listening", "path=\"%s\"", s->cfg.control_socket);
+	if (admin_bind_control(a, s->cfg.control_socket, (mode_t)s->cfg.control_socket_mode,
+	    s->cfg.control_socket_group, err, errlen) == -1)
+		goto fail;
+	log_info("control socket listening", "path=\"%s\" mode=%04o group=%s",
+	    s->cfg.control_socket, s->cfg.control_socket_mode,
+	    s->cfg.control_socket_group[0] ? s->cfg.control_socket_group : "-");
 	if (s->cfg.admin_enabled) {
 		if (admin_bind_tcp(a, &s->cfg.admin_listen, err, errlen) == -1)
 			goto fail;
 		units_fmt_addr(&s->cfg.admin_listen, name, sizeof name);
-		log_info("admin API listening", "address=%s", name);
+		log_info("admin API listening", "address=%s auth=%s https=%s", name,
+		    adminauth_summary(&a->auth), a->auth.tls_ctx ? "on" : "off");
+		adminauth_log_tls(&a->auth);
+		if (!a->auth.token_set && !a->auth.client_certs &&
+		    !cfg_addr_is_loopback(s->cfg.admin_listen.host))
+			log_warn("admin API open to the network without credentials",
+			    "address=%s reason=\"admin_insecure = on\"", name);
 	}
 	return 0;
 fail:
@@ -1139,6 +1427,8 @@ admin_stop(struct sup *s)
 	if (a->socket_path[0] != '\0' && lstat(a->socket_path, &st) == 0 &&
 	    st.st_dev == a->socket_dev && st.st_ino == a->socket_ino)
 		unlink(a->socket_path);
+	adminauth_clear(&a->auth);
+	adminauth_clear(&a->pending);
 	free(a);
 	s->admin = NULL;
 }

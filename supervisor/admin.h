@@ -1,6 +1,11 @@
 /*
  * admin — the HTTP admin API of ferryd (DESIGN §7), served identically on
- * the control socket (Unix, mode 0600) and on `admin_listen` (TCP).
+ * the control socket (Unix, mode control_socket_mode, default 0600) and on
+ * `admin_listen` (TCP), except for who may call it: adminauth.h decides per
+ * request (the socket's permissions, or a token / client certificate on
+ * admin_listen), and every mutating call (POST) is logged with its caller
+ * (uid and pid from SO_PEERCRED on the socket; address, and certificate
+ * subject when there is one, on TCP).
  *
  * Each connection carries one request: it is read with a deadline, routed
  * through a static table of {method, path pattern, handler}, answered with
@@ -106,6 +111,12 @@ struct sup_answer;
  * a client that went away meanwhile is simply not answered. */
 void admin_answer_reload(struct sup *s, uint64_t waiter, const struct sup_reload_record *rec);
 void admin_answer_op(struct sup *s, uint64_t waiter, const struct sup_answer *a);
+
+/* Reload of the access settings (sup_ops.admin_prepare / reload_end, see
+ * supervisor.h): prepare reads the credentials of next into a pending set;
+ * end applies it (apply) or drops it. */
+int admin_reload_prepare(struct sup *s, const struct cfg *next, char *err, size_t errlen);
+void admin_reload_end(struct sup *s, bool apply);
 
 /* Complete a deferred request: takes over resp->body and starts writing. */
 void admin_conn_respond(struct admin_conn *c, struct admin_response *resp);

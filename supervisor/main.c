@@ -14,6 +14,7 @@
 #include "common/file.h"
 #include "common/tlsmat.h"
 #include "common/log.h"
+#include "supervisor/adminauth.h"
 #include "supervisor/supervisor.h"
 #include "worker/worker.h"
 
@@ -81,6 +82,17 @@ main(int argc, char **argv)
 	}
 	cfg_errors_free(&errs);
 	if (test) {
+		/* the admin API's credentials (token file, HTTPS files), as read
+		 * at start and by every reload */
+		cfg_errors_init(&errs);
+		if (adminauth_check_cfg(&cfg, &errs) == -1) {
+			fprintf(stderr, "%s\nferryd: %s: configuration rejected\n", errs.msg[0], path);
+			cfg_errors_free(&errs);
+			cfg_free(&cfg);
+			free(text);
+			return 1;
+		}
+		cfg_errors_free(&errs);
 		printf("ferryd: %s: configuration ok (%zu cluster%s)\n", path, cfg.n_clusters,
 		    cfg.n_clusters == 1 ? "" : "s");
 		cfg_free(&cfg);

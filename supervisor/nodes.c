@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/genshm.h"
 #include "common/log.h"
 
 void
@@ -16,6 +17,23 @@ sup_nodes_free(struct sup_nodes *m)
 	memset(m, 0, sizeof *m);
 }
 
+/* A node id this cluster serves: one with a broker port, or with gateway =
+ * sni any id (brokers are told apart by name), up to GENSHM_NODES of them
+ * (the worker's table). */
+static bool
+sup_nodes_ours(const struct cfg_cluster *cl, int32_t node_id)
+{
+	if (cl->gateway == CFG_GATEWAY_SNI)
+		return node_id >= 0;
+	return cfg_node_index(cl, node_id) >= 0;
+}
+
+static size_t
+sup_nodes_max(const struct cfg_cluster *cl)
+{
+	return cl->gateway == CFG_GATEWAY_SNI ? GENSHM_NODES : cl->n_brokers;
+}
+
 /* Drop entries whose node id has no broker port in cl (a reload took it
  * away): the map never holds more than cl's broker ports. */
 static void
@@ -23,7 +41,7 @@ sup_nodes_prune(struct sup_nodes *m, const struct cfg_cluster *cl)
 {
 	size_t k = 0;
 	for (size_t i = 0; i < m->n; i++)
-		if (cfg_node_index(cl, m->v[i].node_id) >= 0)
+		if (sup_nodes_ours(cl, m->v[i].node_id))
 			m->v[k++] = m->v[i];
 	m->n = k;
 }
@@ -33,7 +51,7 @@ sup_nodes_learn(struct sup_cluster *c, const struct sup_gen *g, const struct nod
 {
 	const struct cfg_cluster *cl = c->ccfg ? c->ccfg->cl : NULL;
 	struct sup_nodes *m = &c->nodes;
-	if (!cl || cfg_node_index(cl, e->node_id) < 0)
+	if (!cl || !sup_nodes_ours(cl, e->node_id))
 		return;
 	if (strcmp(m->upstream_key, g->upstream_key) != 0) {
 		/* another upstream: the older one's news never replace the
@@ -59,14 +77,14 @@ sup_nodes_learn(struct sup_cluster *c, const struct sup_gen *g, const struct nod
 		*x = *e;
 		return;
 	}
-	if (m->n >= cl->n_brokers)
+	if (m->n >= sup_nodes_max(cl))
 		sup_nodes_prune(m, cl);
-	if (m->n >= cl->n_brokers)
+	if (m->n >= sup_nodes_max(cl))
 		return;  /* (cannot happen: e's node id is one of cl's, not in the map) */
 	if (m->n == m->cap) {
 		size_t cap = m->cap ? 2 * m->cap : 8;
-		if (cap > cl->n_brokers)
-			cap = cl->n_brokers;
+		if (cap > sup_nodes_max(cl))
+			cap = sup_nodes_max(cl);
 		struct nodemap_entry *v = realloc(m->v, cap * sizeof *v);
 		if (!v)
 			return;  /* a later fetch learns it again */
@@ -85,10 +103,15 @@ sup_on_node_learned(struct sup *s, struct sup_proc *p, const void *payload, size
 	struct nodemap_reader r;
 	struct nodemap_entry e;
 	char err[128];
+	struct sup_cluster *c = p->gen->cluster;
 	if (nodemap_reader_init(&r, payload, len, NODEMAP_MAX_COUNT, err, sizeof err) == -1)
 		return;  /* (ipc_decode checked it already) */
-	while (nodemap_reader_next(&r, &e, err, sizeof err) == 1)
-		sup_nodes_learn(p->gen->cluster, p->gen, &e);
+	/* A worker has no more nodes to tell than broker ports: the work one
+	 * message can cost the supervisor's loop is bounded by the cluster's
+	 * size, whatever a worker sends. */
+	size_t max = c->ccfg && c->ccfg->cl ? sup_nodes_max(c->ccfg->cl) : 0;
+	for (size_t i = 0; i < max && nodemap_reader_next(&r, &e, err, sizeof err) == 1; i++)
+		sup_nodes_learn(c, p->gen, &e);
 }
 
 size_t
@@ -104,7 +127,7 @@ sup_nodes_payload(const struct sup_cluster *c, const struct sup_gen *g,
 	    c->upstream == SUP_UPSTREAM_REACHABLE ? NODEMAP_F_REACHABLE : 0);
 	while (*from < m->n) {
 		const struct nodemap_entry *e = &m->v[*from];
-		if (cfg_node_index(cl, e->node_id) < 0) {
+		if (!sup_nodes_ours(cl, e->node_id)) {
 			(*from)++;
 			continue;
 		}

@@ -104,6 +104,7 @@ bool
 plan_same_listeners(const struct cfg_cluster *a, const struct cfg_cluster *b)
 {
 	return plan_addr_eq(&a->bootstrap, &b->bootstrap) &&
+	       a->gateway == b->gateway &&   /* [sni] */
 	       a->broker_port_first == b->broker_port_first &&
 	       a->broker_port_last == b->broker_port_last;
 }
@@ -143,6 +144,17 @@ plan_check_restart_keys(const struct cfg *running, const struct cfg *next,
 	}
 	if (strcmp(running->user, next->user) != 0)
 		plan_restart_key(next, errs, "user", running->user, next->user);
+	/* how the control socket is created: only at start */
+	if (running->control_socket_mode != next->control_socket_mode) {
+		char a[8], b[8];
+		snprintf(a, sizeof a, "%04o", running->control_socket_mode);
+		snprintf(b, sizeof b, "%04o", next->control_socket_mode);
+		plan_restart_key(next, errs, "control_socket_mode", a, b);
+	}
+	if (strcmp(running->control_socket_group, next->control_socket_group) != 0)
+		plan_restart_key(next, errs, "control_socket_group",
+		    running->control_socket_group[0] ? running->control_socket_group : "(none)",
+		    next->control_socket_group[0] ? next->control_socket_group : "(none)");
 	if (running->log_format != next->log_format)
 		plan_restart_key(next, errs, "log_format",
 		    running->log_format == CFG_LOG_JSON ? "json" : "logfmt",
@@ -263,14 +275,16 @@ plan_listens_on(const struct cfg_cluster *cl, const struct cfg_addr *a)
 		return false;
 	if (cl->bootstrap.port == a->port)
 		return true;
-	return a->port >= cl->broker_port_first && a->port <= cl->broker_port_last;
+	/* [sni] gateway = sni: the bootstrap port only (n_brokers 0) */
+	return cl->n_brokers > 0 && a->port >= cl->broker_port_first && a->port <= cl->broker_port_last;
 }
 
-/* Every address of cl, one after another: index 0 bootstrap, then brokers. */
+/* Every address of cl, one after another: index 0 bootstrap, then brokers
+ * (one per broker port; none with gateway = sni). */
 static size_t
 plan_n_addrs(const struct cfg_cluster *cl)
 {
-	return 1 + (size_t)(cl->broker_port_last - cl->broker_port_first) + 1;
+	return 1 + cl->n_brokers;
 }
 
 static struct cfg_addr

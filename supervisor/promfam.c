@@ -126,7 +126,7 @@ promfam_write(FILE *f, struct sup *s)
 	 * (cluster, label value), each summed from one shared-block field. */
 	static const struct promfam_split {
 		const char *name, *help, *label;
-		struct { const char *value; size_t off; } v[5];
+		struct { const char *value; size_t off; } v[8];
 		size_t n;
 	} splits[] = {
 		{ "ferry_bytes_total", "Bytes forwarded, by direction", "direction", {
@@ -139,7 +139,8 @@ promfam_write(FILE *f, struct sup *s)
 			{ "tls_on_plaintext", offsetof(struct metrics, tls_on_plaintext) },
 			{ "plaintext_on_tls", offsetof(struct metrics, plaintext_on_tls) },
 			{ "tls_handshake", offsetof(struct metrics, tls_handshake_failures) },
-		}, 4 },
+			{ "sni_unknown", offsetof(struct metrics, sni_unknown) },	/* [sni] */
+		}, 5 },
 		{ "ferry_frames_rejected_total",
 		  "Connections closed for a frame ferry refused, by reason", "reason", {
 			{ "malformed_request", offsetof(struct metrics, malformed_requests) },
@@ -147,7 +148,10 @@ promfam_write(FILE *f, struct sup *s)
 			{ "too_large", offsetof(struct metrics, frame_too_large) },
 			{ "correlation_mismatch", offsetof(struct metrics, correlation_mismatch) },
 			{ "request_timeout", offsetof(struct metrics, request_timeouts) },
-		}, 5 },
+			/* [sasl] */
+			{ "sasl_frame_too_large", offsetof(struct metrics, sasl_frame_too_large) },
+			{ "sasl_mechanism_refused", offsetof(struct metrics, sasl_refused) },
+		}, 7 },
 		{ "ferry_drain_closes_total",
 		  "Client connections closed while a generation drained, by outcome", "outcome", {
 			{ "drained", offsetof(struct metrics, connections_drained) },

@@ -628,6 +628,13 @@ sup_reload_start(struct sup *s, const char *text, size_t len, const char *source
 		return reload_end_now(s, r, SUP_RELOAD_REJECTED, rec);
 	}
 	r->have_next = true;
+	/* 2b. The admin API's credentials (read even when nothing else changed) */
+	if (s->ops->admin_prepare &&
+	    s->ops->admin_prepare(s, &r->next, err, sizeof err) == -1) {
+		reload_add_error(s, "%s", err);
+		cfg_errors_free(&errs);
+		return reload_end_now(s, r, SUP_RELOAD_REJECTED, rec);
+	}
 	/* 3. Same bytes as running, and the same contents of the files they
 	 * name (a renewed certificate under the same path is a change):
 	 * nothing to do. */

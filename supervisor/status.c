@@ -239,6 +239,12 @@ status_cluster_json(struct sup_cluster *c)
 	for (i = 0; i < c->n_listeners; i++)
 		json_array_append_new(ls, status_listener_json(&c->listeners[i]));
 	json_object_set_new(o, "listeners", ls);
+	/* [sni] how clients reach the brokers */
+	json_object_set_new(o, "gateway", json_string(cfg_gateway_str(c->cfg.gateway)));
+	if (c->cfg.gateway == CFG_GATEWAY_SNI)
+		json_object_set_new(o, "sni", json_pack("{s:s, s:s}",
+		    "bootstrapHost", c->cfg.sni_bootstrap_host,
+		    "brokerPattern", c->cfg.sni_broker_pattern));
 
 	/* Upstream brokers whose node id has no broker port: clients cannot
 	 * reach them through ferry until node_ids/broker_ports cover them. */

@@ -691,10 +691,11 @@ static void
 sup_io_reload_end(struct sup *s, const struct sup_reload_record *rec)
 {
 	struct sup_io *io = s->io;
-	(void)rec;
 	if (!s->stopping)
 		certs_update(s, "reload");  /* [tickets] a renewed certificate, or a warning */
 	char buf[sizeof io->last_status];
+	admin_reload_end(s, rec->status == SUP_RELOAD_SUCCESS ||
+	    rec->status == SUP_RELOAD_UNCHANGED);
 	status_reload_text(s, buf, sizeof buf);
 	if (s->stopping)
 		notify_status("%s", buf);
@@ -719,6 +720,7 @@ static const struct sup_ops sup_io_ops = {
 	.stopped = sup_io_stopped,
 	.stopping = sup_io_stopping,
 	.reload_begin = sup_io_reload_begin,
+	.admin_prepare = admin_reload_prepare,
 	.reload_end = sup_io_reload_end,
 	.ready_changed = sup_io_ready_changed,
 };

@@ -269,6 +269,13 @@ struct sup_ops {
 	/* Lifecycle, for service managers (may be NULL). */
 	void (*stopping)(struct sup *s, const char *why);
 	void (*reload_begin)(struct sup *s);
+	/* The admin API's credentials of the new config (token file, TLS
+	 * material) are read and checked, kept aside until reload_end: applied
+	 * when the reload ends SUCCESS or UNCHANGED, dropped otherwise. Called
+	 * for every parsed config, unchanged ones too (a replaced token file
+	 * takes effect on reload). 0, or -1 with err ("file:line: key: ..."):
+	 * the reload is rejected. May be NULL. */
+	int (*admin_prepare)(struct sup *s, const struct cfg *next, char *err, size_t errlen);
 	void (*reload_end)(struct sup *s, const struct sup_reload_record *rec);
 	void (*ready_changed)(struct sup *s, bool ready);
 };

@@ -55,6 +55,13 @@ tickets_rotate_cluster(struct sup *s, struct sup_cluster *c)
 {
 	if (!c->tickets)
 		return;
+	if (!c->ccfg || !c->ccfg->cl || !c->ccfg->cl->tls) {
+		/* a reload turned TLS off: its workers need no keys any more */
+		tickets_free(c);
+		log_info("session-ticket keys wiped: the cluster has no TLS now", "cluster=%s",
+		    c->name);
+		return;
+	}
 	tickets_rotate(c->tickets);
 	size_t workers = sup_cluster_send(s, c, IPC_TICKET_KEYS, c->tickets, sizeof *c->tickets);
 	log_info("session-ticket keys rotated", "cluster=%s serial=%llu keys=%u workers=%zu",

@@ -13,7 +13,8 @@
  * rotated every TICKETS_ROTATE_MS: a new key[0] encrypts new tickets, the
  * previous ones keep decrypting up to TLSKEYS_MAX keys (so a ticket stays
  * usable for at least (TLSKEYS_MAX - 1) periods — two hours); wiped and
- * freed with the cluster (sodium_free).
+ * freed with the cluster (sodium_free), or at the next rotation once a
+ * reload turned the cluster's TLS off.
  *
  * Every worker of a TLS cluster gets the keys at start (IPC_TICKET_KEYS
  * right after CONFIG, supervisor.c) and every live worker of the cluster

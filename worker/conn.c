@@ -27,10 +27,13 @@
 #include <unistd.h>
 
 #include "worker/handover.h"
+#include "worker/sni_gate.h"
 #include "worker/kafka/apiversions.h"
 #include "worker/kafka/codec.h"
 #include "worker/kafka/rewrite.h"
+#include "worker/kafka/sasl.h"
 #include "worker/kafka/sniff.h"
+#include "common/sni.h"
 #include "common/tls.h"
 #include "common/transport.h"
 #include "worker/upstream.h"
@@ -93,6 +96,11 @@ struct conn {
 	ev_timer timer;
 	enum conn_state state;
 	int broker_index;
+	/* [sni] gateway = sni: the ClientHello named broker sni_node_id; its
+	 * slot (broker_index) is found once the upstream address is known */
+	bool sni_broker;
+	int32_t sni_node_id;
+	struct sni_pick sni_pick;   /* written by the ClientHello callback */
 	size_t upstream_try;
 	struct upstream_connect *uc;
 	struct dir req, resp;
@@ -124,6 +132,8 @@ struct conn {
 	bool ho_waiting;        /* ready to move, held back by the window */
 	uint64_t ho_id;         /* its record id in CONN_OUT / CONN_DONE */
 	uint64_t requests;      /* request headers parsed (carried in the record) */
+	struct sasl sasl;       /* SASL pass-through (worker/kafka/sasl.h; carried
+	                           in the record) */
 };
 
 /* All pending bytes of a boundary fit a record. */
@@ -236,7 +246,8 @@ conn_owes_nothing(const struct conn *c)
 {
 	return c->fifo_len == 0 && c->req.frame_left == 0 && c->req.fwd == 0 &&
 	       c->req.skip_left == 0 && c->resp.fwd == 0 && c->resp.frame_left == 0 &&
-	       !c->resp.acc && !c->resp.out;
+	       !c->resp.acc && !c->resp.out &&
+	       c->sasl.phase != SASL_RAW_SERVER;  /* the broker's raw token is owed */
 }
 
 /* Request bytes read from the client and not parsed yet. */
@@ -386,7 +397,7 @@ conn_close(struct conn *c, enum log_level lvl, const char *what)
 			transport_peer(&c->cli, peer, sizeof peer);
 			log_msg(lvl, what,
 			    "reason=\"%s\" client=%s listener=%s state=%s in_flight=%zu suppressed=%llu",
-			    c->why, peer, c->broker_index < 0 ? "bootstrap" : "broker",
+			    c->why, peer, c->broker_index < 0 && !c->sni_broker ? "bootstrap" : "broker",
 			    conn_state_str(c->state), c->fifo_len, (unsigned long long)sup);
 		}
 	} else {
@@ -577,6 +588,44 @@ req_check_prefix(struct conn *c, const uint8_t *p, size_t avail)
 	return 1;
 }
 
+/* The pre-authentication limit in force: the smaller of the two. */
+static uint64_t
+conn_sasl_limit(const struct conn *c)
+{
+	const struct cfg_cluster *cl = c->w->cl;
+	return cl->sasl_max_frame_bytes < cl->max_frame_bytes ? cl->sasl_max_frame_bytes
+	    : cl->max_frame_bytes;
+}
+
+/* A client token of a legacy raw SASL exchange (no Kafka header, no
+ * correlation id): streamed by its length prefix. Same returns as
+ * req_parse. */
+static int
+req_raw_token(struct conn *c, const uint8_t *p, size_t avail)
+{
+	struct worker *w = c->w;
+	uint64_t frame = 0;
+	char err[160];
+	int r = sasl_on_raw_token(&c->sasl, true, p, avail, conn_sasl_limit(c), &frame, err,
+	    sizeof err);
+	if (r == SASL_NEED_MORE) {
+		c->req_need_more = true;
+		return 0;
+	}
+	if (r == SASL_TOO_LARGE) {
+		METRIC_ADD(w->m, sasl_frame_too_large, 1);
+		return conn_fail(c, "%s: over sasl_max_frame_bytes before authentication "
+		    "(%s exchange, legacy raw framing)", err, c->sasl.mech_name);
+	}
+	if (r != SASL_OK) {
+		METRIC_ADD(w->m, malformed_requests, 1);
+		return conn_fail(c, "malformed SASL exchange: %s", err);
+	}
+	c->req.frame_left = frame;
+	conn_drain_consume(c, frame);
+	return 1;
+}
+
 static int
 req_parse(struct conn *c)
 {
@@ -611,6 +660,10 @@ req_parse(struct conn *c)
 		return 0;
 	if (c->draining && c->drain_credit == 0 && !conn_drain_grace(c))
 		return 0;
+	if (!sasl_client_parse_ok(&c->sasl))
+		return 0;  /* the broker answers first (v0 handshake, raw token) */
+	if (c->sasl.phase == SASL_RAW_CLIENT)
+		return req_raw_token(c, d->buf + at, avail);
 	if (c->fifo_len >= w->cl->max_inflight) {
 		/* Backpressure, not an error: the next request waits (and the
 		 * client is not read past it) until responses drain. */
@@ -631,6 +684,11 @@ req_parse(struct conn *c)
 	/* Keys newer than the codec's table: their header layout is a guess
 	 * and nothing in ferry has vetted what their responses carry. */
 	int16_t key = kc_get_i16(p + 4);
+	if (!c->seen_request && sasl_legacy_gssapi(p, avail)) {
+		METRIC_ADD(w->m, sasl_refused, 1);
+		return conn_fail(c, "a bare GSSAPI token with no SaslHandshake (a Kafka 0.9 "
+		    "client) is not relayed: use a client with SaslHandshake v1");
+	}
 	if (key > KC_API_KEY_MAX_KNOWN) {
 		METRIC_ADD(w->m, malformed_requests, 1);
 		return conn_fail(c, "refused request with unknown API key %d", key);
@@ -643,6 +701,25 @@ req_parse(struct conn *c)
 	if (r != KC_OK) {
 		METRIC_ADD(w->m, malformed_requests, 1);
 		return conn_fail(c, "malformed request: %s", err);
+	}
+	/* SASL pass-through: the pre-authentication limit, the mechanism of
+	 * a handshake (a v0 one stops parsing until its answer). */
+	if (!sasl_frame_allowed(&c->sasl, h.api_key, (uint64_t)h.size, conn_sasl_limit(c))) {
+		METRIC_ADD(w->m, sasl_frame_too_large, 1);
+		return conn_fail(c, "%s request of %d bytes before SASL authentication exceeds "
+		    "sasl_max_frame_bytes (%llu)", kc_api_name(h.api_key), h.size,
+		    (unsigned long long)conn_sasl_limit(c));
+	}
+	r = sasl_on_request(&c->sasl, p, avail, &h, err, sizeof err);
+	if (r == SASL_NEED_MORE)
+		goto need_more;
+	if (r == SASL_REFUSED) {
+		METRIC_ADD(w->m, sasl_refused, 1);
+		return conn_fail(c, "%s", err);
+	}
+	if (r != SASL_OK) {
+		METRIC_ADD(w->m, malformed_requests, 1);
+		return conn_fail(c, "%s", err);
 	}
 	c->seen_request = true;
 	c->requests++;
@@ -701,6 +778,20 @@ conn_map_broker(void *ctx, int32_t node_id, const char *up_host, size_t up_host_
 	struct conn *c = ctx;
 	struct worker *w = c->w;
 	upstream_learn_node(w, node_id, up_host, up_host_len, up_port);
+	if (w->cl->gateway == CFG_GATEWAY_SNI) {
+		/* [sni] every broker on the one TLS port, by its server name */
+		int n = worker_node_slot(w, node_id, false) < 0 ? -1 :
+		    sni_format(w->cl->sni_broker_pattern, node_id, w->sni_host, sizeof w->sni_host);
+		if (n < 0) {
+			METRIC_ADD(w->m, unknown_node, 1);
+			worker_unknown_node(w, node_id, up_host, up_host_len, up_port);
+			return -1;
+		}
+		*host = w->sni_host;
+		*host_len = (size_t)n;
+		*port = w->cl->bootstrap.port;
+		return 0;
+	}
 	int idx = cfg_node_index(w->cl, node_id);
 	if (idx < 0) {
 		/* Dropped from what the client sees (never an upstream address);
@@ -778,6 +869,28 @@ resp_parse(struct conn *c)
 			return resp_finish_rewrite(c);
 		return take > 0;
 	}
+	if (c->sasl.phase == SASL_RAW_SERVER) {
+		/* The broker's token of a legacy raw SASL exchange. */
+		if (avail == 0)
+			return 0;
+		uint64_t frame = 0;
+		char err[160];
+		int r = sasl_on_raw_token(&c->sasl, false, d->buf + d->start + d->fwd, avail,
+		    w->cl->max_frame_bytes, &frame, err, sizeof err);
+		if (r == SASL_NEED_MORE)
+			return 0;
+		if (r != SASL_OK) {
+			if (r == SASL_TOO_LARGE)
+				METRIC_ADD(w->m, frame_too_large, 1);
+			else
+				METRIC_ADD(w->m, malformed_responses, 1);
+			return conn_upstream_broken(c, "%s", err);
+		}
+		d->frame_left = frame;
+		if (c->sasl.authenticated && c->sasl.phase == SASL_KAFKA)
+			log_debug("SASL raw exchange relayed", "mechanism=%s", c->sasl.mech_name);
+		return 1;
+	}
 	struct inflight *head = fifo_head(c);
 	if (head && head->synthetic) {
 		if (d->fwd)
@@ -828,6 +941,22 @@ resp_parse(struct conn *c)
 		    "%d (%s)", corr, head->corr, kc_api_name(head->key));
 	}
 	c->seen_response = true;
+	if (head->key == KC_API_SASL_HANDSHAKE || head->key == KC_API_SASL_AUTHENTICATE) {
+		/* Its error code moves the SASL state on (sasl.h). */
+		r = sasl_on_response(&c->sasl, head->key, head->ver, p, avail, err, sizeof err);
+		if (r == SASL_NEED_MORE) {
+			if (d->start + d->fwd == 0 && d->end == WORKER_BUF_SIZE) {
+				METRIC_ADD(w->m, malformed_responses, 1);
+				return conn_upstream_broken(c, "%s response header larger than %d "
+				    "bytes", kc_api_name(head->key), WORKER_BUF_SIZE);
+			}
+			return 0;
+		}
+		if (r != SASL_OK) {
+			METRIC_ADD(w->m, malformed_responses, 1);
+			return conn_upstream_broken(c, "%s", err);
+		}
+	}
 	if (kc_response_needs_rewrite(head->key, head->ver)) {
 		if (d->fwd)
 			return 0;  /* flush what precedes it first */
@@ -944,6 +1073,15 @@ conn_tls_accepted(struct conn *c)
 	}
 	c->state = CONN_CONNECTING;
 	c->last_active = ev_now(w->loop);
+	if (w->cl->gateway == CFG_GATEWAY_SNI) {
+		/* [sni] the ClientHello's server name chose the upstream */
+		if (!c->sni_pick.decided)
+			return conn_fail(c, "no server name decision after the TLS handshake");
+		c->sni_broker = c->sni_pick.match == SNI_BROKER;
+		c->sni_node_id = c->sni_pick.node_id;
+		log_debug("TLS server name", "route=%s node_id=%d",
+		    sni_match_str(c->sni_pick.match), (int)c->sni_node_id);
+	}
 	return conn_connect_begin(c);
 }
 
@@ -963,6 +1101,8 @@ conn_tls_step(struct conn *c)
 			return conn_fail(c, "plaintext on a TLS listener: %s",
 			    transport_tls_error(&c->cli));
 		}
+		if (c->sni_pick.refused)  /* [sni] counted (sni_unknown) and logged */
+			return conn_end(c, "TLS server name refused (unrecognized_name)");
 		METRIC_ADD(w->m, tls_handshake_failures, 1);
 		return conn_fail(c, "TLS handshake with client: %s",
 		    transport_tls_error(&c->cli)[0] ? transport_tls_error(&c->cli) : strerror(errno));
@@ -1045,6 +1185,10 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 	if (c->up_eof && !c->resp.fwd && !c->resp.out) {
 		/* Every whole response received has been delivered. */
 		METRIC_ADD(w->m, upstream_closed, 1);
+		if (c->sasl.phase == SASL_RAW_SERVER && !c->resp.frame_left)
+			return conn_end(c, "upstream closed the connection instead of answering "
+			    "a %s token (legacy raw SASL): authentication refused",
+			    c->sasl.mech_name);
 		if (c->fifo_len == 0 && !c->resp.frame_left && !c->resp.acc)
 			return conn_end(c, "upstream closed the connection");
 		struct inflight *head = fifo_head(c);
@@ -1329,6 +1473,21 @@ conn_connect_begin(struct conn *c)
 	struct worker *w = c->w;
 	const char *host;
 	uint16_t port;
+	if (c->sni_broker && c->broker_index < 0) {
+		/* [sni] the broker the server name asked for */
+		int idx = upstream_node_find(w, c->sni_node_id);
+		if (idx < 0) {
+			c->state = CONN_WAIT_METADATA;
+			if (!c->waiting_metadata) {
+				c->waiting_metadata = true;
+				conn_timer_arm(c, ev_now(w->loop) +
+				    WORKER_METADATA_TIMEOUT_MS / 1000.0 + 1);
+			}
+			upstream_fetch_metadata(w);
+			return 0;
+		}
+		c->broker_index = idx;
+	}
 	if (c->broker_index < 0) {
 		host = w->cl->upstream[c->upstream_try].host;
 		port = w->cl->upstream[c->upstream_try].port;
@@ -1377,10 +1536,12 @@ conn_metadata_ready(struct worker *w)
 			continue;
 		c->waiting_metadata = false;
 		conn_timer_stop(c);
-		if (!w->nodes[c->broker_index].known) {
+		if (c->sni_broker && c->broker_index < 0)
+			c->broker_index = upstream_node_find(w, c->sni_node_id);
+		if (c->broker_index < 0 || !w->nodes[c->broker_index].known) {
 			snprintf(c->why, sizeof c->why,
 			    "upstream metadata has no broker with node id %d",
-			    w->cl->node_ids[c->broker_index]);
+			    c->sni_broker ? c->sni_node_id : w->nodes[c->broker_index].node_id);
 			METRIC_ADD(w->m, upstream_closed, 1);
 			conn_close(c, LOG_WARN, "connection closed");
 			continue;
@@ -1453,7 +1614,9 @@ conn_accept(struct worker *w, int fd, int broker_index)
 	if (w->tls_server) {
 		/* TLS first; the upstream is connected once it is done
 		 * (conn_tls_accepted), within request_timeout. */
-		if (transport_tls_server_init(&c->cli, fd, w->tls_server) != 0) {
+		if (transport_tls_server_init(&c->cli, fd, w->tls_server) != 0 ||
+		    (w->cl->gateway == CFG_GATEWAY_SNI &&   /* [sni] */
+		    sni_gate_attach(transport_tls_ssl(&c->cli), &c->sni_pick) != 0)) {
 			snprintf(c->why, sizeof c->why, "cannot start TLS: %s", strerror(errno));
 			conn_close(c, LOG_WARN, "connection closed");
 			return;
@@ -1554,7 +1717,8 @@ conn_handover_view(const struct conn *c)
 	const struct dir *r = &c->resp;
 	struct handover_view v = {
 		.upstream_open = c->state == CONN_OPEN,
-		.movable = conn_movable(c),
+		/* (a raw SASL exchange cannot continue elsewhere) */
+		.movable = conn_movable(c) && sasl_movable(&c->sasl),
 		.owes = !conn_owes_nothing(c),
 		.frame_partial = c->req.frame_left > 0 || c->req.skip_left > 0,
 		.resp_unparsed = r->buf && r->end > r->start + r->fwd,
@@ -1602,7 +1766,7 @@ conn_handover_send(struct conn *c)
 	if (!msg)
 		return -1;
 	handover_record_init(&rec, w->handover_seq + 1, c->broker_index, c->upstream_try, up,
-	    c->requests, pending);
+	    c->requests, pending, sasl_encode(&c->sasl));
 	memcpy(msg, &rec, sizeof rec);
 	if (pending)
 		memcpy(msg + sizeof rec, c->req.buf + c->req.start + c->req.fwd, pending);
@@ -1853,6 +2017,7 @@ conn_adopt(struct worker *w, struct ipc_msg *msg)
 	c->upstream_try = (size_t)a.rec.upstream_try;
 	c->requests = a.rec.requests;
 	c->seen_request = a.seen_request;
+	c->sasl = a.sasl;
 	if (a.rec.pending_len) {
 		/* Read by the old worker, not forwarded: first in line. */
 		memcpy(c->req.buf, a.pending, a.rec.pending_len);

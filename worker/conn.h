@@ -14,8 +14,24 @@
  * reason and logged at a bounded rate: a size prefix < 8 or above
  * max_frame_bytes, a header the codec rejects, a refused API key or one
  * above KC_API_KEY_MAX_KNOWN, a TLS ClientHello as the first bytes of a
- * plaintext connection (or plaintext on a TLS listener), a response out of
- * FIFO order, a rewritten response that does not parse.
+ * plaintext connection (or plaintext on a TLS listener), a response out
+ * of FIFO order, a rewritten response that does not parse, a client frame
+ * above sasl_max_frame_bytes before
+ * SASL authentication, a legacy SaslHandshake v0 whose mechanism is not
+ * relayed.
+ *
+ * SASL pass-through (worker/kafka/sasl.h holds the state and the rules):
+ * SaslHandshake and SaslAuthenticate go through the FIFO like any request;
+ * their responses' error codes are read on the way (never rewritten) to
+ * learn when the client has authenticated. Until then every client frame
+ * is held to sasl_max_frame_bytes (a client that goes on without SASL is
+ * exempt from its first non-SASL request). A SaslHandshake v0 stops the
+ * request parser until its response; if the broker accepts it, the legacy
+ * raw tokens ([int32 length][token], no header, no correlation id, no FIFO
+ * entry) are streamed by their length prefix, client and broker in turn
+ * (PLAIN 1+1, SCRAM 2+2), and Kafka framing resumes after the broker's last
+ * token. While the broker's token is awaited the connection owes it (no
+ * idle close, no drain close).
  *
  * TLS (cluster tls_cert): accept -> the client's TLS handshake, bounded by
  * request_timeout -> conn_tls_accepted() -> only then the upstream
@@ -23,6 +39,14 @@
  * the certificate name are the broker's own host, whatever address the
  * dial map dials). A TLS connection is not movable: on a reload it closes
  * at a request boundary within drain_spread.
+ *
+ * SNI gateway (gateway = sni): every connection arrives on the bootstrap
+ * listener; the ClientHello callback (worker/sni_gate.c) refuses unknown
+ * server names during the handshake and leaves a pick on the connection,
+ * which conn_tls_accepted() turns into the route: the upstream bootstrap
+ * servers, or the broker of that node id (its address learned from
+ * metadata, a sibling, or a fetch), before the upstream connect. Metadata
+ * advertises sni_broker_pattern with each node id on the bootstrap port.
  *
  * Backpressure: a side is read only while its buffer has room; the client
  * is not read past a request boundary while max_inflight_per_connection
@@ -66,13 +90,15 @@
  *                deadline -> shutdown + close (forced);
  *                channel gone -> close our copies (drained)
  *       DRAIN -> cannot move (client half-closed, upstream closed, TLS,
- *                channel refused): serve the bytes read, then close
+ *                a raw SASL exchange in progress, channel refused): serve
+ *                the bytes read, then close
  *     A connection not connected upstream yet moves at once, client only.
  *   serving --HANDOVER h=0--> spread: served as usual until a random time
  *     in the drain_spread window, then drained; not connected upstream:
  *     drained at once.
  *   (new worker) CONN_IN --record ok--> open both ways (or connecting, as
- *     a fresh connection), pending bytes first in the client buffer,
+ *     a fresh connection), pending bytes first in the client buffer, SASL
+ *     state from the record (an authenticated client stays authenticated),
  *     CONN_TAKEN adopted=1; a bad record or a full worker: fds closed,
  *     CONN_TAKEN adopted=0.
  */

@@ -68,14 +68,15 @@ handover_spread_offset(uint64_t window_ms, uint32_t rnd)
 
 void
 handover_record_init(struct ipc_conn_record *r, uint64_t id, int broker_index,
-		     size_t upstream_try, bool has_upstream, uint64_t requests, size_t pending)
+		     size_t upstream_try, bool has_upstream, uint64_t requests, size_t pending,
+		     uint32_t sasl)
 {
 	memset(r, 0, sizeof *r);
 	r->id = id;
 	r->broker_index = broker_index;
 	r->flags = has_upstream ? IPC_CONN_F_UPSTREAM : 0;
 	r->upstream_try = (int32_t)upstream_try;
-	r->sasl = 0;  /* conn.c passes SASL through without tracking it */
+	r->sasl = sasl;  /* sasl_encode(): opaque here */
 	r->requests = requests;
 	r->pending_len = (uint32_t)pending;
 	r->version = IPC_CONN_RECORD_VERSION;
@@ -105,6 +106,8 @@ handover_adopt_plan(const void *payload, size_t len, size_t nfds, size_t n_broke
 		    (unsigned long long)max_conns);
 		return -1;
 	}
+	if (sasl_decode(r->sasl, &out->sasl, err, errlen) == -1)
+		return -1;
 	out->open = (r->flags & IPC_CONN_F_UPSTREAM) != 0;
 	out->seen_request = r->requests > 0;
 	out->pending = (const uint8_t *)payload + sizeof *r;

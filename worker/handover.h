@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "common/ipc.h"
+#include "worker/kafka/sasl.h"
 
 /* How a connection leaves its generation. */
 enum handover_exit {
@@ -70,10 +71,11 @@ uint64_t handover_spread_window(uint64_t spread_ms, uint64_t deadline_ms);
  * uniform random 32-bit value: uniform over [0, window_ms). */
 uint64_t handover_spread_offset(uint64_t window_ms, uint32_t rnd);
 
-/* The record a connection leaves with (pending bytes follow it). */
+/* The record a connection leaves with (pending bytes follow it); sasl is
+ * sasl_encode() of its SASL state. */
 void handover_record_init(struct ipc_conn_record *r, uint64_t id, int broker_index,
 			  size_t upstream_try, bool has_upstream, uint64_t requests,
-			  size_t pending);
+			  size_t pending, uint32_t sasl);
 
 /* How an adopted connection resumes. */
 struct handover_adopt {
@@ -81,11 +83,14 @@ struct handover_adopt {
 	bool open;            /* upstream socket given: resume open both ways;
 	                         else connect as a fresh connection would */
 	bool seen_request;    /* a request was parsed: TLS sniffing is over */
+	struct sasl sasl;     /* its SASL state (e.g. authenticated: no
+	                         pre-authentication limit) */
 	const uint8_t *pending;  /* rec.pending_len bytes, inside the payload */
 };
 
-/* Check a CONN_IN payload and its fd count (ipc_conn_record_check), that
- * it fits this worker's cluster (broker index below n_brokers, upstream
+/* Check a CONN_IN payload and its fd count (ipc_conn_record_check), its
+ * SASL state (sasl_decode: never a raw exchange), that it fits this
+ * worker's cluster (broker index below n_brokers, upstream
  * index below n_upstream) and that a connection may be added (n_conns
  * below max_conns). 0 with *out filled, or -1 with a reason. Pure. */
 int handover_adopt_plan(const void *payload, size_t len, size_t nfds, size_t n_brokers,

@@ -498,8 +498,10 @@ void
 upstream_learn_node(struct worker *w, int32_t node_id, const char *host, size_t host_len,
 		    int32_t port)
 {
-	int idx = cfg_node_index(w->cl, node_id);
-	if (idx < 0 || host_len == 0 || host_len >= CFG_HOST_MAX || port <= 0 || port > 65535)
+	if (host_len == 0 || host_len >= CFG_HOST_MAX || port <= 0 || port > 65535)
+		return;
+	int idx = worker_node_slot(w, node_id, true);
+	if (idx < 0)
 		return;
 	struct worker_node *n = &w->nodes[idx];
 	if (n->known && n->port == port && strlen(n->host) == host_len &&
@@ -523,9 +525,9 @@ upstream_node_from_siblings(struct worker *w, int idx)
 {
 	int32_t id, port;
 	char host[CFG_HOST_MAX];
-	if (idx < 0 || (size_t)idx >= w->cl->n_brokers ||
+	if (idx < 0 || (size_t)idx >= w->n_nodes ||
 	    !genshm_node_get(w->gen, (size_t)idx, &id, host, sizeof host, &port) ||
-	    id != w->cl->node_ids[idx])
+	    id != w->nodes[idx].node_id || port <= 0)
 		return false;
 	struct worker_node *n = &w->nodes[idx];
 	snprintf(n->host, sizeof n->host, "%s", host);
@@ -534,6 +536,29 @@ upstream_node_from_siblings(struct worker *w, int idx)
 	log_debug("upstream broker learned from a sibling", "node_id=%d upstream=%s:%d", id, host,
 	    port);
 	return true;
+}
+
+int
+upstream_node_find(struct worker *w, int32_t node_id)
+{
+	int idx = worker_node_slot(w, node_id, false);
+	if (idx >= 0 && (w->nodes[idx].known || upstream_node_from_siblings(w, idx)))
+		return idx;
+	if (w->cl->gateway != CFG_GATEWAY_SNI || node_id < 0)
+		return -1;
+	/* [sni] a sibling may have learned it in a slot this worker has not
+	 * taken: look for the id in the whole shared block (a miss path) */
+	for (size_t i = 0; i < GENSHM_NODES; i++) {
+		int32_t id, port;
+		char host[CFG_HOST_MAX];
+		if (!genshm_node_get(w->gen, i, &id, host, sizeof host, &port) || id != node_id ||
+		    port <= 0)
+			continue;
+		upstream_learn_node(w, node_id, host, strlen(host), port);
+		idx = worker_node_slot(w, node_id, false);
+		return idx >= 0 && w->nodes[idx].known ? idx : -1;
+	}
+	return -1;
 }
 
 /* ---- the worker's own metadata fetch ------------------------------------- */
@@ -656,7 +681,7 @@ fetch_learn(void *ctx, int32_t node_id, const char *up_host, size_t up_host_len,
 {
 	struct worker *w = ctx;
 	upstream_learn_node(w, node_id, up_host, up_host_len, up_port);
-	if (cfg_node_index(w->cl, node_id) < 0)
+	if (worker_node_slot(w, node_id, false) < 0)
 		worker_unknown_node(w, node_id, up_host, up_host_len, up_port);
 	*host = up_host;
 	*host_len = up_host_len;

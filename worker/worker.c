@@ -82,9 +82,14 @@ worker_unknown_node(struct worker *w, int32_t node_id, const char *host, size_t 
 	if (w->n_unknown == WORKER_UNKNOWN_NODES)
 		return;  /* enough to tell the operator what is wrong */
 	w->unknown[w->n_unknown++] = u;
-	log_warn("upstream broker has no broker port", "node_id=%d upstream=%s:%d "
-	    "hint=\"add it to node_ids and broker_ports; clients cannot reach it\"",
-	    node_id, u.host, port);
+	if (w->cl->gateway == CFG_GATEWAY_SNI)
+		log_warn("upstream broker has no server name", "node_id=%d upstream=%s:%d "
+		    "hint=\"more than %d distinct node ids (or a negative one); clients cannot "
+		    "reach it\"", node_id, u.host, port, WORKER_SNI_NODES);
+	else
+		log_warn("upstream broker has no broker port", "node_id=%d upstream=%s:%d "
+		    "hint=\"add it to node_ids and broker_ports; clients cannot reach it\"",
+		    node_id, u.host, port);
 	worker_ipc_send(w, IPC_UNKNOWN_NODE, &u, sizeof u);
 }
 
@@ -99,7 +104,7 @@ worker_nodes_report_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	(void)revents;
 	struct worker *w = t->data;
 	size_t n = 0;
-	for (size_t i = 0; i < w->cl->n_brokers; i++)
+	for (size_t i = 0; i < w->n_nodes; i++)
 		n += w->nodes[i].report;
 	if (!n || w->ipc_fd < 0)
 		return;
@@ -110,10 +115,10 @@ worker_nodes_report_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	if (!buf)
 		return;  /* kept: the next learned node tries again */
 	size_t i = 0;
-	while (i < w->cl->n_brokers && w->ipc_fd >= 0) {
+	while (i < w->n_nodes && w->ipc_fd >= 0) {
 		struct nodemap_writer wr;
 		nodemap_writer_init(&wr, buf, cap, 0);
-		for (; i < w->cl->n_brokers; i++) {
+		for (; i < w->n_nodes; i++) {
 			struct worker_node *wn = &w->nodes[i];
 			if (!wn->report)
 				continue;
@@ -135,7 +140,7 @@ worker_nodes_report_cb(struct ev_loop *loop, ev_timer *t, int revents)
 void
 worker_node_learned(struct worker *w, size_t n)
 {
-	if (n >= w->cl->n_brokers)
+	if (n >= w->n_nodes)
 		return;
 	w->nodes[n].report = true;
 	if (w->nodes_reporting && w->loop && !ev_is_active(&w->nodes_report)) {
@@ -150,14 +155,14 @@ worker_nodes_inherit(struct worker *w, const struct ipc_msg *msg, char *err, siz
 {
 	struct nodemap_reader r;
 	struct nodemap_entry e;
-	if (nodemap_reader_init(&r, msg->payload, msg->hdr.len, (uint32_t)w->cl->n_brokers, err,
+	if (nodemap_reader_init(&r, msg->payload, msg->hdr.len, (uint32_t)w->n_nodes, err,
 	    errlen) == -1)
 		return -1;
 	int rc;
 	while ((rc = nodemap_reader_next(&r, &e, err, errlen)) == 1) {
-		int idx = cfg_node_index(w->cl, e.node_id);
+		int idx = worker_node_slot(w, e.node_id, true);
 		if (idx < 0)
-			continue;  /* (the supervisor sends only ours) */
+			continue;  /* not ours, or the SNI table is full */
 		struct worker_node *n = &w->nodes[idx];
 		if (!n->known)
 			w->nodes_inherited++;
@@ -417,7 +422,7 @@ worker_start_accepting(struct worker *w)
 	/* What this worker learned while held (a reload's probe) goes to the
 	 * supervisor now that it serves; so does what it learns from now on. */
 	w->nodes_reporting = true;
-	for (size_t i = 0; i < w->cl->n_brokers; i++)
+	for (size_t i = 0; i < w->n_nodes; i++)
 		if (w->nodes[i].report) {
 			worker_node_learned(w, i);
 			break;
@@ -664,6 +669,13 @@ worker_tls_setup(struct worker *w)
 		snprintf(reason, sizeof reason, "TLS: %s", err);
 		worker_fail(w, reason);
 	}
+	if (w->cl->gateway == CFG_GATEWAY_SNI) {
+		/* [sni] the ClientHello's server name picks bootstrap or broker */
+		w->sni_gate = (struct sni_gate){ w->cl->sni_bootstrap_host,
+		    w->cl->sni_broker_pattern, w->m, &w->rl_proto };
+		if (!w->tls_server || sni_gate_install(w->tls_server, &w->sni_gate) != 0)
+			worker_fail(w, "TLS: cannot install the SNI gateway's ClientHello callback");
+	}
 	if (w->cl->upstream_tls && !w->cl->upstream_tls_verify)
 		log_warn("upstream_tls_verify = off: the upstream brokers' certificates and "
 		    "names are not checked (anyone on the path can impersonate them)", "%s", "");
@@ -715,7 +727,8 @@ worker_setup(struct worker *w)
 
 	w->n_listeners = 1 + w->cl->n_brokers;
 	w->listeners = calloc(w->n_listeners, sizeof *w->listeners);
-	w->nodes = calloc(w->cl->n_brokers, sizeof *w->nodes);
+	w->n_nodes = w->cl->gateway == CFG_GATEWAY_SNI ? WORKER_SNI_NODES : w->cl->n_brokers;
+	w->nodes = calloc(w->n_nodes ? w->n_nodes : 1, sizeof *w->nodes);
 	if (!w->listeners || !w->nodes)
 		worker_fail(w, "out of memory");
 	for (size_t i = 0; i < w->n_listeners; i++)
@@ -754,6 +767,32 @@ worker_setup(struct worker *w)
 	if (upstream_dns_init(w, reason, sizeof reason) == -1)
 		worker_fail(w, reason);
 	return 0;
+}
+
+int
+worker_node_slot(struct worker *w, int32_t node_id, bool add)
+{
+	if (w->cl->gateway != CFG_GATEWAY_SNI)
+		return cfg_node_index(w->cl, node_id);
+	if (node_id < 0 || w->n_nodes == 0)
+		return -1;
+	/* node ids are mostly small and dense: slot = id modulo the table,
+	 * the same in every worker of the generation (the shared block is
+	 * indexed by slot too) */
+	for (size_t k = 0, i = (size_t)node_id % w->n_nodes; k < w->n_nodes;
+	     k++, i = (i + 1) % w->n_nodes) {
+		struct worker_node *n = &w->nodes[i];
+		if (n->used && n->node_id == node_id)
+			return (int)i;
+		if (!n->used) {
+			if (!add)
+				return -1;
+			n->used = true;
+			n->node_id = node_id;
+			return (int)i;
+		}
+	}
+	return -1;
 }
 
 int
@@ -847,9 +886,9 @@ worker_main(int argc, char **argv)
 	worker_ipc_send(w, IPC_READY, NULL, 0);
 	if (w->ipc_fd < 0)
 		return 1;
-	log_info("ready", "generation=%llu bootstrap=%s:%u brokers=%zu",
+	log_info("ready", "generation=%llu bootstrap=%s:%u brokers=%zu gateway=%s",
 	    (unsigned long long)w->generation, w->cl->bootstrap.host, w->cl->bootstrap.port,
-	    w->cl->n_brokers);
+	    w->cl->n_brokers, cfg_gateway_str(w->cl->gateway));
 
 	ev_run(w->loop, 0);
 

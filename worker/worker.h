@@ -28,6 +28,7 @@
 #include "common/ipcq.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "worker/sni_gate.h"
 #include "common/tlskeys.h"
 
 #define WORKER_IPC_FD 3
@@ -47,6 +48,8 @@
 #define WORKER_DEFER_MS 5               /* longest a worker lets a sibling go first */
 #define WORKER_HANDOVER_WINDOW 32       /* connections handed over (CONN_OUT sent)
                                            whose CONN_DONE has not come yet */
+#define WORKER_SNI_NODES GENSHM_NODES   /* [sni] gateway = sni: distinct upstream node
+                                           ids the worker serves */
 
 struct conn;
 struct upstream_fetch;
@@ -58,6 +61,7 @@ struct worker_node {
 	char host[CFG_HOST_MAX];
 	int32_t port;
 	bool known;
+	bool used;                  /* [sni] slot taken by node_id */
 	bool report;                /* [tickets] learned here, not yet told the supervisor */
 };
 
@@ -97,7 +101,14 @@ struct worker {
 	bool accepting;
 	ev_timer accept_backoff;    /* EMFILE/ENFILE: pause accepting */
 
-	struct worker_node *nodes;  /* parallel to cl->node_ids */
+	/* Upstream brokers. gateway = ports: n_nodes = n_brokers, parallel to
+	 * cl->node_ids. [sni] gateway = sni: WORKER_SNI_NODES slots, open
+	 * addressing by node id (worker_node_slot), filled only by what the
+	 * upstream's metadata names, so any node id works, bounded. */
+	struct worker_node *nodes;
+	size_t n_nodes;
+	char sni_host[CFG_HOST_MAX]; /* [sni] the broker name last advertised */
+	struct sni_gate sni_gate;   /* [sni] arg of tls_server's ClientHello callback */
 	struct upstream_fetch *fetch; /* in-flight metadata fetch, or NULL */
 	/* [tickets] brokers known across generations (supervisor/nodes.h) */
 	size_t nodes_inherited;     /* known from IPC_NODES at start */
@@ -178,6 +189,11 @@ void worker_node_learned(struct worker *w, size_t n);
 
 /* Open connections changed: publish the count for the siblings. */
 void worker_conns_changed(struct worker *w);
+
+/* [sni] The slot of node_id in w->nodes, or -1. gateway = ports: its index
+ * in cl->node_ids. gateway = sni: the slot it has; with add, a free one is
+ * taken for it (-1 only when all WORKER_SNI_NODES are taken). */
+int worker_node_slot(struct worker *w, int32_t node_id, bool add);
 
 /* Called by conn.c when a connection is gone (drain bookkeeping). */
 void worker_conn_closed(struct worker *w);

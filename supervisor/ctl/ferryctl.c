@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "common/http.h"
+#include "ctlconn.h"
 
 #define CTL_EXIT_OK          0
 #define CTL_EXIT_FAILED      1
@@ -47,6 +48,8 @@
 struct ctl_opts {
 	const char *socket;             /* control socket path */
 	const char *address;            /* HOST:PORT of admin_listen, or NULL */
+	struct ctlconn_opts conn;       /* how to reach it (ctlconn.h) */
+	char token[1100];               /* bearer token for -a, or "" */
 	bool json;
 	long timeout_ms;                /* for the whole request; 0 = CTL_TIMEOUT_MS */
 	bool watch;                     /* status -w: refresh every second */
@@ -80,7 +83,7 @@ static void
 ctl_usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: ferryctl [-s SOCKET | -a HOST:PORT] [--json] COMMAND [ARGS]\n"
+	    "usage: ferryctl [-s SOCKET | -a [https://]HOST:PORT] [--json] COMMAND [ARGS]\n"
 	    "\n"
 	    "commands:\n"
 	    "  status [NAME]      table of clusters (NAME STATE SINCE GEN PID CONNS REASON)\n"
@@ -97,6 +100,13 @@ ctl_usage(FILE *f)
 	    "options:\n"
 	    "  -s, --socket SOCKET       control socket (default: $FERRY_SOCKET, else %s)\n"
 	    "  -a, --address HOST:PORT   use the HTTP admin listener instead\n"
+	    "                            (https://HOST:PORT: HTTPS, verified against the\n"
+	    "                            system's CAs unless --cacert)\n"
+	    "      --token-file FILE     admin token for -a (default: $FERRY_TOKEN); never\n"
+	    "                            sent over the control socket\n"
+	    "      --cacert FILE         HTTPS: CA certificates that sign ferryd's certificate\n"
+	    "      --cert FILE           HTTPS: client certificate (with --key)\n"
+	    "      --key FILE            HTTPS: the client certificate's private key\n"
 	    "  -j, --json                print the API's JSON response unchanged (with -w\n"
 	    "                            and top: one JSON document per line and refresh)\n"
 	    "  -w, --watch               status: refresh every second until q or Ctrl-C\n"
@@ -105,191 +115,13 @@ ctl_usage(FILE *f)
 	    "  -V, --version             show the version\n"
 	    "\n"
 	    "colour only on a terminal, never with $NO_COLOR set\n"
-	    "exit codes: 0 ok, 1 operation failed or rejected, 2 usage, 3 cannot reach ferryd\n"
+	    "exit codes: 0 ok, 1 operation failed or rejected (401: token or certificate\n"
+	    "  missing or wrong), 2 usage, 3 cannot reach ferryd (TLS failures included)\n"
 	    "  (-w and top: the code of the last refresh)\n",
 	    FERRY_DEFAULT_SOCKET);
 }
 
-/* --- transport ---------------------------------------------------------- */
-
-static long
-ctl_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Let the next blocking call on fd wait at most until the deadline. */
-static int
-ctl_arm_timeout(int fd, long deadline)
-{
-	long left = deadline - ctl_now_ms();
-	struct timeval tv;
-
-	if (left <= 0) {
-		errno = ETIMEDOUT;
-		return -1;
-	}
-	tv.tv_sec = left / 1000;
-	tv.tv_usec = (left % 1000) * 1000;
-	if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) == -1 ||
-	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == -1)
-		return -1;
-	return 0;
-}
-
-static const char *
-ctl_strerror(int e)
-{
-	/* a socket timeout surfaces as EAGAIN (or EINPROGRESS from connect) */
-	if (e == EAGAIN || e == EWOULDBLOCK || e == EINPROGRESS || e == ETIMEDOUT)
-		return "timed out";
-	return strerror(e);
-}
-
-/* A refused connect to the control socket is retried for up to
- * CTL_CONNECT_RETRY_MS with doubling pauses (CTL_CONNECT_PAUSE_MS, then x2,
- * at most 200 ms): the socket may be about to appear (ferryd starting), its
- * backlog may be momentarily full (EAGAIN), or ferryd may be between
- * unlink and bind. Any other error, or the end of the window, gives up. */
-#define CTL_CONNECT_RETRY_MS 1000
-#define CTL_CONNECT_PAUSE_MS 20
-
-static bool
-ctl_connect_retryable(int e)
-{
-	return e == ECONNREFUSED || e == EAGAIN || e == EWOULDBLOCK || e == ENOENT;
-}
-
-static int
-ctl_connect_unix(const char *path, long deadline, char *err, size_t errlen)
-{
-	struct sockaddr_un sun;
-	long give_up = ctl_now_ms() + CTL_CONNECT_RETRY_MS, pause = CTL_CONNECT_PAUSE_MS;
-	struct timespec ts;
-	int fd, e;
-
-	memset(&sun, 0, sizeof sun);
-	sun.sun_family = AF_UNIX;
-	if (strlen(path) >= sizeof sun.sun_path) {
-		snprintf(err, errlen, "control socket path too long: %s", path);
-		return -1;
-	}
-	memcpy(sun.sun_path, path, strlen(path) + 1);
-	for (;;) {
-		if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) != -1 &&
-		    ctl_arm_timeout(fd, deadline) == 0 &&
-		    connect(fd, (struct sockaddr *)&sun, sizeof sun) == 0)
-			return fd;
-		e = errno;
-		if (fd != -1)
-			close(fd);
-		if (e == EINTR || (ctl_connect_retryable(e) && ctl_now_ms() + pause <= give_up &&
-		    ctl_now_ms() + pause < deadline)) {
-			ts.tv_sec = pause / 1000;
-			ts.tv_nsec = (pause % 1000) * 1000000L;
-			nanosleep(&ts, NULL);
-			pause = pause * 2 > 200 ? 200 : pause * 2;
-			continue;
-		}
-		snprintf(err, errlen, "cannot connect to %s: %s", path, ctl_strerror(e));
-		return -1;
-	}
-}
-
-/* Split "host:port" or "[v6]:port". */
-static int
-ctl_split_address(const char *a, char *host, size_t hostlen, char *port, size_t portlen)
-{
-	const char *colon, *h = a;
-	size_t hl;
-	char *end;
-	long p;
-
-	if (a[0] == '[') {
-		const char *rb = strchr(a, ']');
-
-		if (rb == NULL || rb[1] != ':')
-			return -1;
-		h = a + 1;
-		hl = (size_t)(rb - h);
-		colon = rb + 1;
-	} else {
-		if ((colon = strrchr(a, ':')) == NULL)
-			return -1;
-		hl = (size_t)(colon - a);
-		if (memchr(a, ':', hl) != NULL)
-			return -1;      /* bare IPv6 needs brackets */
-	}
-	errno = 0;
-	p = strtol(colon + 1, &end, 10);
-	if (hl == 0 || hl >= hostlen || colon[1] == '\0' || *end != '\0' ||
-	    errno != 0 || p < 1 || p > 65535)
-		return -1;
-	memcpy(host, h, hl);
-	host[hl] = '\0';
-	snprintf(port, portlen, "%ld", p);
-	return 0;
-}
-
-static int
-ctl_connect_tcp(const char *address, long deadline, char *err, size_t errlen)
-{
-	struct addrinfo hints, *res, *ai;
-	char host[256], port[8];
-	int fd = -1, gai, e = 0;
-
-	if (ctl_split_address(address, host, sizeof host, port, sizeof port) == -1) {
-		snprintf(err, errlen, "bad address '%s' (want HOST:PORT)", address);
-		return -1;
-	}
-	memset(&hints, 0, sizeof hints);
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_NUMERICSERV;
-	if ((gai = getaddrinfo(host, port, &hints, &res)) != 0) {
-		snprintf(err, errlen, "cannot resolve %s: %s", host, gai_strerror(gai));
-		return -1;
-	}
-	for (ai = res; ai != NULL; ai = ai->ai_next) {
-		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-		if (fd == -1) {
-			e = errno;
-			continue;
-		}
-		if (ctl_arm_timeout(fd, deadline) == 0 &&
-		    connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
-			break;
-		e = errno;
-		close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(res);
-	if (fd == -1)
-		snprintf(err, errlen, "cannot connect to %s: %s", address, ctl_strerror(e));
-	return fd;
-}
-
-static int
-ctl_send_all(int fd, const char *p, size_t n, long deadline)
-{
-	ssize_t w;
-
-	while (n > 0) {
-		if (ctl_arm_timeout(fd, deadline) == -1)
-			return -1;
-		w = send(fd, p, n, MSG_NOSIGNAL);
-		if (w == -1 && errno == EINTR)
-			continue;
-		if (w == -1)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
+/* --- requests ---------------------------------------------------------- */
 
 /* One request; the server closes the connection after its response. Returns
  * 0 with *reply filled, -1 when ferryd could not be reached or the reply is
@@ -299,18 +131,16 @@ ctl_request(const struct ctl_opts *o, const char *method, const char *path,
 	    const char *body, size_t body_len, struct ctl_reply *reply,
 	    char *err, size_t errlen)
 {
-	long deadline = ctl_now_ms() + (o->timeout_ms > 0 ? o->timeout_ms : CTL_TIMEOUT_MS);
-	char head[1024], perr[128];
+	long deadline = ctlconn_now_ms() + (o->timeout_ms > 0 ? o->timeout_ms : CTL_TIMEOUT_MS);
+	char head[2048], perr[128], rerr[256];
+	struct ctlconn c;
 	size_t cap = 0;
-	int fd, hn;
+	bool tls_failed;
+	int hn;
 	ssize_t n;
 
 	memset(reply, 0, sizeof *reply);
-	if (o->address)
-		fd = ctl_connect_tcp(o->address, deadline, err, errlen);
-	else
-		fd = ctl_connect_unix(o->socket, deadline, err, errlen);
-	if (fd == -1)
+	if (ctlconn_open(&c, &o->conn, deadline, err, errlen, &tls_failed) == -1)
 		return -1;
 
 	hn = snprintf(head, sizeof head,
@@ -320,6 +150,11 @@ ctl_request(const struct ctl_opts *o, const char *method, const char *path,
 	    "Accept: application/json, text/plain\r\n"
 	    "Connection: close\r\n",
 	    method, path, o->address ? o->address : "localhost", FERRY_VERSION);
+	/* the token goes to admin_listen only: the control socket is
+	 * authorised by its permissions */
+	if (o->address != NULL && o->token[0] != '\0' && hn > 0 && (size_t)hn < sizeof head)
+		hn += snprintf(head + hn, sizeof head - (size_t)hn,
+		    "Authorization: Bearer %s\r\n", o->token);
 	if (strcmp(method, "POST") == 0 && hn > 0 && (size_t)hn < sizeof head)
 		hn += snprintf(head + hn, sizeof head - (size_t)hn,
 		    "Content-Type: text/plain\r\nContent-Length: %zu\r\n", body_len);
@@ -327,13 +162,18 @@ ctl_request(const struct ctl_opts *o, const char *method, const char *path,
 		hn += snprintf(head + hn, sizeof head - (size_t)hn, "\r\n");
 	if (hn < 0 || (size_t)hn >= sizeof head) {
 		snprintf(err, errlen, "request too long");
-		close(fd);
+		ctlconn_close(&c);
 		return -1;
 	}
-	if (ctl_send_all(fd, head, (size_t)hn, deadline) == -1 ||
-	    ctl_send_all(fd, body, body_len, deadline) == -1) {
-		snprintf(err, errlen, "cannot send request: %s", ctl_strerror(errno));
-		close(fd);
+	if (ctlconn_write_all(&c, head, (size_t)hn) == -1 ||
+	    ctlconn_write_all(&c, body, body_len) == -1) {
+		if (c.tls_err[0] != '\0')
+			snprintf(err, errlen, "TLS: ferryd ended the session: %s%s", c.tls_err,
+			    strstr(c.tls_err, "ca") || strstr(c.tls_err, "certificate") ?
+			    " (ferryd does not accept this client certificate: --cert/--key)" : "");
+		else
+			snprintf(err, errlen, "cannot send request: %s", ctlconn_strerror(errno));
+		ctlconn_close(&c);
 		return -1;
 	}
 	reply->sent = true;
@@ -353,28 +193,29 @@ ctl_request(const struct ctl_opts *o, const char *method, const char *path,
 			}
 			reply->raw = nb;
 		}
-		if (ctl_arm_timeout(fd, deadline) == -1) {
-			snprintf(err, errlen, "no reply from ferryd: %s", ctl_strerror(errno));
-			goto fail;
-		}
-		n = recv(fd, reply->raw + reply->raw_len, cap - reply->raw_len, 0);
-		if (n == -1 && errno == EINTR)
-			continue;
+		n = ctlconn_read(&c, reply->raw + reply->raw_len, cap - reply->raw_len,
+		    rerr, sizeof rerr);
 		if (n == -1) {
 			/* a reset after a complete response still counts */
 			if (errno == ECONNRESET && reply->raw_len > 0)
 				break;
-			snprintf(err, errlen, "no reply from ferryd: %s", ctl_strerror(errno));
+			if (rerr[0] != '\0')
+				snprintf(err, errlen, "no reply from ferryd: TLS: %s%s", rerr,
+				    strstr(rerr, "certificate") ? " (ferryd wants a client "
+				    "certificate: --cert and --key)" : "");
+			else
+				snprintf(err, errlen, "no reply from ferryd: %s",
+				    ctlconn_strerror(errno));
 			goto fail;
 		}
 		if (n == 0)
 			break;
 		reply->raw_len += (size_t)n;
 	}
-	close(fd);
-	fd = -1;
+	ctlconn_close(&c);
 	if (reply->raw_len == 0) {
-		snprintf(err, errlen, "ferryd closed the connection without a reply");
+		snprintf(err, errlen, "ferryd closed the connection without a reply%s",
+		    o->address && !o->conn.tls ? " (is it an HTTPS listener? use --cacert)" : "");
 		goto fail;
 	}
 	reply->raw[reply->raw_len] = '\0';
@@ -385,8 +226,7 @@ ctl_request(const struct ctl_opts *o, const char *method, const char *path,
 	}
 	return 0;
 fail:
-	if (fd != -1)
-		close(fd);
+	ctlconn_close(&c);
 	free(reply->raw);
 	bool sent = reply->sent;
 	memset(reply, 0, sizeof *reply);
@@ -679,6 +519,21 @@ ctl_http_failure(const struct ctl_reply *r)
 	return CTL_EXIT_FAILED;
 }
 
+/* A 401 from admin_listen, explained: what ferryd said and what to do. */
+static void
+ctl_unauthorized(const struct ctl_opts *o, const struct ctl_reply *r, char *err, size_t errlen)
+{
+	json_t *j = json_loadb(r->body, r->body_len, 0, NULL);
+	const char *msg = json_string_value(json_object_get(j, "error"));
+
+	snprintf(err, errlen, "ferryd refused the request (HTTP 401): %s; %s",
+	    msg ? msg : "authentication required",
+	    o->token[0] != '\0' ? "check the token (FERRY_TOKEN or --token-file) against "
+	    "ferryd's admin_token_file" : "set FERRY_TOKEN or pass --token-file FILE "
+	    "(or --cert/--key when ferryd checks client certificates)");
+	json_decref(j);
+}
+
 static int
 ctl_exit_for(int status)
 {
@@ -707,6 +562,30 @@ ctl_pct_encode(const char *in, char *out, size_t len)
 		}
 	}
 	out[j] = '\0';
+}
+
+/* [sni] `status NAME` of an SNI gateway cluster: a line below the table
+ * with the names it serves on its one port (port-per-broker, the default,
+ * adds nothing: its listeners are the ports themselves). */
+static void
+ctl_print_gateway(const json_t *c)
+{
+	const char *gw = json_string_value(json_object_get(c, "gateway"));
+	const json_t *sni = json_object_get(c, "sni");
+	const char *addr = NULL;
+	const json_t *l;
+	size_t i;
+
+	if (gw == NULL || strcmp(gw, "sni") != 0 || !json_is_object(sni))
+		return;
+	json_array_foreach(json_object_get(c, "listeners"), i, l)
+		if (addr == NULL)
+			addr = json_string_value(json_object_get(l, "address"));
+	printf("\ngateway sni on %s: bootstrap %s, brokers %s\n", addr ? addr : "?",
+	    json_string_value(json_object_get(sni, "bootstrapHost")) ?
+	    json_string_value(json_object_get(sni, "bootstrapHost")) : "?",
+	    json_string_value(json_object_get(sni, "brokerPattern")) ?
+	    json_string_value(json_object_get(sni, "brokerPattern")) : "?");
 }
 
 /* Below the table, one line per TLS cluster: when its certificate expires
@@ -761,8 +640,11 @@ ctl_cmd_status(const struct ctl_reply *r, bool one)
 		rc = CTL_EXIT_UNREACHABLE;
 	} else if (ctl_print_table(list) == -1)
 		rc = CTL_EXIT_FAILED;
-	else
+	else {
+		if (one)
+			ctl_print_gateway(j);
 		ctl_print_tls(list);
+	}
 	json_decref(list);
 	json_decref(j);
 	return rc;
@@ -1158,6 +1040,14 @@ ctl_run(const struct ctl_opts *o, const struct ctl_command_def *def, const char 
 		free(reply.raw);
 		return CTL_EXIT_UNREACHABLE;
 	}
+	if (reply.status == 401) {
+		ctl_unauthorized(o, &reply, err, sizeof err);
+		ctl_err("%s", err);
+		if (o->json)
+			fwrite(reply.body, 1, reply.body_len, stdout);
+		free(reply.raw);
+		return CTL_EXIT_FAILED;
+	}
 	if (o->json || def->cmd == CTL_CMD_METRICS) {
 		fwrite(reply.body, 1, reply.body_len, stdout);
 		rc = ctl_exit_for(reply.status);
@@ -1249,7 +1139,7 @@ static bool
 ctl_wait_until(struct ctl_tty *t, long deadline)
 {
 	for (;;) {
-		long left = deadline - ctl_now_ms();
+		long left = deadline - ctlconn_now_ms();
 		struct pollfd pfd = { STDIN_FILENO, POLLIN, 0 };
 		char keys[64];
 		ssize_t n;
@@ -1602,6 +1492,11 @@ ctl_get_json(const struct ctl_opts *o, const char *path, struct ctl_reply *r, in
 		*rc = CTL_EXIT_UNREACHABLE;
 		return NULL;
 	}
+	if (r->status == 401) {
+		ctl_unauthorized(o, r, err, errlen);
+		*rc = CTL_EXIT_FAILED;
+		return NULL;
+	}
 	if (r->status != 200) {
 		json_t *e = json_loadb(r->body, r->body_len, 0, NULL);
 		const char *msg = json_string_value(json_object_get(e, "error"));
@@ -1633,7 +1528,7 @@ ctl_live(const struct ctl_opts *opts, bool top, const char *name)
 	struct ctl_tty tty;
 	bool clear = isatty(STDOUT_FILENO) == 1 && !o.json;
 	char path[1024], enc[768];
-	long frame = 0, start = ctl_now_ms();
+	long frame = 0, start = ctlconn_now_ms();
 	int rc = CTL_EXIT_OK;
 
 	o.timeout_ms = 5000;
@@ -1670,7 +1565,7 @@ ctl_live(const struct ctl_opts *opts, bool top, const char *name)
 				if (ctl_request(&o, "GET", "/metrics", NULL, 0, &r, err, sizeof err) == -1) {
 					rc = CTL_EXIT_UNREACHABLE;
 				} else {
-					cur.at_ms = ctl_now_ms();
+					cur.at_ms = ctlconn_now_ms();
 					ctl_parse_metrics(r.body, r.body_len, &cur);
 					rc = ctl_exit_for(r.status);
 					if (rc != CTL_EXIT_OK)
@@ -1692,6 +1587,10 @@ ctl_live(const struct ctl_opts *opts, bool top, const char *name)
 			json_decref(cl);
 		} else if (ctl_request(&o, "GET", path, NULL, 0, &r, err, sizeof err) == -1) {
 			rc = CTL_EXIT_UNREACHABLE;
+		} else if (r.status == 401) {
+			ctl_unauthorized(&o, &r, err, sizeof err);
+			rc = CTL_EXIT_FAILED;
+			free(r.raw);
 		} else {
 			if (o.json) {
 				/* one document per line */
@@ -1741,22 +1640,47 @@ main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ "watch", no_argument, NULL, 'w' },
 		{ "count", required_argument, NULL, 'n' },
+		{ "token-file", required_argument, NULL, 'T' },
+		{ "cacert", required_argument, NULL, 'C' },
+		{ "cert", required_argument, NULL, 'E' },
+		{ "key", required_argument, NULL, 'K' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct ctl_opts o = { NULL, NULL, false, 0, false, 0 };
+	static struct ctl_opts o;
+	const char *token_file = NULL;
+	char terr[1200];
 	char *end;
 	const struct ctl_command_def *def = NULL;
 	const char *env;
 	size_t i;
 	int ch, nargs;
 
-	while ((ch = getopt_long(argc, argv, "s:a:jhVwn:", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "s:a:jhVwn:T:C:E:K:", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 's':
 			o.socket = optarg;
 			break;
 		case 'a':
 			o.address = optarg;
+			if (strncmp(optarg, "https://", 8) == 0) {
+				o.address = optarg + 8;
+				o.conn.tls = true;
+			}
+			break;
+		case 'T':
+			token_file = optarg;
+			break;
+		case 'C':
+			o.conn.cacert = optarg;
+			o.conn.tls = true;
+			break;
+		case 'E':
+			o.conn.cert = optarg;
+			o.conn.tls = true;
+			break;
+		case 'K':
+			o.conn.key = optarg;
+			o.conn.tls = true;
 			break;
 		case 'j':
 			o.json = true;
@@ -1791,7 +1715,7 @@ main(int argc, char **argv)
 	if (o.address != NULL) {
 		char host[256], port[8];
 
-		if (ctl_split_address(o.address, host, sizeof host, port, sizeof port) == -1) {
+		if (ctlconn_split_address(o.address, host, sizeof host, port, sizeof port) == -1) {
 			ctl_err("bad address '%s' (want HOST:PORT)", o.address);
 			return CTL_EXIT_USAGE;
 		}
@@ -1799,6 +1723,20 @@ main(int argc, char **argv)
 	if (o.socket == NULL)
 		o.socket = (env = getenv("FERRY_SOCKET")) != NULL && *env ? env :
 		    FERRY_DEFAULT_SOCKET;
+	if (o.conn.tls && o.address == NULL) {
+		ctl_err("--cacert, --cert and --key need -a HOST:PORT (HTTPS on admin_listen)");
+		return CTL_EXIT_USAGE;
+	}
+	if ((o.conn.cert == NULL) != (o.conn.key == NULL)) {
+		ctl_err("--cert and --key go together");
+		return CTL_EXIT_USAGE;
+	}
+	if (ctlconn_token(token_file, o.token, sizeof o.token, terr, sizeof terr) == -1) {
+		ctl_err("%s", terr);
+		return CTL_EXIT_USAGE;
+	}
+	o.conn.socket = o.socket;
+	o.conn.address = o.address;
 	if (optind >= argc) {
 		ctl_err("missing command");
 		ctl_usage(stderr);

@@ -61,6 +61,15 @@ check_cluster(const struct cfg *c, const struct cfg_cluster *cl)
 		FUZZ_CHECK(cl->upstream[j].host[0] != '\0' && cl->upstream[j].port != 0,
 		    "upstream %zu", j);
 	FUZZ_CHECK(cl->bootstrap.host[0] != '\0' && cl->bootstrap.port != 0, "bootstrap");
+	if (cl->gateway == CFG_GATEWAY_SNI) {
+		/* [sni] one listener; names checked by the parser */
+		FUZZ_CHECK(cl->n_brokers == 0 && cl->node_ids == NULL && cl->broker_port_first == 0 &&
+		    cl->broker_port_last == 0 && cl->advertised_host[0] == '\0', "sni with broker ports");
+		FUZZ_CHECK(cl->sni_bootstrap_host[0] != '\0' &&
+		    strstr(cl->sni_broker_pattern, "$(nodeId)") != NULL, "sni names");
+		goto limits;
+	}
+	FUZZ_CHECK(cl->gateway == CFG_GATEWAY_PORTS, "gateway %d", (int)cl->gateway);
 	FUZZ_CHECK(cl->advertised_host[0] != '\0', "empty advertised_host in [cluster %s]", cl->name);
 	FUZZ_CHECK(cl->broker_port_first >= 1 && cl->broker_port_first <= cl->broker_port_last,
 	    "port range %u-%u", cl->broker_port_first, cl->broker_port_last);
@@ -76,10 +85,14 @@ check_cluster(const struct cfg *c, const struct cfg_cluster *cl)
 		if (j > 64)
 			break;	/* the index scan is quadratic */
 	}
+limits:
 	FUZZ_CHECK(cl->max_connections >= 1 && cl->max_connections <= 1000000, "max_connections");
 	FUZZ_CHECK(cl->max_frame_bytes >= 1024 && cl->max_frame_bytes <= (1ULL << 30), "max_frame_bytes");
 	FUZZ_CHECK(cl->request_timeout_ms > 0, "request_timeout");
 	FUZZ_CHECK(cl->max_inflight >= 1 && cl->max_inflight <= 65536, "max_inflight");
+	/* [sasl] */
+	FUZZ_CHECK(cl->sasl_max_frame_bytes >= 1024 && cl->sasl_max_frame_bytes <= (1ULL << 30),
+	    "sasl_max_frame_bytes");
 }
 
 static bool
@@ -103,8 +116,14 @@ same_cluster(const struct cfg_cluster *a, const struct cfg_cluster *b, const cha
 	if (a->broker_port_first != b->broker_port_first || a->broker_port_last != b->broker_port_last)
 		DIFF("broker_ports");
 	if (a->n_brokers != b->n_brokers ||
-	    memcmp(a->node_ids, b->node_ids, a->n_brokers * sizeof *a->node_ids) != 0)
+	    (a->n_brokers && memcmp(a->node_ids, b->node_ids, a->n_brokers * sizeof *a->node_ids) != 0))
 		DIFF("node_ids");
+	if (a->gateway != b->gateway)
+		DIFF("gateway");
+	if (strcmp(a->sni_bootstrap_host, b->sni_bootstrap_host) != 0)
+		DIFF("sni_bootstrap_host");
+	if (strcmp(a->sni_broker_pattern, b->sni_broker_pattern) != 0)
+		DIFF("sni_broker_pattern");
 	if (a->max_connections != b->max_connections)
 		DIFF("max_connections");
 	if (a->max_frame_bytes != b->max_frame_bytes)
@@ -115,6 +134,9 @@ same_cluster(const struct cfg_cluster *a, const struct cfg_cluster *b, const cha
 		DIFF("request_timeout");
 	if (a->max_inflight != b->max_inflight)
 		DIFF("max_inflight_per_connection");
+	/* [sasl] */
+	if (a->sasl_max_frame_bytes != b->sasl_max_frame_bytes)
+		DIFF("sasl_max_frame_bytes");
 #undef DIFF
 	return true;
 }

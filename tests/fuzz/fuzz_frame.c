@@ -21,6 +21,11 @@
  *     prefix covers header_len the header parses;
  *   - the API tables agree with each other (name non-NULL, refused keys not
  *     allowed, capped keys allowed exactly inside the cap);
+ *   - SASL pass-through (worker/kafka/sasl.c) on a parsed header, and on the
+ *     same bytes as a SaslHandshake / SaslAuthenticate response and a raw
+ *     token: statuses are known ones, a prefix answers NEED_MORE (state
+ *     untouched) or the same as the whole with the same state, a failure
+ *     changes nothing, the state always encodes / decodes to itself;
  *   - reader machine: the cursor stays inside [buf, avail], a failed status
  *     is sticky and moves nothing, a reader over a partial frame never
  *     disagrees with one over the whole frame while it is OK, and everything
@@ -32,6 +37,7 @@
 #include "tests/fuzz/fuzz_common.h"
 #include "worker/kafka/apiversions.h"
 #include "worker/kafka/codec.h"
+#include "worker/kafka/sasl.h"
 
 static const uint64_t max_frames[4] = { 100u << 20, 64, 4096, UINT64_MAX };
 
@@ -104,6 +110,145 @@ prefix_lengths(size_t n, size_t extra, const uint8_t *buf, size_t *out, size_t c
 	return k;
 }
 
+static bool
+same_sasl(const struct sasl *a, const struct sasl *b)
+{
+	return a->phase == b->phase && a->mech == b->mech && a->rounds == b->rounds &&
+	    a->started == b->started && a->authenticated == b->authenticated &&
+	    a->no_sasl == b->no_sasl && a->ok_pending == b->ok_pending;
+}
+
+static void
+check_sasl_state(const struct sasl *s)
+{
+	struct sasl t;
+	char err[96];
+
+	FUZZ_CHECK((unsigned)s->phase < SASL_PHASE_COUNT && (unsigned)s->mech < SASL_MECH_COUNT,
+	    "sasl phase %d mech %d", s->phase, s->mech);
+	if (s->phase != SASL_KAFKA)
+		return;
+	FUZZ_CHECK(sasl_decode(sasl_encode(s), &t, err, sizeof err) == 0, "decode: %s", err);
+	FUZZ_CHECK(same_sasl(s, &t), "sasl state does not round-trip");
+}
+
+/* A status of sasl_on_*: known, and a failure leaves the state alone. */
+static void
+check_sasl_status(int st, const struct sasl *before, const struct sasl *after)
+{
+	FUZZ_CHECK(st == SASL_OK || st == SASL_NEED_MORE || st == SASL_MALFORMED ||
+	    st == SASL_REFUSED || st == SASL_TOO_LARGE, "sasl status %d", st);
+	FUZZ_CHECK(strlen(sasl_status_str((enum sasl_status)st)) > 0, "sasl status name");
+	if (st != SASL_OK)
+		FUZZ_CHECK(same_sasl(before, after), "sasl status %d changed the state", st);
+	check_sasl_state(after);
+}
+
+/* The request as seen by a connection in each interesting state. */
+static void
+sasl_checks(const uint8_t *buf, size_t n, const struct kc_req_header *h, const size_t *lens,
+	    size_t nl)
+{
+	struct sasl init[3], s, sk;
+	char err[256];
+
+	sasl_init(&init[0]);
+	sasl_init(&init[1]);
+	init[1].started = true;
+	init[1].mech = SASL_MECH_OTHER;
+	init[1].ok_pending = true;
+	sasl_init(&init[2]);
+	init[2].authenticated = true;
+	for (size_t j = 0; j < 3; j++) {
+		bool allowed = sasl_frame_allowed(&init[j], h->api_key, (uint64_t)h->size, 64);
+		if ((uint64_t)h->size <= 64 || init[j].authenticated)
+			FUZZ_CHECK(allowed, "a frame within the limit refused");
+		s = init[j];
+		err[0] = '\0';
+		int st = sasl_on_request(&s, buf, n, h, err, sizeof err);
+		check_sasl_status(st, &init[j], &s);
+		FUZZ_CHECK(st != SASL_TOO_LARGE, "TOO_LARGE from a request");
+		if (st == SASL_MALFORMED || st == SASL_REFUSED)
+			FUZZ_CHECK(err[0] != '\0', "sasl failure without a reason");
+		if (st == SASL_REFUSED)
+			FUZZ_CHECK(h->api_key == KC_API_SASL_HANDSHAKE && h->api_version == 0,
+			    "refused a request that is not a v0 handshake");
+		if (h->api_key != KC_API_SASL_HANDSHAKE)
+			FUZZ_CHECK(st == SASL_OK, "a non-handshake request gave %d", st);
+		if (st == SASL_OK && init[j].authenticated)
+			FUZZ_CHECK(s.authenticated, "authenticated state lost");
+		for (size_t i = 0; i < nl; i++) {
+			if (lens[i] < h->header_len)
+				continue;
+			sk = init[j];
+			int stk = sasl_on_request(&sk, buf, lens[i], h, NULL, 0);
+			FUZZ_CHECK(stk == SASL_NEED_MORE || stk == st,
+			    "sasl prefix %zu of %zu: %d, whole %d", lens[i], n, stk, st);
+			if (stk == st)
+				FUZZ_CHECK(same_sasl(&s, &sk), "sasl prefix %zu: other state", lens[i]);
+			else
+				FUZZ_CHECK(same_sasl(&init[j], &sk), "NEED_MORE changed the state");
+		}
+	}
+}
+
+/* The bytes as a SASL response to each version of both keys, and as a
+ * raw token from either side. */
+static void
+sasl_response_checks(const uint8_t *buf, size_t n, const size_t *lens, size_t nl)
+{
+	static const enum sasl_mech mechs[] = { SASL_MECH_PLAIN, SASL_MECH_SCRAM_SHA_256,
+		SASL_MECH_GSSAPI };
+	struct sasl s0, s, sk;
+	char err[256];
+	uint64_t frame, framek;
+
+	for (int key = 0; key < 2; key++) {
+		int16_t api = key ? KC_API_SASL_AUTHENTICATE : KC_API_SASL_HANDSHAKE;
+		for (int16_t ver = 0; ver <= (key ? 2 : 1); ver++) {
+			sasl_init(&s0);
+			s0.started = true;
+			s0.mech = mechs[(size_t)ver % 3];
+			s0.phase = api == KC_API_SASL_HANDSHAKE && ver == 0 ? SASL_V0_WAIT : SASL_KAFKA;
+			s = s0;
+			err[0] = '\0';
+			int st = sasl_on_response(&s, api, ver, buf, n, err, sizeof err);
+			check_sasl_status(st, &s0, &s);
+			FUZZ_CHECK(st == SASL_OK || st == SASL_NEED_MORE || st == SASL_MALFORMED,
+			    "response status %d", st);
+			if (st == SASL_MALFORMED)
+				FUZZ_CHECK(err[0] != '\0', "malformed response without a reason");
+			for (size_t i = 0; i < nl; i++) {
+				sk = s0;
+				int stk = sasl_on_response(&sk, api, ver, buf, lens[i], NULL, 0);
+				FUZZ_CHECK(stk == SASL_NEED_MORE || stk == st,
+				    "sasl response prefix %zu of %zu: %d, whole %d", lens[i], n, stk, st);
+				if (stk == st)
+					FUZZ_CHECK(same_sasl(&s, &sk), "response prefix: other state");
+			}
+		}
+	}
+	for (int side = 0; side < 2; side++) {
+		sasl_init(&s0);
+		s0.mech = SASL_MECH_SCRAM_SHA_512;
+		s0.phase = side ? SASL_RAW_CLIENT : SASL_RAW_SERVER;
+		s = s0;
+		frame = 0;
+		int st = sasl_on_raw_token(&s, side == 1, buf, n, 4096, &frame, err, sizeof err);
+		check_sasl_status(st, &s0, &s);
+		if (st == SASL_OK)
+			FUZZ_CHECK(frame >= 4 && frame <= 4096 + 4 && frame == 4 + (uint64_t)kc_get_i32(buf),
+			    "raw frame %llu", (unsigned long long)frame);
+		for (size_t i = 0; i < nl; i++) {
+			sk = s0;
+			framek = 0;
+			int stk = sasl_on_raw_token(&sk, side == 1, buf, lens[i], 4096, &framek, NULL, 0);
+			FUZZ_CHECK(stk == SASL_NEED_MORE || stk == st, "raw prefix %zu: %d vs %d",
+			    lens[i], stk, st);
+		}
+	}
+}
+
 static void
 parser_mode(uint8_t sel, const uint8_t *buf, size_t n)
 {
@@ -162,6 +307,11 @@ parser_mode(uint8_t sel, const uint8_t *buf, size_t n)
 		if (stk == KC_MALFORMED)
 			FUZZ_CHECK(strcmp(err, errk) == 0, "prefix %zu: reason '%s' vs '%s'", k, errk, err);
 	}
+
+	/* SASL pass-through */
+	if (st == KC_OK)
+		sasl_checks(buf, n, &h, lens, nl);
+	sasl_response_checks(buf, n, lens, nl);
 
 	/* Produce acks */
 	if (st == KC_OK) {

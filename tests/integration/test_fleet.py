@@ -311,7 +311,12 @@ def test_k8s_manifests_schema(tmp_path):
 
     # ConfigMap: a config ferryd accepts, sockets where the pod can write
     ini_text = m[("ConfigMap", "ferry-config")]["data"]["ferry.ini"]
-    (tmp_path / "ferry.ini").write_text(ini_text)
+    # the token comes from a Secret mounted in the pod: stand one in here
+    tok_path = _ini(ini_text)["ferry"]["admin_token_file"]
+    token = tmp_path / "token"
+    token.write_text("k8s-secret-token-0123456789\n")
+    token.chmod(0o600)
+    (tmp_path / "ferry.ini").write_text(ini_text.replace(tok_path, str(token)))
     r = subprocess.run([str(FERRYD), "-t", "-c", str(tmp_path / "ferry.ini")],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr

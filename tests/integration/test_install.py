@@ -150,7 +150,8 @@ def test_ferry_ini_5_documents_every_key():
     ferry, cluster = _config_keys()
     ferry_sec = text.split('.SH "[cluster NAME] SECTION"')[0]
     cluster_sec = text.split('.SH "[cluster NAME] SECTION"')[1]
-    restart = {"control_socket", "admin_listen", "user", "log_format"}
+    restart = {"control_socket", "admin_listen", "user", "log_format",
+               "control_socket_mode", "control_socket_group"}
     for key in ferry:
         m = re.search(rf"^\.TP\n\.B {key}\n(.*?)(?=^\.TP|^\.SH|\Z)", ferry_sec, re.M | re.S)
         assert m, f"[ferry] {key} not documented in ferry.ini.5"

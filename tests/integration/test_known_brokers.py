@@ -20,7 +20,7 @@ import socket
 import threading
 import time
 
-from conftest import kafka_metadata, serving_pids, wait_for
+from conftest import kafka_metadata, serving_pids, wait_for, workers_keys
 
 TOPIC = "kb"
 
@@ -112,11 +112,12 @@ class Relay:
                     pass
 
 
-def start_behind_relay(mock_factory, ferry_factory, request, extra_ferry=""):
+def start_behind_relay(mock_factory, ferry_factory, request, extra_ferry="", workers=1):
     mock = mock_factory("K", 3, [f"{TOPIC}:3"])
     relay = Relay(mock.addresses[0])
     request.addfinalizer(relay.close)
-    f = ferry_factory({"K": mock}, start=False, extra_ferry=extra_ferry)
+    f = ferry_factory({"K": mock}, start=False, extra_ferry=extra_ferry,
+                      cluster_keys=workers_keys(workers))
     text = f.config_text.replace(f"upstream = {mock.bootstrap}", f"upstream = {relay.address()}")
     assert text != f.config_text
     f.config_text = text
@@ -155,13 +156,23 @@ def new_serving_pid(f, old):
 
 
 def test_broker_port_served_after_worker_kill_without_fetch(mock_factory, ferry_factory,
-                                                            request):
-    mock, relay, f = start_behind_relay(mock_factory, ferry_factory, request)
-    old = serving_pids(f.cluster("K"))[0]
+                                                            request, workers_n):
+    """With workers = 2 one worker is killed: its replacement (same
+    generation) gets the map too and makes no fetch."""
+    mock, relay, f = start_behind_relay(mock_factory, ferry_factory, request,
+                                        workers=workers_n)
+    pids = serving_pids(f.cluster("K"))
+    assert len(pids) == workers_n
+    old = pids[0]
     relay.refuse()
     before = relay.counts()
     os.kill(old, signal.SIGKILL)
-    pid = new_serving_pid(f, old)
+
+    def replaced():
+        now = serving_pids(f.cluster("K"))
+        new = [p for p in now if p not in pids]
+        return new[0] if len(now) == workers_n and new else None
+    pid = wait_for(replaced, 10, what="the replacement worker")
     served_on_broker_ports(f, mock)
     time.sleep(0.3)  # a start-up fetch would have reached the relay by now
     assert relay.counts() == before, \
@@ -169,7 +180,7 @@ def test_broker_port_served_after_worker_kill_without_fetch(mock_factory, ferry_
         f"{before} -> {relay.counts()}"
     log = f.log_path.read_text()
     assert any(f"pid={pid}" in l and "upstream brokers known from earlier generations" in l
-            for l in log.splitlines()), "no log line of the inherited map"
+               for l in log.splitlines()), "no log line of the inherited map"
     cl = f.cluster("K")
     assert cl["upstream"]["state"] == "reachable", cl["upstream"]
     assert len(cl["knownBrokers"]) == 3

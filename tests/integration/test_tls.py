@@ -625,3 +625,35 @@ def test_upstream_mutual_tls(mock_factory, ferry_factory, keeper, workdir, reque
                        text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stderr[-2000:]
     assert len(metadata_brokers(r.stdout)) == 3
+
+
+def test_client_auth_requested_and_min_version(mock_factory, ferry_factory, workdir, pki):
+    mock = mock_factory("A", 3)
+    f = ferry_factory({"A": mock}, cluster_keys=tls_keys(
+        pki, tls_client_ca=pki.ca, tls_client_auth="requested", tls_min_version="1.3"))
+    port = f.clusters["A"]["brokers"][2]
+
+    def session(ctx):
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        t = ctx.wrap_socket(s, server_hostname="localhost")
+        try:
+            _tls_apiversions(t)
+            return t.version()
+        finally:
+            t.close()
+
+    # requested: no certificate is fine, a verified one too
+    assert session(tls_client_ctx(pki)) == "TLSv1.3"
+    assert session(tls_client_ctx(pki, cert=True)) == "TLSv1.3"
+    # a certificate of another CA is verified when sent: refused
+    stranger = PKI(Path(workdir) / "stranger")
+    cert, key = stranger.issue("client", "stranger")
+    ctx = tls_client_ctx(pki)
+    ctx.load_cert_chain(str(cert), str(key))
+    with pytest.raises((ssl.SSLError, ConnectionError, OSError, AssertionError)):
+        session(ctx)
+    # tls_min_version = 1.3: a TLS 1.2 client is refused in the handshake
+    ctx = tls_client_ctx(pki)
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    with pytest.raises(ssl.SSLError):
+        session(ctx)

@@ -24,7 +24,7 @@ import subprocess
 import threading
 import time
 
-from conftest import serving_pids, wait_for
+from conftest import serving_pids, wait_for, workers_keys
 
 
 def openssl(*args, cwd):
@@ -176,7 +176,7 @@ def rfc3339_unix(s):
 
 
 def test_rotation_zero_failed_handshakes_and_sessions_resume(mock_factory, ferry_factory,
-                                                            workdir):
+                                                            workdir, workers_n):
     pki = PKI(workdir / "pki")
     old_cert, old_key = pki.issue("old", 0x1111, 20)
     new_cert, new_key = pki.issue("new", 0x2222, 300)
@@ -185,7 +185,7 @@ def test_rotation_zero_failed_handshakes_and_sessions_resume(mock_factory, ferry
     shutil.copy(old_key, live_key)
 
     mock = mock_factory("R", 3)
-    f = ferry_factory({"R": mock}, start=False)
+    f = ferry_factory({"R": mock}, start=False, cluster_keys=workers_keys(workers_n))
     text = f.config_text.replace(
         "[cluster R]\n", f"[cluster R]\ntls_cert = {live_cert}\ntls_key = {live_key}\n")
     f.config_path.write_text(text)
@@ -230,11 +230,14 @@ def test_rotation_zero_failed_handshakes_and_sessions_resume(mock_factory, ferry
         assert resumes(c, port, sessions[v]), f"TLS {v}: session from before the reload " \
                                               "did not resume after it"
 
-    # a worker restart: the new process gets the same ticket keys
-    pid = serving_pids(f.cluster("R"))[0]
-    os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: (serving_pids(f.cluster("R")) or [pid])[0] != pid, 10,
-             what="the replacement worker")
+    # a worker restart: the new process gets the same ticket keys (with
+    # workers = 2, every worker is killed in turn: whichever accepts, it
+    # resumes)
+    for pid in serving_pids(f.cluster("R")):
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: pid not in serving_pids(f.cluster("R")) and
+                 len(serving_pids(f.cluster("R"))) == workers_n, 10,
+                 what="the replacement worker")
     for v, c in (("1.2", ctx12), ("1.3", ctx13)):
         ok = wait_for(lambda: resumes(c, port, sessions[v]), 10,
                       what=f"TLS {v} resumption after the worker restart")

@@ -592,7 +592,7 @@ Test(config, listen_addresses_accepted)
 	expect_ok(&r, "[ferry]\nadmin_listen = [0::1]:9300\n" CLUSTER_A);
 	cr_expect_str_eq(r.c.admin_listen.host, "::1");
 	done(&r);
-	expect_ok(&r, "[ferry]\nadmin_listen = [::]:9300\n" CLUSTER_A);
+	expect_ok(&r, "[ferry]\nadmin_listen = [::]:9300\nadmin_insecure = on\n" CLUSTER_A);
 	cr_expect_str_eq(r.c.admin_listen.host, "::");
 	done(&r);
 }
@@ -632,8 +632,8 @@ Test(config_errors, listen_host_names_refused)
 
 Test(config_errors, port_overlap_with_admin)
 {
-	expect_errors("[ferry]\nadmin_listen = 0.0.0.0:9194\n" CLUSTER_A,
-	    "t.ini:6: broker_ports of [cluster a]: port 9194 already used by "
+	expect_errors("[ferry]\nadmin_listen = 0.0.0.0:9194\nadmin_insecure = on\n" CLUSTER_A,
+	    "t.ini:7: broker_ports of [cluster a]: port 9194 already used by "
 	    "admin_listen (line 2)\n");
 	expect_errors("[ferry]\n[cluster a]\nupstream = h:1\n"
 	    "bootstrap = 127.0.0.1:9190\nbroker_ports = 9191\n",
@@ -867,7 +867,9 @@ Test(config_canonical, exact_text)
 	    "max_inflight_per_connection = 1024\n"
 	    "handover = on\n"
 	    "workers = 1\n"
-	    "upstream_tls = off\n");
+	    "sasl_max_frame_bytes = 512KiB\n"
+	    "upstream_tls = off\n"
+	    "gateway = ports\n");
 	free(s);
 	s = cfg_cluster_canonical(&r.c.clusters[1]);
 	cr_assert_str_eq(s,
@@ -884,7 +886,40 @@ Test(config_canonical, exact_text)
 	    "max_inflight_per_connection = 1024\n"
 	    "handover = on\n"
 	    "workers = 1\n"
-	    "upstream_tls = off\n");
+	    "sasl_max_frame_bytes = 512KiB\n"
+	    "upstream_tls = off\n"
+	    "gateway = ports\n");
+	free(s);
+	done(&r);
+}
+
+/* [sasl] the pre-authentication frame limit: validated, canonical */
+Test(config_sasl, sasl_max_frame_bytes)
+{
+	struct res r;
+	char *s;
+
+	expect_errors(CLUSTER_A "sasl_max_frame_bytes = 1023\n",
+	    "t.ini:5: sasl_max_frame_bytes: 1023 out of range (1KiB-1GiB)\n");
+	expect_errors(CLUSTER_A "sasl_max_frame_bytes = 2GiB\n",
+	    "t.ini:5: sasl_max_frame_bytes: 2GiB out of range (1KiB-1GiB)\n");
+	expect_errors(CLUSTER_A "sasl_max_frame_bytes = lots\n",
+	    "t.ini:5: sasl_max_frame_bytes: invalid size 'lots' (use B, KiB, MiB "
+	    "or GiB)\n");
+	expect_ok(&r, CLUSTER_A);
+	cr_assert_eq(r.c.clusters[0].sasl_max_frame_bytes, 512 << 10, "default 512KiB");
+	done(&r);
+	expect_ok(&r, CLUSTER_A "sasl_max_frame_bytes = 64KiB\n");
+	cr_assert_eq(r.c.clusters[0].sasl_max_frame_bytes, 64 << 10);
+	s = cfg_cluster_canonical(&r.c.clusters[0]);
+	cr_assert(strstr(s, "\nsasl_max_frame_bytes = 64KiB\n"), "%s", s);
+	struct cfg c2;
+	struct cfg_errors e;
+	cfg_errors_init(&e);
+	cr_assert_eq(cfg_parse_string("c", s, strlen(s), &c2, &e), 0);
+	cr_assert_eq(c2.clusters[0].sasl_max_frame_bytes, 64 << 10);
+	cfg_free(&c2);
+	cfg_errors_free(&e);
 	free(s);
 	done(&r);
 }
@@ -1179,6 +1214,7 @@ Test(config_tls, every_key_and_canonical)
 	s = cfg_cluster_canonical(cl);
 	cr_assert(strstr(s,
 	    "workers = 1\n"
+	    "sasl_max_frame_bytes = 512KiB\n"
 	    "tls_cert = /etc/ferry/server.pem\n"
 	    "tls_key = /etc/ferry/server.key\n"
 	    "tls_min_version = 1.3\n"

@@ -18,6 +18,7 @@
  *   - at the end nothing is left: every process reaped, every socket closed.
  */
 #include <criterion/criterion.h>
+#include <sodium.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,7 +27,9 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "supervisor/nodes.h"
 #include "supervisor/supervisor.h"
+#include "supervisor/tickets.h"
 
 /* ---- the fake world -------------------------------------------------------- */
 
@@ -47,6 +50,8 @@ struct w_proc {
 	bool frozen;              /* SIGSTOPped: answers nothing */
 	bool got_accept, got_drain, got_stop, killed;
 	bool got_probe;           /* reload_upstream_check: answers when not frozen */
+	unsigned got_tickets;     /* IPC_TICKET_KEYS received */
+	uint64_t tickets_serial;  /* ... the last one's serial */
 	bool auto_ready;
 };
 
@@ -100,8 +105,6 @@ static int
 w_send(struct sup *s, struct sup_proc *p, enum ipc_type type, const void *payload, size_t len)
 {
 	(void)s;
-	(void)payload;
-	(void)len;
 	struct w_proc *wp = p->chan;
 	cr_assert_not_null(wp, "send to a process without a channel");
 	cr_assert(wp->alive || wp->reported == false, "send to a reaped process");
@@ -113,6 +116,13 @@ w_send(struct sup *s, struct sup_proc *p, enum ipc_type type, const void *payloa
 		wp->got_stop = true;
 	if (type == IPC_PROBE)
 		wp->got_probe = true;
+	if (type == IPC_TICKET_KEYS) {
+		struct tlskeys k;
+		cr_assert_eq(len, sizeof k, "ticket keys: the struct exactly");
+		memcpy(&k, payload, sizeof k);
+		wp->got_tickets++;
+		wp->tickets_serial = k.serial;
+	}
 	return 0;
 }
 
@@ -823,5 +833,101 @@ Test(engine, changed_upstream_must_answer_before_commit)
 	cr_assert_eq(W.s.last_reload.status, SUP_RELOAD_SUCCESS);
 	cr_assert_eq(ca->cfg.upstream[0].port, 9011);
 	cr_assert_neq(sup_cluster_serving(ca), old);
+	w_finish();
+}
+
+/* ---- [tickets] what the supervisor keeps across generations ----------------------- */
+
+static size_t
+w_learn(struct sup_proc *p, int32_t id, const char *host, int32_t port)
+{
+	uint8_t buf[512];
+	struct nodemap_writer wr;
+	nodemap_writer_init(&wr, buf, sizeof buf, 0);
+	struct nodemap_entry e = { .node_id = id, .port = port };
+	snprintf(e.host, sizeof e.host, "%s", host);
+	cr_assert(nodemap_writer_add(&wr, &e));
+	size_t len = nodemap_writer_finish(&wr);
+	sup_on_node_learned(&W.s, p, buf, len);
+	return len;
+}
+
+static size_t
+w_nodes_for(struct sup_cluster *c, struct sup_gen *g)
+{
+	uint8_t buf[4096];
+	size_t from = 0, n = 0, len;
+	while ((len = sup_nodes_payload(c, g, c->ccfg->cl, &from, buf, sizeof buf)) > 0) {
+		struct nodemap_reader r;
+		char err[128];
+		cr_assert_eq(nodemap_reader_init(&r, buf, len, 16, err, sizeof err), 0, "%s", err);
+		n += r.count;
+	}
+	return n;
+}
+
+Test(engine, ticket_keys_and_learned_brokers_outlive_generations)
+{
+	char a[512], b[512], text[2048];
+	w_cluster(a, sizeof a, "t", 20000, "127.0.0.1:9092");
+	w_cluster(b, sizeof b, "p", 20010, "127.0.0.1:9092");
+	snprintf(text, sizeof text, FERRY_HDR "%s%s", a, b);
+	cr_assert_geq(sodium_init(), 0);
+	w_start(text);
+	struct sup_cluster *t = sup_find_cluster(&W.s, "t"), *pl = sup_find_cluster(&W.s, "p");
+	const struct tlskeys *k = tickets_of(t);  /* as a TLS cluster's first spawn does */
+	/* (the fake world has no certificates: t is plaintext, so a rotation
+	 * would wipe its keys; say it is TLS for the model) */
+	t->ccfg->cl->tls = true;
+	cr_assert_not_null(k);
+	struct sup_gen *g1 = sup_cluster_serving(t);
+	w_learn(&g1->procs[0], 1, "broker-1.up", 9093);
+	w_learn(&g1->procs[0], 7, "no-port.up", 9099);  /* no broker port: ignored */
+	cr_assert_eq(t->nodes.n, 1);
+
+	/* a reload that keeps the upstream: the same keys, the same map */
+	char a2[600], text2[2048];
+	snprintf(a2, sizeof a2, "%sidle_timeout = 9m\n", a);
+	snprintf(text2, sizeof text2, FERRY_HDR "%s%s", a2, b);
+	const struct sup_reload_record *rec;
+	sup_reload_start(&W.s, text2, strlen(text2), "api", 1, &rec);
+	w_settle(300, "reload", 0, 0);
+	cr_assert_eq(W.s.last_reload.status, SUP_RELOAD_SUCCESS);
+	cr_assert_eq(sup_find_cluster(&W.s, "t"), t);
+	struct sup_gen *g2 = sup_cluster_serving(t);
+	cr_assert_gt(g2->generation, g1->generation);
+	cr_assert_eq(t->tickets, k, "keys kept across the reload");
+	cr_assert_eq(k->serial, 1);
+	cr_assert_eq(w_nodes_for(t, g2), 1, "the new generation gets the learned broker");
+
+	/* rotation: every live worker of t, none of p */
+	t->ccfg->cl->tls = true;  /* (the reloaded configuration, as above) */
+	tickets_rotate_all(&W.s);
+	cr_assert_eq(k->serial, 2);
+	struct w_proc *wt = w_find(&g2->procs[0]), *wp = w_find(&sup_cluster_serving(pl)->procs[0]);
+	cr_assert_eq(wt->got_tickets, 1);
+	cr_assert_eq(wt->tickets_serial, 2);
+	cr_assert_eq(wp->got_tickets, 0, "a cluster without keys gets none");
+
+	/* a reload to another upstream: the map is not carried over */
+	char a3[600], text3[2048];
+	w_cluster(a3, sizeof a3, "t", 20000, "127.0.0.1:9192");
+	snprintf(text3, sizeof text3, FERRY_HDR "reload_upstream_check = off\n%s%s", a3, b);
+	sup_reload_start(&W.s, text3, strlen(text3), "api", 2, &rec);
+	w_settle(300, "reload upstream", 0, 0);
+	cr_assert_eq(W.s.last_reload.status, SUP_RELOAD_SUCCESS);
+	struct sup_gen *g3 = sup_cluster_serving(t);
+	cr_assert_gt(g3->generation, g2->generation);
+	cr_assert_eq(w_nodes_for(t, g3), 0, "another upstream gets nothing");
+	/* the draining old generation cannot put its upstream's brokers back */
+	w_learn(&g3->procs[0], 2, "new-2.up", 9094);
+	if (sup_gen_alive(g2))
+		w_learn(&g2->procs[0], 1, "broker-1.up", 9093);
+	cr_assert_eq(w_nodes_for(t, g3), 1);
+	cr_assert_str_eq(t->nodes.v[0].host, "new-2.up");
+	cr_assert_eq(t->tickets, k, "keys kept");
+	/* this configuration has no TLS: the next rotation wipes the keys */
+	tickets_rotate_all(&W.s);
+	cr_assert_null(t->tickets);
 	w_finish();
 }

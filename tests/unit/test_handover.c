@@ -28,7 +28,7 @@ static struct ipc_conn_record
 good(uint32_t flags, uint32_t pending)
 {
 	struct ipc_conn_record r;
-	handover_record_init(&r, 42, -1, 0, flags & IPC_CONN_F_UPSTREAM, 3, pending);
+	handover_record_init(&r, 42, -1, 0, flags & IPC_CONN_F_UPSTREAM, 3, pending, 0);
 	return r;
 }
 
@@ -44,7 +44,7 @@ check(size_t len, size_t nfds, char *err)
 Test(record, init_and_check_round_trip)
 {
 	struct ipc_conn_record r;
-	handover_record_init(&r, 7, 2, 0, true, 1234, 10);
+	handover_record_init(&r, 7, 2, 0, true, 1234, 10, 0);
 	size_t len = make(&r, 10);
 	struct ipc_conn_record out;
 	char err[128] = "";
@@ -285,7 +285,7 @@ plan(size_t len, size_t nfds, uint64_t n_conns, struct handover_adopt *a, char *
 Test(adopt, open_both_ways_with_pending_bytes)
 {
 	struct ipc_conn_record r;
-	handover_record_init(&r, 77, 2, 0, true, 5, 9);
+	handover_record_init(&r, 77, 2, 0, true, 5, 9, 0);
 	size_t len = make(&r, 9);
 	struct handover_adopt a;
 	char err[128] = "";
@@ -303,7 +303,7 @@ Test(adopt, open_both_ways_with_pending_bytes)
 Test(adopt, client_only_connects_as_fresh)
 {
 	struct ipc_conn_record r;
-	handover_record_init(&r, 1, -1, 1, false, 0, 0);
+	handover_record_init(&r, 1, -1, 1, false, 0, 0, 0);
 	struct handover_adopt a;
 	char err[128] = "";
 	cr_assert_eq(plan(make(&r, 0), 1, 99, &a, err), 0, "%s", err);
@@ -317,14 +317,14 @@ Test(adopt, record_must_fit_the_cluster)
 	struct ipc_conn_record r;
 	struct handover_adopt a;
 	char err[128] = "";
-	handover_record_init(&r, 1, 3, 0, true, 1, 0);  /* broker index 3 of 3 */
+	handover_record_init(&r, 1, 3, 0, true, 1, 0, 0);  /* broker index 3 of 3 */
 	cr_expect_eq(plan(make(&r, 0), 2, 0, &a, err), -1);
 	cr_expect(strstr(err, "broker index") != NULL, "%s", err);
-	handover_record_init(&r, 1, -1, 2, true, 1, 0);  /* upstream 2 of 2 */
+	handover_record_init(&r, 1, -1, 2, true, 1, 0, 0);  /* upstream 2 of 2 */
 	cr_expect_eq(plan(make(&r, 0), 2, 0, &a, err), -1);
 	cr_expect(strstr(err, "upstream") != NULL, "%s", err);
 	/* a broker connection's upstream_try is not an index into upstream */
-	handover_record_init(&r, 1, 0, 5, true, 1, 0);
+	handover_record_init(&r, 1, 0, 5, true, 1, 0, 0);
 	cr_expect_eq(plan(make(&r, 0), 2, 0, &a, err), 0, "%s", err);
 }
 
@@ -333,7 +333,7 @@ Test(adopt, refused_at_max_connections)
 	struct ipc_conn_record r;
 	struct handover_adopt a;
 	char err[128] = "";
-	handover_record_init(&r, 1, -1, 0, true, 1, 0);
+	handover_record_init(&r, 1, -1, 0, true, 1, 0, 0);
 	cr_expect_eq(plan(make(&r, 0), 2, 100, &a, err), -1);
 	cr_expect(strstr(err, "max_connections") != NULL, "%s", err);
 }
@@ -343,8 +343,41 @@ Test(adopt, a_bad_record_is_refused)
 	struct ipc_conn_record r;
 	struct handover_adopt a;
 	char err[128] = "";
-	handover_record_init(&r, 1, -1, 0, true, 1, 4);
+	handover_record_init(&r, 1, -1, 0, true, 1, 4, 0);
 	cr_expect_eq(plan(make(&r, 3), 2, 0, &a, err), -1, "pending length");
 	cr_expect_eq(plan(make(&r, 4), 1, 0, &a, err), -1, "fd count");
 	cr_expect_eq(plan(REC / 2, 2, 0, &a, err), -1, "short");
+}
+
+/* [sasl] an authenticated connection moves with its SASL state; a raw
+ * exchange in progress never does */
+Test(adopt, sasl_state_travels)
+{
+	struct sasl s;
+	sasl_init(&s);
+	s.mech = SASL_MECH_SCRAM_SHA_256;
+	s.started = true;
+	s.authenticated = true;
+	s.rounds = 2;
+	struct ipc_conn_record r;
+	struct handover_adopt a;
+	char err[128] = "";
+	handover_record_init(&r, 5, -1, 0, true, 4, 0, sasl_encode(&s));
+	cr_expect_neq(r.sasl, 0);
+	cr_assert_eq(plan(make(&r, 0), 2, 0, &a, err), 0, "%s", err);
+	cr_expect(a.sasl.authenticated);
+	cr_expect(!sasl_preauth(&a.sasl), "no pre-authentication limit in the new worker");
+	cr_expect_eq(a.sasl.mech, SASL_MECH_SCRAM_SHA_256);
+	/* a fresh connection's state is 0 */
+	handover_record_init(&r, 6, -1, 0, true, 0, 0, 0);
+	cr_assert_eq(plan(make(&r, 0), 2, 0, &a, err), 0, "%s", err);
+	cr_expect(sasl_preauth(&a.sasl));
+	/* a raw exchange in progress or unknown bits: refused */
+	s.phase = SASL_RAW_CLIENT;
+	handover_record_init(&r, 7, -1, 0, true, 4, 0, sasl_encode(&s));
+	cr_expect_eq(plan(make(&r, 0), 2, 0, &a, err), -1);
+	cr_expect(strstr(err, "raw") != NULL, "%s", err);
+	handover_record_init(&r, 8, -1, 0, true, 4, 0, 0x80000000u);
+	cr_expect_eq(plan(make(&r, 0), 2, 0, &a, err), -1);
+	cr_expect(strstr(err, "SASL") != NULL, "%s", err);
 }

@@ -225,7 +225,7 @@ iget(const json_t *o, const char *k)
 
 static const char *const cluster_keys[] = { "name", "state", "since", "reason", "generation",
 	"configVersion", "upstream", "listeners", "unknownNodes", "knownBrokers", "workers", "liveness",
-	"livenessSince", NULL };
+	"livenessSince", "gateway", NULL };
 static const char *const upstream_keys[] = { "state", "since", "lastError", NULL };
 static const char *const listener_keys[] = { "role", "nodeId", "address", NULL };
 static const char *const worker_keys[] = { "pid", "index", "generation", "state", "since",
@@ -633,4 +633,30 @@ Test(status, latency_histogram)
 	cr_assert(has_line(t, "ferry_request_duration_seconds_count{cluster=\"alpha\",api=\"Metadata\"} 3"));
 	cr_assert(has_line(t, "ferry_request_duration_seconds_sum{cluster=\"alpha\",api=\"Metadata\"} 20.003200"));
 	free(t);
+}
+
+/* [sni] the gateway mode, and the names of an SNI gateway */
+Test(status, cluster_json_gateway)
+{
+	struct sup_cluster *c = &fx_clusters[0];
+	json_t *o = status_cluster_json(c);
+
+	cr_assert_str_eq(sget(o, "gateway"), "ports");
+	cr_assert_null(json_object_get(o, "sni"));
+	json_decref(o);
+
+	struct cfg_cluster saved = c->cfg;
+	c->cfg.gateway = CFG_GATEWAY_SNI;
+	snprintf(c->cfg.sni_bootstrap_host, sizeof c->cfg.sni_bootstrap_host, "kafka.example.com");
+	snprintf(c->cfg.sni_broker_pattern, sizeof c->cfg.sni_broker_pattern,
+	    "broker-$(nodeId).kafka.example.com");
+	o = status_cluster_json(c);
+	c->cfg = saved;
+	cr_assert_str_eq(sget(o, "gateway"), "sni");
+	const json_t *sni = json_object_get(o, "sni");
+	static const char *const sni_keys[] = { "bootstrapHost", "brokerPattern", NULL };
+	assert_keys(sni, sni_keys);
+	cr_assert_str_eq(sget(sni, "bootstrapHost"), "kafka.example.com");
+	cr_assert_str_eq(sget(sni, "brokerPattern"), "broker-$(nodeId).kafka.example.com");
+	json_decref(o);
 }

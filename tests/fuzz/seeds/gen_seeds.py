@@ -332,6 +332,17 @@ def gen_frame():
     put("fuzz_frame", "partial", bytes([sel]) + request(0, 9, 3, "rdkafka", produce_body(9, None, -1))[:13])
     put("fuzz_frame", "response-prefix", bytes([sel]) + i32(10) + i32(77) + b"\x00\x01")
     put("fuzz_frame", "small-max", bytes([1]) + request(3, 1, 1, "c", i32(0)))
+    # SASL pass-through (sasl.c): handshakes v0/v1, SaslAuthenticate v2, a
+    # flexible SaslAuthenticate response with a tag, a raw token
+    put("fuzz_frame", "sasl-handshake-v0-scram", bytes([sel]) + request(17, 0, 10, "kafka-python",
+        string(False, "SCRAM-SHA-256")))
+    put("fuzz_frame", "sasl-handshake-v1-gssapi", bytes([sel]) + request(17, 1, 11, "rdkafka",
+        string(False, "GSSAPI")))
+    put("fuzz_frame", "sasl-authenticate-v2", bytes([sel]) + request(36, 2, 12, "rdkafka",
+        uv(15) + b"\x00alice\x00secret" + b"\x00"))
+    put("fuzz_frame", "sasl-authenticate-response-v2", bytes([sel]) + i32(14) + i32(12)
+        + b"\x01\x00\x01\xaa" + i16(0) + b"\x00\x01" + i32(0)[:2])
+    put("fuzz_frame", "sasl-raw-token", bytes([sel]) + i32(13) + b"\x00alice\x00secret")
     # reader machine (selector bit 7): ops over a buffer, see fuzz_frame.c
     put("fuzz_frame", "vm-strings", bytes([0x80, 0x10]) + bytes([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])
         + b"\x00\x03abc\xff\xff\x04xyz\x00\x01" + b"\x02\x00\x01\xaa")
@@ -366,6 +377,17 @@ def gen_config():
         "[ferry]\nadmin_listen = 0.0.0.0:9000\n[cluster a]\nupstream = h:1\nbootstrap = [::1]:9000\n"
         "broker_ports = 9001-9002\n[cluster b]\nupstream = h:1\nbootstrap = [0:0::1]:9001\n"
         "broker_ports = 8999-9003\n")
+    # [sni] one TLS port, brokers by server name; and the refused mixes
+    put("fuzz_config", "sni-gateway",
+        "[cluster s]\nupstream = h:1\nbootstrap = 0.0.0.0:9443\ntls_cert = /c.pem\n"
+        "tls_key = /k.pem\ngateway = sni\nsni_bootstrap_host = Kafka.example.com\n"
+        "sni_broker_pattern = b-$(nodeId)x.kafka.example.com\n" + CLUSTER_A)
+    put("fuzz_config", "sni-errors",
+        "[cluster s]\nupstream = h:1\nbootstrap = 127.0.0.1:9443\ngateway = sni\n"
+        "sni_bootstrap_host = b-1.k\nsni_broker_pattern = b-$(nodeId).k$(nodeId)\n"
+        "broker_ports = 9444\nnode_ids = 1\nadvertised_host = x\n"
+        "[cluster p]\nupstream = h:1\nbootstrap = 127.0.0.1:9500\nbroker_ports = 9501\n"
+        "sni_bootstrap_host = a.b\ngateway = tunnel\n")
     put("fuzz_config", "long-lines",
         "[cluster l]\nupstream=" + ",".join("kafka-%02d.example.internal:9092" % i for i in range(5)) +
         "\nbootstrap = 127.0.0.1:1\nadvertised_host=" + "h" * 150 + "\nbroker_ports = 2-3\n")
@@ -420,6 +442,19 @@ def gen_ipc():
     pem = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
     put("fuzz_ipc", "tls-material", msg(12, 4, struct.pack("=8I", len(pem), 4, 0, 0, 0, 0, 1, 0)
                                        + pem + b"KEY!"))
+
+    # [tickets] IPC_NODES (13) / IPC_NODE_LEARNED (22): count, flags, then
+    # records int32 node id, uint16 port, uint8 host length, host
+    def nodemap(flags, *nodes):
+        b = struct.pack("=II", len(nodes), flags)
+        for nid, host, port in nodes:
+            b += struct.pack("=iHB", nid, port, len(host)) + host
+        return b
+    put("fuzz_ipc", "nodes", msg(13, 5, nodemap(1, (1, b"broker-1.kafka", 9092),
+                                                (2, b"10.0.0.2", 9093))))
+    put("fuzz_ipc", "node-learned", msg(22, 5, nodemap(0, (3, b"::1", 19092))))
+    # IPC_TICKET_KEYS (14): struct tlskeys, 256 bytes: n, pad, serial, 3 keys
+    put("fuzz_ipc", "ticket-keys", msg(14, 5, struct.pack("=IIQ", 2, 0, 7) + bytes(range(240))))
 
 
 gen_rewrite()
