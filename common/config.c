@@ -621,9 +621,11 @@ cfgp_set_control_socket_group(struct cfg *c, const char *v, char *err, size_t le
 	return 0;
 }
 
-/* An absolute path of at most CFG_PATH_MAX - 1 bytes. */
+/* A file the supervisor reads: an absolute path without control
+ * characters. Relative paths are refused rather than resolved against a
+ * working directory that differs between ferryd, ferryd -t and systemd. */
 static int
-cfgp_admin_path(const char *v, char *out, char *err, size_t len)
+cfgp_path(const char *v, char *out, char *err, size_t len)
 {
 	size_t n = strlen(v);
 
@@ -647,25 +649,25 @@ cfgp_admin_path(const char *v, char *out, char *err, size_t len)
 static int
 cfgp_set_admin_token_file(struct cfg *c, const char *v, char *err, size_t len)
 {
-	return cfgp_admin_path(v, c->admin_token_file, err, len);
+	return cfgp_path(v, c->admin_token_file, err, len);
 }
 
 static int
 cfgp_set_admin_tls_cert(struct cfg *c, const char *v, char *err, size_t len)
 {
-	return cfgp_admin_path(v, c->admin_tls_cert, err, len);
+	return cfgp_path(v, c->admin_tls_cert, err, len);
 }
 
 static int
 cfgp_set_admin_tls_key(struct cfg *c, const char *v, char *err, size_t len)
 {
-	return cfgp_admin_path(v, c->admin_tls_key, err, len);
+	return cfgp_path(v, c->admin_tls_key, err, len);
 }
 
 static int
 cfgp_set_admin_tls_client_ca(struct cfg *c, const char *v, char *err, size_t len)
 {
-	return cfgp_admin_path(v, c->admin_tls_client_ca, err, len);
+	return cfgp_path(v, c->admin_tls_client_ca, err, len);
 }
 
 static int
@@ -1007,31 +1009,6 @@ cfgp_set_sasl_max_frame_bytes(struct cfg_cluster *cl, const char *v, char *err,
 
 static const char *const cfgp_tls_version_names[] = { "1.2", "1.3" };
 static const char *const cfgp_tls_auth_names[] = { "none", "requested", "required" };
-
-/* A file the supervisor reads: an absolute path without control
- * characters. Relative paths are refused rather than resolved against a
- * working directory that differs between ferryd, ferryd -t and systemd. */
-static int
-cfgp_path(const char *v, char *out, char *err, size_t len)
-{
-	size_t n = strlen(v);
-
-	if (v[0] != '/') {
-		snprintf(err, len, "'%s' is not an absolute path", v);
-		return -1;
-	}
-	if (n >= CFG_PATH_MAX) {
-		snprintf(err, len, "path too long (%zu bytes, max %d)", n, CFG_PATH_MAX - 1);
-		return -1;
-	}
-	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f) {
-			snprintf(err, len, "control character in path");
-			return -1;
-		}
-	memcpy(out, v, n + 1);
-	return 0;
-}
 
 static int
 cfgp_set_tls_cert(struct cfg_cluster *cl, const char *v, char *err, size_t len)

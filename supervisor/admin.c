@@ -217,19 +217,6 @@ admin_seterr(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* A client-supplied string made safe for a quoted logfmt value. */
-static void
-admin_sanitize(const char *in, char *out, size_t len)
-{
-	size_t i;
-
-	for (i = 0; in[i] != '\0' && i + 1 < len; i++) {
-		unsigned char ch = (unsigned char)in[i];
-		out[i] = (ch < 0x20 || ch >= 0x7f || ch == '"' || ch == '\\') ? '?' : (char)ch;
-	}
-	out[i] = '\0';
-}
-
 /* --- responses ---------------------------------------------------------- */
 
 void
@@ -306,7 +293,7 @@ admin_authorize(struct admin_conn *c, struct admin_response *resp)
 	r = adminauth_check(&a->auth, c->peer.local, hr->path,
 	    http_request_header(hr, "Authorization"), c->peer.cert_verified);
 	adminauth_peer_fields(&c->peer, who, sizeof who);
-	admin_sanitize(hr->path, path, sizeof path);
+	adminauth_sanitize(hr->path, path, sizeof path);
 	if (!adminauth_allowed(r)) {
 		adminauth_count(&a->counters, r);
 		if (log_ratelimit_ok(&a->rl_auth, 5, 10, &dropped))
@@ -652,7 +639,7 @@ admin_conn_send(struct admin_conn *c, struct admin_response *resp)
 {
 	char path[128];
 
-	admin_sanitize(c->parser.req.path ? c->parser.req.path : "-", path, sizeof path);
+	adminauth_sanitize(c->parser.req.path ? c->parser.req.path : "-", path, sizeof path);
 	log_debug("admin request", "listener=%s method=%s path=\"%s\" status=%d",
 	    c->srv->kind, c->parser.req.method[0] ? c->parser.req.method : "-",
 	    path, resp->status);

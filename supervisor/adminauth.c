@@ -471,8 +471,7 @@ adminauth_peer_identify(struct adminauth_peer *p, int fd, bool local)
 	snprintf(p->addr, sizeof p->addr, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
 }
 
-/* A certificate subject made safe for a quoted logfmt value. */
-static void
+void
 adminauth_sanitize(const char *in, char *out, size_t len)
 {
 	size_t i;

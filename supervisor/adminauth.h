@@ -92,6 +92,11 @@ struct adminauth_counters {
 };
 
 /* Count a refusal r (MISSING, MALFORMED or WRONG; others are ignored). */
+/* A client-supplied string (path, user agent, certificate subject) made
+ * safe for a quoted logfmt value: control bytes, quotes, backslashes and
+ * non-ASCII become '?'. out is always NUL-terminated. */
+void adminauth_sanitize(const char *in, char *out, size_t len);
+
 void adminauth_count(struct adminauth_counters *k, enum adminauth_result r);
 
 /* The two families in Prometheus text format into buf (NUL-terminated);

@@ -1467,6 +1467,22 @@ conn_connected(void *arg, int fd, const char *err, bool local)
 
 /* Start (or wait for) the upstream connection. -1 when it could not
  * start (out of memory; why set, c not closed). */
+
+/* The broker's address is not known yet: wait for metadata (ours or a
+ * sibling's), bounded by WORKER_METADATA_TIMEOUT_MS. */
+static void
+conn_wait_metadata(struct conn *c)
+{
+	struct worker *w = c->w;
+
+	c->state = CONN_WAIT_METADATA;
+	if (!c->waiting_metadata) {
+		c->waiting_metadata = true;
+		conn_timer_arm(c, ev_now(w->loop) + WORKER_METADATA_TIMEOUT_MS / 1000.0 + 1);
+	}
+	upstream_fetch_metadata(w);
+}
+
 static int
 conn_connect_begin(struct conn *c)
 {
@@ -1477,13 +1493,7 @@ conn_connect_begin(struct conn *c)
 		/* [sni] the broker the server name asked for */
 		int idx = upstream_node_find(w, c->sni_node_id);
 		if (idx < 0) {
-			c->state = CONN_WAIT_METADATA;
-			if (!c->waiting_metadata) {
-				c->waiting_metadata = true;
-				conn_timer_arm(c, ev_now(w->loop) +
-				    WORKER_METADATA_TIMEOUT_MS / 1000.0 + 1);
-			}
-			upstream_fetch_metadata(w);
+			conn_wait_metadata(c);
 			return 0;
 		}
 		c->broker_index = idx;
@@ -1496,13 +1506,7 @@ conn_connect_begin(struct conn *c)
 		if (!n->known)
 			upstream_node_from_siblings(w, c->broker_index);
 		if (!n->known) {
-			c->state = CONN_WAIT_METADATA;
-			if (!c->waiting_metadata) {
-				c->waiting_metadata = true;
-				conn_timer_arm(c, ev_now(w->loop) +
-				    WORKER_METADATA_TIMEOUT_MS / 1000.0 + 1);
-			}
-			upstream_fetch_metadata(w);
+			conn_wait_metadata(c);
 			return 0;
 		}
 		host = n->host;

@@ -77,20 +77,6 @@ teardown(void)
 
 TestSuite(sni_gate, .init = setup, .fini = teardown, .timeout = 20);
 
-static int
-wait_for(struct transport *a, int ea, struct transport *b, int eb, int ms)
-{
-	struct pollfd p[2];
-	int n = 0;
-	if (a && ea)
-		p[n++] = (struct pollfd){ a->fd, (short)((ea & 1 ? POLLIN : 0) | (ea & 2 ? POLLOUT : 0)), 0 };
-	if (b && eb)
-		p[n++] = (struct pollfd){ b->fd, (short)((eb & 1 ? POLLIN : 0) | (eb & 2 ? POLLOUT : 0)), 0 };
-	if (n == 0)
-		return 0;
-	return poll(p, (nfds_t)n, ms);
-}
-
 /* 0 when both handshakes completed; 's' / 'c' for the side that failed. */
 static int
 handshake(const char *sni, struct sni_pick *pick)
@@ -110,7 +96,7 @@ handshake(const char *sni, struct sni_pick *pick)
 			return 'c';
 		if (rs == 1 && rc == 1)
 			return 0;
-		cr_assert(wait_for(&S, rs == 1 ? 0 : transport_interest(&S, true, false),
+		cr_assert(fx_wait_for(&S, rs == 1 ? 0 : transport_interest(&S, true, false),
 		    &C, rc == 1 ? 0 : transport_interest(&C, true, false), 2000) > 0);
 	}
 	cr_assert_fail("handshake did not finish");
@@ -164,7 +150,7 @@ refused(const char *sni)
 	for (int turn = 0; turn < 20 && C.state == TRANSPORT_HANDSHAKE; turn++) {
 		if (transport_handshake(&C) < 0)
 			break;
-		wait_for(&C, transport_interest(&C, true, false), NULL, 0, 500);
+		fx_wait_for(&C, transport_interest(&C, true, false), NULL, 0, 500);
 	}
 	cr_assert(strstr(transport_tls_error(&C), "unrecognized name") != NULL ||
 	    strstr(transport_tls_error(&C), "unrecognized_name") != NULL,
@@ -220,14 +206,14 @@ session_with(const char *sni, int maxv, SSL_SESSION *resume, struct sni_pick *pi
 		cr_assert(rs >= 0 && rc >= 0, "%s / %s", transport_tls_error(&s),
 		    transport_tls_error(&c));
 		if (rs == 0 || rc == 0)
-			wait_for(&s, rs == 1 ? 0 : transport_interest(&s, true, false), &c,
+			fx_wait_for(&s, rs == 1 ? 0 : transport_interest(&s, true, false), &c,
 			    rc == 1 ? 0 : transport_interest(&c, true, false), 2000);
 	}
 	cr_assert_eq(transport_write(&s, "x", 1), 1);
 	char b = 0;
 	for (int turn = 0; transport_read(&c, &b, 1) != 1; turn++) {
 		cr_assert_lt(turn, 50);
-		wait_for(&c, transport_interest(&c, true, false), NULL, 0, 2000);
+		fx_wait_for(&c, transport_interest(&c, true, false), NULL, 0, 2000);
 	}
 	*reused = SSL_session_reused(cs);
 	SSL_SESSION *sess = SSL_get1_session(cs);

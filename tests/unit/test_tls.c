@@ -73,20 +73,6 @@ TestSuite(tls, .init = setup, .fini = teardown, .timeout = 20);
 
 /* Waits (poll, up to ms) for what each transport's interest asks. The
  * number of fds ready. */
-static int
-wait_for(struct transport *a, int ea, struct transport *b, int eb, int ms)
-{
-	struct pollfd p[2];
-	int n = 0;
-	if (a && ea)
-		p[n++] = (struct pollfd){ a->fd, (short)((ea & 1 ? POLLIN : 0) | (ea & 2 ? POLLOUT : 0)), 0 };
-	if (b && eb)
-		p[n++] = (struct pollfd){ b->fd, (short)((eb & 1 ? POLLIN : 0) | (eb & 2 ? POLLOUT : 0)), 0 };
-	if (n == 0)
-		return 0;
-	return poll(p, (nfds_t)n, ms);
-}
-
 /* Drives both handshakes; each turn steps a side, then waits for the
  * socket events the blocked sides asked for. Returns the turns taken, or
  * -1 when a side failed (*failed_side = 's' or 'c'). */
@@ -107,7 +93,7 @@ handshake_pair(struct transport *s, struct transport *c, char *failed_side)
 		if (rs == 1 && rc == 1)
 			return turn;
 		cr_assert(rs == 1 || errno == EAGAIN || s->hs_want != 0);
-		int w = wait_for(s, rs == 1 ? 0 : transport_interest(s, true, false),
+		int w = fx_wait_for(s, rs == 1 ? 0 : transport_interest(s, true, false),
 		    c, rc == 1 ? 0 : transport_interest(c, true, false), 2000);
 		cr_assert(w > 0, "a blocked handshake waited 2 s for nothing (turn %d)", turn);
 	}
@@ -142,7 +128,7 @@ read_all(struct transport *t, char *buf, size_t len)
 		cr_assert_eq(n, -1, "unexpected EOF after %zu bytes", got);
 		cr_assert_eq(errno, EAGAIN);
 		cr_assert_eq(transport_pending(t), 0);
-		cr_assert(wait_for(t, transport_interest(t, true, false), NULL, 0, 2000) > 0);
+		cr_assert(fx_wait_for(t, transport_interest(t, true, false), NULL, 0, 2000) > 0);
 	}
 }
 
@@ -216,7 +202,7 @@ Test(tls, one_mebibyte_each_way_nonblocking)
 				cr_assert_eq(n, -1);
 				cr_assert_eq(errno, EAGAIN);
 				int we = sent < N ? transport_interest(w, false, true) : 0;
-				cr_assert(wait_for(r, transport_interest(r, true, false), w, we, 2000) > 0);
+				cr_assert(fx_wait_for(r, transport_interest(r, true, false), w, we, 2000) > 0);
 			}
 		}
 		cr_assert_eq(memcmp(in, out, N), 0);
@@ -232,13 +218,13 @@ Test(tls, close_notify_reads_as_eof)
 	connect_pair(cctx, "kafka.test");
 	int r;
 	while ((r = transport_shutdown(&C)) == 0)
-		cr_assert(wait_for(&C, C.hs_want, NULL, 0, 2000) > 0);
+		cr_assert(fx_wait_for(&C, C.hs_want, NULL, 0, 2000) > 0);
 	cr_assert_eq(r, 1);
 	cr_assert_eq(C.state, TRANSPORT_SHUTDOWN);
 	char buf[8];
 	ssize_t n;
 	while ((n = transport_read(&S, buf, sizeof buf)) == -1 && errno == EAGAIN)
-		cr_assert(wait_for(&S, S.rd_want, NULL, 0, 2000) > 0);
+		cr_assert(fx_wait_for(&S, S.rd_want, NULL, 0, 2000) > 0);
 	cr_assert_eq(n, 0);
 	/* the other direction still works after a half close */
 	cr_assert_eq(transport_write(&S, "late", 4), 4);
@@ -286,13 +272,13 @@ Test(tls, stalled_handshake_waits_without_spinning)
 		cr_assert_eq(errno, EAGAIN);
 		cr_assert_eq(transport_interest(&S, true, true), TRANSPORT_WANT_READ);
 		/* nothing arrives: the socket is not readable */
-		cr_assert_eq(wait_for(&S, TRANSPORT_WANT_READ, NULL, 0, 50), 0);
+		cr_assert_eq(fx_wait_for(&S, TRANSPORT_WANT_READ, NULL, 0, 50), 0);
 	}
 	/* half a ClientHello: still blocked, still waiting to read */
 	cr_assert_eq(write(sp[1], "\x16\x03\x01\x02\x00\x01", 6), 6);
 	cr_assert_eq(transport_handshake(&S), 0);
 	cr_assert_eq(S.hs_want, TRANSPORT_WANT_READ);
-	cr_assert_eq(wait_for(&S, TRANSPORT_WANT_READ, NULL, 0, 50), 0);
+	cr_assert_eq(fx_wait_for(&S, TRANSPORT_WANT_READ, NULL, 0, 50), 0);
 	/* then the peer goes away */
 	close(sp[1]);
 	cr_assert_eq(transport_handshake(&S), -1);

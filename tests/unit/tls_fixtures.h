@@ -12,10 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <poll.h>
+
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
+
+#include "common/transport.h"
 
 struct fx_pem {
 	char *data;
@@ -27,6 +31,22 @@ struct fx_cert {
 	X509 *cert;
 	struct fx_pem key_pem, cert_pem;
 };
+
+/* Waits (poll, up to ms) for what each transport's interest asks. The
+ * number of fds ready. */
+static inline int
+fx_wait_for(struct transport *a, int ea, struct transport *b, int eb, int ms)
+{
+	struct pollfd p[2];
+	int n = 0;
+	if (a && ea)
+		p[n++] = (struct pollfd){ a->fd, (short)((ea & 1 ? POLLIN : 0) | (ea & 2 ? POLLOUT : 0)), 0 };
+	if (b && eb)
+		p[n++] = (struct pollfd){ b->fd, (short)((eb & 1 ? POLLIN : 0) | (eb & 2 ? POLLOUT : 0)), 0 };
+	if (n == 0)
+		return 0;
+	return poll(p, (nfds_t)n, ms);
+}
 
 static inline struct fx_pem
 fx_bio_text(BIO *b)
