@@ -58,6 +58,7 @@ enum cfgp_fkey {
 	FK_CONTROL_SOCKET_MODE, FK_CONTROL_SOCKET_GROUP, FK_ADMIN_TOKEN_FILE,
 	FK_ADMIN_OPEN_PATHS, FK_ADMIN_TLS_CERT, FK_ADMIN_TLS_KEY, FK_ADMIN_TLS_CLIENT_CA,
 	FK_ADMIN_INSECURE,
+	FK_TLS_TICKET_ROTATION,
 	FK_COUNT,
 };
 
@@ -547,6 +548,23 @@ cfgp_set_crash_loop_window(struct cfg *c, const char *v, char *err, size_t len)
 	return cfgp_positive_duration(v, &c->crash_loop_window_ms, err, len);
 }
 
+/* tls_ticket_rotation: how often the supervisor makes a new session-ticket
+ * key (supervisor/tickets.h); 1s to 168h (a week). */
+static int
+cfgp_set_tls_ticket_rotation(struct cfg *c, const char *v, char *err, size_t len)
+{
+	uint64_t ms;
+
+	if (units_parse_duration_ms(v, &ms, err, len) != 0)
+		return -1;
+	if (ms < 1000 || ms > 7ULL * 24 * 3600 * 1000) {
+		snprintf(err, len, "'%s' out of range (1s-168h)", v);
+		return -1;
+	}
+	c->tls_ticket_rotation_ms = ms;
+	return 0;
+}
+
 /* worker_watchdog: 0 turns it off; otherwise at least 100ms (the ping
  * period is a quarter of it). */
 static int
@@ -790,6 +808,7 @@ static const struct cfgp_fkeydef cfgp_fkeys[FK_COUNT] = {
 	[FK_CRASH_LOOP_LIMIT] = { "crash_loop_limit", cfgp_set_crash_loop_limit },
 	[FK_CRASH_LOOP_WINDOW] = { "crash_loop_window", cfgp_set_crash_loop_window },
 	[FK_WORKER_WATCHDOG] = { "worker_watchdog", cfgp_set_worker_watchdog },
+	[FK_TLS_TICKET_ROTATION] = { "tls_ticket_rotation", cfgp_set_tls_ticket_rotation },
 	[FK_DRAIN_SPREAD] = { "drain_spread", cfgp_set_drain_spread },
 	[FK_RELOAD_UPSTREAM_CHECK] = { "reload_upstream_check", cfgp_set_reload_upstream_check },
 	[FK_CONTROL_SOCKET_MODE] = { "control_socket_mode", cfgp_set_control_socket_mode },
@@ -1846,6 +1865,7 @@ cfgp_defaults(struct cfg *c, const char *path)
 	c->crash_loop_limit = 5;
 	c->crash_loop_window_ms = 60 * 1000;
 	c->worker_watchdog_ms = 10 * 1000;
+	c->tls_ticket_rotation_ms = 3600 * 1000;
 	c->drain_spread_ms = 5 * 1000;
 	c->reload_upstream_check = true;
 	c->log_level = LOG_INFO;

@@ -180,6 +180,8 @@ struct cfg {
 	                                    (bounded by drain_timeout); default 5s */
 	bool reload_upstream_check;      /* a changed upstream must answer metadata
 	                                    before its cluster commits; default on */
+	uint64_t tls_ticket_rotation_ms; /* a new session-ticket key every this;
+	                                    default 1h (supervisor/tickets.h) */
 	uint64_t worker_watchdog_ms;     /* a worker must answer a ping within this;
 	                                    default 10s, 0 = off */
 

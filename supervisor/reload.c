@@ -172,6 +172,7 @@ reload_apply_live(struct sup *s, const struct cfg *next)
 	s->cfg.crash_loop_limit = next->crash_loop_limit;
 	s->cfg.crash_loop_window_ms = next->crash_loop_window_ms;
 	s->cfg.worker_watchdog_ms = next->worker_watchdog_ms;
+	s->cfg.tls_ticket_rotation_ms = next->tls_ticket_rotation_ms;
 	s->cfg.drain_spread_ms = next->drain_spread_ms;
 	s->cfg.reload_upstream_check = next->reload_upstream_check;
 	log_set_level((enum log_level)s->cfg.log_level);

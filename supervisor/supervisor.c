@@ -693,6 +693,13 @@ sup_io_reload_end(struct sup *s, const struct sup_reload_record *rec)
 	struct sup_io *io = s->io;
 	if (!s->stopping)
 		certs_update(s, "reload");  /* [tickets] a renewed certificate, or a warning */
+	/* tls_ticket_rotation changed: the next rotation one new period from now */
+	double period = (double)s->cfg.tls_ticket_rotation_ms / 1000.0;
+	if (period != io->tickets.repeat) {
+		ev_timer_stop(io->loop, &io->tickets);
+		ev_timer_set(&io->tickets, period, period);
+		ev_timer_start(io->loop, &io->tickets);
+	}
 	char buf[sizeof io->last_status];
 	admin_reload_end(s, rec->status == SUP_RELOAD_SUCCESS ||
 	    rec->status == SUP_RELOAD_UNCHANGED);
@@ -756,7 +763,7 @@ sup_prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 	}
 }
 
-/* [tickets] every TICKETS_ROTATE_MS: new session-ticket keys for every TLS
+/* [tickets] every tls_ticket_rotation: new session-ticket keys for every TLS
  * cluster, sent to all its live workers. */
 static void
 sup_tickets_cb(struct ev_loop *loop, ev_timer *t, int revents)
@@ -902,8 +909,8 @@ sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 	io->deadline.data = io;
 	ev_timer_init(&io->backstop, sup_backstop_cb, 0., 0.);
 	io->backstop.data = io;
-	ev_timer_init(&io->tickets, sup_tickets_cb, TICKETS_ROTATE_MS / 1000.0,
-	    TICKETS_ROTATE_MS / 1000.0);
+	ev_timer_init(&io->tickets, sup_tickets_cb, s->cfg.tls_ticket_rotation_ms / 1000.0,
+	    s->cfg.tls_ticket_rotation_ms / 1000.0);
 	io->tickets.data = io;
 	ev_timer_start(io->loop, &io->tickets);
 	ev_timer_init(&io->certs, sup_certs_cb, CERTS_CHECK_MS / 1000.0, CERTS_CHECK_MS / 1000.0);

@@ -10,9 +10,10 @@
  * Lifetime: created (libsodium randombytes_buf, in sodium_malloc'd guarded
  * memory) the first time a worker of a TLS cluster is started; kept across
  * worker restarts and reloads, so a session resumed after either resumes;
- * rotated every TICKETS_ROTATE_MS: a new key[0] encrypts new tickets, the
- * previous ones keep decrypting up to TLSKEYS_MAX keys (so a ticket stays
- * usable for at least (TLSKEYS_MAX - 1) periods — two hours); wiped and
+ * rotated every tls_ticket_rotation ([ferry], default 1h): a new key[0]
+ * encrypts new tickets, the previous ones keep decrypting up to TLSKEYS_MAX
+ * keys (so a ticket stays usable for at least (TLSKEYS_MAX - 1) periods —
+ * two hours by default); wiped and
  * freed with the cluster (sodium_free), or at the next rotation once a
  * reload turned the cluster's TLS off.
  *
@@ -29,8 +30,6 @@
 
 #include "common/tlskeys.h"
 #include "supervisor/supervisor.h"
-
-#define TICKETS_ROTATE_MS (3600u * 1000u)  /* rotation period: one hour */
 
 /* The cluster's keys, created on first use. NULL when out of memory (the
  * worker then runs without tickets: full handshakes only). */

@@ -15,6 +15,7 @@ session-ticket keys are the supervisor's, handed to every generation.
 
 import datetime
 import os
+import re
 import shutil
 import signal
 import socket
@@ -242,3 +243,56 @@ def test_rotation_zero_failed_handshakes_and_sessions_resume(mock_factory, ferry
         ok = wait_for(lambda: resumes(c, port, sessions[v]), 10,
                       what=f"TLS {v} resumption after the worker restart")
         assert ok
+
+
+def test_ticket_key_rotation_schedule(mock_factory, ferry_factory, workdir):
+    """tls_ticket_rotation: a ticket resumes while its key is one of the
+    last three (the current one and the two before it), and no longer after
+    that; fresh tickets resume all along. A reload applies a new period."""
+    pki = PKI(workdir / "pki")
+    cert, key = pki.issue("srv", 0x3333, 30)
+    mock = mock_factory("K", 3)
+    f = ferry_factory({"K": mock}, start=False, extra_ferry="tls_ticket_rotation = 2s")
+    text = f.config_text.replace(
+        "[cluster K]\n", f"[cluster K]\ntls_cert = {cert}\ntls_key = {key}\n")
+    f.config_path.write_text(text)
+    f.start()
+    port = f.clusters["K"]["bootstrap"]
+    ctxs = {"1.2": client_ctx(pki, "1.2"), "1.3": client_ctx(pki, "1.3")}
+
+    def rotations():
+        return f.log_path.read_text(errors="replace").count("session-ticket keys rotated")
+
+    def next_rotation():
+        n = rotations()
+        assert wait_for(lambda: rotations() > n, 5, what="a rotation")
+
+    # right after a rotation: the tickets are made with the newest key
+    next_rotation()
+    sessions = {v: saved_session(c, port) for v, c in ctxs.items()}
+    # one rotation later their key is the second of three: they resume
+    next_rotation()
+    for v, c in ctxs.items():
+        assert resumes(c, port, sessions[v]), f"TLS {v}: one rotation later, no resumption"
+    # two more rotations: their key is gone; a full handshake instead (no
+    # failure), and a fresh ticket resumes
+    next_rotation()
+    next_rotation()
+    for v, c in ctxs.items():
+        assert not resumes(c, port, sessions[v]), \
+            f"TLS {v}: resumed with a key that should have been wiped"
+        assert resumes(c, port, saved_session(c, port)), f"TLS {v}: a fresh ticket did not resume"
+
+    # a reload to 1h: no rotation for the next few seconds
+    f.config_path.write_text(text.replace("tls_ticket_rotation = 2s", "tls_ticket_rotation = 1h"))
+    r = f.ctl("reload")
+    assert r.returncode == 0, r.stdout + r.stderr
+    n = rotations()
+    time.sleep(4.5)
+    assert rotations() == n, "tls_ticket_rotation = 1h did not apply on reload"
+    # and a malformed period is refused with its line
+    f.config_path.write_text(text.replace("tls_ticket_rotation = 2s", "tls_ticket_rotation = 0"))
+    r = f.ctl("reload", check=False)
+    assert r.returncode != 0
+    assert re.search(r"ferry\.ini:\d+: tls_ticket_rotation: '0' out of range \(1s-168h\)",
+                     r.stdout + r.stderr), r.stdout + r.stderr

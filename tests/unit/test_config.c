@@ -1295,3 +1295,21 @@ Test(config_tls, errors)
 	expect_errors(TLS_BASE "upstream_dial_map = a:1=b:2,A:1=c:3\n",
 	    "t.ini:5: upstream_dial_map: A:1 is mapped twice\n");
 }
+
+/* [ferry] tls_ticket_rotation: default 1h, a duration from 1s to 7d */
+Test(config_ferry, tls_ticket_rotation)
+{
+	struct res r;
+
+	expect_ok(&r, CLUSTER_A);
+	cr_assert_eq(r.c.tls_ticket_rotation_ms, 3600 * 1000);
+	done(&r);
+	expect_ok(&r, "[ferry]\ntls_ticket_rotation = 30m\n" CLUSTER_A);
+	cr_assert_eq(r.c.tls_ticket_rotation_ms, 30 * 60 * 1000);
+	cr_assert_eq(cfg_ferry_key_line(&r.c, "tls_ticket_rotation"), 2);
+	done(&r);
+	expect_errors("[ferry]\ntls_ticket_rotation = 500ms\n" CLUSTER_A,
+	    "t.ini:2: tls_ticket_rotation: '500ms' out of range (1s-168h)\n");
+	expect_errors("[ferry]\ntls_ticket_rotation = 169h\n" CLUSTER_A,
+	    "t.ini:2: tls_ticket_rotation: '169h' out of range (1s-168h)\n");
+}
