@@ -3,9 +3,9 @@
  * socketpair, with keys and certificates made at test time: handshake
  * steps driven only by poll() on what transport_interest asks (a blocked
  * step never spins: every loop turn waits), read/writev (gathered small
- * iovecs, 1 MiB each way), pending bytes, close_notify, peer identity from
- * a client certificate, a plaintext Kafka frame on the server side, a
- * name mismatch, a stalled handshake, and session tickets from
+ * iovecs, 1 MiB each way), pending bytes (also records read ahead),
+ * close_notify, peer identity from a client certificate, a plaintext
+ * Kafka frame on the server side, a name mismatch, a stalled handshake, and session tickets from
  * caller-owned keys (resumed across contexts, refused when the key is
  * gone, off with n == 0).
  */
@@ -168,6 +168,42 @@ Test(tls, handshake_read_write_and_identity)
 	char big[4000];
 	cr_assert_eq(transport_read(&C, big, sizeof big), (ssize_t)(sizeof rec - 10));
 	cr_assert_eq(transport_pending(&C), 0);
+}
+
+/* A client writing one small record per write (librdkafka: ~1 KiB each):
+ * one read step takes every record the socket holds with one read(2)
+ * (read-ahead, not a 5-byte header and a body per record), and the
+ * records read ahead but not yet decrypted count as pending, so a caller
+ * that reads less than all of them comes back for the rest without the
+ * socket becoming readable again (else: a stall until the next bytes). */
+Test(tls, small_records_read_ahead_count_as_pending)
+{
+	connect_pair(cctx, "kafka.test");
+	char rec[1000], buf[8 * sizeof rec];
+	for (int i = 0; i < 8; i++) {
+		memset(rec, 'a' + i, sizeof rec);
+		cr_assert_eq(transport_write(&C, rec, sizeof rec), (ssize_t)sizeof rec);
+	}
+	struct pollfd p = { S.fd, POLLIN, 0 };
+	cr_assert_eq(poll(&p, 1, 2000), 1);
+	/* one record's worth: the caller's buffer is full after the first */
+	cr_assert_eq(transport_read(&S, buf, sizeof rec), (ssize_t)sizeof rec);
+	cr_assert_eq(poll(&p, 1, 0), 0, "the other records are still in the socket: "
+	    "read one at a time, not read ahead");
+	cr_assert_gt(transport_pending(&S), 0, "records read ahead do not count as "
+	    "pending: the caller would wait for a socket event that never comes");
+	size_t got = sizeof rec;
+	while (transport_pending(&S) > 0) {
+		ssize_t n = transport_read(&S, buf + got, sizeof rec / 3);
+		cr_assert_gt(n, 0);
+		got += (size_t)n;
+	}
+	cr_assert_eq(got, sizeof buf);
+	for (size_t i = 0; i < sizeof buf; i++)
+		cr_assert_eq(buf[i], 'a' + (int)(i / sizeof rec), "byte %zu", i);
+	cr_assert_eq(transport_read(&S, buf, sizeof buf), -1);
+	cr_assert_eq(errno, EAGAIN);
+	cr_assert_eq(transport_pending(&S), 0);
 }
 
 Test(tls, one_mebibyte_each_way_nonblocking)
