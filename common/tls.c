@@ -33,6 +33,8 @@ struct tls_impl {
 	int8_t deferred;         /* read: 1 EOF, -1 failure (deferred_errno) seen
 	                            after bytes returned first; 0 none */
 	int deferred_errno;
+	bool starved;            /* the last read or handshake step blocked: what
+	                            OpenSSL has read ahead is no whole record */
 	char err[200];
 	unsigned char *gather;   /* TLS_GATHER bytes, allocated on first use (a
 	                            single-iovec writer never needs it: idle
@@ -152,9 +154,11 @@ tls_read(struct transport *t, void *buf, size_t len)
 	}
 	if (ok == 1) {
 		t->rd_want = TRANSPORT_WANT_READ;
+		x->starved = false;  /* stopped with len filled: more may be there */
 		return (ssize_t)total;
 	}
 	int r = tls_fail(x, 0, &t->rd_want, "TLS read");
+	x->starved = r == 0;
 	if (total > 0) {
 		/* The bytes first; a close or failure is kept for the next
 		 * read, which pending() asks for at once. */
@@ -250,9 +254,12 @@ tls_pending(const struct transport *t)
 		return 1;  /* a close or failure to report: read again */
 	if (n > 0)
 		return (size_t)n;
-	/* read-ahead: whole records already read from the socket but not
-	 * yet decrypted count too (SSL_pending only counts a decrypted one) */
-	return SSL_has_pending(x->ssl) ? 1 : 0;
+	/* Read-ahead: records already read from the socket but not yet
+	 * decrypted count too (SSL_pending counts a decrypted one only).
+	 * SSL_has_pending is also true for part of a record, which cannot
+	 * be read before more comes: after a step that blocked, only the
+	 * socket can bring it (else the caller would spin). */
+	return !x->starved && SSL_has_pending(x->ssl) ? 1 : 0;
 }
 
 /* Server: the first byte must start a TLS handshake record. 1 it does,
@@ -301,6 +308,7 @@ tls_handshake(struct transport *t)
 	ERR_clear_error();
 	r = SSL_do_handshake(x->ssl);
 	if (r == 1) {
+		x->starved = false;  /* a client's first request may be read ahead */
 		t->state = TRANSPORT_OPEN;
 		t->hs_want = TRANSPORT_WANT_NONE;
 		t->rd_want = TRANSPORT_WANT_READ;
@@ -309,6 +317,7 @@ tls_handshake(struct transport *t)
 	}
 	switch (tls_fail(x, r, &t->hs_want, "TLS handshake")) {
 	case 0:
+		x->starved = true;
 		return 0;
 	case 1:
 		snprintf(x->err, sizeof x->err, "peer closed during the handshake");
