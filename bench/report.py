@@ -633,6 +633,10 @@ TLS_LABEL = {"haproxy": "HAProxy, nbthread 1", "ferry": "ferry, 1 worker"}
 TLS_METRICS = [
     ("produce_mbps", "produce MB/s (saturating)", 0),
     ("produce_cpu_ms_per_mb", "proxy CPU ms per MB, produce", 3),
+    ("produce_rtt_p50_ms", "request RTT p50, saturating produce, ms", 1),
+    ("produce_rtt_p99_ms", "request RTT p99, saturating produce, ms", 1),
+    ("produce_rate_rtt_p50_ms", "request RTT p50, produce at 20 MB/s, ms", 2),
+    ("produce_rate_rtt_p99_ms", "request RTT p99, produce at 20 MB/s, ms", 2),
     ("fetch_mbps", "fetch MB/s", 0),
     ("fetch_cpu_ms_per_mb", "proxy CPU ms per MB, fetch", 3),
     ("hs_full_per_s", "full handshakes per s", 0),
@@ -672,6 +676,12 @@ def tls_section(rows, add):
                 mb = r["bytes"] / 1e6
                 if mb > 0:
                     by[f"{t}_cpu_ms_per_mb"][rnd] = r["cpu_ms"] / mb
+                if t == "produce" and r.get("rtt_windows"):
+                    by["produce_rtt_p50_ms"][rnd] = r["rtt_p50_us"] / 1000
+                    by["produce_rtt_p99_ms"][rnd] = r["rtt_p99_us"] / 1000
+            elif t == "produce_rate" and r.get("rtt_windows"):
+                by["produce_rate_rtt_p50_ms"][rnd] = r["rtt_p50_us"] / 1000
+                by["produce_rate_rtt_p99_ms"][rnd] = r["rtt_p99_us"] / 1000
             elif t in ("hs_full", "hs_resumed") and r.get("handshakes"):
                 n = r["handshakes"]
                 by[f"{t}_per_s"][rnd] = r["hs_per_s"]
