@@ -8,10 +8,15 @@
  * may need the socket writable, a write readable, as TLS 1.3 key updates
  * and post-handshake messages can); nothing loops waiting. A read step
  * reads record after record until its buffer is full or the socket has no
- * more (one step moves what one read(2) would on plain TCP). pending() is
- * SSL_pending (decrypted bytes of the current record; read-ahead is off, so
- * nothing else hides in the library), or 1 while a close or failure met
- * after bytes a read returned waits to be reported by the next read. A peer closing without close_notify
+ * more (one step moves what one read(2) would on plain TCP); read-ahead is
+ * on, so OpenSSL takes whatever the socket holds (up to ~16 KiB) per
+ * read(2), not a header and a body per record. pending() is SSL_pending
+ * (decrypted bytes of the current record), else 1 while records read ahead
+ * wait undecrypted (SSL_has_pending) — unless the last read or handshake
+ * step blocked: then what is buffered is part of a record, which only the
+ * socket can complete — or 1 while a close or failure met after bytes a
+ * read returned waits to be reported by the next read. A peer closing
+ * without close_notify
  * reads as EOF (Kafka frames carry their length: a truncation is seen by
  * the codec). Renegotiation is refused by the contexts, and a server
  * connection whose client attempted it fails its next read.
