@@ -19,7 +19,7 @@
 
 #include "common/shmblock.h"
 
-#define METRICS_MAGIC 0x66657272790003ULL /* "ferry" v3: TLS counters */
+#define METRICS_MAGIC 0x66657272790004ULL /* "ferry" v4: upstream TLS resumption */
 
 /* X-macro: name, type ("counter"/"gauge"), help. Order is ABI. */
 #define METRICS_FIELDS(X) \
@@ -58,7 +58,10 @@
 	X(tls_handshakes, counter, "TLS handshakes completed with clients") \
 	X(tls_resumed, counter, "TLS handshakes with clients that resumed a session (ticket)") \
 	X(upstream_tls_failures, counter, "TLS handshakes with the upstream that failed (certificate, name, protocol)") \
-	X(sni_unknown, counter, "Client TLS handshakes refused on a gateway = sni port because the ClientHello named no server or one that is neither sni_bootstrap_host nor a broker name of sni_broker_pattern (alert unrecognized_name)")
+	X(sni_unknown, counter, "Client TLS handshakes refused on a gateway = sni port because the ClientHello named no server or one that is neither sni_bootstrap_host nor a broker name of sni_broker_pattern (alert unrecognized_name)") \
+	/* [upresume] */ \
+	X(upstream_tls_handshakes, counter, "TLS handshakes completed with the upstream (client connections' and the worker's own metadata fetches)") \
+	X(upstream_tls_resumed, counter, "TLS handshakes with the upstream that resumed a cached session (no certificate exchange)")
 
 /* Per Kafka API key (0..METRICS_APIS-2; the last slot takes any other):
  * requests forwarded and the upstream latency of their responses, from the

@@ -45,8 +45,7 @@ tickets_of(struct sup_cluster *c)
 	sodium_memzero(k, sizeof *k);
 	tickets_rotate(k);
 	c->tickets = k;
-	log_info("session-ticket keys created", "cluster=%s rotate_ms=%llu keep=%d", c->name,
-	    (unsigned long long)c->sup->cfg.tls_ticket_rotation_ms, TLSKEYS_MAX);
+	log_info("session-ticket keys created", "cluster=%s keep=%d", c->name, TLSKEYS_MAX);
 	return k;
 }
 

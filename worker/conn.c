@@ -1032,7 +1032,10 @@ conn_handshake(struct conn *c)
 	    transport_handshake(&c->cli) < 0)
 		return conn_fail(c, "%s handshake with client: %s", transport_name(&c->cli),
 		    strerror(errno));
-	if (c->up.state == TRANSPORT_HANDSHAKE && transport_handshake(&c->up) < 0) {
+	int up_hs = c->up.state == TRANSPORT_HANDSHAKE ? transport_handshake(&c->up) : 0;
+	if (up_hs != 0)
+		upstream_tls_handshake_end(c->w, &c->up, up_hs > 0);
+	if (up_hs < 0) {
 		int e = errno;
 		char addr[CONN_PEER_MAX], msg[CONN_PEER_MAX + 300];
 		METRIC_ADD(c->w->m, upstream_closed, 1);

@@ -447,7 +447,38 @@ upstream_transport_init(struct worker *w, struct transport *t, int fd, const cha
 		t->state = TRANSPORT_CLOSED;
 		return -1;
 	}
+	/* resumption: keyed by the name checked and the address dialled (the
+	 * dial map's target, as connected); without a key, a full handshake */
+	struct sockaddr_storage sa;
+	socklen_t salen = sizeof sa;
+	char key[TLSCACHE_KEY_MAX];
+	if (w->tls_sessions && getpeername(fd, (struct sockaddr *)&sa, &salen) == 0 &&
+	    tlscache_key(key, sizeof key, host, (struct sockaddr *)&sa) == 0) {
+		int r = tlscache_use(w->tls_sessions, transport_tls_ssl(t), key);
+		if (r < 0)
+			log_debug("upstream TLS: no session resumption", "key=%s error=%s", key,
+			    strerror(errno));
+		else if (r > 0)
+			log_debug("upstream TLS: offering a cached session", "key=%s", key);
+	}
 	return 0;
+}
+
+void
+upstream_tls_handshake_end(struct worker *w, const struct transport *t, bool ok)
+{
+	SSL *ssl = transport_tls_ssl(t);
+	if (!ssl)
+		return;
+	if (!ok) {
+		int e = errno;  /* the caller reports the failure's */
+		tlscache_forget(ssl);
+		errno = e;
+		return;
+	}
+	METRIC_ADD(w->m, upstream_tls_handshakes, 1);
+	if (SSL_session_reused(ssl))
+		METRIC_ADD(w->m, upstream_tls_resumed, 1);
 }
 
 const char *
@@ -781,6 +812,8 @@ fetch_io_cb(struct ev_loop *loop, ev_io *io, int revents)
 	struct upstream_fetch *f = io->data;
 	if (f->t.state == TRANSPORT_HANDSHAKE) {
 		int r = transport_handshake(&f->t);
+		if (r != 0)
+			upstream_tls_handshake_end(f->w, &f->t, r > 0);
 		if (r < 0) {
 			fetch_io_error(f, "handshake");
 			return;

@@ -35,8 +35,17 @@ void upstream_connect_cancel(struct upstream_connect *uc);
 /* The transport of a connected upstream socket fd: TLS when the cluster has
  * upstream_tls (SNI and, with upstream_tls_verify, the certificate name =
  * host: the broker's configured or advertised host, never the dial-map
- * target), else plain TCP. 0, or -1 with errno (fd closed). */
+ * target), else plain TCP. The TLS session cached for this broker (its
+ * name and the address dialled: worker tls_sessions) is offered, so the
+ * handshake resumes when the broker still accepts it. 0, or -1 with errno
+ * (fd closed). */
 int upstream_transport_init(struct worker *w, struct transport *t, int fd, const char *host);
+
+/* The upstream handshake of t ended (ok or failed); nothing for plain TCP.
+ * ok: counted (upstream_tls_handshakes, upstream_tls_resumed when it
+ * resumed a cached session). Failed: the cached session of that broker is
+ * dropped (the next connection makes a full handshake). */
+void upstream_tls_handshake_end(struct worker *w, const struct transport *t, bool ok);
 
 /* Why a transport step failed (either side): the TLS reason when there is
  * one (certificate verify failed: hostname mismatch, ...), else

@@ -669,6 +669,12 @@ worker_tls_setup(struct worker *w)
 		snprintf(reason, sizeof reason, "TLS: %s", err);
 		worker_fail(w, reason);
 	}
+	if (w->tls_client) {
+		/* [upresume] sessions towards the upstream, per broker */
+		if ((w->tls_sessions = tlscache_new(WORKER_TLS_SESSIONS)) == NULL ||
+		    tlscache_attach(w->tls_sessions, w->tls_client) != 0)
+			worker_fail(w, "TLS: cannot set up the upstream session cache: out of memory");
+	}
 	if (w->cl->gateway == CFG_GATEWAY_SNI) {
 		/* [sni] the ClientHello's server name picks bootstrap or broker */
 		w->sni_gate = (struct sni_gate){ w->cl->sni_bootstrap_host,
@@ -913,6 +919,7 @@ worker_main(int argc, char **argv)
 	cfg_free(&w->cfg);
 	SSL_CTX_free(w->tls_server);
 	SSL_CTX_free(w->tls_client);
+	tlscache_free(w->tls_sessions);  /* after its context: no callback finds it */
 	ipcq_clear(&w->ipc_q);
 	if (w->ipc_fd >= 0)
 		close(w->ipc_fd);

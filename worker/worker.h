@@ -28,6 +28,7 @@
 #include "common/ipcq.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "common/tlscache.h"
 #include "worker/sni_gate.h"
 #include "common/tlskeys.h"
 
@@ -43,6 +44,7 @@
 #define WORKER_PROBE_MAX_MS 30000       /* ... doubling up to this */
 #define WORKER_ACCEPT_BACKOFF_MS 100    /* EMFILE/ENFILE: accepting paused this long */
 #define WORKER_BUF_POOL 256             /* idle buffers kept for reuse */
+#define WORKER_TLS_SESSIONS 256         /* upstream TLS sessions kept (one per broker) */
 #define WORKER_HEARTBEAT_MS 100         /* shared heartbeat period */
 #define WORKER_HEARTBEAT_STALE_MS 500   /* a sibling silent this long is not waited for */
 #define WORKER_DEFER_MS 5               /* longest a worker lets a sibling go first */
@@ -95,6 +97,9 @@ struct worker {
 	 * (cl->upstream_tls); NULL = plaintext. */
 	SSL_CTX *tls_server;
 	SSL_CTX *tls_client;
+	/* sessions of tls_client per upstream (name + address dialled), so
+	 * the next connection to a broker resumes; NULL without upstream TLS */
+	struct tlscache *tls_sessions;
 
 	struct worker_listener *listeners;
 	size_t n_listeners;

@@ -94,6 +94,10 @@ class Replica(ReloadFerry):
 
 @pytest.fixture
 def fleet(keeper, workdir, mock_factory, request):
+    return _start_fleet(keeper, workdir, mock_factory, request)
+
+
+def _start_fleet(keeper, workdir, mock_factory, request, ferry_extra=None):
     if shutil.which("unshare") is None:
         pytest.skip("unshare (util-linux) not installed")
     r = subprocess.run(["unshare", "-m", "true"], capture_output=True)
@@ -107,6 +111,9 @@ def fleet(keeper, workdir, mock_factory, request):
     reps = []
     for i, ip in enumerate(IPS):
         rep = Replica(keeper, workdir / f"r{i + 1}", selfdir, {"a": up}, ip, clusters, p[4])
+        if ferry_extra:
+            rep.ferry_keys.update(ferry_extra)
+            rep.write()
         register_log(request, f"ferryd r{i + 1}", rep.log_path)
         reps.append(rep)
     text = reps[0].render()
@@ -265,6 +272,72 @@ def test_kubectl_mode_uses_endpoints_and_annotates(fleet, workdir):
     r = fleet_reload("--kubectl", kubectl, "-n", "kafka", bad)
     assert r.returncode == 1
     assert not any("annotate" in json.loads(x) for x in log.read_text().splitlines())
+
+
+def _openssl(*args, cwd):
+    r = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, f"openssl {' '.join(args)}: {r.stderr}"
+
+
+def _admin_pki(d):
+    """ca.crt; server.crt naming every replica's address; operator.crt."""
+    d.mkdir()
+    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+             "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "30", "-subj", "/CN=ca",
+             cwd=d)
+    for name, san in (("server", ",".join(f"IP:{ip}" for ip in IPS)), ("operator", None)):
+        args = ["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}"]
+        if san:
+            args += ["-addext", f"subjectAltName={san}"]
+        _openssl(*args, cwd=d)
+        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+                 "-CAcreateserial", "-days", "30", "-copy_extensions", "copy",
+                 "-out", f"{name}.crt", cwd=d)
+        os.chmod(d / f"{name}.key", 0o600)
+    return d
+
+
+def test_fleet_reload_over_https(keeper, workdir, mock_factory, request):
+    """admin_listen with TLS and client certificates on every replica: the
+    script passes --cacert / --cert / --key as ferryctl takes them."""
+    pki = _admin_pki(workdir / "pki")
+    up, reps = _start_fleet(keeper, workdir, mock_factory, request, {
+        "admin_tls_cert": pki / "server.crt", "admin_tls_key": pki / "server.key",
+        "admin_tls_client_ca": pki / "ca.crt"})
+    spec = {k: {"upstream": v["upstream"], "extra": dict(v["extra"])} for k, v in reps[0].spec.items()}
+    spec["a"]["extra"]["max_connections"] = "5000"
+    text = reps[0].render(spec=spec)
+    new = workdir / "new.ini"
+    new.write_text(text)
+    v1 = version_of(text)
+    pids = [r.cluster("a")["workers"][0]["pid"] for r in reps]
+    cert = ["--cert", pki / "operator.crt", "--key", pki / "operator.key"]
+
+    # HTTPS without a trusted CA: unreachable, says why and what to pass
+    https = ",".join(f"https://{r.target}" for r in reps)
+    r = fleet_reload("--targets", https, new)
+    assert r.returncode == 3, f"rc={r.returncode}\n{r.stdout}\n{r.stderr}"
+    assert "not trusted" in r.stderr and "--cacert" in r.stderr, r.stderr
+    # plain HTTP to an HTTPS listener: not served, nothing reloaded
+    r = fleet_reload("--targets", targets(reps), new)
+    assert r.returncode in (1, 3) and "reloaded" not in r.stdout.replace("no replica was", ""), r
+    # the CA but no client certificate: refused (401), nothing reloaded
+    r = fleet_reload("--cacert", pki / "ca.crt", "--targets", targets(reps), new)
+    assert r.returncode == 1, f"rc={r.returncode}\n{r.stdout}\n{r.stderr}"
+    assert "no replica was reloaded" in r.stderr
+    # --cert without --key: usage
+    assert fleet_reload("--cacert", pki / "ca.crt", "--cert", pki / "operator.crt",
+                        "--targets", targets(reps), new).returncode == 2
+
+    r = fleet_reload("--json", "--cacert", pki / "ca.crt", *cert, "--targets", https, new)
+    assert r.returncode == 0, f"rc={r.returncode}\n{r.stdout}\n{r.stderr}"
+    doc = json.loads(r.stdout)
+    assert [x["result"] for x in doc["replicas"]] == ["reloaded"] * 3, doc
+    assert [x["configVersion"] for x in doc["replicas"]] == [v1] * 3, doc
+    for rep, pid in zip(reps, pids):  # seen from the control socket too
+        c = rep.cluster("a")
+        assert any(w["pid"] != pid and w["state"] == "accepting" for w in c["workers"]), c
 
 
 def test_fleet_reload_usage_and_unreachable(tmp_path):

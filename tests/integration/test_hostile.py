@@ -39,8 +39,8 @@ import pytest
 
 from conftest import (RFC3339_UTC, Ferry, MockCluster, ProcessKeeper, _stat_fields,
                       kafka_metadata, register_log, serving_pids)
+from wire import CLOSE_WITHIN, expect_closed, kframe, metadata_v0, recv_exact
 
-CLOSE_WITHIN = 2.0
 TOPIC = "hostile"
 
 
@@ -48,64 +48,15 @@ TOPIC = "hostile"
 # wire helpers
 # --------------------------------------------------------------------------
 
-def kframe(key, ver, corr, client_id, body=b""):
-    """A request frame with a v1 header (non-flexible)."""
-    cid = client_id.encode()
-    payload = struct.pack(">hhih", key, ver, corr, len(cid)) + cid + body
-    return struct.pack(">i", len(payload)) + payload
-
-
-def metadata_v0(corr, client_id="ferry-it"):
-    return kframe(3, 0, corr, client_id, struct.pack(">i", 0))
-
-
 def heartbeat_v0(corr, client_id):
     # group_id "g", generation_id 1, member_id "m"
     return kframe(12, 0, corr, client_id, struct.pack(">h", 1) + b"g" + struct.pack(">ih", 1, 1) + b"m")
-
-
-def recv_exact(s, n, deadline):
-    buf = bytearray()
-    while len(buf) < n:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise AssertionError(f"timed out after {len(buf)} of {n} bytes")
-        s.settimeout(left)
-        chunk = s.recv(min(n - len(buf), 1 << 20))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(buf)} of {n} bytes")
-        buf += chunk
-    return bytes(buf)
 
 
 def recv_frame(s, timeout=5.0):
     deadline = time.monotonic() + timeout
     (size,) = struct.unpack(">i", recv_exact(s, 4, deadline))
     return recv_exact(s, size, deadline)
-
-
-def expect_closed(s, within=CLOSE_WITHIN):
-    """Reads until ferry closes the connection; fails if that takes longer
-    than `within` seconds. Returns (bytes received, seconds it took)."""
-    t0 = time.monotonic()
-    deadline = t0 + within
-    data = b""
-    try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(f"connection still open after {within}s "
-                                     f"({len(data)} bytes received)")
-            s.settimeout(left)
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    except (ConnectionResetError, BrokenPipeError):
-        pass
-    except socket.timeout:
-        raise AssertionError(f"connection still open after {within}s ({len(data)} bytes received)")
-    return data, time.monotonic() - t0
 
 
 def connect(port, rcvbuf=None):

@@ -412,10 +412,10 @@ def test_reload_refuses_bad_material_before_touching_anything(mock_factory, ferr
 class Stunnel:
     """One stunnel4 process: TLS on a fresh port per mock broker port."""
 
-    def __init__(self, keeper, workdir, request, cert, key, targets, client_ca=None):
+    def __init__(self, keeper, workdir, request, cert, key, targets, client_ca=None, debug=5):
         self.ports = allocate_ports(len(targets))
         d = Path(workdir)
-        conf = ["pid =", "foreground = yes", "debug = 5",
+        conf = ["pid =", "foreground = yes", f"debug = {debug}",
                 f"output = {d / 'stunnel.log'}", ""]
         for i, (t, p) in enumerate(zip(targets, self.ports)):
             conf += [f"[b{i}]", f"accept = 127.0.0.1:{p}", f"connect = 127.0.0.1:{t}",

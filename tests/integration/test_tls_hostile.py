@@ -38,9 +38,10 @@ import pytest
 
 from conftest import (Ferry, MockCluster, ProcessKeeper, register_log, serving_pids,
                       tail_file)
+from wire import CLOSE_WITHIN, expect_closed, recv_exact
+from wire import metadata_v0 as _metadata_v0
 
 TOPIC = "tlshostile"
-CLOSE_WITHIN = 2.0
 HANDSHAKE_TIMEOUT = 2.0  # request_timeout of both clusters (also the handshake's deadline), s
 TESTSSL = shutil.which("testssl") or shutil.which("testssl.sh")
 
@@ -74,53 +75,13 @@ def make_certs(d):
 # --------------------------------------------------------------------------
 
 def metadata_v0(corr):
-    cid = b"tls-it"
-    payload = struct.pack(">hhih", 3, 0, corr, len(cid)) + cid + struct.pack(">i", 0)
-    return struct.pack(">i", len(payload)) + payload
-
-
-def recv_exact(s, n, deadline):
-    buf = bytearray()
-    while len(buf) < n:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise AssertionError(f"timed out after {len(buf)} of {n} bytes")
-        s.settimeout(left)
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(buf)} of {n} bytes")
-        buf += chunk
-    return bytes(buf)
+    return _metadata_v0(corr, "tls-it")
 
 
 def connect(port):
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return s
-
-
-def expect_closed(s, within=CLOSE_WITHIN):
-    """Reads (and drops) until ferry closes the connection; fails if that
-    takes longer than `within` s. Returns (bytes received, seconds)."""
-    t0 = time.monotonic()
-    deadline = t0 + within
-    data = b""
-    try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(f"connection still open after {within}s "
-                                     f"({len(data)} bytes received)")
-            s.settimeout(left)
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    except (ConnectionResetError, BrokenPipeError):
-        pass
-    except socket.timeout:
-        raise AssertionError(f"connection still open after {within}s ({len(data)} bytes received)")
-    return data, time.monotonic() - t0
 
 
 def client_hello(max_version=None, server_name="localhost"):
