@@ -3,6 +3,8 @@
  */
 #include "ctlconn.h"
 
+#include "common/file.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
@@ -469,11 +471,9 @@ int
 ctlconn_token(const char *file, char *out, size_t outlen, char *err, size_t errlen)
 {
 	const char *env = getenv("FERRY_TOKEN");
-	char from[1100];
-	struct stat st;
-	size_t len = 0;
-	ssize_t n;
-	int fd;
+	char from[1100], why[1200];
+	size_t len;
+	char *buf;
 
 	out[0] = '\0';
 	if (file == NULL) {
@@ -487,37 +487,18 @@ ctlconn_token(const char *file, char *out, size_t outlen, char *err, size_t errl
 		return ctlconn_token_check(out, strlen(out), "FERRY_TOKEN", err, errlen);
 	}
 	snprintf(from, sizeof from, "--token-file %s", file);
-	if ((fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)) == -1) {
-		snprintf(err, errlen, "%s: %s", from, strerror(errno));
+	/* the one bounded, regular-files-only read (common/file.h); what fits
+	 * out with room for a trailing newline to drop and the NUL */
+	if ((buf = file_read_all(file, outlen - 2, &len, why, sizeof why)) == NULL) {
+		snprintf(err, errlen, "--token-file %s", why);
 		return -1;
 	}
-	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
-		snprintf(err, errlen, "%s: not a regular file", from);
-		close(fd);
-		return -1;
-	}
-	while (len + 1 < outlen) {
-		n = read(fd, out + len, outlen - 1 - len);
-		if (n == -1 && errno == EINTR)
-			continue;
-		if (n == -1) {
-			snprintf(err, errlen, "%s: %s", from, strerror(errno));
-			close(fd);
-			return -1;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	close(fd);
-	out[len] = '\0';
-	if (len + 1 >= outlen) {
-		snprintf(err, errlen, "%s: the token is too long", from);
-		return -1;
-	}
-	if (memchr(out, '\0', len) != NULL) {
+	if (memchr(buf, '\0', len) != NULL) {
+		free(buf);
 		snprintf(err, errlen, "%s: the token has a NUL byte", from);
 		return -1;
 	}
+	memcpy(out, buf, len + 1);
+	free(buf);
 	return ctlconn_token_check(out, len, from, err, errlen);
 }
