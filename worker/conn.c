@@ -1835,6 +1835,25 @@ conn_handover_try(struct conn *c)
 	return conn_pump(c, false, false) < 0 ? -1 : 1;
 }
 
+/* A connection that leaves by closing (its upstream changed, handover =
+ * off, or it cannot move: TLS): open ones are served until a random time
+ * in the drain_spread window, then close at a request boundary; one not
+ * open yet (connecting upstream, or a TLS handshake, which cutting would
+ * fail) finishes like a drained connection: the handshake completes, a
+ * first request on its way is served, then it closes at a boundary. */
+static void
+conn_spread_one(struct conn *c, ev_tstamp now)
+{
+	if (c->state != CONN_OPEN) {
+		conn_drain_one(c);
+		return;
+	}
+	c->exit = HANDOVER_EXIT_SPREAD;
+	c->close_at = now + (ev_tstamp)handover_spread_offset(c->w->spread_window_ms,
+	    arc4random()) / 1000.0;
+	conn_timer_due(c, c->close_at);
+}
+
 void
 conn_handover_all(struct worker *w)
 {
@@ -1842,22 +1861,9 @@ conn_handover_all(struct worker *w)
 	ev_tstamp now = ev_now(w->loop);
 	for (; c; c = next) {
 		next = c->next;
-		if (!conn_movable(c) && c->state == CONN_OPEN) {
-			/* A TLS session stays here: served, then closed at a
-			 * boundary in the drain_spread window. */
-			c->exit = HANDOVER_EXIT_SPREAD;
-			c->close_at = now + (ev_tstamp)handover_spread_offset(w->spread_window_ms,
-			    arc4random()) / 1000.0;
-			conn_timer_due(c, c->close_at);
-			continue;
-		}
 		if (!conn_movable(c)) {
-			/* A TLS connection still in its handshake (or connecting
-			 * upstream) cannot move either: cutting it would fail the
-			 * client's handshake. It finishes here like any drained
-			 * connection: the handshake completes, a first request on
-			 * its way is served, then it closes at a boundary. */
-			conn_drain_one(c);
+			/* a TLS session stays in this process */
+			conn_spread_one(c, now);
 			continue;
 		}
 		/* Stop at the next request boundary (a frame in progress is
@@ -1878,15 +1884,7 @@ conn_spread_all(struct worker *w)
 	ev_tstamp now = ev_now(w->loop);
 	for (; c; c = next) {
 		next = c->next;
-		if (c->state != CONN_OPEN) {
-			/* Not connected upstream: nothing to smooth. */
-			conn_drain_one(c);
-			continue;
-		}
-		c->exit = HANDOVER_EXIT_SPREAD;
-		c->close_at = now + (ev_tstamp)handover_spread_offset(w->spread_window_ms,
-		    arc4random()) / 1000.0;
-		conn_timer_due(c, c->close_at);
+		conn_spread_one(c, now);
 	}
 }
 
