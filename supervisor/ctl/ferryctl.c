@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/file.h"
 #include "common/http.h"
 #include "ctlconn.h"
 
@@ -866,70 +867,23 @@ ctl_cmd_cluster_op(const struct ctl_reply *r, const char *op, const char *name)
 	return CTL_EXIT_FAILED;
 }
 
-static int
-ctl_read_file(const char *path, char **out, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	size_t n = 0, cap = 0, r;
-
-	if (f == NULL)
-		return -1;
-	for (;;) {
-		if (n == cap) {
-			char *nb;
-
-			cap = cap ? cap * 2 : 8192;
-			if (cap > 2 * HTTP_MAX_BODY || (nb = realloc(buf, cap)) == NULL) {
-				errno = cap > 2 * HTTP_MAX_BODY ? EFBIG : ENOMEM;
-				goto fail;
-			}
-			buf = nb;
-		}
-		r = fread(buf + n, 1, cap - n, f);
-		n += r;
-		if (r == 0) {
-			if (ferror(f)) {
-				errno = EIO;
-				goto fail;
-			}
-			break;
-		}
-	}
-	fclose(f);
-	*out = buf;
-	*len = n;
-	return 0;
-fail:;
-	int e = errno;
-
-	fclose(f);
-	free(buf);
-	errno = e;
-	return -1;
-}
-
 /* The request body for `validate FILE` / `reload FILE`. An empty body means
  * "ferryd's own file" to the API, so an empty FILE is refused rather than
  * silently acting on something other than what was asked for. */
 static int
 ctl_file_body(const char *file, const char *verb, char **body, size_t *len)
 {
-	if (ctl_read_file(file, body, len) == -1) {
-		ctl_err("cannot read %s: %s", file, strerror(errno));
+	char err[1200];
+
+	/* the one bounded, regular-files-only read (common/file.h), with the
+	 * limit ferryd applies to a config file and a posted one */
+	if ((*body = file_read_all(file, HTTP_MAX_BODY, len, err, sizeof err)) == NULL) {
+		ctl_err("%s", err);
 		return -1;
 	}
 	if (*len == 0) {
 		ctl_err("%s is empty (an empty request would %s ferryd's own config file)",
 		    file, verb);
-		free(*body);
-		*body = NULL;
-		return -1;
-	}
-	if (*len > HTTP_MAX_BODY) {
-		/* the same limit ferryd applies to a config file and a posted one */
-		ctl_err("%s is larger than %u bytes, the limit of a configuration", file,
-		    (unsigned)HTTP_MAX_BODY);
 		free(*body);
 		*body = NULL;
 		return -1;
