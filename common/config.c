@@ -66,14 +66,14 @@ enum cfgp_ckey {
 	CK_UPSTREAM = 0, CK_BOOTSTRAP, CK_ADVERTISED_HOST, CK_BROKER_PORTS,
 	CK_NODE_IDS, CK_MAX_CONNECTIONS, CK_MAX_FRAME_BYTES, CK_IDLE_TIMEOUT,
 	CK_REQUEST_TIMEOUT, CK_MAX_INFLIGHT, CK_WORKERS, CK_HANDOVER,
-	/* [sasl] */
+	/* frame limit before SASL authentication */
 	CK_SASL_MAX_FRAME_BYTES,
-	/* [tls] */
+	/* TLS to clients and to the upstream */
 	CK_TLS_CERT, CK_TLS_KEY, CK_TLS_MIN_VERSION, CK_TLS_CIPHERS,
 	CK_TLS_CIPHERSUITES, CK_TLS_CLIENT_CA, CK_TLS_CLIENT_AUTH,
 	CK_UPSTREAM_TLS, CK_UPSTREAM_CA, CK_UPSTREAM_CERT, CK_UPSTREAM_KEY,
 	CK_UPSTREAM_TLS_VERIFY, CK_UPSTREAM_DIAL_MAP,
-	CK_GATEWAY, CK_SNI_BOOTSTRAP_HOST, CK_SNI_BROKER_PATTERN,	/* [sni] */
+	CK_GATEWAY, CK_SNI_BOOTSTRAP_HOST, CK_SNI_BROKER_PATTERN,	/* SNI gateway */
 	CK_COUNT,
 };
 
@@ -1006,7 +1006,7 @@ cfgp_set_handover(struct cfg_cluster *cl, const char *v, char *err, size_t len)
 	return cfgp_onoff(v, &cl->handover, err, len);
 }
 
-/* [sasl] The pre-authentication frame limit (worker/kafka/sasl.h): the
+/* The pre-authentication frame limit (worker/kafka/sasl.h): the
  * same range as max_frame_bytes; the smaller of the two applies. */
 static int
 cfgp_set_sasl_max_frame_bytes(struct cfg_cluster *cl, const char *v, char *err,
@@ -1024,7 +1024,7 @@ cfgp_set_sasl_max_frame_bytes(struct cfg_cluster *cl, const char *v, char *err,
 	return 0;
 }
 
-/* ---- [tls] keys ---- */
+/* ---- TLS keys ---- */
 
 static const char *const cfgp_tls_version_names[] = { "1.2", "1.3" };
 static const char *const cfgp_tls_auth_names[] = { "none", "requested", "required" };
@@ -1189,7 +1189,7 @@ fail:
 	return -1;
 }
 
-/* ---- [sni] the SNI gateway's keys ---- */
+/* ---- the SNI gateway's keys ---- */
 
 static const char *const cfgp_gateway_names[] = { "ports", "sni" };
 
@@ -1238,7 +1238,6 @@ static const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT] = {
 	[CK_MAX_INFLIGHT] = { "max_inflight_per_connection", cfgp_set_max_inflight },
 	[CK_WORKERS] = { "workers", cfgp_set_workers },
 	[CK_HANDOVER] = { "handover", cfgp_set_handover },
-	/* [sasl] */
 	[CK_SASL_MAX_FRAME_BYTES] = { "sasl_max_frame_bytes", cfgp_set_sasl_max_frame_bytes },
 	[CK_TLS_CERT] = { "tls_cert", cfgp_set_tls_cert },
 	[CK_TLS_KEY] = { "tls_key", cfgp_set_tls_key },
@@ -1253,7 +1252,7 @@ static const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT] = {
 	[CK_UPSTREAM_KEY] = { "upstream_key", cfgp_set_upstream_key },
 	[CK_UPSTREAM_TLS_VERIFY] = { "upstream_tls_verify", cfgp_set_upstream_tls_verify },
 	[CK_UPSTREAM_DIAL_MAP] = { "upstream_dial_map", cfgp_set_upstream_dial_map },
-	[CK_GATEWAY] = { "gateway", cfgp_set_gateway },				/* [sni] */
+	[CK_GATEWAY] = { "gateway", cfgp_set_gateway },
 	[CK_SNI_BOOTSTRAP_HOST] = { "sni_bootstrap_host", cfgp_set_sni_bootstrap_host },
 	[CK_SNI_BROKER_PATTERN] = { "sni_broker_pattern", cfgp_set_sni_broker_pattern },
 };
@@ -1294,7 +1293,7 @@ cfgp_add_cluster(struct cfgp *p, const char *name)
 	cl->max_inflight = 1024;
 	cl->workers = 1;
 	cl->handover = true;
-	cl->sasl_max_frame_bytes = 512ULL << 10;  /* [sasl] */
+	cl->sasl_max_frame_bytes = 512ULL << 10;  /* before SASL authentication */
 	cl->tls_min_version = CFG_TLS_1_2;
 	cl->upstream_tls_verify = true;
 	return 0;
@@ -1588,7 +1587,7 @@ cfgp_finish_tls(struct cfgp *p, struct cfg_cluster *cl, const struct cfgp_meta *
 }
 
 /*
- * [sni] The gateway keys, after the common checks. Returns true when the
+ * The gateway keys, after the common checks. Returns true when the
  * cluster is in SNI mode (then fully checked here: it needs client TLS and
  * has no broker ports, node ids or advertised host, which are refused
  * rather than silently ignored), false for a port-per-broker cluster, where
@@ -1656,7 +1655,7 @@ cfgp_finish_cluster(struct cfgp *p, size_t idx)
 		CK_UPSTREAM, CK_BOOTSTRAP, CK_BROKER_PORTS,
 	};
 	size_t i, nports;
-	/* [sni] one listener: no broker_ports, no advertised_host */
+	/* gateway = sni: one listener, no broker_ports, no advertised_host */
 	bool sni = m->ok[CK_GATEWAY] && cl->gateway == CFG_GATEWAY_SNI;
 
 	for (i = 0; i < sizeof required / sizeof required[0]; i++)
@@ -2078,10 +2077,9 @@ cfg_cluster_canonical(const struct cfg_cluster *cl)
 		cfgp_sb_printf(&b, "workers = auto\n");
 	else
 		cfgp_sb_printf(&b, "workers = %u\n", cl->workers);
-	/* [sasl] */
 	units_fmt_size(cl->sasl_max_frame_bytes, buf, sizeof buf);
 	cfgp_sb_printf(&b, "sasl_max_frame_bytes = %s\n", buf);
-	/* [tls]: client-facing keys only when TLS is on, upstream ones only
+	/* TLS: client-facing keys only when TLS is on, upstream ones only
 	 * with upstream_tls (each needs the other), paths as given. */
 	if (cl->tls) {
 		cfgp_sb_printf(&b, "tls_cert = %s\n", cl->tls_cert);
@@ -2118,7 +2116,7 @@ cfg_cluster_canonical(const struct cfg_cluster *cl)
 		}
 		cfgp_sb_printf(&b, "\n");
 	}
-	/* [sni] */
+	/* the gateway, and its names for gateway = sni */
 	cfgp_sb_printf(&b, "gateway = %s\n", cfg_gateway_str(cl->gateway));
 	if (cl->gateway == CFG_GATEWAY_SNI)
 		cfgp_sb_printf(&b, "sni_bootstrap_host = %s\nsni_broker_pattern = %s\n",

@@ -50,7 +50,7 @@
 	X(inflight_paused, counter, "Times a client request had to wait because max_inflight_per_connection requests were in flight (backpressure: the client is not read meanwhile)") \
 	X(accept_paused, counter, "Times accepting paused for 100 ms because the worker ran out of file descriptors or memory") \
 	X(responses_trailing_bytes, counter, "Rewritten upstream responses that carried bytes after the complete message (dropped; clients ignore them too)") \
-	/* [sasl] */ \
+	/* SASL, TLS and SNI at the client edge; upstream TLS failures */ \
 	X(sasl_frame_too_large, counter, "Client connections closed for a frame above sasl_max_frame_bytes before SASL authentication") \
 	X(sasl_refused, counter, "Client connections closed for a legacy SaslHandshake v0 whose mechanism ferry does not relay (GSSAPI, OAUTHBEARER, unknown)") \
 	X(plaintext_on_tls, counter, "Client connections closed because they sent plaintext (a Kafka frame, not a TLS record) to a TLS listener") \
@@ -59,7 +59,7 @@
 	X(tls_resumed, counter, "TLS handshakes with clients that resumed a session (ticket)") \
 	X(upstream_tls_failures, counter, "TLS handshakes with the upstream that failed (certificate, name, protocol)") \
 	X(sni_unknown, counter, "Client TLS handshakes refused on a gateway = sni port because the ClientHello named no server or one that is neither sni_bootstrap_host nor a broker name of sni_broker_pattern (alert unrecognized_name)") \
-	/* [upresume] */ \
+	/* upstream TLS handshakes and their session resumption */ \
 	X(upstream_tls_handshakes, counter, "TLS handshakes completed with the upstream (client connections' and the worker's own metadata fetches)") \
 	X(upstream_tls_resumed, counter, "TLS handshakes with the upstream that resumed a cached session (no certificate exchange)")
 

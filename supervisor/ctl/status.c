@@ -273,7 +273,7 @@ oom:
 	return -1;
 }
 
-/* [sni] `status NAME` of an SNI gateway cluster: a line below the table
+/* `status NAME` of an SNI gateway cluster: a line below the table
  * with the names it serves on its one port (port-per-broker, the default,
  * adds nothing: its listeners are the ports themselves). */
 static void
