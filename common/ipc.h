@@ -29,7 +29,8 @@
 enum ipc_type {
 	IPC_NONE = 0,
 	/* supervisor -> worker */
-	IPC_CONFIG,      /* payload: canonical cluster text; fds: [metrics memfd] */
+	IPC_CONFIG,      /* payload: canonical cluster text; fds: [the worker's metrics
+	                    memfd, the generation's shared block (genshm.h)] */
 	IPC_LISTENERS,   /* payload: struct ipc_listeners; fds: a batch of listeners */
 	IPC_ACCEPT,      /* start accepting on the listeners */
 	IPC_DRAIN,       /* payload: struct ipc_drain */

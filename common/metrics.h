@@ -1,11 +1,13 @@
 /*
- * metrics — the shared-memory counter block of one worker generation.
+ * metrics — the shared-memory counter block of one worker process.
  *
- * The supervisor creates the block (memfd + mmap, sealed so its size can
- * never change), passes the memfd to the worker over IPC, and reads it for /metrics and cluster status without any
- * message round trip. Counters survive a worker crash because the
- * supervisor keeps its mapping. Workers only ever add (atomic, relaxed);
- * gauges are add/sub pairs.
+ * The supervisor creates one block per worker process (memfd + mmap, sealed
+ * so its size can never change), passes the memfd to the worker with its
+ * configuration (IPC_CONFIG), and reads it for /metrics and cluster status
+ * without any message round trip. Counters survive a worker crash because
+ * the supervisor keeps its mapping, and metrics_retire() folds an ended
+ * process's counters into its cluster's totals. Workers only ever add
+ * (atomic, relaxed); gauges are add/sub pairs.
  *
  * The layout is versioned by METRICS_MAGIC; both sides are the same binary.
  */
