@@ -1,5 +1,5 @@
 /*
- * metrics — create and map the per-generation shared counter block.
+ * metrics — create and map the shared counter block of a worker process.
  *
  * The block is a memfd sealed against resizing (F_SEAL_SHRINK, F_SEAL_GROW)
  * and against further seal changes (F_SEAL_SEAL) before it leaves the

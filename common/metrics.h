@@ -1,11 +1,13 @@
 /*
- * metrics — the shared-memory counter block of one worker generation.
+ * metrics — the shared-memory counter block of one worker process.
  *
- * The supervisor creates the block (memfd + mmap, sealed so its size can
- * never change), passes the memfd to the worker over IPC, and reads it for /metrics and cluster status without any
- * message round trip. Counters survive a worker crash because the
- * supervisor keeps its mapping. Workers only ever add (atomic, relaxed);
- * gauges are add/sub pairs.
+ * The supervisor creates one block per worker process (memfd + mmap, sealed
+ * so its size can never change), passes the memfd to the worker with its
+ * configuration (IPC_CONFIG), and reads it for /metrics and cluster status
+ * without any message round trip. Counters survive a worker crash because
+ * the supervisor keeps its mapping, and metrics_retire() folds an ended
+ * process's counters into its cluster's totals. Workers only ever add
+ * (atomic, relaxed); gauges are add/sub pairs.
  *
  * The layout is versioned by METRICS_MAGIC; both sides are the same binary.
  */
@@ -50,7 +52,7 @@
 	X(inflight_paused, counter, "Times a client request had to wait because max_inflight_per_connection requests were in flight (backpressure: the client is not read meanwhile)") \
 	X(accept_paused, counter, "Times accepting paused for 100 ms because the worker ran out of file descriptors or memory") \
 	X(responses_trailing_bytes, counter, "Rewritten upstream responses that carried bytes after the complete message (dropped; clients ignore them too)") \
-	/* [sasl] */ \
+	/* SASL, TLS and SNI at the client edge; upstream TLS failures */ \
 	X(sasl_frame_too_large, counter, "Client connections closed for a frame above sasl_max_frame_bytes before SASL authentication") \
 	X(sasl_refused, counter, "Client connections closed for a legacy SaslHandshake v0 whose mechanism ferry does not relay (GSSAPI, OAUTHBEARER, unknown)") \
 	X(plaintext_on_tls, counter, "Client connections closed because they sent plaintext (a Kafka frame, not a TLS record) to a TLS listener") \
@@ -59,7 +61,7 @@
 	X(tls_resumed, counter, "TLS handshakes with clients that resumed a session (ticket)") \
 	X(upstream_tls_failures, counter, "TLS handshakes with the upstream that failed (certificate, name, protocol)") \
 	X(sni_unknown, counter, "Client TLS handshakes refused on a gateway = sni port because the ClientHello named no server or one that is neither sni_bootstrap_host nor a broker name of sni_broker_pattern (alert unrecognized_name)") \
-	/* [upresume] */ \
+	/* upstream TLS handshakes and their session resumption */ \
 	X(upstream_tls_handshakes, counter, "TLS handshakes completed with the upstream (client connections' and the worker's own metadata fetches)") \
 	X(upstream_tls_resumed, counter, "TLS handshakes with the upstream that resumed a cached session (no certificate exchange)")
 

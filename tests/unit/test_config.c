@@ -893,7 +893,8 @@ Test(config_canonical, exact_text)
 	done(&r);
 }
 
-/* [sasl] the pre-authentication frame limit: validated, canonical */
+/* sasl_max_frame_bytes, the frame limit before SASL authentication:
+ * validated, canonical */
 Test(config_sasl, sasl_max_frame_bytes)
 {
 	struct res r;
@@ -1164,7 +1165,7 @@ Test(config, workers_key)
 	done(&r);
 }
 
-/* ---- [tls] keys ---- */
+/* ---- TLS keys ---- */
 
 #define TLS_BASE \
 	"[cluster t]\n" \

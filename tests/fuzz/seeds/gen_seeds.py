@@ -377,7 +377,7 @@ def gen_config():
         "[ferry]\nadmin_listen = 0.0.0.0:9000\n[cluster a]\nupstream = h:1\nbootstrap = [::1]:9000\n"
         "broker_ports = 9001-9002\n[cluster b]\nupstream = h:1\nbootstrap = [0:0::1]:9001\n"
         "broker_ports = 8999-9003\n")
-    # [sni] one TLS port, brokers by server name; and the refused mixes
+    # gateway = sni: one TLS port, brokers by server name; and the refused mixes
     put("fuzz_config", "sni-gateway",
         "[cluster s]\nupstream = h:1\nbootstrap = 0.0.0.0:9443\ntls_cert = /c.pem\n"
         "tls_key = /k.pem\ngateway = sni\nsni_bootstrap_host = Kafka.example.com\n"
@@ -443,7 +443,7 @@ def gen_ipc():
     put("fuzz_ipc", "tls-material", msg(12, 4, struct.pack("=8I", len(pem), 4, 0, 0, 0, 0, 1, 0)
                                        + pem + b"KEY!"))
 
-    # [tickets] IPC_NODES (13) / IPC_NODE_LEARNED (22): count, flags, then
+    # learned brokers: IPC_NODES (13) / IPC_NODE_LEARNED (22): count, flags, then
     # records int32 node id, uint16 port, uint8 host length, host
     def nodemap(flags, *nodes):
         b = struct.pack("=II", len(nodes), flags)
