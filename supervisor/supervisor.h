@@ -11,7 +11,7 @@
  * Everything that happens arrives as an event through one of the sup_on_*()
  * entry points below; events are queued and dispatched one at a time
  * through the tables of fsm.h, whose actions the engine carries out with the
- * I/O operations in struct sup_ops (supervisor.c implements them for real,
+ * I/O operations in struct sup_ops (sup_io.c implements them for real,
  * the unit tests with fakes). Timers are deadlines in the model (monotonic
  * ms); the I/O layer sleeps until sup_next_deadline() and calls sup_tick().
  *
@@ -414,11 +414,6 @@ void sup_reload_signal(struct sup *s);
 uint64_t sup_reload_since(const struct sup *s);
 void sup_record_validation(struct sup *s, bool valid, const char *version);
 void sup_record_clear(struct sup_reload_record *rec);
-
-/* The I/O layer (supervisor.c): run ferryd with cfg (taken over) until it
- * stops. Returns the process exit code. */
-int sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
-	    size_t config_len, const char *self_exe);
 
 /* Engine entry points read the clock from the model: callers set it first. */
 static inline void

@@ -18,9 +18,9 @@
  * reload turned the cluster's TLS off.
  *
  * Every worker of a TLS cluster gets the keys at start (IPC_TICKET_KEYS
- * right after CONFIG, supervisor.c) and every live worker of the cluster
+ * right after CONFIG, sup_io.c) and every live worker of the cluster
  * again at each rotation (tickets_rotate_all). The rotation timer is the
- * I/O layer's (an ev_timer in supervisor.c); this module only changes the
+ * I/O layer's (an ev_timer in sup_io.c); this module only changes the
  * model and asks the engine to send.
  */
 #ifndef FERRY_SUPERVISOR_TICKETS_H

@@ -1,9 +1,9 @@
 /*
- * supervisor — ferryd's I/O layer: the libev loop, worker processes and
- * their control channels, signals, the one deadline timer and the reaper.
- * It carries out what the engine (engine.c, reload.c) asks through struct
- * sup_ops and turns everything that happens into engine events; it decides
- * nothing.
+ * sup_io — ferryd's I/O layer: the libev loop, worker processes and their
+ * control channels, signals, the one deadline timer and the reaper (see
+ * sup_io.h). It carries out what the engine (engine.c, reload.c) asks
+ * through struct sup_ops and turns everything that happens into engine
+ * events; it decides nothing.
  *
  * Event sources, all on the default libev loop: SIGTERM/SIGINT/SIGHUP
  * (ev_signal), each worker's exit (ev_child), each worker's control channel
@@ -22,7 +22,7 @@
  * runs in a child process that the loop waits for at most
  * SUP_PERSIST_TIMEOUT_MS.
  */
-#include "supervisor/supervisor.h"
+#include "supervisor/sup_io.h"
 
 #include <errno.h>
 #include <ev.h>
@@ -54,6 +54,7 @@
 #include "supervisor/nodes.h"
 #include "supervisor/notify.h"
 #include "supervisor/status.h"
+#include "supervisor/supervisor.h"
 #include "supervisor/tickets.h"
 
 #define SUP_PERSIST_TIMEOUT_MS 5000
