@@ -14,7 +14,6 @@
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
-#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,60 +25,6 @@
 #include "common/units.h"
 #include "supervisor/nodes.h"
 #include "supervisor/tickets.h"
-
-/* ---- small helpers --------------------------------------------------------- */
-
-void
-sup_hash_hex(const void *data, size_t len, char *out, size_t outlen)
-{
-	unsigned char h[crypto_hash_sha256_BYTES];
-	crypto_hash_sha256(h, data, len);
-	char hex[2 * crypto_hash_sha256_BYTES + 1];
-	sodium_bin2hex(hex, sizeof hex, h, sizeof h);
-	snprintf(out, outlen, "sha256:%s", hex);
-}
-
-const char *
-sup_result_str(enum sup_result r)
-{
-	switch (r) {
-	case SUP_OK: return "ok";
-	case SUP_DEFERRED: return "deferred";
-	case SUP_NOT_FOUND: return "not-found";
-	case SUP_CONFLICT: return "conflict";
-	case SUP_UNAVAILABLE: return "unavailable";
-	case SUP_FAILED: return "failed";
-	case SUP_INVALID: return "invalid";
-	}
-	return "unknown";
-}
-
-bool
-sup_gen_alive(const struct sup_gen *g)
-{
-	for (size_t i = 0; i < g->n_procs; i++)
-		if (g->procs[i].alive)
-			return true;
-	return false;
-}
-
-bool
-sup_cluster_alive(const struct sup_cluster *c)
-{
-	for (const struct sup_gen *g = c->gens; g; g = g->next)
-		if (sup_gen_alive(g))
-			return true;
-	return false;
-}
-
-struct sup_gen *
-sup_cluster_current(struct sup_cluster *c)
-{
-	for (struct sup_gen *g = c->gens; g; g = g->next)
-		if (g->owner == SUP_OWNER_CLUSTER)
-			return g;
-	return NULL;
-}
 
 /* ---- event queue ------------------------------------------------------------- */
 
@@ -348,15 +293,6 @@ sup_cluster_list(struct sup *s, struct sup_cluster *c)
 		return;
 	sup_array_del(s->limbo, &s->n_limbo, c);
 	c->listed = true;
-}
-
-struct sup_cluster *
-sup_find_cluster(struct sup *s, const char *name)
-{
-	for (size_t i = 0; i < s->n_clusters; i++)
-		if (strcmp(s->clusters[i]->name, name) == 0)
-			return s->clusters[i];
-	return NULL;
 }
 
 /* ---- generations ---------------------------------------------------------------- */
@@ -829,8 +765,6 @@ sup_cluster_gen_ended(struct sup *s, struct sup_gen *g, bool crashed, const char
 }
 
 /* ---- dispatch -------------------------------------------------------------------- */
-
-bool sup_ready(const struct sup *s);
 
 static void
 sup_sweep(struct sup *s)

@@ -55,20 +55,6 @@ struct sup_reload {
 	struct sup_reload *next_free; /* finished, freed by reload_reap() */
 };
 
-
-const char *
-sup_reload_status_str(enum sup_reload_status st)
-{
-	switch (st) {
-	case SUP_RELOAD_SUCCESS: return "SUCCESS";
-	case SUP_RELOAD_FAILED: return "FAILED";
-	case SUP_RELOAD_REJECTED: return "REJECTED";
-	case SUP_RELOAD_UNCHANGED: return "UNCHANGED";
-	case SUP_RELOAD_NONE: break;
-	}
-	return "NONE";
-}
-
 /* ---- records ----------------------------------------------------------------------- */
 
 static void

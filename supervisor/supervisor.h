@@ -3,9 +3,11 @@
  * what happens to it.
  *
  * The model: clusters (struct sup_cluster), each with its generations
- * (struct sup_gen, newest first), each generation a set of worker processes
- * (struct sup_proc; one today), plus the reload in progress and the records
- * of the last reload and validation. The admin API reads it (status.c).
+ * (struct sup_gen, newest first), each generation a set of worker
+ * processes (struct sup_proc, `workers` of them), plus the reload in
+ * progress and the records of the last reload and validation. Its rules (which generation serves a
+ * cluster, what state a cluster shows, when ferryd is ready) and the names
+ * of its enums are supervisor.c's; the admin API renders it (status.c).
  *
  * The engine (engine.c, reload.c) is pure: no sockets, no fork, no libev.
  * Everything that happens arrives as an event through one of the sup_on_*()
@@ -17,7 +19,7 @@
  *
  * Lifetimes: nothing is freed inside an event chain. Objects that ended are
  * marked and freed by sup_reap(), which the I/O layer calls after every
- * chain (libev ev_check) — so no handler can touch freed memory.
+ * chain (an ev_prepare watcher) — so no handler can touch freed memory.
  */
 #ifndef FERRY_SUPERVISOR_SUPERVISOR_H
 #define FERRY_SUPERVISOR_SUPERVISOR_H
@@ -339,11 +341,16 @@ struct sup {
 	uint64_t next_relay;
 };
 
-/* ---- model queries (status.c, admin, tests) ---- */
+/* ---- the model's rules (supervisor.c; asked by the engine, status.c, the
+ * admin API and the tests) ---- */
 
 /* The generation that represents the cluster (DESIGN §3): the newest that
  * reached accepting (and is not stopped), else the newest. NULL if none. */
-struct sup_gen *sup_cluster_serving(struct sup_cluster *c);
+struct sup_gen *sup_cluster_serving(const struct sup_cluster *c);
+/* The state the cluster shows: its serving generation's, except that a
+ * cluster the supervisor gave up on (crash loop, cannot start) is failed
+ * unless that generation still accepts. */
+enum lc_state sup_cluster_state(const struct sup_cluster *c);
 /* The newest generation the cluster itself started (not a reload's). */
 struct sup_gen *sup_cluster_current(struct sup_cluster *c);
 bool sup_cluster_alive(const struct sup_cluster *c);
@@ -353,6 +360,8 @@ bool sup_gen_alive(const struct sup_gen *g);
  * initializing. */
 bool sup_ready(const struct sup *s);
 struct sup_cluster *sup_find_cluster(struct sup *s, const char *name);
+/* A configuration's version: "sha256:<hex>" of data, into out. */
+void sup_hash_hex(const void *data, size_t len, char *out, size_t outlen);
 
 /* ---- engine entry points (engine.c) ---- */
 
@@ -422,8 +431,5 @@ sup_set_clock(struct sup *s, uint64_t mono_ms, uint64_t wall_ms)
 	s->now_ms = mono_ms;
 	s->now_wall_ms = wall_ms;
 }
-
-/* "sha256:<hex>" of data, into out. */
-void sup_hash_hex(const void *data, size_t len, char *out, size_t outlen);
 
 #endif

@@ -1,0 +1,179 @@
+/*
+ * supervisor — the model's rules and names (see supervisor.h): which
+ * generation serves a cluster, what state a cluster shows, when ferryd is
+ * ready, and the names of the model's enums. Pure functions over the model;
+ * the engine (engine*.c, reload.c), the renderers (status.c) and the admin
+ * API all ask here, and nothing here calls any of them.
+ */
+#include "supervisor/supervisor.h"
+
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- names ----------------------------------------------------------------- */
+
+void
+sup_hash_hex(const void *data, size_t len, char *out, size_t outlen)
+{
+	unsigned char h[crypto_hash_sha256_BYTES];
+	crypto_hash_sha256(h, data, len);
+	char hex[2 * crypto_hash_sha256_BYTES + 1];
+	sodium_bin2hex(hex, sizeof hex, h, sizeof h);
+	snprintf(out, outlen, "sha256:%s", hex);
+}
+
+const char *
+sup_result_str(enum sup_result r)
+{
+	switch (r) {
+	case SUP_OK: return "ok";
+	case SUP_DEFERRED: return "deferred";
+	case SUP_NOT_FOUND: return "not-found";
+	case SUP_CONFLICT: return "conflict";
+	case SUP_UNAVAILABLE: return "unavailable";
+	case SUP_FAILED: return "failed";
+	case SUP_INVALID: return "invalid";
+	}
+	return "unknown";
+}
+
+const char *
+sup_reload_status_str(enum sup_reload_status st)
+{
+	switch (st) {
+	case SUP_RELOAD_SUCCESS: return "SUCCESS";
+	case SUP_RELOAD_FAILED: return "FAILED";
+	case SUP_RELOAD_REJECTED: return "REJECTED";
+	case SUP_RELOAD_UNCHANGED: return "UNCHANGED";
+	case SUP_RELOAD_NONE: break;
+	}
+	return "NONE";
+}
+
+const char *
+sup_listener_role_str(enum sup_listener_role r)
+{
+	switch (r) {
+	case SUP_LISTENER_BOOTSTRAP:
+		return "bootstrap";
+	case SUP_LISTENER_BROKER:
+		return "broker";
+	}
+	return "unknown";
+}
+
+const char *
+sup_upstream_state_str(enum sup_upstream_state s)
+{
+	switch (s) {
+	case SUP_UPSTREAM_UNKNOWN:
+		return "unknown";
+	case SUP_UPSTREAM_REACHABLE:
+		return "reachable";
+	case SUP_UPSTREAM_UNREACHABLE:
+		return "unreachable";
+	}
+	return "unknown";
+}
+
+/* ---- rules ----------------------------------------------------------------- */
+
+bool
+sup_gen_alive(const struct sup_gen *g)
+{
+	for (size_t i = 0; i < g->n_procs; i++)
+		if (g->procs[i].alive)
+			return true;
+	return false;
+}
+
+bool
+sup_cluster_alive(const struct sup_cluster *c)
+{
+	for (const struct sup_gen *g = c->gens; g; g = g->next)
+		if (sup_gen_alive(g))
+			return true;
+	return false;
+}
+
+struct sup_gen *
+sup_cluster_current(struct sup_cluster *c)
+{
+	for (struct sup_gen *g = c->gens; g; g = g->next)
+		if (g->owner == SUP_OWNER_CLUSTER)
+			return g;
+	return NULL;
+}
+
+struct sup_gen *
+sup_cluster_serving(const struct sup_cluster *c)
+{
+	struct sup_gen *g;
+
+	for (g = c->gens; g != NULL; g = g->next)
+		if (g->lc.state == LC_ACCEPTING || g->lc.state == LC_DRAINING)
+			return g;
+	/* else the newest, not counting generations a reload rolled back */
+	for (g = c->gens; g != NULL; g = g->next)
+		if (g->owner != SUP_OWNER_NONE)
+			return g;
+	return c->gens;
+}
+
+/* The state a cluster shows: its serving generation's, except that a
+ * cluster the supervisor gave up on (crash loop, cannot start) is failed. */
+enum lc_state
+sup_cluster_state(const struct sup_cluster *c)
+{
+	const struct sup_gen *g = sup_cluster_serving(c);
+
+	if (c->st == FSM_C_FAILED && (g == NULL || g->lc.state != LC_ACCEPTING))
+		return LC_FAILED;
+	return g ? g->lc.state : LC_INITIALIZING;
+}
+
+/*
+ * fail-fast: every cluster's serving generation is accepting and answers
+ * its watchdog.
+ * best-effort: at least one is and none is still initializing (a failed
+ * cluster does not hold readiness back once the others are up).
+ * A supervisor that is stopping is not ready; one without clusters is.
+ */
+bool
+sup_ready(const struct sup *s)
+{
+	size_t i, accepting = 0, initializing = 0, counted = 0;
+
+	if (s->stopping)
+		return false;
+	for (i = 0; i < s->n_clusters; i++) {
+		const struct sup_cluster *c = s->clusters[i];
+		const struct sup_gen *g = sup_cluster_serving(c);
+		enum lc_state st = sup_cluster_state(c);
+
+		/* Clusters drained on purpose by an operator, or leaving, do not
+		 * make ferryd unready. */
+		if (c->st == FSM_C_PARKED || c->st == FSM_C_LEAVING || c->st == FSM_C_GONE)
+			continue;
+		counted++;
+		if (st == LC_INITIALIZING || c->st == FSM_C_BACKOFF)
+			initializing++;
+		else if (st == LC_ACCEPTING && g != NULL && !g->unresponsive)
+			accepting++;
+	}
+	if (counted == 0)
+		return true;
+	if (s->cfg.startup_policy == CFG_STARTUP_BEST_EFFORT)
+		return accepting > 0 && initializing == 0;
+	return accepting == counted;
+}
+
+struct sup_cluster *
+sup_find_cluster(struct sup *s, const char *name)
+{
+	for (size_t i = 0; i < s->n_clusters; i++)
+		if (strcmp(s->clusters[i]->name, name) == 0)
+			return s->clusters[i];
+	return NULL;
+}
