@@ -9,7 +9,7 @@
  * cluster, what state a cluster shows, when ferryd is ready) and the names
  * of its enums are supervisor.c's; the admin API renders it (status.c).
  *
- * The engine (engine.c, reload.c) is pure: no sockets, no fork, no libev.
+ * The engine (engine*.c, reload.c) is pure: no sockets, no fork, no libev.
  * Everything that happens arrives as an event through one of the sup_on_*()
  * entry points below; events are queued and dispatched one at a time
  * through the tables of fsm.h, whose actions the engine carries out with the
@@ -363,7 +363,8 @@ struct sup_cluster *sup_find_cluster(struct sup *s, const char *name);
 /* A configuration's version: "sha256:<hex>" of data, into out. */
 void sup_hash_hex(const void *data, size_t len, char *out, size_t outlen);
 
-/* ---- engine entry points (engine.c) ---- */
+/* ---- engine entry points (engine.c; drain and restart in engine_cluster.c,
+ * sup_cluster_send in engine_gen.c, the handover relay in engine_relay.c) ---- */
 
 /* Set up s with cfg (taken over). 0, or -1 (startup failed; logged). */
 int sup_init(struct sup *s, const struct sup_ops *ops, struct cfg *cfg,

@@ -1,5 +1,5 @@
 /*
- * Unit tests for the supervisor engine (engine.c, reload.c) with fake I/O:
+ * Unit tests for the supervisor engine (engine*.c, reload.c) with fake I/O:
  * no sockets, no processes, no libev. A small simulated world answers the
  * engine's operations (fake pids, fake listening sockets with their
  * addresses, a clock) and delivers worker events.
