@@ -1,8 +1,9 @@
 /*
  * engine_cluster — the engine's clusters: their configurations and
  * listening sockets, the listed and limbo arrays, the cluster machine's
- * actions (fsm.h) and the operator's requests (drain, restart). Part of the
- * engine (engine_priv.h); pure like engine.c.
+ * actions (fsm.h), the operator's requests (drain, restart) and the
+ * rotation of the TLS clusters' session-ticket keys. Part of the engine
+ * (engine_priv.h); pure like engine.c.
  */
 #include "supervisor/engine_priv.h"
 
@@ -14,6 +15,7 @@
 #include "common/log.h"
 #include "common/tlsctx.h"
 #include "common/tlsmat.h"
+#include "supervisor/tickets.h"
 
 /* ---- listeners and cluster configurations ------------------------------------ */
 
@@ -438,4 +440,33 @@ sup_cluster_restart(struct sup *s, const char *name, uint64_t waiter, struct sup
 	c->restart_gen = g->generation;
 	a->result = SUP_DEFERRED;
 	return SUP_DEFERRED;
+}
+
+/* ---- session-ticket key rotation (tickets.h) ------------------------------------- */
+
+static void
+sup_tickets_rotate_cluster(struct sup *s, struct sup_cluster *c)
+{
+	if (!c->tickets)
+		return;
+	if (!c->ccfg || !c->ccfg->cl || !c->ccfg->cl->tls) {
+		/* a reload turned TLS off: its workers need no keys any more */
+		tickets_free(c);
+		log_info("session-ticket keys wiped: the cluster has no TLS now", "cluster=%s",
+		    c->name);
+		return;
+	}
+	tickets_rotate(c->tickets);
+	size_t workers = sup_cluster_send(s, c, IPC_TICKET_KEYS, c->tickets, sizeof *c->tickets);
+	log_info("session-ticket keys rotated", "cluster=%s serial=%llu keys=%u workers=%zu",
+	    c->name, (unsigned long long)c->tickets->serial, c->tickets->n, workers);
+}
+
+void
+sup_tickets_rotate(struct sup *s)
+{
+	for (size_t i = 0; i < s->n_clusters; i++)
+		sup_tickets_rotate_cluster(s, s->clusters[i]);
+	for (size_t i = 0; i < s->n_limbo; i++)
+		sup_tickets_rotate_cluster(s, s->limbo[i]);
 }

@@ -774,7 +774,7 @@ sup_tickets_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	struct sup_io *io = t->data;
 	sup_clock(io->s);
 	if (!io->s->stopping)
-		tickets_rotate_all(io->s);
+		sup_tickets_rotate(io->s);
 }
 
 /* [tickets] once a day: certificate expiry of every TLS cluster (certs.h) */

@@ -404,6 +404,13 @@ void sup_kill_all(struct sup *s);
 size_t sup_cluster_send(struct sup *s, struct sup_cluster *c, enum ipc_type type,
 			const void *payload, size_t len);
 
+/* Every tls_ticket_rotation (the I/O layer's timer): rotate the
+ * session-ticket keys of every cluster that has some (tickets.h) and send
+ * them to every live worker of its alive generations (a full channel is
+ * that worker's fault like any other message); keys of a cluster a reload
+ * turned TLS off for are wiped instead. */
+void sup_tickets_rotate(struct sup *s);
+
 /* Operator requests. */
 enum sup_result sup_cluster_drain(struct sup *s, const char *name, struct sup_answer *a);
 enum sup_result sup_cluster_restart(struct sup *s, const char *name, uint64_t waiter,

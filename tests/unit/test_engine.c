@@ -902,7 +902,7 @@ Test(engine, ticket_keys_and_learned_brokers_outlive_generations)
 
 	/* rotation: every live worker of t, none of p */
 	t->ccfg->cl->tls = true;  /* (the reloaded configuration, as above) */
-	tickets_rotate_all(&W.s);
+	sup_tickets_rotate(&W.s);
 	cr_assert_eq(k->serial, 2);
 	struct w_proc *wt = w_find(&g2->procs[0]), *wp = w_find(&sup_cluster_serving(pl)->procs[0]);
 	cr_assert_eq(wt->got_tickets, 1);
@@ -927,7 +927,7 @@ Test(engine, ticket_keys_and_learned_brokers_outlive_generations)
 	cr_assert_str_eq(t->nodes.v[0].host, "new-2.up");
 	cr_assert_eq(t->tickets, k, "keys kept");
 	/* this configuration has no TLS: the next rotation wipes the keys */
-	tickets_rotate_all(&W.s);
+	sup_tickets_rotate(&W.s);
 	cr_assert_null(t->tickets);
 	w_finish();
 }
