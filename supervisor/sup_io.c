@@ -48,7 +48,8 @@
 #include "common/ipcq.h"
 #include "common/log.h"
 #include "common/tlsmat.h"
-#include "supervisor/admin.h"
+#include "supervisor/admin_api.h"
+#include "supervisor/admin_http.h"
 #include "supervisor/certs.h"
 #include "supervisor/listeners.h"
 #include "supervisor/nodes.h"
@@ -63,6 +64,7 @@
 struct sup_io {
 	struct sup *s;
 	struct ev_loop *loop;
+	struct admin *admin;          /* the admin API's servers (admin_http.h) */
 	char *self_exe;
 	uid_t worker_uid;
 	gid_t worker_gid;
@@ -636,13 +638,22 @@ sup_io_stopped(struct sup *s)
 static void
 sup_io_answer_reload(struct sup *s, uint64_t waiter, const struct sup_reload_record *rec)
 {
-	admin_answer_reload(s, waiter, rec);
+	struct sup_io *io = s->io;
+	admin_api_answer_reload(io->admin, s, waiter, rec);
 }
 
 static void
 sup_io_answer_op(struct sup *s, uint64_t waiter, const struct sup_answer *a)
 {
-	admin_answer_op(s, waiter, a);
+	struct sup_io *io = s->io;
+	admin_api_answer_op(io->admin, waiter, a);
+}
+
+static int
+sup_io_admin_prepare(struct sup *s, const struct cfg *next, char *err, size_t errlen)
+{
+	struct sup_io *io = s->io;
+	return admin_http_reload_prepare(io->admin, next, err, errlen);
 }
 
 /* ---- systemd notify (supervisor/notify.h; no-ops without NOTIFY_SOCKET) ---- */
@@ -702,7 +713,7 @@ sup_io_reload_end(struct sup *s, const struct sup_reload_record *rec)
 		ev_timer_start(io->loop, &io->tickets);
 	}
 	char buf[sizeof io->last_status];
-	admin_reload_end(s, rec->status == SUP_RELOAD_SUCCESS ||
+	admin_http_reload_end(io->admin, rec->status == SUP_RELOAD_SUCCESS ||
 	    rec->status == SUP_RELOAD_UNCHANGED);
 	status_reload_text(s, buf, sizeof buf);
 	if (s->stopping)
@@ -728,7 +739,7 @@ static const struct sup_ops sup_io_ops = {
 	.stopped = sup_io_stopped,
 	.stopping = sup_io_stopping,
 	.reload_begin = sup_io_reload_begin,
-	.admin_prepare = admin_reload_prepare,
+	.admin_prepare = sup_io_admin_prepare,
 	.reload_end = sup_io_reload_end,
 	.ready_changed = sup_io_ready_changed,
 };
@@ -930,19 +941,22 @@ sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 
 	log_info("ferryd starting", "version=%s clusters=%zu config=%s config_version=%s",
 	    FERRY_VERSION, s->cfg.n_clusters, s->config_path, s->config_version);
-	if (admin_start(s, io->loop, err, sizeof err) == -1) {
+	io->admin = admin_api_start(s, io->loop, err, sizeof err);
+	if (!io->admin) {
 		log_error("cannot start admin API", "error=\"%s\"", err);
 		goto out;
 	}
 	if (sup_start(s) == -1) {
-		admin_stop(s);
+		admin_http_stop(io->admin);
+		io->admin = NULL;
 		goto out;
 	}
 	certs_update(s, "start");
 	ev_run(io->loop, 0);
 	rc = s->exit_code;
 	log_info("ferryd stopped", "exit_code=%d", rc);
-	admin_stop(s);
+	admin_http_stop(io->admin);
+	io->admin = NULL;
 out:
 	sup_kill_all(s);
 	sup_free(s);

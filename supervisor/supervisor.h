@@ -292,12 +292,9 @@ struct sup_event {
 	char why[192];
 };
 
-struct admin;
-
 struct sup {
 	const struct sup_ops *ops;
 	void *io;                     /* the I/O layer's own state */
-	struct admin *admin;          /* admin API servers (admin.c) */
 	uint64_t now_ms;              /* monotonic, set by the I/O layer per event */
 	uint64_t now_wall_ms;
 	struct cfg cfg;               /* running config */

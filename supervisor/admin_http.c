@@ -1,6 +1,7 @@
 /*
- * admin — HTTP servers of the admin API on the supervisor's libev loop; see
- * admin.h for the model.
+ * admin_http — the HTTP servers of the admin API on the supervisor's libev
+ * loop; see admin_http.h for the model. The routes and handlers are
+ * admin_api.c's.
  *
  * Listeners: the control socket is created owner-only in a directory made
  * on demand (0755), then given control_socket_group and control_socket_mode
@@ -8,8 +9,8 @@
  * replaced only when connecting to it is refused; if something answers, we
  * refuse to start rather than steal a live daemon's socket.
  *
- * Access (adminauth.h) is decided before a request is routed; admin.c only
- * asks and logs. Connection I/O goes through the transport of
+ * Access (adminauth.h) is decided before a request is routed; this file
+ * only asks and logs. Connection I/O goes through the transport of
  * common/transport.h: plain TCP / Unix, or TLS (common/tls.h) on an
  * admin_listen with admin_tls_cert. The TLS handshake runs in the reading
  * state under the head deadline and in the same eviction queue as a client
@@ -23,8 +24,8 @@
  * drained for a moment before close(), so a client whose request we refused
  * early (413) still gets the response instead of a reset.
  *
- * Budgets and eviction (limits in admin.h). Each listener counts its own
- * connections, up to ADMIN_MAX_CONNS, or less when the descriptor limit
+ * Budgets and eviction (limits in admin_http.h). Each listener counts its
+ * own connections, up to ADMIN_MAX_CONNS, or less when the descriptor limit
  * cannot hold two full listeners beside the workers' descriptors
  * (admin_conn_budget): then neither listener can use up the descriptors
  * the other needs. Every loop iteration in which both
@@ -45,13 +46,11 @@
  * timer re-arms it, so the loop never spins on a readable listening socket.
  *
  * Nothing here blocks the loop: every socket is non-blocking; send() of the
- * small 100-continue and 503 messages uses MSG_DONTWAIT and is best effort;
- * the only file read (admin_h_validate with an empty body) goes through
- * file_read_all, which refuses anything but a bounded regular file (file.h
- * says what remains: a hung network file system). getaddrinfo() runs once in
- * admin_start, before the loop, and with a numeric service.
+ * small 100-continue and 503 messages uses MSG_DONTWAIT and is best effort.
+ * getaddrinfo() runs once in admin_http_start, before the loop, and with a
+ * numeric service.
  */
-#include "supervisor/admin.h"
+#include "supervisor/admin_http.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -73,15 +72,11 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/units.h"
-#include "common/file.h"
 #include "common/tls.h"
 #include "common/transport.h"
-#include "common/tlsmat.h"
 #include "supervisor/adminauth.h"
 #include "supervisor/evict.h"
 #include "supervisor/status.h"
-#include "supervisor/statuspage.h"
-#include "supervisor/supervisor.h"
 
 #define ADMIN_LINGER_TIMEOUT 2.0    /* seconds to drain input after the response */
 #define ADMIN_ACCEPT_BACKOFF 1.0    /* seconds to pause accept() after EMFILE */
@@ -136,9 +131,11 @@ struct admin_conn {
 };
 
 struct admin {
-	struct sup *sup;
+	struct sup *sup;                /* for the handlers (admin_request.sup) */
 	struct ev_loop *loop;
-	uint64_t next_id;               /* waiter ids of deferred requests */
+	const struct admin_route *routes;
+	size_t n_routes;
+	uint64_t next_id;               /* names of requests (admin_request.id) */
 	struct admin_server control;
 	struct admin_server http;
 	char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -150,40 +147,6 @@ struct admin {
 	bool have_pending;
 	struct log_ratelimit rl_auth;   /* refusals */
 	struct adminauth_counters counters; /* refusals, for /metrics */
-};
-
-struct admin_route {
-	const char *method;
-	const char *pattern;
-	admin_handler_fn handler;
-};
-
-static enum admin_handler_result admin_h_health(struct admin_request *, struct admin_response *);
-static enum admin_handler_result admin_h_ready(struct admin_request *, struct admin_response *);
-static enum admin_handler_result admin_h_clusters(struct admin_request *, struct admin_response *);
-static enum admin_handler_result admin_h_cluster(struct admin_request *, struct admin_response *);
-static enum admin_handler_result admin_h_validate(struct admin_request *, struct admin_response *);
-static enum admin_handler_result admin_h_metrics(struct admin_request *, struct admin_response *);
-static enum admin_handler_result admin_h_page(struct admin_request *, struct admin_response *);
-static enum admin_handler_result admin_h_reload(struct admin_request *, struct admin_response *);
-static enum admin_handler_result admin_h_config_status(struct admin_request *, struct admin_response *);
-static enum admin_handler_result admin_h_drain(struct admin_request *, struct admin_response *);
-static enum admin_handler_result admin_h_restart(struct admin_request *, struct admin_response *);
-
-/* The routes of DESIGN §7. */
-static const struct admin_route admin_routes[] = {
-	{ "GET", "/admin/health", admin_h_health },
-	{ "GET", "/admin/ready", admin_h_ready },
-	{ "GET", "/admin/clusters", admin_h_clusters },
-	{ "GET", "/admin/clusters/*", admin_h_cluster },
-	{ "POST", "/admin/config/validate", admin_h_validate },
-	{ "POST", "/admin/config/reload", admin_h_reload },
-	{ "GET", "/admin/config/status", admin_h_config_status },
-	{ "POST", "/admin/clusters/*/drain", admin_h_drain },
-	{ "POST", "/admin/clusters/*/restart", admin_h_restart },
-	{ "GET", "/metrics", admin_h_metrics },
-	{ "GET", "/", admin_h_page },         /* the HTML status page */
-	{ "GET", "/admin/", admin_h_page },
 };
 
 static void admin_conn_close(struct admin_conn *c);
@@ -316,8 +279,9 @@ admin_authorize(struct admin_conn *c, struct admin_response *resp)
 static enum admin_handler_result
 admin_dispatch(struct admin_conn *c, struct admin_response *resp)
 {
+	struct admin *a = c->srv->admin;
 	const struct http_request *hr = &c->parser.req;
-	struct admin_request req = { c->srv->admin->sup, c, hr, NULL };
+	struct admin_request req = { .sup = a->sup, .admin = a, .conn = c, .http = hr };
 	const char *method = hr->method;
 	char param[ADMIN_PARAM_MAX], allow[128] = "";
 	size_t i;
@@ -329,8 +293,9 @@ admin_dispatch(struct admin_conn *c, struct admin_response *resp)
 	}
 	if (!admin_authorize(c, resp))
 		return ADMIN_RESPOND;
-	for (i = 0; i < sizeof admin_routes / sizeof admin_routes[0]; i++) {
-		const struct admin_route *r = &admin_routes[i];
+	req.id = c->id = ++a->next_id;
+	for (i = 0; i < a->n_routes; i++) {
+		const struct admin_route *r = &a->routes[i];
 
 		if (!admin_route_match(r->pattern, hr->path, param, sizeof param))
 			continue;
@@ -352,153 +317,6 @@ admin_dispatch(struct admin_conn *c, struct admin_response *resp)
 		return ADMIN_RESPOND;
 	}
 	admin_response_error(resp, 404, "no such endpoint: %s", hr->path);
-	return ADMIN_RESPOND;
-}
-
-/* --- handlers ----------------------------------------------------------- */
-
-static enum admin_handler_result
-admin_h_health(struct admin_request *req, struct admin_response *resp)
-{
-	admin_response_json(resp, 200, status_health_json(req->sup, clock_wall_ms()));
-	return ADMIN_RESPOND;
-}
-
-static enum admin_handler_result
-admin_h_ready(struct admin_request *req, struct admin_response *resp)
-{
-	admin_response_json(resp, sup_ready(req->sup) ? 200 : 503, status_ready_json(req->sup));
-	return ADMIN_RESPOND;
-}
-
-static enum admin_handler_result
-admin_h_clusters(struct admin_request *req, struct admin_response *resp)
-{
-	admin_response_json(resp, 200, status_clusters_json(req->sup));
-	return ADMIN_RESPOND;
-}
-
-static enum admin_handler_result
-admin_h_cluster(struct admin_request *req, struct admin_response *resp)
-{
-	struct sup_cluster *c = sup_find_cluster(req->sup, req->param);
-
-	if (c == NULL)
-		admin_response_error(resp, 404, "no cluster named '%s'", req->param);
-	else
-		admin_response_json(resp, 200, status_cluster_json(c));
-	return ADMIN_RESPOND;
-}
-
-static enum admin_handler_result
-admin_h_metrics(struct admin_request *req, struct admin_response *resp)
-{
-	char extra[1024];
-	int n;
-	char *body;
-
-	resp->body = status_metrics_text(req->sup, &resp->body_len);
-	if (resp->body == NULL) {
-		admin_response_error(resp, 500, "out of memory");
-		return ADMIN_RESPOND;
-	}
-	/* the admin API's own counters (adminauth.h) */
-	n = adminauth_metrics_text(&req->sup->admin->counters, extra, sizeof extra);
-	if (n > 0 && (body = realloc(resp->body, resp->body_len + (size_t)n + 1)) != NULL) {
-		memcpy(body + resp->body_len, extra, (size_t)n + 1);
-		resp->body = body;
-		resp->body_len += (size_t)n;
-	}
-	resp->status = 200;
-	resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
-	return ADMIN_RESPOND;
-}
-
-static enum admin_handler_result
-admin_h_page(struct admin_request *req, struct admin_response *resp)
-{
-	size_t len;
-	const char *page = statuspage_text(&len);
-
-	(void)req;
-	if ((resp->body = malloc(len)) == NULL) {
-		admin_response_error(resp, 500, "out of memory");
-		return ADMIN_RESPOND;
-	}
-	memcpy(resp->body, page, len);
-	resp->body_len = len;
-	resp->status = 200;
-	resp->content_type = "text/html; charset=utf-8";
-	snprintf(resp->extra_headers, sizeof resp->extra_headers, "%s", STATUSPAGE_HEADERS);
-	return ADMIN_RESPOND;
-}
-
-static json_t *
-admin_invalid(const char *msg)
-{
-	json_t *errs = json_array();
-
-	if (json_array_append_new(errs, json_string(msg)) == -1)
-		json_array_append_new(errs, json_string("invalid configuration"));
-	return json_pack("{s:b, s:o}", "valid", 0, "errors", errs);
-}
-
-static enum admin_handler_result
-admin_h_validate(struct admin_request *req, struct admin_response *resp)
-{
-	const struct http_request *hr = req->http;
-	const char *name = "<request>", *text = hr->body;
-	size_t len = hr->body_len, i;
-	char *file = NULL, err[512];
-	unsigned char hash[crypto_hash_sha256_BYTES];
-	char version[8 + 2 * crypto_hash_sha256_BYTES + 1];
-	struct cfg_errors errs;
-	struct cfg cfg;
-	json_t *a;
-
-	if (len == 0) {
-		name = req->sup->config_path;
-		if (name == NULL) {
-			admin_response_json(resp, 400, admin_invalid("no configuration file to validate"));
-			return ADMIN_RESPOND;
-		}
-		if ((file = file_read_all(name, HTTP_MAX_BODY, &len, err, sizeof err)) == NULL) {
-			admin_response_json(resp, 400, admin_invalid(err));
-			return ADMIN_RESPOND;
-		}
-		text = file;
-	}
-	crypto_hash_sha256(hash, (const unsigned char *)text, len);
-	memcpy(version, "sha256:", 7);
-	sodium_bin2hex(version + 7, sizeof version - 7, hash, sizeof hash);
-
-	cfg_errors_init(&errs);
-	memset(&cfg, 0, sizeof cfg);
-	if (cfg_parse_string(name, text, len, &cfg, &errs) == 0 &&
-	    tlsmat_read(&cfg, &errs) == 0 && adminauth_check_cfg(&cfg, &errs) == 0) {
-		sup_record_validation(req->sup, true, version);
-		admin_response_json(resp, 200, json_pack("{s:b, s:s, s:I}",
-		    "valid", 1, "configVersion", version,
-		    "clusters", (json_int_t)cfg.n_clusters));
-		cfg_free(&cfg);
-	} else {
-		cfg_free(&cfg);
-		sup_record_validation(req->sup, false, version);
-		a = json_array();
-		for (i = 0; i < errs.n; i++) {
-			json_t *m = json_string(errs.msg[i]);
-
-			/* posted text may not be UTF-8; keep the message visible */
-			if (m == NULL)
-				m = json_string("(error message is not valid UTF-8)");
-			json_array_append_new(a, m);
-		}
-		if (errs.n == 0)
-			json_array_append_new(a, json_string("invalid configuration"));
-		admin_response_json(resp, 400, json_pack("{s:b, s:o}", "valid", 0, "errors", a));
-	}
-	cfg_errors_free(&errs);
-	free(file);
 	return ADMIN_RESPOND;
 }
 
@@ -1274,7 +1092,7 @@ admin_bind_tcp(struct admin *a, const struct cfg_addr *addr, char *err, size_t e
  * of what is left, at least ADMIN_MIN_CONNS. Clusters added by a later
  * reload come out of the reserve. */
 static unsigned
-admin_conn_budget(const struct sup *s)
+admin_conn_budget(const struct cfg *cfg)
 {
 	struct rlimit rl;
 	unsigned long long reserve = ADMIN_FD_RESERVE, room;
@@ -1282,8 +1100,8 @@ admin_conn_budget(const struct sup *s)
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) == -1 || rl.rlim_cur == RLIM_INFINITY)
 		return ADMIN_MAX_CONNS;
-	for (i = 0; i < s->cfg.n_clusters; i++)
-		reserve += 2 * (s->cfg.clusters[i].n_brokers + 1 + 2);
+	for (i = 0; i < cfg->n_clusters; i++)
+		reserve += 2 * (cfg->clusters[i].n_brokers + 1 + 2);
 	room = rl.rlim_cur > reserve ? (rl.rlim_cur - reserve) / 2 : 0;
 	if (room >= ADMIN_MAX_CONNS)
 		return ADMIN_MAX_CONNS;
@@ -1296,10 +1114,8 @@ admin_conn_budget(const struct sup *s)
 }
 
 int
-admin_reload_prepare(struct sup *s, const struct cfg *next, char *err, size_t errlen)
+admin_http_reload_prepare(struct admin *a, const struct cfg *next, char *err, size_t errlen)
 {
-	struct admin *a = s->admin;
-
 	if (a == NULL)
 		return 0;
 	adminauth_clear(&a->pending);
@@ -1311,9 +1127,8 @@ admin_reload_prepare(struct sup *s, const struct cfg *next, char *err, size_t er
 }
 
 void
-admin_reload_end(struct sup *s, bool apply)
+admin_http_reload_end(struct admin *a, bool apply)
 {
-	struct admin *a = s->admin;
 	bool changed;
 
 	if (a == NULL || !a->have_pending)
@@ -1336,54 +1151,52 @@ admin_reload_end(struct sup *s, bool apply)
 	adminauth_log_tls(&a->auth);
 }
 
-int
-admin_start(struct sup *s, struct ev_loop *loop, char *err, size_t errlen)
+struct admin *
+admin_http_start(const struct cfg *cfg, struct sup *sup, struct ev_loop *loop,
+		 const struct admin_route *routes, size_t n_routes, char *err, size_t errlen)
 {
 	struct admin *a;
 	char name[CFG_HOST_MAX + 16];
 
-	if (s->admin != NULL) {
-		admin_seterr(err, errlen, "admin API already started");
-		return -1;
-	}
 	if (sodium_init() == -1) {
 		admin_seterr(err, errlen, "libsodium initialisation failed");
-		return -1;
+		return NULL;
 	}
 	if ((a = calloc(1, sizeof *a)) == NULL) {
 		admin_seterr(err, errlen, "out of memory");
-		return -1;
+		return NULL;
 	}
-	a->sup = s;
+	a->sup = sup;
 	a->loop = loop;
+	a->routes = routes;
+	a->n_routes = n_routes;
 	admin_server_init(a, &a->control, "control");
 	admin_server_init(a, &a->http, "http");
-	a->control.max_conns = a->http.max_conns = admin_conn_budget(s);
-	s->admin = a;
-	if (adminauth_load_cfg(&a->auth, &s->cfg, err, errlen) == -1)
+	a->control.max_conns = a->http.max_conns = admin_conn_budget(cfg);
+	if (adminauth_load_cfg(&a->auth, cfg, err, errlen) == -1)
 		goto fail;
-	if (admin_bind_control(a, s->cfg.control_socket, (mode_t)s->cfg.control_socket_mode,
-	    s->cfg.control_socket_group, err, errlen) == -1)
+	if (admin_bind_control(a, cfg->control_socket, (mode_t)cfg->control_socket_mode,
+	    cfg->control_socket_group, err, errlen) == -1)
 		goto fail;
 	log_info("control socket listening", "path=\"%s\" mode=%04o group=%s",
-	    s->cfg.control_socket, s->cfg.control_socket_mode,
-	    s->cfg.control_socket_group[0] ? s->cfg.control_socket_group : "-");
-	if (s->cfg.admin_enabled) {
-		if (admin_bind_tcp(a, &s->cfg.admin_listen, err, errlen) == -1)
+	    cfg->control_socket, cfg->control_socket_mode,
+	    cfg->control_socket_group[0] ? cfg->control_socket_group : "-");
+	if (cfg->admin_enabled) {
+		if (admin_bind_tcp(a, &cfg->admin_listen, err, errlen) == -1)
 			goto fail;
-		units_fmt_addr(&s->cfg.admin_listen, name, sizeof name);
+		units_fmt_addr(&cfg->admin_listen, name, sizeof name);
 		log_info("admin API listening", "address=%s auth=%s https=%s", name,
 		    adminauth_summary(&a->auth), a->auth.tls_ctx ? "on" : "off");
 		adminauth_log_tls(&a->auth);
 		if (!a->auth.token_set && !a->auth.client_certs &&
-		    !cfg_addr_is_loopback(s->cfg.admin_listen.host))
+		    !cfg_addr_is_loopback(cfg->admin_listen.host))
 			log_warn("admin API open to the network without credentials",
 			    "address=%s reason=\"admin_insecure = on\"", name);
 	}
-	return 0;
+	return a;
 fail:
-	admin_stop(s);
-	return -1;
+	admin_http_stop(a);
+	return NULL;
 }
 
 static void
@@ -1400,9 +1213,8 @@ admin_server_close(struct admin_server *srv)
 }
 
 void
-admin_stop(struct sup *s)
+admin_http_stop(struct admin *a)
 {
-	struct admin *a = s->admin;
 	struct stat st;
 
 	if (a == NULL)
@@ -1417,30 +1229,10 @@ admin_stop(struct sup *s)
 	adminauth_clear(&a->auth);
 	adminauth_clear(&a->pending);
 	free(a);
-	s->admin = NULL;
 }
 
-/* ---- reload, config status, drain, restart: the engine decides, we render ---- */
-
-static int
-admin_reload_http_status(const struct sup_reload_record *rec)
-{
-	switch (rec->status) {
-	case SUP_RELOAD_SUCCESS:
-	case SUP_RELOAD_UNCHANGED:
-		return 200;
-	case SUP_RELOAD_REJECTED:
-		return 400;
-	case SUP_RELOAD_FAILED:
-		return rec->aborted ? 503 : 500;
-	case SUP_RELOAD_NONE:
-		break;
-	}
-	return 500;
-}
-
-static struct admin_conn *
-admin_find_deferred(struct admin *a, uint64_t id)
+struct admin_conn *
+admin_http_deferred(struct admin *a, uint64_t id)
 {
 	for (struct admin_conn *c = a->conns; c != NULL; c = c->next)
 		if (c->id == id && c->state == ADMIN_CONN_DEFERRED)
@@ -1448,138 +1240,8 @@ admin_find_deferred(struct admin *a, uint64_t id)
 	return NULL;
 }
 
-void
-admin_answer_reload(struct sup *s, uint64_t waiter, const struct sup_reload_record *rec)
+const struct adminauth_counters *
+admin_http_counters(const struct admin *a)
 {
-	struct admin_conn *c;
-	struct admin_response resp;
-
-	if (s->admin == NULL || (c = admin_find_deferred(s->admin, waiter)) == NULL)
-		return;  /* the client went away meanwhile */
-	memset(&resp, 0, sizeof resp);
-	admin_response_json(&resp, admin_reload_http_status(rec), status_reload_reply_json(s, rec));
-	admin_conn_respond(c, &resp);
-}
-
-static int
-admin_result_http_status(enum sup_result r)
-{
-	switch (r) {
-	case SUP_OK:
-		return 200;
-	case SUP_DEFERRED:
-		return 202;
-	case SUP_NOT_FOUND:
-		return 404;
-	case SUP_CONFLICT:
-		return 409;
-	case SUP_UNAVAILABLE:
-		return 503;
-	case SUP_INVALID:
-		return 400;
-	case SUP_FAILED:
-		break;
-	}
-	return 500;
-}
-
-static void
-admin_render_answer(struct admin_response *resp, const struct sup_answer *ans)
-{
-	int code = admin_result_http_status(ans->result);
-
-	if (ans->result == SUP_NOT_FOUND || ans->result == SUP_CONFLICT ||
-	    ans->result == SUP_UNAVAILABLE) {
-		admin_response_error(resp, code, "%s", ans->error);
-		return;
-	}
-	admin_response_json(resp, code, json_pack("{s:b, s:s, s:I, s:s, s:s?}",
-	    "success", ans->result == SUP_OK || ans->result == SUP_DEFERRED, "name", ans->name,
-	    "generation", (json_int_t)ans->generation, "state", lc_state_str(ans->state),
-	    "error", ans->error[0] ? ans->error : NULL));
-}
-
-void
-admin_answer_op(struct sup *s, uint64_t waiter, const struct sup_answer *ans)
-{
-	struct admin_conn *c;
-	struct admin_response resp;
-
-	if (s->admin == NULL || (c = admin_find_deferred(s->admin, waiter)) == NULL)
-		return;
-	memset(&resp, 0, sizeof resp);
-	admin_render_answer(&resp, ans);
-	admin_conn_respond(c, &resp);
-}
-
-static void
-admin_clock(struct sup *s)
-{
-	sup_set_clock(s, clock_mono_ms(), clock_wall_ms());
-}
-
-static enum admin_handler_result
-admin_h_reload(struct admin_request *req, struct admin_response *resp)
-{
-	const struct http_request *h = req->http;
-	const struct sup_reload_record *rec = NULL;
-	struct admin *a = req->sup->admin;
-	uint64_t id = ++a->next_id;
-	enum sup_result r;
-
-	admin_clock(req->sup);
-	r = sup_reload_start(req->sup, h->body_len ? h->body : NULL, h->body_len, "api", id, &rec);
-	switch (r) {
-	case SUP_DEFERRED:
-		req->conn->id = id;
-		return ADMIN_DEFERRED;
-	case SUP_CONFLICT: {
-		char since[40];
-
-		clock_fmt_rfc3339(rec->timestamp_ms, since, sizeof since);
-		admin_response_json(resp, 409, json_pack("{s:b, s:s, s:s}", "success", 0,
-		    "error", "a reload is in progress", "inProgressSince", since));
-		return ADMIN_RESPOND;
-	}
-	case SUP_UNAVAILABLE:
-		admin_response_error(resp, 503, "ferryd is stopping");
-		return ADMIN_RESPOND;
-	default:
-		admin_response_json(resp, admin_reload_http_status(rec),
-		    status_reload_reply_json(req->sup, rec));
-		return ADMIN_RESPOND;
-	}
-}
-
-static enum admin_handler_result
-admin_h_config_status(struct admin_request *req, struct admin_response *resp)
-{
-	admin_response_json(resp, 200, status_config_json(req->sup));
-	return ADMIN_RESPOND;
-}
-
-static enum admin_handler_result
-admin_h_drain(struct admin_request *req, struct admin_response *resp)
-{
-	struct sup_answer ans;
-
-	admin_clock(req->sup);
-	sup_cluster_drain(req->sup, req->param, &ans);
-	admin_render_answer(resp, &ans);
-	return ADMIN_RESPOND;
-}
-
-static enum admin_handler_result
-admin_h_restart(struct admin_request *req, struct admin_response *resp)
-{
-	struct sup_answer ans;
-	uint64_t id = ++req->sup->admin->next_id;
-
-	admin_clock(req->sup);
-	if (sup_cluster_restart(req->sup, req->param, id, &ans) == SUP_DEFERRED) {
-		req->conn->id = id;
-		return ADMIN_DEFERRED;
-	}
-	admin_render_answer(resp, &ans);
-	return ADMIN_RESPOND;
+	return &a->counters;
 }
