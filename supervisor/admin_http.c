@@ -3,11 +3,8 @@
  * loop; see admin_http.h for the model. The routes and handlers are
  * admin_api.c's.
  *
- * Listeners: the control socket is created owner-only in a directory made
- * on demand (0755), then given control_socket_group and control_socket_mode
- * before it listens. A socket file left behind by a dead ferryd is
- * replaced only when connecting to it is refused; if something answers, we
- * refuse to start rather than steal a live daemon's socket.
+ * Listeners are bound by admin_listen.c (the control socket's permissions,
+ * a stale socket file, admin_listen's TCP socket).
  *
  * Access (adminauth.h) is decided before a request is routed; this file
  * only asks and logs. Connection I/O goes through the transport of
@@ -25,10 +22,10 @@
  * early (413) still gets the response instead of a reset.
  *
  * Budgets and eviction (limits in admin_http.h). Each listener counts its
- * own connections, up to ADMIN_MAX_CONNS, or less when the descriptor limit
- * cannot hold two full listeners beside the workers' descriptors
- * (admin_conn_budget): then neither listener can use up the descriptors
- * the other needs. Every loop iteration in which both
+ * own connections, up to ADMIN_LISTEN_MAX_CONNS, or less when the
+ * descriptor limit cannot hold two full listeners beside the workers'
+ * descriptors (admin_listen_budget): then neither listener can use up the
+ * descriptors the other needs. Every loop iteration in which both
  * listening sockets are readable accepts up to ADMIN_ACCEPT_BATCH from each,
  * so a flood on one never delays the other by more than one batch. A newly
  * accepted connection is read at once: a client that sent its request with
@@ -74,6 +71,7 @@
 #include "common/units.h"
 #include "common/tls.h"
 #include "common/transport.h"
+#include "supervisor/admin_listen.h"
 #include "supervisor/adminauth.h"
 #include "supervisor/evict.h"
 #include "supervisor/status.h"
@@ -83,8 +81,6 @@
 #define ADMIN_ACCEPT_BATCH   64     /* per listener per loop iteration */
 #define ADMIN_PARAM_MAX      256
 #define ADMIN_EVICT_LOG_S    10     /* at most one eviction warning per this */
-#define ADMIN_FD_RESERVE     256    /* descriptors left for everything else */
-#define ADMIN_MIN_CONNS      16
 
 enum admin_conn_state {
 	ADMIN_CONN_READING = 0,
@@ -101,7 +97,7 @@ struct admin_server {
 	ev_timer backoff;
 	bool backing_off;
 	unsigned n_conns;
-	unsigned max_conns;             /* ADMIN_MAX_CONNS or less, admin_conn_budget */
+	unsigned max_conns;             /* admin_listen_budget() */
 	size_t body_buffered;           /* bytes charged by large bodies */
 	unsigned long long evicted;     /* connections evicted, ever */
 	unsigned long long refused;     /* full with nothing evictable */
@@ -151,8 +147,6 @@ struct admin {
 
 static void admin_conn_close(struct admin_conn *c);
 static void admin_server_update(struct admin_server *srv);
-static void admin_seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
 
 static const char *
 admin_conn_state_str(enum admin_conn_state s)
@@ -168,16 +162,6 @@ admin_conn_state_str(enum admin_conn_state s)
 		return "lingering";
 	}
 	return "unknown";
-}
-
-static void
-admin_seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
 }
 
 /* --- responses ---------------------------------------------------------- */
@@ -902,217 +886,6 @@ admin_server_start(struct admin_server *srv, int fd)
 	admin_server_update(srv);
 }
 
-/* mkdir -p of the directory part of path, new directories 0755. */
-static int
-admin_mkdir_parent(const char *path, char *err, size_t errlen)
-{
-	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	char *p;
-	struct stat st;
-
-	snprintf(dir, sizeof dir, "%s", path);
-	if ((p = strrchr(dir, '/')) == NULL || p == dir)
-		return 0;
-	*p = '\0';
-	if (stat(dir, &st) == 0)
-		return 0;
-	for (p = dir + 1; ; p++) {
-		if (*p != '/' && *p != '\0')
-			continue;
-		char save = *p;
-
-		*p = '\0';
-		if (mkdir(dir, 0755) == -1 && errno != EEXIST) {
-			admin_seterr(err, errlen, "cannot create directory %s: %s", dir,
-			    strerror(errno));
-			return -1;
-		}
-		*p = save;
-		if (save == '\0')
-			break;
-	}
-	return 0;
-}
-
-/* Is a daemon answering on this Unix socket? 1 yes, 0 stale, -1 unknown. */
-static int
-admin_socket_live(const struct sockaddr_un *sun)
-{
-	int fd, rc;
-
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) == -1)
-		return -1;
-	rc = connect(fd, (const struct sockaddr *)sun, sizeof *sun);
-	if (rc == 0 || errno == EAGAIN || errno == EINPROGRESS)
-		rc = 1;
-	else if (errno == ECONNREFUSED)
-		rc = 0;
-	else
-		rc = -1;
-	close(fd);
-	return rc;
-}
-
-/* Bind the control socket at path: created with no permission for anyone
- * but the owner (umask around bind), then given its group and widened to
- * mode before listen(), so nobody else can connect before it is final. */
-static int
-admin_bind_control(struct admin *a, const char *path, mode_t mode, const char *group,
-		   char *err, size_t errlen)
-{
-	gid_t gid;
-	struct sockaddr_un sun;
-	struct stat st;
-	mode_t old_umask;
-	int fd, rc, live;
-
-	memset(&sun, 0, sizeof sun);
-	sun.sun_family = AF_UNIX;
-	if (path[0] == '\0' || strlen(path) >= sizeof sun.sun_path) {
-		admin_seterr(err, errlen, "control socket path '%s' is empty or too long", path);
-		return -1;
-	}
-	memcpy(sun.sun_path, path, strlen(path) + 1);
-	if (adminauth_socket_gid(group, &gid, err, errlen) == -1)
-		return -1;
-	if (admin_mkdir_parent(path, err, errlen) == -1)
-		return -1;
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) == -1) {
-		admin_seterr(err, errlen, "control socket: %s", strerror(errno));
-		return -1;
-	}
-	/* no window where the socket exists with looser permissions */
-	old_umask = umask(0177);
-	rc = bind(fd, (struct sockaddr *)&sun, sizeof sun);
-	if (rc == -1 && errno == EADDRINUSE) {
-		live = admin_socket_live(&sun);
-		if (live == 1) {
-			admin_seterr(err, errlen, "control socket %s: another ferryd is "
-			    "already listening there", path);
-			goto fail_umask;
-		}
-		if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
-			admin_seterr(err, errlen, "control socket %s: exists and is not a socket",
-			    path);
-			goto fail_umask;
-		}
-		if (live == -1) {
-			admin_seterr(err, errlen, "control socket %s: in use and cannot be "
-			    "probed", path);
-			goto fail_umask;
-		}
-		log_info("removing stale control socket", "path=\"%s\"", path);
-		if (unlink(path) == -1 && errno != ENOENT) {
-			admin_seterr(err, errlen, "control socket %s: cannot remove stale "
-			    "socket: %s", path, strerror(errno));
-			goto fail_umask;
-		}
-		rc = bind(fd, (struct sockaddr *)&sun, sizeof sun);
-	}
-	umask(old_umask);
-	if (rc == -1) {
-		admin_seterr(err, errlen, "control socket %s: bind: %s", path, strerror(errno));
-		goto fail;
-	}
-	if (gid != (gid_t)-1 && lchown(path, (uid_t)-1, gid) == -1) {
-		admin_seterr(err, errlen, "control socket %s: cannot give it group %s: %s%s", path,
-		    group, strerror(errno), errno == EPERM ? " (ferryd must run as root or be "
-		    "a member of that group)" : "");
-		unlink(path);
-		goto fail;
-	}
-	if (chmod(path, mode) == -1 || lstat(path, &st) == -1) {
-		admin_seterr(err, errlen, "control socket %s: %s", path, strerror(errno));
-		unlink(path);
-		goto fail;
-	}
-	if (listen(fd, ADMIN_BACKLOG) == -1) {
-		admin_seterr(err, errlen, "control socket %s: listen: %s", path, strerror(errno));
-		unlink(path);
-		goto fail;
-	}
-	memcpy(a->socket_path, path, strlen(path) + 1);
-	a->socket_dev = st.st_dev;
-	a->socket_ino = st.st_ino;
-	admin_server_start(&a->control, fd);
-	return 0;
-fail_umask:
-	umask(old_umask);
-fail:
-	close(fd);
-	return -1;
-}
-
-static int
-admin_bind_tcp(struct admin *a, const struct cfg_addr *addr, char *err, size_t errlen)
-{
-	struct addrinfo hints, *res = NULL, *ai;
-	char port[8], name[CFG_HOST_MAX + 16];
-	int fd = -1, one = 1, gai, e = 0;
-
-	units_fmt_addr(addr, name, sizeof name);
-	memset(&hints, 0, sizeof hints);
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV | AI_NUMERICHOST; /* never a DNS lookup */
-	snprintf(port, sizeof port, "%u", (unsigned)addr->port);
-	if ((gai = getaddrinfo(addr->host[0] ? addr->host : NULL, port, &hints, &res)) != 0) {
-		admin_seterr(err, errlen, "admin_listen %s: %s", name, gai_strerror(gai));
-		return -1;
-	}
-	for (ai = res; ai != NULL; ai = ai->ai_next) {
-		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-		    ai->ai_protocol);
-		if (fd == -1) {
-			e = errno;
-			continue;
-		}
-		if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
-		    bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-		    listen(fd, ADMIN_BACKLOG) == 0)
-			break;
-		e = errno;
-		close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(res);
-	if (fd == -1) {
-		admin_seterr(err, errlen, "admin_listen %s: bind: %s", name,
-		    strerror(e ? e : EADDRNOTAVAIL));
-		return -1;
-	}
-	admin_server_start(&a->http, fd);
-	return 0;
-}
-
-/* Connections per listener: ADMIN_MAX_CONNS when RLIMIT_NOFILE (already
- * raised to its hard limit by the supervisor) leaves room for both
- * listeners after ADMIN_FD_RESERVE and the listening sockets and control
- * channels of two generations of every configured cluster; otherwise half
- * of what is left, at least ADMIN_MIN_CONNS. Clusters added by a later
- * reload come out of the reserve. */
-static unsigned
-admin_conn_budget(const struct cfg *cfg)
-{
-	struct rlimit rl;
-	unsigned long long reserve = ADMIN_FD_RESERVE, room;
-	size_t i;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) == -1 || rl.rlim_cur == RLIM_INFINITY)
-		return ADMIN_MAX_CONNS;
-	for (i = 0; i < cfg->n_clusters; i++)
-		reserve += 2 * (cfg->clusters[i].n_brokers + 1 + 2);
-	room = rl.rlim_cur > reserve ? (rl.rlim_cur - reserve) / 2 : 0;
-	if (room >= ADMIN_MAX_CONNS)
-		return ADMIN_MAX_CONNS;
-	if (room < ADMIN_MIN_CONNS)
-		room = ADMIN_MIN_CONNS;
-	log_warn("file descriptor limit lowers the admin connection budget",
-	    "limit=%llu per_listener=%llu wanted=%u hint=\"raise LimitNOFILE (ulimit -n)\"",
-	    (unsigned long long)rl.rlim_cur, room, ADMIN_MAX_CONNS);
-	return (unsigned)room;
-}
-
 int
 admin_http_reload_prepare(struct admin *a, const struct cfg *next, char *err, size_t errlen)
 {
@@ -1157,13 +930,14 @@ admin_http_start(const struct cfg *cfg, struct sup *sup, struct ev_loop *loop,
 {
 	struct admin *a;
 	char name[CFG_HOST_MAX + 16];
+	int fd;
 
 	if (sodium_init() == -1) {
-		admin_seterr(err, errlen, "libsodium initialisation failed");
+		snprintf(err, errlen, "libsodium initialisation failed");
 		return NULL;
 	}
 	if ((a = calloc(1, sizeof *a)) == NULL) {
-		admin_seterr(err, errlen, "out of memory");
+		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
 	a->sup = sup;
@@ -1172,18 +946,21 @@ admin_http_start(const struct cfg *cfg, struct sup *sup, struct ev_loop *loop,
 	a->n_routes = n_routes;
 	admin_server_init(a, &a->control, "control");
 	admin_server_init(a, &a->http, "http");
-	a->control.max_conns = a->http.max_conns = admin_conn_budget(cfg);
+	a->control.max_conns = a->http.max_conns = admin_listen_budget(cfg);
 	if (adminauth_load_cfg(&a->auth, cfg, err, errlen) == -1)
 		goto fail;
-	if (admin_bind_control(a, cfg->control_socket, (mode_t)cfg->control_socket_mode,
-	    cfg->control_socket_group, err, errlen) == -1)
+	if ((fd = admin_listen_control(cfg->control_socket, (mode_t)cfg->control_socket_mode,
+	    cfg->control_socket_group, &a->socket_dev, &a->socket_ino, err, errlen)) == -1)
 		goto fail;
+	memcpy(a->socket_path, cfg->control_socket, strlen(cfg->control_socket) + 1);
+	admin_server_start(&a->control, fd);
 	log_info("control socket listening", "path=\"%s\" mode=%04o group=%s",
 	    cfg->control_socket, cfg->control_socket_mode,
 	    cfg->control_socket_group[0] ? cfg->control_socket_group : "-");
 	if (cfg->admin_enabled) {
-		if (admin_bind_tcp(a, &cfg->admin_listen, err, errlen) == -1)
+		if ((fd = admin_listen_tcp(&cfg->admin_listen, err, errlen)) == -1)
 			goto fail;
+		admin_server_start(&a->http, fd);
 		units_fmt_addr(&cfg->admin_listen, name, sizeof name);
 		log_info("admin API listening", "address=%s auth=%s https=%s", name,
 		    adminauth_summary(&a->auth), a->auth.tls_ctx ? "on" : "off");

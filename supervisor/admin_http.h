@@ -41,8 +41,9 @@ struct admin_conn;
 
 /*
  * Limits. Each listener (control socket, admin_listen) has its own budget of
- * connections, so neither can starve the other; both listen with a SOMAXCONN
- * backlog and are accepted in equal batches per loop iteration.
+ * connections (ADMIN_LISTEN_MAX_CONNS or less, admin_listen.h), so neither
+ * can starve the other; both listen with a SOMAXCONN backlog and are
+ * accepted in equal batches per loop iteration.
  *
  * A connection must send its request head within ADMIN_HEAD_TIMEOUT of being
  * accepted and then its body within ADMIN_BODY_TIMEOUT; otherwise it gets a
@@ -60,8 +61,6 @@ struct admin_conn;
  * budget of ADMIN_MAX_BODY_BUFFERED bytes; a body that would exceed it is
  * answered 503 (memory stays bounded however many uploads are in flight).
  */
-#define ADMIN_MAX_CONNS         1024    /* per listener; less under a low fd limit */
-#define ADMIN_BACKLOG           SOMAXCONN
 #define ADMIN_HEAD_TIMEOUT      2.5     /* seconds from accept to a complete head */
 #define ADMIN_BODY_TIMEOUT      10.0    /* seconds from the head to a complete body */
 #define ADMIN_WRITE_TIMEOUT     10.0    /* seconds to send the response */
