@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "worker/kafka/codec.h"
+#include "common/kafka_api.h"
 
 void
 promfam_label(FILE *f, const char *v)
@@ -52,7 +52,7 @@ promfam_api_name(unsigned slot, char *buf, size_t len)
 	if (slot == METRICS_APIS - 1)
 		snprintf(buf, len, "other");
 	else
-		snprintf(buf, len, "%s", kc_api_name((int16_t)slot));
+		snprintf(buf, len, "%s", kafka_api_name((int16_t)slot));
 }
 
 static void
