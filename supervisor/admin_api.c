@@ -38,8 +38,8 @@ static enum admin_handler_result admin_h_config_status(struct admin_request *, s
 static enum admin_handler_result admin_h_drain(struct admin_request *, struct admin_response *);
 static enum admin_handler_result admin_h_restart(struct admin_request *, struct admin_response *);
 
-/* The routes of DESIGN §7, served in this order: the first whose method and
- * path match answers. */
+/* The routes of docs/design.md §7, served in this order: the first whose
+ * method and path match answers. */
 static const struct admin_route admin_routes[] = {
 	{ "GET", "/admin/health", admin_h_health },
 	{ "GET", "/admin/ready", admin_h_ready },

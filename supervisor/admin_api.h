@@ -1,6 +1,6 @@
 /*
- * admin_api — the HTTP admin API of ferryd (DESIGN §7): its routes and
- * their handlers. The HTTP server that carries it (listeners, access
+ * admin_api — the HTTP admin API of ferryd (docs/design.md §7): its routes
+ * and their handlers. The HTTP server that carries it (listeners, access
  * checks, deadlines, eviction, TLS) is admin_http.h; this module only says
  * what each path answers, asking the model and the engine (supervisor.h)
  * and rendering with status.h.

@@ -213,12 +213,12 @@ admin_listen_tcp(const struct cfg_addr *addr, char *err, size_t errlen)
 	return fd;
 }
 
-/* Connections per listener: ADMIN_LISTEN_MAX_CONNS when RLIMIT_NOFILE (already
- * raised to its hard limit by the supervisor) leaves room for both
- * listeners after ADMIN_LISTEN_FD_RESERVE and the listening sockets and control
- * channels of two generations of every configured cluster; otherwise half
- * of what is left, at least ADMIN_LISTEN_MIN_CONNS. Clusters added by a later
- * reload come out of the reserve. */
+/* Connections per listener: ADMIN_LISTEN_MAX_CONNS when RLIMIT_NOFILE
+ * (already raised to its hard limit by the supervisor) leaves room for both
+ * listeners after ADMIN_LISTEN_FD_RESERVE and the listening sockets and
+ * control channels of two generations of every configured cluster;
+ * otherwise half of what is left, at least ADMIN_LISTEN_MIN_CONNS.
+ * Clusters added by a later reload come out of the reserve. */
 unsigned
 admin_listen_budget(const struct cfg *cfg)
 {

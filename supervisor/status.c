@@ -143,7 +143,7 @@ status_cluster_json(struct sup_cluster *c)
 	for (i = 0; i < c->n_listeners; i++)
 		json_array_append_new(ls, status_listener_json(&c->listeners[i]));
 	json_object_set_new(o, "listeners", ls);
-	/* [sni] how clients reach the brokers */
+	/* how clients reach the brokers: a port per broker, or SNI names */
 	json_object_set_new(o, "gateway", json_string(cfg_gateway_str(c->cfg.gateway)));
 	if (c->cfg.gateway == CFG_GATEWAY_SNI)
 		json_object_set_new(o, "sni", json_pack("{s:s, s:s}",
@@ -163,9 +163,9 @@ status_cluster_json(struct sup_cluster *c)
 	}
 	json_object_set_new(o, "unknownNodes", un);
 
-	/* [tickets] Upstream brokers learned by the workers and handed to every
-	 * new generation (nodes.h): a broker port is served at once after a
-	 * restart or reload, with no metadata fetch. */
+	/* Learned brokers: upstream brokers learned by the workers and handed
+	 * to every new generation (nodes.h): a broker port is served at once
+	 * after a restart or reload, with no metadata fetch. */
 	json_t *kb = json_array();
 	for (i = 0; i < c->nodes.n; i++) {
 		char addr[300];

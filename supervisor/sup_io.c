@@ -72,13 +72,13 @@ struct sup_io {
 	ev_signal sig_term, sig_int, sig_hup;
 	ev_timer deadline;
 	ev_timer backstop;
-	ev_timer tickets;             /* [tickets] session-ticket key rotation */
-	ev_timer certs;               /* [tickets] daily certificate expiry check */
+	ev_timer tickets;             /* session-ticket key rotation */
+	ev_timer certs;               /* daily certificate expiry check */
 	ev_prepare prepare;
 	bool notified_ready;          /* READY=1 sent once serving */
 	char last_status[256];        /* last STATUS= sent */
 	uint8_t buf[sizeof(struct ipc_hdr) + IPC_MAX_PAYLOAD];
-	uint8_t nodes_buf[IPC_MAX_PAYLOAD]; /* [tickets] IPC_NODES being encoded (buf may
+	uint8_t nodes_buf[IPC_MAX_PAYLOAD]; /* IPC_NODES being encoded (buf may
 	                                       hold the message being handled) */
 };
 
@@ -395,7 +395,7 @@ sup_io_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char 
 			free(tm);
 		}
 	}
-	/* [tickets] the brokers earlier generations learned (nodes.h) */
+	/* learned brokers: what earlier generations learned (nodes.h) */
 	for (size_t from = 0; rc == 0;) {
 		size_t n = sup_nodes_payload(p->gen->cluster, p->gen, cc->cl, &from,
 		    io->nodes_buf, sizeof io->nodes_buf);
@@ -403,7 +403,7 @@ sup_io_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char 
 			break;
 		rc = ipcq_send(&ch->q, ch->fd, IPC_NODES, g, io->nodes_buf, n, NULL, 0);
 	}
-	/* [tickets] TLS clusters: the session-ticket keys (tickets.h) */
+	/* TLS clusters: the session-ticket keys (tickets.h) */
 	if (rc == 0 && cc->cl->tls) {
 		const struct tlskeys *k = tickets_of(p->gen->cluster);
 		if (k)
@@ -704,7 +704,7 @@ sup_io_reload_end(struct sup *s, const struct sup_reload_record *rec)
 {
 	struct sup_io *io = s->io;
 	if (!s->stopping)
-		certs_update(s, "reload");  /* [tickets] a renewed certificate, or a warning */
+		certs_update(s, "reload");  /* certificate expiry: renewed, or a warning */
 	/* tls_ticket_rotation changed: the next rotation one new period from now */
 	double period = (double)s->cfg.tls_ticket_rotation_ms / 1000.0;
 	if (period != io->tickets.repeat) {
@@ -775,7 +775,7 @@ sup_prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 	}
 }
 
-/* [tickets] every tls_ticket_rotation: new session-ticket keys for every TLS
+/* Every tls_ticket_rotation: new session-ticket keys for every TLS
  * cluster, sent to all its live workers. */
 static void
 sup_tickets_cb(struct ev_loop *loop, ev_timer *t, int revents)
@@ -788,7 +788,7 @@ sup_tickets_cb(struct ev_loop *loop, ev_timer *t, int revents)
 		sup_tickets_rotate(io->s);
 }
 
-/* [tickets] once a day: certificate expiry of every TLS cluster (certs.h) */
+/* Once a day: certificate expiry of every TLS cluster (certs.h) */
 static void
 sup_certs_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {

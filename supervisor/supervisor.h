@@ -128,12 +128,13 @@ struct sup_gen {
 	struct sup_gen *next;         /* older */
 };
 
-/* [tickets] The upstream brokers a cluster's workers learned (node id ->
- * host:port), kept across its generations and handed to every new worker
- * at start (supervisor/nodes.h). Valid for one upstream: upstream_key is
- * the plan_upstream_key of the generations it was learned by; a generation
- * with another upstream gets nothing and its reports start a new map. At
- * most one entry per node id of the cluster's configuration. */
+/* Learned brokers: the upstream brokers a cluster's workers learned (node
+ * id -> host:port), kept across its generations and handed to every new
+ * worker at start (supervisor/nodes.h). Valid for one upstream:
+ * upstream_key is the plan_upstream_key of the generations it was learned
+ * by; a generation with another upstream gets nothing and its reports
+ * start a new map. At most one entry per node id of the cluster's
+ * configuration. */
 struct sup_nodes {
 	char upstream_key[PLAN_VERSION_LEN];
 	uint64_t generation;          /* newest generation that reported into it */
@@ -175,7 +176,7 @@ struct sup_cluster {
 	uint64_t upstream_since_ms;
 	char upstream_error[192];
 	bool listed;                  /* in sup->clusters (else limbo) */
-	/* [tickets] */
+	/* kept across generations */
 	struct sup_nodes nodes;       /* learned upstream brokers (nodes.h) */
 	struct tlskeys *tickets;      /* TLS clusters: session-ticket keys (tickets.h);
 	                                 NULL for plaintext ones */
@@ -341,8 +342,9 @@ struct sup {
 /* ---- the model's rules (supervisor.c; asked by the engine, status.c, the
  * admin API and the tests) ---- */
 
-/* The generation that represents the cluster (DESIGN §3): the newest that
- * reached accepting (and is not stopped), else the newest. NULL if none. */
+/* The generation that represents the cluster (docs/design.md §3): the
+ * newest that accepts or drains, else the newest a reload did not roll
+ * back, else the newest. NULL if none. */
 struct sup_gen *sup_cluster_serving(const struct sup_cluster *c);
 /* The state the cluster shows: its serving generation's, except that a
  * cluster the supervisor gave up on (crash loop, cannot start) is failed

@@ -836,7 +836,7 @@ Test(engine, changed_upstream_must_answer_before_commit)
 	w_finish();
 }
 
-/* ---- [tickets] what the supervisor keeps across generations ----------------------- */
+/* ---- learned brokers and ticket keys: what is kept across generations --------- */
 
 static size_t
 w_learn(struct sup_proc *p, int32_t id, const char *host, int32_t port)
