@@ -332,7 +332,7 @@ Test(fsm_gen, ended_exactly_on_entering_a_terminal_state)
 
 /*
  * A model of one generation with the deadlines and the watchdog as the
- * engine runs them (engine.c: sup_gen_event, sup_gen_tick): every event
+ * engine runs them (engine_gen.c: sup_gen_event, sup_gen_tick): every event
  * that can arrive in a model state is delivered, every reachable model
  * state is visited once, and these hold everywhere:
  *   - an event that can arrive is allowed (no armed timer fires into a

@@ -1,7 +1,7 @@
 /*
  * test_status — the read model of the admin API over a process table built
  * in memory: serving generation, readiness per startup policy, the exact
- * JSON documents of DESIGN §7 and the Prometheus exposition.
+ * JSON documents of docs/design.md §7 and the Prometheus exposition.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -635,7 +635,7 @@ Test(status, latency_histogram)
 	free(t);
 }
 
-/* [sni] the gateway mode, and the names of an SNI gateway */
+/* the gateway mode, and the names of an SNI gateway */
 Test(status, cluster_json_gateway)
 {
 	struct sup_cluster *c = &fx_clusters[0];
