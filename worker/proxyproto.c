@@ -321,18 +321,16 @@ pp_parse_v1(const uint8_t *buf, size_t n, struct pp_header *hdr)
 	struct pp_v1 w = { .p = buf, .i = sizeof pp_v1_sig };
 	int rc;
 
-	/* The line so far ends at its first byte that is not printable. */
+	/* The line so far ends at its first byte that is not printable; it is
+	 * complete when that byte starts a CRLF that fits in PP_V1_MAX. */
 	for (i = sizeof pp_v1_sig; i < limit; i++)
 		if (buf[i] < 0x20 || buf[i] > 0x7e)
 			break;
 	w.end = i;
-	if (i < limit && buf[i] == '\r' && i + 1 < n) {
-		if (buf[i + 1] != '\n')
-			return pp_fail(hdr, PP_R_V1_SYNTAX);
-		if (i + 2 > PP_V1_MAX)
-			return pp_fail(hdr, PP_R_V1_TOO_LONG);
-		w.complete = true;
-	}
+	w.complete = i < limit && buf[i] == '\r' && i + 1 < n && buf[i + 1] == '\n' &&
+	    i + 2 <= PP_V1_MAX;
+	/* The bytes before i are judged first, so that a prefix of the line
+	 * and the whole line give the same reason. */
 	rc = pp_v1_walk(&w, hdr);
 	if (rc != PP_NEED_MORE) {
 		if (rc == PP_OK) {
@@ -341,11 +339,16 @@ pp_parse_v1(const uint8_t *buf, size_t n, struct pp_header *hdr)
 		}
 		return rc;
 	}
-	/* Every byte before w.end fits; what stops the line there? */
-	if (i < limit && buf[i] != '\r')
-		return pp_fail(hdr, PP_R_V1_SYNTAX);    /* LF, NUL, 8-bit... */
-	if (i < limit) /* a CR as the last byte: its LF may come, if it fits */
-		return i + 2 > PP_V1_MAX ? pp_fail(hdr, PP_R_V1_TOO_LONG) : PP_NEED_MORE;
+	/* Every byte before i fits; what stops the line there? */
+	if (i < limit) {
+		if (buf[i] != '\r')
+			return pp_fail(hdr, PP_R_V1_SYNTAX);    /* LF, NUL, 8-bit... */
+		if (i + 2 > PP_V1_MAX)
+			return pp_fail(hdr, PP_R_V1_TOO_LONG);  /* its LF would be byte 108 */
+		if (i + 1 < n)
+			return pp_fail(hdr, PP_R_V1_SYNTAX);    /* a CR without LF */
+		return PP_NEED_MORE;                            /* the LF may come */
+	}
 	if (n >= PP_V1_MAX)
 		return pp_fail(hdr, PP_R_V1_TOO_LONG);
 	return PP_NEED_MORE;

@@ -464,6 +464,9 @@ Test(proxyproto, v1_addresses)
 	check_bad_str("PROXY TCP6 fe80::1%eth0 ::1 1 2\r\n", PP_R_V1_ADDRESS);
 	check_bad_str("PROXY TCP6 [::1] ::1 1 2\r\n", PP_R_V1_ADDRESS);
 	check_bad_str("PROXY TCP6 ::g ::1 1 2\r\n", PP_R_V1_ADDRESS);
+	/* a bad address before a lone CR: the address is what a prefix sees */
+	check_bad_str("PROXY TCP4 1.2.3. 1\r.6.7.8 65536 1\r\n", PP_R_V1_ADDRESS);
+	check_bad_str("PROXY TCP4 1.2.3.4 5.6.7.8 01\r\n", PP_R_V1_PORT);
 	/* the octet is judged as it arrives */
 	cr_assert_eq(check_bad_str("PROXY TCP4 300.1.1.1 1.1.1.1 1 2\r\n", PP_R_V1_ADDRESS), 14);
 	cr_assert_eq(check_bad_str("PROXY TCP4 00.1.1.1 1.1.1.1 1 2\r\n", PP_R_V1_ADDRESS), 13);
