@@ -209,7 +209,7 @@ class HAProxy:
                     time.sleep(0.05)
         # The readiness probes above went through to the recorders: drop them.
         for _, _, _, rec in self.routes:
-            drain(rec)
+            drain(rec, quiet=0.1, limit=0.5)
         return self
 
     def route(self, name):
