@@ -18,12 +18,13 @@ import os
 import select
 import shutil
 import socket
-import ssl
 import struct
 import subprocess
 import sys
 import tempfile
 import time
+
+from wire import client_hello
 
 V2_SIG = b"\r\n\r\n\x00\r\nQUIT\n"
 
@@ -245,16 +246,7 @@ def send_through(hap, name, payload=b"", tls_sni=None, timeout=5.0):
     front = c.getpeername()[:2]
     try:
         if tls_sni is not None:
-            ctx = ssl.create_default_context()
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-            incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-            obj = ctx.wrap_bio(incoming, outgoing, server_hostname=tls_sni)
-            try:
-                obj.do_handshake()
-            except ssl.SSLWantReadError:
-                pass
-            c.sendall(outgoing.read())      # the ClientHello
+            c.sendall(client_hello(server_name=tls_sni))
         elif payload:
             c.sendall(payload)
         data = rec.take(timeout=timeout)

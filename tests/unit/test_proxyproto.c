@@ -113,28 +113,21 @@ check_bad_str(const char *s, enum pp_reason r)
 	return check_bad((const uint8_t *)s, strlen(s), r);
 }
 
+/* ss is AF_INET (ip without ':') or AF_INET6, with that address and port. */
 static void
-expect_v4(const struct sockaddr_storage *ss, const char *ip, unsigned port)
+expect_addr(const struct sockaddr_storage *ss, const char *ip, unsigned port)
 {
-	const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
-	char got[INET_ADDRSTRLEN];
-
-	cr_assert_eq(ss->ss_family, AF_INET);
-	cr_assert_not_null(inet_ntop(AF_INET, &sin->sin_addr, got, sizeof got));
-	cr_assert_str_eq(got, ip);
-	cr_assert_eq(ntohs(sin->sin_port), port, "port %u, expected %u", ntohs(sin->sin_port), port);
-}
-
-static void
-expect_v6(const struct sockaddr_storage *ss, const char *ip, unsigned port)
-{
-	const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
+	bool six = strchr(ip, ':') != NULL;
+	const void *a = six ? (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr
+	    : (const void *)&((const struct sockaddr_in *)ss)->sin_addr;
+	in_port_t p = six ? ((const struct sockaddr_in6 *)ss)->sin6_port
+	    : ((const struct sockaddr_in *)ss)->sin_port;
 	char got[INET6_ADDRSTRLEN];
 
-	cr_assert_eq(ss->ss_family, AF_INET6);
-	cr_assert_not_null(inet_ntop(AF_INET6, &sin6->sin6_addr, got, sizeof got));
+	cr_assert_eq(ss->ss_family, six ? AF_INET6 : AF_INET, "family %d for %s", ss->ss_family, ip);
+	cr_assert_not_null(inet_ntop(ss->ss_family, a, got, sizeof got));
 	cr_assert_str_eq(got, ip);
-	cr_assert_eq(ntohs(sin6->sin6_port), port);
+	cr_assert_eq(ntohs(p), port, "port %u, expected %u", ntohs(p), port);
 }
 
 /* ---- builders for v2 ---- */
@@ -306,13 +299,13 @@ Test(proxyproto, v1_tcp4)
 	cr_assert_eq(h.command, PP_CMD_PROXY);
 	cr_assert_eq(h.family, PP_FAM_TCP4);
 	cr_assert(pp_has_address(&h));
-	expect_v4(&h.src, "192.168.0.1", 56324);
-	expect_v4(&h.dst, "192.168.0.11", 443);
+	expect_addr(&h.src, "192.168.0.1", 56324);
+	expect_addr(&h.dst, "192.168.0.11", 443);
 	cr_assert_eq(h.tlv_count, 0);
 
 	check_valid_str("PROXY TCP4 0.0.0.0 255.255.255.255 0 65535\r\n", &h);
-	expect_v4(&h.src, "0.0.0.0", 0);
-	expect_v4(&h.dst, "255.255.255.255", 65535);
+	expect_addr(&h.src, "0.0.0.0", 0);
+	expect_addr(&h.dst, "255.255.255.255", 65535);
 	/* the longest TCP4 line of the spec: 56 bytes */
 	check_valid_str("PROXY TCP4 255.255.255.255 255.255.255.255 65535 65535\r\n", &h);
 	cr_assert_eq(h.len, 56);
@@ -324,16 +317,16 @@ Test(proxyproto, v1_tcp6)
 
 	check_valid_str("PROXY TCP6 2001:db8::1 2001:db8::2 40000 9092\r\n", &h);
 	cr_assert_eq(h.family, PP_FAM_TCP6);
-	expect_v6(&h.src, "2001:db8::1", 40000);
-	expect_v6(&h.dst, "2001:db8::2", 9092);
+	expect_addr(&h.src, "2001:db8::1", 40000);
+	expect_addr(&h.dst, "2001:db8::2", 9092);
 
 	/* haproxy prints an IPv4-mapped peer of a dual-stack socket this way */
 	check_valid_str("PROXY TCP6 ::ffff:10.1.2.3 ::ffff:10.0.0.1 1234 9092\r\n", &h);
-	expect_v6(&h.src, "::ffff:10.1.2.3", 1234);
+	expect_addr(&h.src, "::ffff:10.1.2.3", 1234);
 
 	check_valid_str("PROXY TCP6 2001:DB8:0:0:0:0:0:ABCD ::1 1 2\r\n", &h);
-	expect_v6(&h.src, "2001:db8::abcd", 1);
-	expect_v6(&h.dst, "::1", 2);
+	expect_addr(&h.src, "2001:db8::abcd", 1);
+	expect_addr(&h.dst, "::1", 2);
 
 	/* the longest TCP6 line of the spec: 104 bytes */
 	const char *l = "PROXY TCP6 ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff "
@@ -477,7 +470,7 @@ Test(proxyproto, v1_ports)
 	struct pp_header h;
 
 	check_valid_str("PROXY TCP4 1.2.3.4 5.6.7.8 0 0\r\n", &h);
-	expect_v4(&h.src, "1.2.3.4", 0);
+	expect_addr(&h.src, "1.2.3.4", 0);
 	check_valid_str("PROXY TCP4 1.2.3.4 5.6.7.8 65535 10\r\n", &h);
 	check_bad_str("PROXY TCP4 1.2.3.4 5.6.7.8 65536 1\r\n", PP_R_V1_PORT);
 	check_bad_str("PROXY TCP4 1.2.3.4 5.6.7.8 1 65536\r\n", PP_R_V1_PORT);
@@ -512,8 +505,8 @@ Test(proxyproto, v2_tcp4)
 	cr_assert_eq(h.command, PP_CMD_PROXY);
 	cr_assert_eq(h.family, PP_FAM_TCP4);
 	cr_assert(pp_has_address(&h));
-	expect_v4(&h.src, "203.0.113.7", 51000);
-	expect_v4(&h.dst, "10.0.0.1", 9092);
+	expect_addr(&h.src, "203.0.113.7", 51000);
+	expect_addr(&h.dst, "10.0.0.1", 9092);
 	cr_assert_eq(h.tlv_count, 0);
 	const uint8_t *val;
 	size_t vlen;
@@ -535,8 +528,8 @@ Test(proxyproto, v2_tcp6)
 	v2_fix(&v);
 	check_valid(v.b, v.n, &h);
 	cr_assert_eq(h.family, PP_FAM_TCP6);
-	expect_v6(&h.src, "2001:db8::7", 50000);
-	expect_v6(&h.dst, "::ffff:10.0.0.1", 9092);
+	expect_addr(&h.src, "2001:db8::7", 50000);
+	expect_addr(&h.dst, "::ffff:10.0.0.1", 9092);
 }
 
 Test(proxyproto, v2_unix)
@@ -664,7 +657,7 @@ Test(proxyproto, v2_tlvs)
 	cr_assert_eq(pp_tlv_find(v.b, &h, PP2_TYPE_UNIQUE_ID, &val, &vlen), 0);
 	cr_assert_eq(vlen, 0);
 	cr_assert_eq(pp_tlv_find(v.b, &h, PP2_TYPE_NETNS, &val, &vlen), -1);
-	expect_v4(&h.src, "1.2.3.4", 1000);
+	expect_addr(&h.src, "1.2.3.4", 1000);
 
 	/* the largest header accepted: 4096 bytes in all */
 	static uint8_t pad[PP_MAX_HEADER];
@@ -848,12 +841,9 @@ Test(proxyproto, haproxy_captures)
 		cr_assert_eq(h.command, c->command, "%s", c->name);
 		cr_assert_eq(h.family, c->family, "%s", c->name);
 		cr_assert_eq(h.tlv_count, c->tlv_count, "%s", c->name);
-		if (c->family == PP_FAM_TCP4) {
-			expect_v4(&h.src, c->src, c->sport);
-			expect_v4(&h.dst, c->dst, c->dport);
-		} else if (c->family == PP_FAM_TCP6) {
-			expect_v6(&h.src, c->src, c->sport);
-			expect_v6(&h.dst, c->dst, c->dport);
+		if (c->family == PP_FAM_TCP4 || c->family == PP_FAM_TCP6) {
+			expect_addr(&h.src, c->src, c->sport);
+			expect_addr(&h.dst, c->dst, c->dport);
 		}
 		/* with what followed: the same header; a ClientHello starts right
 		 * after it and is not a header itself */

@@ -459,51 +459,30 @@ def gen_ipc():
 
 # ---- fuzz_proxyproto: [mode] + PROXY header bytes | proxy_protocol_from ----
 
-V2_SIG = b"\r\n\r\n\x00\r\nQUIT\n"
-
-
-def pp_v2(ver_cmd, fam, block=b"", tlvs=b"", length=None):
-    body = block + tlvs
-    n = len(body) if length is None else length
-    return V2_SIG + bytes([ver_cmd, fam]) + struct.pack(">H", n) + body
-
-
-def pp_tlv(t, v):
-    return struct.pack(">BH", t, len(v)) + v
-
-
-def crc32c(data):
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
-    return crc ^ 0xFFFFFFFF
-
-
 def gen_proxyproto():
+    # The header builders of the integration tests (haproxy's spec, byte by byte).
+    sys.path.insert(0, os.path.join(root, "tests", "integration"))
+    from proxyproto import tlv as pp_tlv, v2 as pp_v2
+
     t = "fuzz_proxyproto"
     kafka = i32(12) + i16(18) + i16(0) + i32(1) + string(False, "c")
-    ip4 = bytes([203, 0, 113, 7, 10, 0, 0, 1]) + struct.pack(">HH", 51000, 9092)
-    ip6 = (bytes(15) + b"\x01") * 2 + struct.pack(">HH", 40000, 9092)
-    unix = b"/run/client.sock".ljust(108, b"\0") + b"\0abstract".ljust(108, b"\0")
     put(t, "v1-tcp4", b"\x00PROXY TCP4 192.168.0.1 192.168.0.11 56324 443\r\n" + kafka)
     put(t, "v1-tcp6", b"\x00PROXY TCP6 2001:db8::1 ::ffff:10.0.0.1 40000 9092\r\n")
     put(t, "v1-unknown", b"\x00PROXY UNKNOWN\r\n\x16\x03\x01")
     put(t, "v1-unknown-long", b"\x00PROXY UNKNOWN " + b"f" * 90 + b"\r\n")
     put(t, "v1-bad-port", b"\x00PROXY TCP4 1.2.3.4 5.6.7.8 65536 1\r\n")
     put(t, "v1-no-crlf", b"\x00PROXY TCP4 1.2.3.4 5.6.7.8 1 2\n")
-    put(t, "v2-tcp4", b"\x00" + pp_v2(0x21, 0x11, ip4) + kafka)
-    put(t, "v2-tcp6", b"\x00" + pp_v2(0x21, 0x21, ip6))
-    put(t, "v2-unix", b"\x00" + pp_v2(0x21, 0x31, unix))
-    put(t, "v2-local", b"\x00" + pp_v2(0x20, 0x00))
-    put(t, "v2-udp", b"\x00" + pp_v2(0x21, 0x12, ip4))
-    put(t, "v2-tlvs", b"\x00" + pp_v2(0x21, 0x11, ip4, pp_tlv(1, b"kafka") + pp_tlv(2, b"b.example")
-        + pp_tlv(4, b"\0\0") + pp_tlv(0x20, b"\x01\0\0\0\0" + pp_tlv(0x21, b"TLSv1.3"))))
-    hdr = pp_v2(0x21, 0x11, ip4, pp_tlv(5, b"conn-1") + pp_tlv(3, b"\0\0\0\0"))
-    put(t, "v2-crc", b"\x00" + hdr[:-4] + struct.pack(">I", crc32c(hdr)))
-    put(t, "v2-64k", b"\x00" + pp_v2(0x21, 0x11, ip4, length=0xFFFF))
-    put(t, "v2-max", b"\x00" + pp_v2(0x21, 0x11, ip4, pp_tlv(4, bytes(4096 - 16 - 12 - 3))))
+    ip4 = ("203.0.113.7", "10.0.0.1", 51000, 9092)
+    put(t, "v2-tcp4", b"\x00" + pp_v2(*ip4) + kafka)
+    put(t, "v2-tcp6", b"\x00" + pp_v2("::1", "::ffff:10.0.0.1", 40000, 9092))
+    put(t, "v2-unix", b"\x00" + pp_v2(b"/run/client.sock", b"\0abstract"))
+    put(t, "v2-local", b"\x00" + pp_v2(command=0))
+    put(t, "v2-udp", b"\x00" + pp_v2(*ip4, fam=0x12))
+    put(t, "v2-tlvs", b"\x00" + pp_v2(*ip4, tlvs=[(1, b"kafka"), (2, b"b.example"), (4, b"\0\0"),
+        (0x20, b"\x01\0\0\0\0" + pp_tlv(0x21, b"TLSv1.3"))]))
+    put(t, "v2-crc", b"\x00" + pp_v2(*ip4, tlvs=[(5, b"conn-1")], crc=True))
+    put(t, "v2-64k", b"\x00" + pp_v2(*ip4, length=0xFFFF))
+    put(t, "v2-max", b"\x00" + pp_v2(*ip4, tlvs=[(4, bytes(4096 - 16 - 12 - 3))]))
     put(t, "kafka", b"\x00" + kafka)
     put(t, "tls", b"\x00\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
     put(t, "cidr-issue", b"\x8010.0.0.0/8, 192.168.1.0/24, ::1/128, 2001:db8::/32")
