@@ -33,10 +33,11 @@
  * of the balancer) skips the whole block: the family byte is checked, the
  * addresses and TLVs are ignored as the spec says.
  *
- * Need more versus malformed: the parser judges every byte as soon as it
- * arrives. A prefix that a valid header could still continue is
- * PP_NEED_MORE; the first byte that no valid header could have there makes
- * it PP_MALFORMED with a reason. The caller bounds the wait (the handshake
+ * Need more versus malformed: the parser judges the bytes as soon as they
+ * arrive (an IPv6 address of v1 once its terminating space is in). A prefix
+ * that a valid header could still continue is PP_NEED_MORE; the first byte
+ * that no valid header could have there makes it PP_MALFORMED with a
+ * reason, and every longer input gives that same reason. The caller bounds the wait (the handshake
  * deadline): a header that stops arriving is its business, not the
  * parser's. Since nothing after a header is ever needed to judge it, a
  * caller can MSG_PEEK, parse, and on PP_NEED_MORE consume everything it
