@@ -66,6 +66,10 @@ import time
 import uuid
 from pathlib import Path
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kwire import (KafkaError, api_names, api_versions, api_versions_diff,  # noqa: E402,F401
+                   create_topics, list_offsets, metadata, metadata_brokers)
+
 HERE = Path(__file__).resolve().parent
 POM = HERE / "pom.xml"
 
@@ -81,10 +85,6 @@ DEFAULT_JVM_OPTS = ("-XX:+UseSerialGC", "-XX:CICompilerCount=2", "-XX:-UsePerfDa
                     "-Djava.awt.headless=true")
 DEFAULT_READY_TIMEOUT = 90.0
 STOP_GRACE = 20.0
-
-
-class KafkaError(Exception):
-    pass
 
 
 class NotInstalled(KafkaError):
@@ -200,64 +200,6 @@ def _set_pdeathsig():
         ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
     except Exception:
         pass
-
-
-# --------------------------------------------------------------------------
-# a few raw Kafka requests (readiness, the ApiVersions comparison)
-# --------------------------------------------------------------------------
-
-def _recv_exact(s, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError(f"connection closed after {len(buf)} of {n} bytes")
-        buf += chunk
-    return buf
-
-
-def _roundtrip(host, port, api_key, version, body, timeout, corr=7):
-    cid = b"kcluster"
-    req = struct.pack(">hhih", api_key, version, corr, len(cid)) + cid + body
-    with socket.create_connection((host, port), timeout=timeout) as s:
-        s.settimeout(timeout)
-        s.sendall(struct.pack(">i", len(req)) + req)
-        (size,) = struct.unpack(">i", _recv_exact(s, 4))
-        resp = _recv_exact(s, size)
-    (rcorr,) = struct.unpack_from(">i", resp, 0)
-    if rcorr != corr:
-        raise KafkaError(f"{host}:{port}: correlation id {rcorr}, sent {corr}")
-    return resp[4:]
-
-
-def api_versions(host, port, timeout=5.0):
-    """ApiVersions v0: {api_key: (min, max)}; raises on an error code."""
-    b = _roundtrip(host, port, 18, 0, b"", timeout)
-    err, n = struct.unpack_from(">hi", b, 0)
-    if err:
-        raise KafkaError(f"{host}:{port}: ApiVersions error {err}")
-    out = {}
-    for i in range(n):
-        k, lo, hi = struct.unpack_from(">hhh", b, 6 + 6 * i)
-        out[k] = (lo, hi)
-    return out
-
-
-def metadata_brokers(host, port, timeout=5.0):
-    """Metadata v1 with no topics: ({node_id: (host, port)}, controller_id)."""
-    b = _roundtrip(host, port, 3, 1, struct.pack(">i", 0), timeout)
-    (n,) = struct.unpack_from(">i", b, 0)
-    off, brokers = 4, {}
-    for _ in range(n):
-        (nid,) = struct.unpack_from(">i", b, off)
-        (hl,) = struct.unpack_from(">h", b, off + 4)
-        h = b[off + 6:off + 6 + hl].decode()
-        off += 6 + hl
-        (p, rl) = struct.unpack_from(">ih", b, off)
-        off += 6 + max(rl, 0)
-        brokers[nid] = (h, p)
-    (controller,) = struct.unpack_from(">i", b, off)
-    return brokers, controller
 
 
 # --------------------------------------------------------------------------
@@ -749,6 +691,58 @@ class Cluster:
                 out.append((int(w[0]), int(w[1]), int(w[2])))
         return out
 
+    # ---- topics ----
+    def create_topic(self, name, partitions=3, replication_factor=None, min_isr=None, configs=None,
+                     timeout=60.0):
+        """Creates a topic (default: replication factor min(3, voters),
+        min.insync.replicas min(2, voters)) and waits until every running
+        node's metadata shows every partition with a leader and a full ISR."""
+        rf = replication_factor or self._rf()
+        cfg = {"min.insync.replicas": min_isr or min(self._isr(), rf), **(configs or {})}
+        n = self.running_nodes()[0]
+        err, msg = create_topics("127.0.0.1", n.ports["PLAINTEXT"],
+                                 [(name, partitions, rf, cfg)])[name]
+        if err not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS
+            raise KafkaError(f"CreateTopics {name}: error {err} ({msg})")
+        self.wait_topic(name, partitions, rf, timeout)
+
+    def wait_topic(self, name, partitions, isr_size, timeout=60.0):
+        deadline = time.monotonic() + timeout
+        last = None
+        while True:
+            try:
+                ok = True
+                for n in self.running_nodes():
+                    t = metadata("127.0.0.1", n.ports["PLAINTEXT"], [name])["topics"].get(name)
+                    parts = t["partitions"] if t and t["error"] == 0 else {}
+                    good = [p for p in parts.values()
+                            if p["error"] == 0 and p["leader"] >= 0 and len(p["isr"]) >= isr_size]
+                    if len(good) < partitions:
+                        ok, last = False, f"node {n.id}: {t}"
+                        break
+                if ok:
+                    return
+            except (OSError, KafkaError, struct.error) as e:
+                last = str(e)
+            if time.monotonic() >= deadline:
+                raise KafkaError(f"topic {name} not ready after {timeout}s: {last}")
+            time.sleep(0.1)
+
+    def end_offsets(self, topic):
+        """{partition: high watermark}, asked of each partition's leader."""
+        n = self.running_nodes()[0]
+        md = metadata("127.0.0.1", n.ports["PLAINTEXT"], [topic])
+        t = md["topics"].get(topic)
+        if not t or t["error"]:
+            raise KafkaError(f"no topic {topic}: {t}")
+        by_leader = {}
+        for idx, p in t["partitions"].items():
+            by_leader.setdefault(p["leader"], []).append(idx)
+        out = {}
+        for leader, parts in by_leader.items():
+            out.update(list_offsets("127.0.0.1", self.nodes[leader].ports["PLAINTEXT"], topic, parts))
+        return out
+
     # ---- addresses ----
     def bootstrap(self, listener="PLAINTEXT", host=None, nodes=None):
         ids = nodes or sorted(self.nodes)
@@ -832,8 +826,16 @@ def main(argv=None):
     p.add_argument("--dir", required=True)
     p.add_argument("action", choices=("stop", "kill", "restart", "add-broker", "add-combined"))
     p.add_argument("id", type=int, nargs="?")
+    p = sub.add_parser("create-topic", help="create a topic (RF min(3,n), min ISR min(2,n))")
+    p.add_argument("--dir", required=True)
+    p.add_argument("--partitions", type=int, default=3)
+    p.add_argument("name")
     p = sub.add_parser("apiversions", help="ApiVersions v0 of HOST:PORT as JSON")
     p.add_argument("address")
+    p = sub.add_parser("apiversions-diff",
+                       help="where a proxy's ApiVersions answer differs from a broker's")
+    p.add_argument("broker", metavar="BROKER_HOST:PORT")
+    p.add_argument("proxy", metavar="PROXY_HOST:PORT")
     p = sub.add_parser("reap", help="kill JVMs of clusters whose owner is gone")
     p.add_argument("--root", default=None)
     a = ap.parse_args(argv)
@@ -869,9 +871,20 @@ def main(argv=None):
             if a.id not in c.nodes:
                 ap.error(f"no node {a.id} (nodes: {sorted(c.nodes)})")
             {"stop": c.stop_node, "kill": c.kill_node, "restart": c.restart_node}[a.action](a.id)
+    elif a.cmd == "create-topic":
+        Cluster.load(a.dir).create_topic(a.name, a.partitions)
     elif a.cmd == "apiversions":
         host, _, port = a.address.rpartition(":")
         print(json.dumps({str(k): list(v) for k, v in sorted(api_versions(host, int(port)).items())}))
+    elif a.cmd == "apiversions-diff":
+        got = []
+        for addr in (a.broker, a.proxy):
+            host, _, port = addr.rpartition(":")
+            got.append(api_versions(host, int(port)))
+        print(f"{'key':>4} {'api':<38} {'broker':<9} {'proxy':<9} difference")
+        for k, name, b, p, what in api_versions_diff(*got):
+            fmt = (lambda r: f"v{r[0]}-{r[1]}" if r else "-")
+            print(f"{k:>4} {name:<38} {fmt(b):<9} {fmt(p):<9} {what}")
     elif a.cmd == "reap":
         reap(a.root)
     return 0

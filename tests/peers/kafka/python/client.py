@@ -38,7 +38,15 @@ def parse():
     ap.add_argument("--key")
     ap.add_argument("--no-verify-name", action="store_true")
     ap.add_argument("--prop", action="append", default=[], help="client property k=v")
-    return ap.parse_args()
+    ap.add_argument("--debug", action="store_true", help="the library's debug log on stderr")
+    a = ap.parse_args()
+    if a.debug:
+        import logging
+        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr,
+                            format="%(asctime)s %(levelname)s %(name)s %(message)s")
+        if a.lib == "confluent":
+            a.prop.append("debug=broker,protocol,cgrp,fetch,msg")
+    return a
 
 
 class Result:
@@ -234,8 +242,13 @@ def run_kafka_python(a):
         c.subscribe([a.topic])
 
         def poll():
+            # kafka-python 3.0.12 sometimes never completes a JoinGroup/
+            # SyncGroup round that a poll(timeout_ms=200) timed out in the
+            # middle of: the consumer then sits with no assignment until its
+            # session expires (seen against Kafka 4.4 directly, about one run
+            # in six). Polls of a second, as applications make, do not hit it.
             out = []
-            for recs in c.poll(timeout_ms=200, max_records=500).values():
+            for recs in c.poll(timeout_ms=1000, max_records=500).values():
                 out.extend(r.value for r in recs)
             return out
         consume_loop(a, res, poll)
