@@ -55,6 +55,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import struct
@@ -358,6 +359,8 @@ class Node:
         self.proc = None
         self.pid = None
         self.starttime = None
+        self.wanted = False     # started here and not stopped since
+        self.log_mark = 0       # size of server.log when it was last started
 
     @property
     def is_controller(self):
@@ -366,9 +369,19 @@ class Node:
     def running(self):
         return self.pid is not None and alive(self.pid, self.starttime)
 
+    def started_since_spawn(self):
+        """Its server.log says "Kafka Server started" (every acceptor bound)
+        since it was last spawned."""
+        try:
+            with open(self.dir / "server.log", "rb") as f:
+                f.seek(self.log_mark)
+                return b"Kafka Server started" in f.read()
+        except OSError:
+            return False
+
     def to_json(self):
         return {"id": self.id, "roles": self.roles, "ports": self.ports, "dir_id": self.dir_id,
-                "pid": self.pid, "starttime": self.starttime}
+                "pid": self.pid, "starttime": self.starttime, "wanted": self.wanted}
 
 
 class Cluster:
@@ -532,6 +545,7 @@ class Cluster:
         for nd in doc["nodes"]:
             n = Node(c, nd["id"], nd["roles"], nd["ports"], nd["dir_id"])
             n.pid, n.starttime = nd["pid"], nd["starttime"]
+            n.wanted = nd.get("wanted", False) and n.running()
             c.nodes[n.id] = n
         c.tls = d / "tls"
         return c
@@ -544,6 +558,11 @@ class Cluster:
                 "-cp", classpath("broker", self.version), "kafka.Kafka",
                 str(n.dir / "server.properties")]
         out = open(n.dir / "stdout.log", "ab")
+        try:
+            n.log_mark = (n.dir / "server.log").stat().st_size
+        except OSError:
+            n.log_mark = 0
+        n.wanted = True
         n.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
                                   stderr=subprocess.STDOUT, cwd=str(n.dir),
                                   start_new_session=True,
@@ -559,41 +578,68 @@ class Cluster:
             with _live_lock:
                 _live.add(self)
 
-    def start(self, timeout=DEFAULT_READY_TIMEOUT):
-        """Formats (first time) and starts every node; waits until ready."""
+    def start(self, timeout=DEFAULT_READY_TIMEOUT, attempts=3):
+        """Formats (first time) and starts every node; waits until ready.
+        A new cluster whose node could not bind a port (another process took
+        it between the choice and the bind) is wiped and set up again on
+        other ports, up to `attempts` times."""
         t0 = time.monotonic()
-        if not (self.dir / "cluster.json").exists():
-            self._setup()
-            self._format(list(self.nodes.values()), initial=True)
-        for n in self.nodes.values():
-            if not n.running():
-                self._spawn(n)
-        self.wait_ready(timeout)
+        for attempt in range(1, attempts + 1):
+            fresh = not (self.dir / "cluster.json").exists()
+            if fresh:
+                self._setup()
+                self._format(list(self.nodes.values()), initial=True)
+            for n in self.nodes.values():
+                if not n.running():
+                    self._spawn(n)
+            try:
+                self.wait_ready(max(1.0, timeout - (time.monotonic() - t0)))
+                break
+            except KafkaError as e:
+                if not (fresh and attempt < attempts and "Address already in use" in str(e)):
+                    raise
+                log(f"a port was taken while starting ({e}); setting up again on other ports")
+                self.stop(grace=5.0)
+                self._wipe()
         self.started_in = time.monotonic() - t0
         log(f"{len(self.nodes)} nodes of Kafka {self.version} ready in {self.started_in:.1f}s "
             f"({self.dir})")
         return self
 
+    def _wipe(self):
+        for n in self.nodes.values():
+            shutil.rmtree(n.dir, ignore_errors=True)
+        for name in ("cluster.json", "pids"):
+            try:
+                (self.dir / name).unlink()
+            except OSError:
+                pass
+        self.nodes = {}
+
     def running_nodes(self):
         return [n for n in self.nodes.values() if n.running()]
 
     def wait_ready(self, timeout=DEFAULT_READY_TIMEOUT, nodes=None):
-        """Until every running node (or those given) answers ApiVersions on
-        its PLAINTEXT listener and the metadata of each lists them all
-        (registered and unfenced). Raises KafkaError with the last problem."""
+        """Until every node started here and not stopped since (or those
+        given) has logged "Kafka Server started" (every listener bound),
+        answers ApiVersions on its PLAINTEXT listener, and the metadata of
+        each lists them all (registered and unfenced). A wanted node that
+        is not running fails at once, with the tail of its log; otherwise
+        KafkaError with the last problem after the timeout."""
         deadline = time.monotonic() + timeout
         last = "nothing tried"
         while True:
-            want = nodes or self.running_nodes()
-            # a node that exited without being stopped here: say why at once
-            dead = [n.id for n in self.nodes.values()
-                    if n.proc is not None and n.proc.poll() is not None]
+            want = nodes or [n for n in self.nodes.values() if n.wanted]
+            dead = [n for n in want if not n.running()]
             if dead:
-                raise KafkaError(f"node(s) {dead} of {self.dir} exited (rc "
-                                 f"{self.nodes[dead[0]].proc.returncode}); {self._tail(dead[0])}")
+                rc = dead[0].proc.poll() if dead[0].proc is not None else "?"
+                raise KafkaError(f"node {dead[0].id} of {self.dir} is not running (rc {rc}); "
+                                 f"{self._tail(dead[0].id)}")
             try:
                 ids = {n.id for n in want}
                 for n in want:
+                    if not n.started_since_spawn():
+                        raise KafkaError(f"node {n.id} has not logged \"Kafka Server started\"")
                     api_versions("127.0.0.1", n.ports["PLAINTEXT"], timeout=2.0)
                     seen, _ = metadata_brokers("127.0.0.1", n.ports["PLAINTEXT"], timeout=2.0)
                     if not ids <= set(seen):
@@ -620,12 +666,15 @@ class Cluster:
         """SIGTERM (controlled shutdown), then SIGKILL after grace."""
         n = self.nodes[node_id]
         if not n.running():
+            n.proc, n.wanted = None, False
             return
         os.kill(n.pid, signal.SIGTERM)
         if not wait_gone(n.pid, n.starttime, grace):
             log(f"node {node_id} (pid {n.pid}) ignored SIGTERM for {grace}s: SIGKILL")
             self.kill_node(node_id)
         n.proc = None
+        n.wanted = False
+        self._save()
 
     def kill_node(self, node_id):
         """SIGKILL, as a crash."""
@@ -637,6 +686,8 @@ class Cluster:
                 pass
             wait_gone(n.pid, n.starttime, 10.0)
         n.proc = None
+        n.wanted = False
+        self._save()
 
     def restart_node(self, node_id, timeout=DEFAULT_READY_TIMEOUT, grace=STOP_GRACE):
         """Stops the node if it runs, starts it again, waits until it is back
@@ -676,6 +727,10 @@ class Cluster:
                 except ProcessLookupError:
                     pass
                 wait_gone(p, st, 10.0)
+        for n in self.nodes.values():
+            n.proc, n.wanted = None, False
+        if (self.dir / "cluster.json").exists():
+            self._save()
         with _live_lock:
             _live.discard(self)
 
