@@ -68,7 +68,7 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kwire import (KafkaError, api_names, api_versions, api_versions_diff,  # noqa: E402,F401
+from kwire import (KafkaError, api_versions, api_versions_diff,  # noqa: E402,F401
                    create_topics, list_offsets, metadata, metadata_brokers)
 
 HERE = Path(__file__).resolve().parent

@@ -9,35 +9,16 @@ arguments and output as the Java and Go peers (tests/peers/kafka/README.md).
               --mode produce|consume|metadata [...]
 """
 
-import argparse
 import json
 import sys
 import time
 
+import peer_args
+
 
 def parse():
-    ap = argparse.ArgumentParser()
+    ap = peer_args.parser("ferry-py-peer")
     ap.add_argument("--lib", choices=("confluent", "kafka-python"), required=True)
-    ap.add_argument("--bootstrap", default="localhost:9092")
-    ap.add_argument("--topic")
-    ap.add_argument("--mode", choices=("produce", "consume", "metadata"), default="produce")
-    ap.add_argument("--run-id", default="r")
-    ap.add_argument("--count", type=int, default=100)
-    ap.add_argument("--acks", default="all")
-    ap.add_argument("--idempotent", default="true", choices=("true", "false"))
-    ap.add_argument("--group", default="ferry-py-peer")
-    ap.add_argument("--group-protocol", default="classic")
-    ap.add_argument("--timeout", type=float, default=60)
-    ap.add_argument("--linger-ms", type=int, default=1000)
-    ap.add_argument("--security-protocol", default="PLAINTEXT")
-    ap.add_argument("--sasl-mechanism", default="PLAIN")
-    ap.add_argument("--sasl-user", default="")
-    ap.add_argument("--sasl-password", default="")
-    ap.add_argument("--ca")
-    ap.add_argument("--cert")
-    ap.add_argument("--key")
-    ap.add_argument("--no-verify-name", action="store_true")
-    ap.add_argument("--prop", action="append", default=[], help="client property k=v")
     ap.add_argument("--debug", action="store_true", help="the library's debug log on stderr")
     a = ap.parse_args()
     if a.debug:

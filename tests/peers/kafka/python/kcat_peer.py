@@ -13,36 +13,18 @@ with the same arguments as the other peers and prints the same JSON line
 Brokers seen: kcat -L -J after the run (librdkafka's view of the metadata).
 """
 
-import argparse
 import json
 import re
 import subprocess
 import sys
 import time
 
+import peer_args
+
 
 def parse():
-    ap = argparse.ArgumentParser()
+    ap = peer_args.parser("ferry-kcat-peer")
     ap.add_argument("--kcat", default="kcat")
-    ap.add_argument("--bootstrap", default="localhost:9092")
-    ap.add_argument("--topic")
-    ap.add_argument("--mode", choices=("produce", "consume", "metadata"), default="produce")
-    ap.add_argument("--run-id", default="r")
-    ap.add_argument("--count", type=int, default=100)
-    ap.add_argument("--acks", default="all")
-    ap.add_argument("--idempotent", default="true", choices=("true", "false"))
-    ap.add_argument("--group", default="ferry-kcat-peer")
-    ap.add_argument("--timeout", type=float, default=60)
-    ap.add_argument("--linger-ms", type=int, default=1000, help="(accepted, unused: kcat -e)")
-    ap.add_argument("--security-protocol", default="PLAINTEXT")
-    ap.add_argument("--sasl-mechanism", default="PLAIN")
-    ap.add_argument("--sasl-user", default="")
-    ap.add_argument("--sasl-password", default="")
-    ap.add_argument("--ca")
-    ap.add_argument("--cert")
-    ap.add_argument("--key")
-    ap.add_argument("--no-verify-name", action="store_true")
-    ap.add_argument("--prop", action="append", default=[])
     return ap.parse_args()
 
 
@@ -88,6 +70,9 @@ def main():
                 errors.append(line.strip())
 
     try:
+        if a.group_protocol != "classic":
+            raise ValueError(f"group.protocol={a.group_protocol}: librdkafka 2.0.2 speaks only "
+                             f"the classic group protocol")
         if a.mode == "produce":
             argv = common(a) + ["-P", "-v", "-v", "-t", a.topic, "-K", ":",
                                 "-X", f"enable.idempotence={a.idempotent}", "-X", f"acks={a.acks}",
