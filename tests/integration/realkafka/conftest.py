@@ -117,9 +117,17 @@ class KafkaUpstream:
 def kafka_ferry(kafka_cluster, keeper, workdir, request):
     """kafka_ferry(workers=1, listener="PLAINTEXT", **Ferry kwargs) -> a
     started ferryd with one virtual cluster ("kafka") in front of the
-    package's cluster; node ids 1-3 as the brokers'."""
+    package's cluster's `listener` (SSL, SASL_SSL: upstream TLS verified
+    against the cluster's CA); node ids 1-3 as the brokers'. cluster_keys
+    adds keys to the [cluster] section."""
     def make(workers=1, listener="PLAINTEXT", **kw):
-        kw.setdefault("cluster_keys", workers_keys(workers))
+        keys = dict(workers_keys(workers))
+        if listener.endswith("SSL"):
+            # TLS to the brokers, their certificate and name checked
+            # against the cluster's throwaway CA
+            keys.update({"upstream_tls": "on", "upstream_ca": kafka_cluster.dir / "tls" / "ca.crt"})
+        keys.update(kw.pop("cluster_keys", {}))
+        kw["cluster_keys"] = keys
         f = Ferry(keeper, workdir, {CLUSTER: KafkaUpstream(kafka_cluster, listener)}, **kw)
         register_log(request, "ferryd", f.log_path)
         for n in kafka_cluster.nodes.values():
