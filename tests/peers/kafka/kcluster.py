@@ -840,7 +840,7 @@ def reap(root=None, quiet=False):
     if not root.is_dir():
         return killed
     for doc in root.glob("*/cluster.json"):
-        d = doc.parent
+        d = doc.parent.resolve()
         try:
             owner = json.loads(doc.read_text())["owner"]
         except (OSError, ValueError, KeyError):
