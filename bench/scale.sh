@@ -30,7 +30,8 @@
 # /metrics <= 1 s; the admin API <= 100 ms throughout; SIGTERM exit <= 10 s.
 #
 # ferryd's process group is killed on exit (its workers too) whatever
-# happens; a port range of 2N free ports is searched from 20000 on.
+# happens; a range of 2N free ports is searched from 20000 on (below the
+# ephemeral range).
 
 scale_conf() { # FILE SOCK N BASE IDLE_C0 IDLE_OTHERS
 	local f=$1 i p it
@@ -64,27 +65,47 @@ scale_rec() {
 scale_stats() { tr ' ' '\n' | sort -n | awk '{v[NR] = $1} END {if (NR) printf "med=%d max=%d", v[int((NR + 1) / 2)], v[NR]; else print "med=-1 max=-1"}'; }
 
 scale_one() { # N
-	local n=$1 base="" b conf sock log ports t0 pid r poll_pid i t wall walls outp
+	local n=$1 base b conf sock log ports t0 pid="" r poll_pid i t wall walls tried=" "
 	conf=$RUN/scale-$n.ini sock=$RUN/scale-$n.sock log=$RUN/scale-$n.log ports=$RUN/scale-$n.ports
-	for b in $(seq 20000 $((2 * n + 100)) 30000); do
-		if ports_free "$b" $((b + 2 * n)); then base=$b; break; fi
-	done
-	[ -n "$base" ] || { say "scale $n: no $((2 * n)) free ports in 20000..32000"; scale_rec "$n" start "failed=1"; return 0; }
-	scale_conf "$conf" "$sock" "$n" "$base" 10m 10m
-	for ((i = 0; i < n; i++)); do echo $((base + 2 * i)); done >"$ports"
-	say "scale: $n clusters, ports $base..$((base + 2 * n - 1)) ($(nproc) CPUs, load average $(cut -d' ' -f1 /proc/loadavg))"
+	# Other programs may bind ports in the range at any time: on "Address
+	# already in use" another free range is tried (3 times at most).
+	for attempt in 1 2 3; do
+		base=""
+		for ((b = 20000; b + 2 * n <= 32700; b += 100)); do
+			[[ $tried == *" $b "* ]] && continue
+			if ports_free "$b" $((b + 2 * n)); then base=$b; break; fi
+		done
+		[ -n "$base" ] || break
+		tried+="$base "
+		scale_conf "$conf" "$sock" "$n" "$base" 10m 10m
+		for ((i = 0; i < n; i++)); do echo $((base + 2 * i)); done >"$ports"
+		say "scale: $n clusters, ports $base..$((base + 2 * n - 1)) ($(nproc) CPUs, load average $(cut -d' ' -f1 /proc/loadavg))"
 
-	# start, with the admin API polled throughout
-	python3 bench/scale.py poll "$sock" 20 >"$RUN/scale-$n-poll-start.out" 2>&1 &
-	poll_pid=$!
-	PIDS+=("$poll_pid")
-	t0=$(date +%s%N)
-	"$FERRYD" -c "$conf" {SCALE_MOCK_IN}>&- >"$log" 2>&1 &
-	pid=$!
-	PIDS+=("$pid")
-	PGIDS+=("$pid")
-	r=$(python3 bench/scale.py accept "$ports" "$t0" $((60 + n / 10)) "$pid")
-	stop_pid "$poll_pid" 50
+		# start, with the admin API polled throughout
+		python3 bench/scale.py poll "$sock" 20 >"$RUN/scale-$n-poll-start.out" 2>&1 &
+		poll_pid=$!
+		PIDS+=("$poll_pid")
+		t0=$(date +%s%N)
+		"$FERRYD" -c "$conf" {SCALE_MOCK_IN}>&- >"$log" 2>&1 &
+		pid=$!
+		PIDS+=("$pid")
+		PGIDS+=("$pid")
+		r=$(python3 bench/scale.py accept "$ports" "$t0" $((60 + n / 10)) "$pid")
+		stop_pid "$poll_pid" 50
+		if ! alive "$pid" && grep -q 'Address already in use' "$log"; then
+			say "  a port of $base..$((base + 2 * n - 1)) was taken meanwhile; retrying elsewhere"
+			stop_pid "$pid"
+			kill -KILL -- "-$pid" 2>/dev/null || true
+			base=""
+			continue
+		fi
+		break
+	done
+	if [ -z "$base" ]; then
+		say "scale $n: no $((2 * n)) free ports in 20000..32700"
+		scale_rec "$n" start "failed=$n"
+		return 0
+	fi
 	scale_rec "$n" start "$r"
 	scale_rec "$n" admin_start "$(cat "$RUN/scale-$n-poll-start.out")"
 	say "  start: $r"
@@ -92,6 +113,7 @@ scale_one() { # N
 	if ! alive "$pid" || [[ " $r " != *" failed=0 "* ]]; then
 		say "  scale $n: not every cluster accepted; see $log"
 		stop_pid "$pid" 100
+		kill -KILL -- "-$pid" 2>/dev/null || true
 		return 0
 	fi
 	scale_rec "$n" fdlimit_warnings "lines=$(grep -c 'file descriptor limit below max_connections' "$log" || true)"
