@@ -825,10 +825,12 @@ def scale_section(rows, add):
         w1 = [x["wall_ms"] for x in r1 if isinstance(x.get("wall_ms"), float)]
         d1 = [x["duration_ms"] for x in r1 if isinstance(x.get("duration_ms"), float)]
         ok1 = all(int(x.get("success", 0)) == 1 and int(x.get("modified", 0)) == 1 for x in r1)
-        row("reload modifying 1 cluster, ferryd durationMs, median of 3", "≤ 50 ms", med(d1),
-            f"{fmt(med(d1))} ms ({fmt(med(w1))} ms `ferryctl reload` wall); "
+        # judged on the wall time: ferryd's durationMs reads the clock of
+        # the loop's wake-up and misses the work of the same turn
+        row("reload modifying 1 cluster, `ferryctl reload` wall, median of 3", "≤ 50 ms", med(w1),
+            f"{fmt(med(w1))} ms (durationMs {fmt(med(d1))} ms); "
             f"{'each modified 1, success' if ok1 and r1 else 'not all succeeded'}",
-            (le(med(d1), 50) and ok1) if r1 else None)
+            (le(med(w1), 50) and ok1) if r1 else None)
         da, wa = num_(ra, "duration_ms"), num_(ra, "wall_ms")
         okc = (int(ra.get("success", 0)) == 1 and int(ra.get("modified", -1)) == n
                and int(oc.get("advanced", -1)) == n and oc.get("states") == f"accepting:{n}")
