@@ -12,7 +12,7 @@
  * into `acc`, rewritten into `out`, and written from there; the pass-through
  * bytes before it are flushed first so order is kept.
  */
-#include "worker/conn.h"
+#include "worker/conn_priv.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -42,18 +42,6 @@
 _Static_assert((int)TRANSPORT_WANT_READ == (int)EV_READ && (int)TRANSPORT_WANT_WRITE == (int)EV_WRITE,
     "transport wants are libev events");
 
-/* A peer identity in logs: an address, or (TLS) a certificate subject. */
-#define CONN_PEER_MAX 256
-
-enum conn_state {
-	CONN_CONNECTING = 0,   /* resolving / connecting upstream */
-	CONN_WAIT_METADATA,    /* broker port, upstream address unknown yet */
-	CONN_OPEN,
-	CONN_TLS_HANDSHAKE,    /* client TLS handshake; the upstream connect waits
-	                          for it (connection order: see conn_tls_accepted) */
-	CONN_STATE_COUNT,
-};
-
 static const char *
 conn_state_str(enum conn_state s)
 {
@@ -65,79 +53,6 @@ conn_state_str(enum conn_state s)
 	default: return "unknown";
 	}
 }
-
-struct inflight {
-	int32_t corr;
-	int16_t key;
-	int16_t ver;
-	uint8_t synthetic;     /* answered by the proxy itself */
-	ev_tstamp sent;        /* parsed for forwarding (loop time): latency start */
-};
-
-struct dir {
-	uint8_t *buf;
-	size_t start, end, fwd;
-	uint64_t frame_left;   /* pass-through bytes not yet in the buffer */
-	uint64_t skip_left;    /* bytes to drop (request answered locally) */
-	uint8_t *acc;          /* whole frame being collected for rewrite */
-	size_t acc_len, acc_need;
-	int16_t acc_key, acc_ver;
-	uint8_t *out;          /* rewritten/synthetic frame being written */
-	size_t out_len, out_off;
-	bool out_owned;        /* out is malloc'd (else points to small[]) */
-	uint8_t small[64];
-};
-
-struct conn {
-	struct worker *w;
-	struct conn *prev, *next;
-	struct transport cli, up;
-	ev_io cli_io, up_io;
-	ev_timer timer;
-	enum conn_state state;
-	int broker_index;
-	/* [sni] gateway = sni: the ClientHello named broker sni_node_id; its
-	 * slot (broker_index) is found once the upstream address is known */
-	bool sni_broker;
-	int32_t sni_node_id;
-	struct sni_pick sni_pick;   /* written by the ClientHello callback */
-	size_t upstream_try;
-	struct upstream_connect *uc;
-	struct dir req, resp;
-	struct inflight *fifo;
-	size_t fifo_cap, fifo_head, fifo_len;
-	ev_tstamp last_active;  /* last read from either side */
-	ev_tstamp timer_at;     /* when `timer` fires; 0 = not armed */
-	ev_tstamp req_since;    /* first bytes of the request frame in progress; 0 = none */
-	ev_tstamp cli_eof_at;   /* when the client half-closed */
-	bool draining;
-	size_t drain_credit;    /* request bytes received before the drain began,
-	                           still to be served */
-	ev_tstamp drain_grace_until; /* fresh connection: wait this long for the
-	                           first request, which is on its way */
-	bool waiting_metadata;
-	bool seen_request;      /* a request header parsed (TLS sniffing is over) */
-	bool seen_response;     /* a response from upstream matched its request */
-	bool req_need_more;     /* bytes at a request boundary do not make a header yet */
-	bool cli_eof;           /* client sent FIN: no more requests */
-	bool up_eof;            /* upstream sent FIN: deliver what is whole, then close */
-	bool inflight_paused;   /* a request waits: max_inflight reached (counted once) */
-	bool quiet;             /* the pending close is a clean one (log at debug) */
-	char why[160];          /* reason of the pending close */
-	/* leaving the generation (see "Reload" in conn.h) */
-	enum handover_exit exit;
-	ev_tstamp close_at;     /* HANDOVER_EXIT_SPREAD: start draining then */
-	bool handed;            /* CONN_OUT sent: no I/O; the fds stay open until
-	                           CONN_DONE says who owns the connection */
-	bool ho_waiting;        /* ready to move, held back by the window */
-	uint64_t ho_id;         /* its record id in CONN_OUT / CONN_DONE */
-	uint64_t requests;      /* request headers parsed (carried in the record) */
-	struct sasl sasl;       /* SASL pass-through (worker/kafka/sasl.h; carried
-	                           in the record) */
-};
-
-/* All pending bytes of a boundary fit a record. */
-_Static_assert(WORKER_BUF_SIZE <= IPC_CONN_PENDING_MAX, "pending bytes must fit the record");
 
 /* ---- FIFO of in-flight requests ---------------------------------------- */
 
@@ -192,10 +107,7 @@ fifo_pop(struct conn *c)
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static int
-conn_fail(struct conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int
+int
 conn_fail(struct conn *c, const char *fmt, ...)
 {
 	va_list ap;
@@ -207,10 +119,7 @@ conn_fail(struct conn *c, const char *fmt, ...)
 }
 
 /* Like conn_fail, for a clean close (logged at debug only). */
-static int
-conn_end(struct conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int
+int
 conn_end(struct conn *c, const char *fmt, ...)
 {
 	va_list ap;
@@ -221,8 +130,8 @@ conn_end(struct conn *c, const char *fmt, ...)
 	return -1;
 }
 
-static void
-dir_release(struct worker *w, struct dir *d)
+void
+conn_dir_release(struct worker *w, struct dir *d)
 {
 	if (d->buf)
 		worker_buf_put(w, d->buf);
@@ -241,7 +150,7 @@ dir_has_room(const struct dir *d)
 	return !d->buf || d->end < WORKER_BUF_SIZE || d->start > 0;
 }
 
-static bool
+bool
 conn_owes_nothing(const struct conn *c)
 {
 	return c->fifo_len == 0 && c->req.frame_left == 0 && c->req.fwd == 0 &&
@@ -251,24 +160,12 @@ conn_owes_nothing(const struct conn *c)
 }
 
 /* Request bytes read from the client and not parsed yet. */
-static size_t
-req_unparsed(const struct conn *c)
+size_t
+conn_req_unparsed(const struct conn *c)
 {
 	const struct dir *d = &c->req;
 	return d->buf ? d->end - (d->start + d->fwd) : 0;
 }
-
-/*
- * Drain at a request boundary (DESIGN §4), made exact for requests that
- * were already sent when the drain began: complete requests already read
- * from the client are served (drain_credit), a frame whose header was
- * parsed is read to its end, and a request whose first bytes arrived (or a
- * connection accepted moments before the drain, whose first request is
- * almost certainly in flight) gets CONN_DRAIN_GRACE to arrive. Nothing
- * else is read from the client; what has not arrived by then is not owed.
- */
-#define CONN_DRAIN_GRACE 0.5     /* s */
-#define CONN_DRAIN_FRESH 2.0     /* s: connections younger than this get the grace */
 
 static bool
 conn_drain_grace(const struct conn *c)
@@ -277,11 +174,11 @@ conn_drain_grace(const struct conn *c)
 }
 
 /* Draining, and requests received in time remain to be served. */
-static bool
+bool
 conn_drain_pending(const struct conn *c)
 {
 	return conn_drain_grace(c) ||
-	       (c->drain_credit > 0 && req_unparsed(c) > 0 && !c->req_need_more);
+	       (c->drain_credit > 0 && conn_req_unparsed(c) > 0 && !c->req_need_more);
 }
 
 /* A request of n bytes was taken while draining: it used up its share of
@@ -319,7 +216,7 @@ conn_reads_client(const struct conn *c)
 
 /* ---- the connection timer (see conn.h) ----------------------------------- */
 
-static void
+void
 conn_timer_arm(struct conn *c, ev_tstamp at)
 {
 	struct ev_loop *loop = c->w->loop;
@@ -330,7 +227,7 @@ conn_timer_arm(struct conn *c, ev_tstamp at)
 	c->timer_at = at;
 }
 
-static void
+void
 conn_timer_stop(struct conn *c)
 {
 	ev_timer_stop(c->w->loop, &c->timer);
@@ -339,7 +236,7 @@ conn_timer_stop(struct conn *c)
 
 /* Make sure the timer fires no later than at (lazy: moved only when at is
  * earlier than what is armed, i.e. rarely). */
-static void
+void
 conn_timer_due(struct conn *c, ev_tstamp at)
 {
 	if (!c->timer_at || c->timer_at > at)
@@ -352,7 +249,7 @@ conn_request_timeout(const struct conn *c)
 	return (ev_tstamp)c->w->cl->request_timeout_ms / 1000.0;
 }
 
-static void
+void
 conn_free(struct conn *c)
 {
 	struct worker *w = c->w;
@@ -367,8 +264,8 @@ conn_free(struct conn *c)
 		w->handover_waiting--;
 	transport_close(&c->cli);
 	transport_close(&c->up);
-	dir_release(w, &c->req);
-	dir_release(w, &c->resp);
+	conn_dir_release(w, &c->req);
+	conn_dir_release(w, &c->resp);
 	/* Requests still owed a response are no longer in flight. */
 	while (c->fifo_len)
 		fifo_pop(c);
@@ -386,7 +283,7 @@ conn_free(struct conn *c)
 	worker_conn_closed(w);
 }
 
-static void
+void
 conn_close(struct conn *c, enum log_level lvl, const char *what)
 {
 	struct worker *w = c->w;
@@ -980,8 +877,6 @@ resp_parse(struct conn *c)
 
 /* ---- the driver ---------------------------------------------------------- */
 
-static void conn_update_watchers(struct conn *c);
-
 /* Parse and write both directions once. -1 close, else 1 on progress. */
 static int
 conn_forward(struct conn *c)
@@ -1020,8 +915,6 @@ conn_request_clock(struct conn *c)
 	c->req_since = ev_now(c->w->loop);
 	conn_timer_due(c, c->req_since + conn_request_timeout(c));
 }
-
-static int conn_handover_try(struct conn *c);
 
 /* One handshake step on each side still in one (plain TCP never is: two
  * byte compares). -1 close (why set). */
@@ -1115,7 +1008,7 @@ conn_tls_step(struct conn *c)
 
 /* Move bytes both ways until nothing progresses. Returns -1 when the
  * connection must close (reason in c->why). */
-static int
+int
 conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 {
 	struct worker *w = c->w;
@@ -1175,7 +1068,7 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 		if (!c->seen_request && c->req.buf &&
 		    req_check_prefix(c, c->req.buf + c->req.start, c->req.end - c->req.start) < 0)
 			return -1;
-		if (c->cli_eof && req_unparsed(c) == 0)
+		if (c->cli_eof && conn_req_unparsed(c) == 0)
 			return conn_end(c, "client closed the connection");
 		if (c->exit == HANDOVER_EXIT_HANDOVER)
 			return conn_handover_try(c) < 0 ? -1 : 0;
@@ -1216,7 +1109,7 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 	if (c->cli_eof) {
 		if (req_partial(c))
 			return conn_end(c, "client closed the connection in the middle of a request");
-		if (conn_owes_nothing(c) && (c->draining || req_unparsed(c) == 0))
+		if (conn_owes_nothing(c) && (c->draining || conn_req_unparsed(c) == 0))
 			return conn_end(c, "client closed the connection");
 		/* Half-closed: deliver what is owed (bounded by the timer). */
 		conn_timer_due(c, c->cli_eof_at + conn_request_timeout(c));
@@ -1238,7 +1131,7 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 	return 0;
 }
 
-static void
+void
 conn_step(struct conn *c, bool cli_readable, bool up_readable)
 {
 	if (conn_pump(c, cli_readable, up_readable) == -1) {
@@ -1263,7 +1156,7 @@ conn_set_io(struct conn *c, ev_io *io, int fd, int events)
 	ev_io_start(loop, io);
 }
 
-static void
+void
 conn_update_watchers(struct conn *c)
 {
 	int ce = 0, ue = 0;
@@ -1317,8 +1210,6 @@ conn_is_idle(const struct conn *c)
 {
 	return conn_owes_nothing(c) && !req_partial(c) && !c->cli_eof;
 }
-
-static void conn_drain_one(struct conn *c);
 
 /* Metadata wait while connecting; request_timeout, half-close deadline and
  * idle_timeout once open (see conn.h). Deadlines are recomputed from the
@@ -1413,8 +1304,6 @@ conn_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 }
 
 /* ---- upstream connection ------------------------------------------------ */
-
-static int conn_connect_next(struct conn *c);
 
 static void
 conn_connected(void *arg, int fd, const char *err, bool local)
@@ -1523,7 +1412,7 @@ conn_connect_begin(struct conn *c)
 }
 
 /* The same; -1 if c was closed. */
-static int
+int
 conn_connect_next(struct conn *c)
 {
 	if (conn_connect_begin(c) < 0) {
@@ -1562,7 +1451,7 @@ conn_metadata_ready(struct worker *w)
 
 /* A connection on client socket fd, not connected upstream yet, in the
  * worker's list. NULL (fd not closed) when out of memory. */
-static struct conn *
+struct conn *
 conn_new(struct worker *w, int fd, int broker_index)
 {
 	struct conn *c = calloc(1, sizeof *c);
@@ -1637,412 +1526,3 @@ conn_accept(struct worker *w, int fd, int broker_index)
 		conn_update_watchers(c);
 }
 
-/* Close both sockets for everyone holding a copy (the supervisor, a new
- * worker that did not adopt them): the client sees the close. */
-static void
-conn_shutdown(struct conn *c)
-{
-	if (c->cli.fd >= 0)
-		shutdown(c->cli.fd, SHUT_RDWR);
-	if (c->up.fd >= 0)
-		shutdown(c->up.fd, SHUT_RDWR);
-}
-
-/* Today's drain for one connection (IPC_DRAIN, or a spread connection's
- * turn): stop at the next request boundary, serve the requests already
- * received, give a fresh connection's first request CONN_DRAIN_GRACE to
- * arrive, then close. May free c. */
-static void
-conn_drain_one(struct conn *c)
-{
-	struct worker *w = c->w;
-	c->exit = HANDOVER_EXIT_DRAIN;
-	c->draining = true;
-	c->drain_credit = req_unparsed(c);
-	if (c->req_need_more ||
-	    (!c->seen_request && c->drain_credit == 0 &&
-	     ev_now(w->loop) - c->last_active < CONN_DRAIN_FRESH)) {
-		/* A request is on its way: give it a moment. */
-		c->drain_grace_until = ev_now(w->loop) + CONN_DRAIN_GRACE;
-		c->drain_credit = SIZE_MAX / 2;  /* the one in flight */
-	}
-	if (c->state != CONN_OPEN) {
-		if (!conn_drain_pending(c)) {
-			/* Not connected upstream, nothing received: nothing owed. */
-			METRIC_ADD(w->m, connections_drained, 1);
-			snprintf(c->why, sizeof c->why, "drained");
-			conn_close(c, LOG_DEBUG, "connection closed");
-			return;
-		}
-		/* Requests already sent: serve them once connected. */
-		conn_update_watchers(c);
-		return;
-	}
-	conn_step(c, false, false);
-}
-
-void
-conn_drain_all(struct worker *w)
-{
-	struct conn *c = w->conns, *next;
-	for (; c; c = next) {
-		next = c->next;
-		conn_drain_one(c);
-	}
-}
-
-void
-conn_close_all(struct worker *w, bool forced)
-{
-	while (w->conns) {
-		struct conn *c = w->conns;
-		if (forced)
-			METRIC_ADD(w->m, connections_forced, 1);
-		if (forced && c->handed) {
-			/* CONN_DONE never came: the client must see a close
-			 * whoever else holds a copy of its socket. */
-			conn_shutdown(c);
-		}
-		snprintf(c->why, sizeof c->why, forced ? "drain deadline" : "shutdown");
-		conn_close(c, forced ? LOG_INFO : LOG_DEBUG, "connection closed");
-	}
-}
-
-/* ---- reload: handover and spread (see conn.h) -------------------------------- */
-
-/* Both sides plaintext: the connection can continue from its sockets
- * alone. (The one place to say so; TLS transports will answer no.) */
-static bool
-conn_movable(const struct conn *c)
-{
-	return transport_movable(&c->cli) && transport_movable(&c->up);
-}
-
-static struct handover_view
-conn_handover_view(const struct conn *c)
-{
-	const struct dir *r = &c->resp;
-	struct handover_view v = {
-		.upstream_open = c->state == CONN_OPEN,
-		/* (a raw SASL exchange cannot continue elsewhere) */
-		.movable = conn_movable(c) && sasl_movable(&c->sasl),
-		.owes = !conn_owes_nothing(c),
-		.frame_partial = c->req.frame_left > 0 || c->req.skip_left > 0,
-		.resp_unparsed = r->buf && r->end > r->start + r->fwd,
-		.cli_eof = c->cli_eof,
-		.up_eof = c->up_eof,
-		.pending = req_unparsed(c),
-	};
-	return v;
-}
-
-/* Finish here as a drain, from a request boundary reached while handing
- * over: the bytes already read (which would have travelled with the
- * record) are served, nothing more is read. */
-static void
-conn_exit_drain(struct conn *c)
-{
-	c->exit = HANDOVER_EXIT_DRAIN;
-	c->draining = true;
-	c->drain_credit = req_unparsed(c);
-	c->drain_grace_until = 0;
-	if (c->ho_waiting) {
-		c->ho_waiting = false;
-		c->w->handover_waiting--;
-	}
-}
-
-/* Send c to the new generation: CONN_OUT with its record, the request
- * bytes read and not parsed, and its sockets. 1 sent (c is silent from now
- * on), 0 not now (the window is full: c waits), -1 not sent. */
-static int
-conn_handover_send(struct conn *c)
-{
-	struct worker *w = c->w;
-	if (w->handover_out >= WORKER_HANDOVER_WINDOW) {
-		if (!c->ho_waiting) {
-			c->ho_waiting = true;
-			w->handover_waiting++;
-		}
-		return 0;
-	}
-	bool up = c->state == CONN_OPEN;
-	size_t pending = req_unparsed(c);
-	struct ipc_conn_record rec;
-	uint8_t *msg = malloc(sizeof rec + pending);
-	if (!msg)
-		return -1;
-	handover_record_init(&rec, w->handover_seq + 1, c->broker_index, c->upstream_try, up,
-	    c->requests, pending, sasl_encode(&c->sasl));
-	memcpy(msg, &rec, sizeof rec);
-	if (pending)
-		memcpy(msg + sizeof rec, c->req.buf + c->req.start + c->req.fwd, pending);
-	int fds[2] = { c->cli.fd, c->up.fd };
-	int r = worker_ipc_send_fds(w, IPC_CONN_OUT, msg, sizeof rec + pending, fds, up ? 2 : 1);
-	int err = errno;
-	free(msg);
-	if (r == -1) {
-		log_debug("connection not handed over", "error=\"%s\"", strerror(err));
-		return -1;
-	}
-	c->ho_id = ++w->handover_seq;
-	c->handed = true;
-	w->handover_out++;
-	if (c->ho_waiting) {
-		c->ho_waiting = false;
-		w->handover_waiting--;
-	}
-	if (c->uc) {
-		/* Not connected yet: the new worker connects itself. */
-		upstream_connect_cancel(c->uc);
-		c->uc = NULL;
-	}
-	c->waiting_metadata = false;
-	conn_timer_stop(c);
-	ev_io_stop(w->loop, &c->cli_io);
-	ev_io_stop(w->loop, &c->up_io);
-	/* The pending bytes travel with the record; buffers go back. */
-	dir_release(w, &c->req);
-	dir_release(w, &c->resp);
-	c->req.start = c->req.end = 0;
-	log_debug("connection handed over", "id=%llu upstream=%s pending=%zu requests=%llu",
-	    (unsigned long long)c->ho_id, up ? "open" : "none", pending,
-	    (unsigned long long)c->requests);
-	return 1;
-}
-
-/* At the end of an event of a connection leaving by handover: move it if it
- * is at a boundary with nothing owed. 0 waiting (continue), 1 handed over
- * or finished as a drain (the drain ran), -1 close (why set). */
-static int
-conn_handover_try(struct conn *c)
-{
-	if (c->handed || c->ho_waiting)
-		return c->handed ? 1 : 0;
-	struct handover_view v = conn_handover_view(c);
-	enum handover_step step = handover_decide(&v);
-	if (step == HANDOVER_WAIT)
-		return 0;
-	if (step == HANDOVER_NOW) {
-		int r = conn_handover_send(c);
-		if (r == 1)
-			return 1;
-		if (r == 0)
-			return 0;
-	}
-	/* It cannot move (or the channel refused it): a drain, from here. */
-	conn_exit_drain(c);
-	return conn_pump(c, false, false) < 0 ? -1 : 1;
-}
-
-/* A connection that leaves by closing (its upstream changed, handover =
- * off, or it cannot move: TLS): open ones are served until a random time
- * in the drain_spread window, then close at a request boundary; one not
- * open yet (connecting upstream, or a TLS handshake, which cutting would
- * fail) finishes like a drained connection: the handshake completes, a
- * first request on its way is served, then it closes at a boundary. */
-static void
-conn_spread_one(struct conn *c, ev_tstamp now)
-{
-	if (c->state != CONN_OPEN) {
-		conn_drain_one(c);
-		return;
-	}
-	c->exit = HANDOVER_EXIT_SPREAD;
-	c->close_at = now + (ev_tstamp)handover_spread_offset(c->w->spread_window_ms,
-	    arc4random()) / 1000.0;
-	conn_timer_due(c, c->close_at);
-}
-
-void
-conn_handover_all(struct worker *w)
-{
-	struct conn *c = w->conns, *next;
-	ev_tstamp now = ev_now(w->loop);
-	for (; c; c = next) {
-		next = c->next;
-		if (!conn_movable(c)) {
-			/* a TLS session stays in this process */
-			conn_spread_one(c, now);
-			continue;
-		}
-		/* Stop at the next request boundary (a frame in progress is
-		 * finished); no grace: what is read and not parsed moves with
-		 * the connection. */
-		c->exit = HANDOVER_EXIT_HANDOVER;
-		c->draining = true;
-		c->drain_credit = 0;
-		c->drain_grace_until = 0;
-		conn_step(c, false, false);
-	}
-}
-
-void
-conn_spread_all(struct worker *w)
-{
-	struct conn *c = w->conns, *next;
-	ev_tstamp now = ev_now(w->loop);
-	for (; c; c = next) {
-		next = c->next;
-		conn_spread_one(c, now);
-	}
-}
-
-/* Connections held back by the window, while there is room. */
-static void
-conn_handover_resume(struct worker *w)
-{
-	struct conn *c = w->conns, *next;
-	for (; c && w->handover_waiting && w->handover_out < WORKER_HANDOVER_WINDOW; c = next) {
-		next = c->next;
-		if (!c->ho_waiting)
-			continue;
-		c->ho_waiting = false;
-		w->handover_waiting--;
-		conn_step(c, false, false);
-	}
-}
-
-void
-conn_handover_done(struct worker *w, const struct ipc_conn_ack *ack)
-{
-	struct conn *c = w->conns;
-	while (c && !(c->handed && c->ho_id == ack->id))
-		c = c->next;
-	if (!c) {
-		log_debug("handover outcome for no connection here", "id=%llu adopted=%u",
-		    (unsigned long long)ack->id, ack->adopted);
-		return;
-	}
-	if (ack->adopted) {
-		/* The new generation owns it: close our copies only. */
-		METRIC_ADD(w->m, connections_handed_over, 1);
-		snprintf(c->why, sizeof c->why, "handed over");
-	} else {
-		/* Nobody took it: a clean close at the boundary (nothing owed). */
-		conn_shutdown(c);
-		METRIC_ADD(w->m, connections_drained, 1);
-		snprintf(c->why, sizeof c->why, "drained (handover declined)");
-	}
-	conn_close(c, LOG_DEBUG, "connection closed");
-	conn_handover_resume(w);
-}
-
-static void
-conn_handover_abort_cb(struct ev_loop *loop, ev_timer *t, int revents)
-{
-	(void)loop;
-	(void)revents;
-	struct worker *w = t->data;
-	struct conn *c = w->conns, *next;
-	for (; c; c = next) {
-		next = c->next;
-		if (c->handed) {
-			/* No answer can come. Whoever holds its sockets now (the
-			 * new worker, if it adopted it) keeps serving it; if
-			 * nobody does, this close is the clean one. */
-			METRIC_ADD(w->m, connections_drained, 1);
-			snprintf(c->why, sizeof c->why, "control channel closed during handover");
-			conn_close(c, LOG_DEBUG, "connection closed");
-		} else if (c->exit == HANDOVER_EXIT_HANDOVER) {
-			conn_exit_drain(c);
-			conn_step(c, false, false);
-		}
-	}
-}
-
-void
-conn_handover_abort(struct worker *w)
-{
-	if (!w->handover_out && !w->handover_waiting)
-		return;  /* (new handovers fail to send and fall back by themselves) */
-	if (ev_is_active(&w->handover_abort))
-		return;
-	/* Deferred: this may run inside another connection's event. */
-	ev_timer_init(&w->handover_abort, conn_handover_abort_cb, 0., 0.);
-	w->handover_abort.data = w;
-	ev_timer_start(w->loop, &w->handover_abort);
-}
-
-/* ---- adoption (the new worker) ------------------------------------------------- */
-
-static bool
-conn_fd_is_stream(int fd)
-{
-	int type = 0;
-	socklen_t len = sizeof type;
-	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM;
-}
-
-void
-conn_adopt(struct worker *w, struct ipc_msg *msg)
-{
-	struct ipc_conn_ack ack = { 0 };
-	struct handover_adopt a;
-	char err[160] = "";
-	size_t nfds = msg->nfds;
-	int fds[IPC_MAX_FDS];
-	memcpy(fds, msg->fds, nfds * sizeof fds[0]);
-	ipc_msg_take_fds(msg);
-	if (msg->hdr.len >= sizeof(struct ipc_conn_record))
-		memcpy(&ack.id, msg->payload + offsetof(struct ipc_conn_record, id), sizeof ack.id);
-
-	struct conn *c = NULL;
-	if (w->draining)
-		snprintf(err, sizeof err, "this worker is draining");
-	else if (w->tls_server || w->tls_client)
-		/* handed-over connections are plaintext (TLS ones never move);
-		 * a generation that speaks TLS does not continue them */
-		snprintf(err, sizeof err, "this generation speaks TLS; the connection is plaintext");
-	else if (handover_adopt_plan(msg->payload, msg->hdr.len, nfds, w->cl->n_brokers,
-	    w->cl->n_upstream, w->n_conns, w->cl->max_connections, &a, err, sizeof err) == -1)
-		;
-	else if (!conn_fd_is_stream(fds[0]) || (a.open && !conn_fd_is_stream(fds[1])))
-		snprintf(err, sizeof err, "a descriptor is not a stream socket");
-	else if (!(c = conn_new(w, fds[0], a.rec.broker_index)))
-		snprintf(err, sizeof err, "out of memory");
-	else if (a.rec.pending_len && !(c->req.buf = worker_buf_get(w)))
-		snprintf(err, sizeof err, "out of memory");
-	if (err[0]) {
-		if (c) {
-			c->cli.fd = -1;  /* closed below with the others */
-			c->cli.state = TRANSPORT_CLOSED;
-			conn_free(c);
-		}
-		for (size_t i = 0; i < nfds; i++)
-			close(fds[i]);
-		log_warn("connection not adopted", "id=%llu reason=\"%s\"",
-		    (unsigned long long)ack.id, err);
-		worker_ipc_send(w, IPC_CONN_TAKEN, &ack, sizeof ack);
-		return;
-	}
-	METRIC_ADD(w->m, connections_adopted, 1);
-	for (size_t i = 0; i < nfds; i++)
-		fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
-	c->upstream_try = (size_t)a.rec.upstream_try;
-	c->requests = a.rec.requests;
-	c->seen_request = a.seen_request;
-	c->sasl = a.sasl;
-	if (a.rec.pending_len) {
-		/* Read by the old worker, not forwarded: first in line. */
-		memcpy(c->req.buf, a.pending, a.rec.pending_len);
-		c->req.start = 0;
-		c->req.end = a.rec.pending_len;
-	}
-	ack.adopted = 1;
-	worker_ipc_send(w, IPC_CONN_TAKEN, &ack, sizeof ack);
-	log_debug("connection adopted", "id=%llu upstream=%s pending=%u requests=%llu",
-	    (unsigned long long)ack.id, a.open ? "open" : "none", a.rec.pending_len,
-	    (unsigned long long)a.rec.requests);
-	if (!a.open) {
-		/* Nothing was forwarded on it: connect as a fresh one would. */
-		if (conn_connect_next(c) == 0)
-			conn_update_watchers(c);
-		return;
-	}
-	transport_plain_init(&c->up, fds[1]);
-	c->state = CONN_OPEN;
-	if (w->cl->idle_timeout_ms)
-		conn_timer_arm(c, c->last_active + (ev_tstamp)w->cl->idle_timeout_ms / 1000.0);
-	conn_step(c, false, false);
-}

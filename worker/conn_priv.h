@@ -1,0 +1,161 @@
+/*
+ * conn_priv — what the files of the connection module share (conn.c: the
+ * data path, timers and upstream connect; conn_handover.c: how a connection
+ * leaves its generation and how the next one adopts it). Not for use
+ * outside worker/conn*.c.
+ */
+#ifndef FERRY_WORKER_CONN_PRIV_H
+#define FERRY_WORKER_CONN_PRIV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/sni.h"
+#include "common/transport.h"
+#include "worker/conn.h"
+#include "worker/handover.h"
+#include "worker/kafka/sasl.h"
+
+/* A peer identity in logs: an address, or (TLS) a certificate subject. */
+#define CONN_PEER_MAX 256
+
+enum conn_state {
+	CONN_CONNECTING = 0,   /* resolving / connecting upstream */
+	CONN_WAIT_METADATA,    /* broker port, upstream address unknown yet */
+	CONN_OPEN,
+	CONN_TLS_HANDSHAKE,    /* client TLS handshake; the upstream connect waits
+	                          for it (connection order: see conn_tls_accepted) */
+	CONN_STATE_COUNT,
+};
+
+struct inflight {
+	int32_t corr;
+	int16_t key;
+	int16_t ver;
+	uint8_t synthetic;     /* answered by the proxy itself */
+	ev_tstamp sent;        /* parsed for forwarding (loop time): latency start */
+};
+
+struct dir {
+	uint8_t *buf;
+	size_t start, end, fwd;
+	uint64_t frame_left;   /* pass-through bytes not yet in the buffer */
+	uint64_t skip_left;    /* bytes to drop (request answered locally) */
+	uint8_t *acc;          /* whole frame being collected for rewrite */
+	size_t acc_len, acc_need;
+	int16_t acc_key, acc_ver;
+	uint8_t *out;          /* rewritten/synthetic frame being written */
+	size_t out_len, out_off;
+	bool out_owned;        /* out is malloc'd (else points to small[]) */
+	uint8_t small[64];
+};
+
+struct conn {
+	struct worker *w;
+	struct conn *prev, *next;
+	struct transport cli, up;
+	ev_io cli_io, up_io;
+	ev_timer timer;
+	enum conn_state state;
+	int broker_index;
+	/* [sni] gateway = sni: the ClientHello named broker sni_node_id; its
+	 * slot (broker_index) is found once the upstream address is known */
+	bool sni_broker;
+	int32_t sni_node_id;
+	struct sni_pick sni_pick;   /* written by the ClientHello callback */
+	size_t upstream_try;
+	struct upstream_connect *uc;
+	struct dir req, resp;
+	struct inflight *fifo;
+	size_t fifo_cap, fifo_head, fifo_len;
+	ev_tstamp last_active;  /* last read from either side */
+	ev_tstamp timer_at;     /* when `timer` fires; 0 = not armed */
+	ev_tstamp req_since;    /* first bytes of the request frame in progress; 0 = none */
+	ev_tstamp cli_eof_at;   /* when the client half-closed */
+	bool draining;
+	size_t drain_credit;    /* request bytes received before the drain began,
+	                           still to be served */
+	ev_tstamp drain_grace_until; /* fresh connection: wait this long for the
+	                           first request, which is on its way */
+	bool waiting_metadata;
+	bool seen_request;      /* a request header parsed (TLS sniffing is over) */
+	bool seen_response;     /* a response from upstream matched its request */
+	bool req_need_more;     /* bytes at a request boundary do not make a header yet */
+	bool cli_eof;           /* client sent FIN: no more requests */
+	bool up_eof;            /* upstream sent FIN: deliver what is whole, then close */
+	bool inflight_paused;   /* a request waits: max_inflight reached (counted once) */
+	bool quiet;             /* the pending close is a clean one (log at debug) */
+	char why[160];          /* reason of the pending close */
+	/* leaving the generation (see "Reload" in conn.h) */
+	enum handover_exit exit;
+	ev_tstamp close_at;     /* HANDOVER_EXIT_SPREAD: start draining then */
+	bool handed;            /* CONN_OUT sent: no I/O; the fds stay open until
+	                           CONN_DONE says who owns the connection */
+	bool ho_waiting;        /* ready to move, held back by the window */
+	uint64_t ho_id;         /* its record id in CONN_OUT / CONN_DONE */
+	uint64_t requests;      /* request headers parsed (carried in the record) */
+	struct sasl sasl;       /* SASL pass-through (worker/kafka/sasl.h; carried
+	                           in the record) */
+};
+
+/*
+ * Drain at a request boundary (DESIGN §4), made exact for requests that
+ * were already sent when the drain began: complete requests already read
+ * from the client are served (drain_credit), a frame whose header was
+ * parsed is read to its end, and a request whose first bytes arrived (or a
+ * connection accepted moments before the drain, whose first request is
+ * almost certainly in flight) gets CONN_DRAIN_GRACE to arrive. Nothing
+ * else is read from the client; what has not arrived by then is not owed.
+ */
+#define CONN_DRAIN_GRACE 0.5     /* s */
+#define CONN_DRAIN_FRESH 2.0     /* s: connections younger than this get the grace */
+
+/* ---- conn.c ---------------------------------------------------------------- */
+
+/* A connection on client socket fd, not connected upstream yet, in the
+ * worker's list. NULL (fd not closed) when out of memory. */
+struct conn *conn_new(struct worker *w, int fd, int broker_index);
+/* Unlink and free c (its sockets closed); no log. */
+void conn_free(struct conn *c);
+/* Log the reason in c->why at lvl (rate-limited from LOG_WARN on), free c. */
+void conn_close(struct conn *c, enum log_level lvl, const char *what);
+/* Put the close reason in c->why; -1. conn_end: a clean close (logged at
+ * debug only). */
+int conn_fail(struct conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int conn_end(struct conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Give a direction's buffers back (the read buffer to the pool). */
+void conn_dir_release(struct worker *w, struct dir *d);
+/* Nothing owed either way: no request in flight, every buffer flushed. */
+bool conn_owes_nothing(const struct conn *c);
+/* Request bytes read from the client and not parsed yet. */
+size_t conn_req_unparsed(const struct conn *c);
+/* Draining, and requests received in time remain to be served. */
+bool conn_drain_pending(const struct conn *c);
+
+void conn_timer_arm(struct conn *c, ev_tstamp at);
+void conn_timer_stop(struct conn *c);
+/* Make sure the timer fires no later than at. */
+void conn_timer_due(struct conn *c, ev_tstamp at);
+
+/* Move bytes both ways until nothing progresses; -1 when c must close
+ * (reason in c->why; c not freed). */
+int conn_pump(struct conn *c, bool cli_readable, bool up_readable);
+/* conn_pump, then close c or update its watchers. May free c. */
+void conn_step(struct conn *c, bool cli_readable, bool up_readable);
+void conn_update_watchers(struct conn *c);
+/* Start (or wait for) the upstream connection; -1 if c was closed. */
+int conn_connect_next(struct conn *c);
+
+/* ---- conn_handover.c ------------------------------------------------------- */
+
+/* At the end of an event of a connection leaving by handover: move it if it
+ * is at a boundary with nothing owed. 0 waiting (continue), 1 handed over
+ * or finished as a drain (the drain ran), -1 close (why set). */
+int conn_handover_try(struct conn *c);
+/* Stop at the next request boundary, serve what was received, close. May
+ * free c. */
+void conn_drain_one(struct conn *c);
+
+#endif
