@@ -1,16 +1,8 @@
 /*
- * conn — client connections and the Kafka-aware forwarding path; see conn.h.
- *
- * Buffer bookkeeping of one direction (struct dir):
- *
- *   buf: [ consumed | fwd: parsed, to write | unparsed ... | free ]
- *          0      start             start+fwd            end      cap
- *
- * frame_left counts bytes of the current pass-through frame that have not
- * reached the buffer yet; they join fwd as they arrive, so a large frame is
- * streamed and never needs to fit in the buffer. A rewritten frame is moved
- * into `acc`, rewritten into `out`, and written from there; the pass-through
- * bytes before it are flushed first so order is kept.
+ * conn — client connections: the byte pump between the two sockets, the
+ * connection's timer, the upstream connect; see conn.h. The Kafka framing
+ * of the bytes is worker/frame.c's; how a connection leaves its generation
+ * is conn_handover.c's.
  */
 #include "worker/conn_priv.h"
 
@@ -28,9 +20,7 @@
 
 #include "worker/handover.h"
 #include "worker/sni_gate.h"
-#include "worker/kafka/apiversions.h"
 #include "worker/kafka/codec.h"
-#include "worker/kafka/rewrite.h"
 #include "worker/kafka/sasl.h"
 #include "worker/kafka/sniff.h"
 #include "common/sni.h"
@@ -52,57 +42,6 @@ conn_state_str(enum conn_state s)
 	case CONN_TLS_HANDSHAKE: return "tls-handshake";
 	default: return "unknown";
 	}
-}
-
-/* ---- FIFO of in-flight requests ---------------------------------------- */
-
-static int
-fifo_push(struct conn *c, int32_t corr, int16_t key, int16_t ver, bool synthetic)
-{
-	if (c->fifo_len == c->fifo_cap) {
-		/* req_parse never pushes beyond max_inflight: grow up to it
-		 * (also when it is not a power of two). */
-		size_t max = c->w->cl->max_inflight;
-		size_t ncap = c->fifo_cap ? c->fifo_cap * 2 : 16;
-		if (ncap > max)
-			ncap = max;
-		if (ncap <= c->fifo_len)
-			return -1;
-		struct inflight *n = malloc(ncap * sizeof *n);
-		if (!n)
-			return -1;
-		for (size_t i = 0; i < c->fifo_len; i++)
-			n[i] = c->fifo[(c->fifo_head + i) % c->fifo_cap];
-		free(c->fifo);
-		c->fifo = n;
-		c->fifo_cap = ncap;
-		c->fifo_head = 0;
-	}
-	struct inflight *e = &c->fifo[(c->fifo_head + c->fifo_len) % c->fifo_cap];
-	e->corr = corr;
-	e->key = key;
-	e->ver = ver;
-	e->synthetic = synthetic;
-	e->sent = ev_now(c->w->loop);
-	c->fifo_len++;
-	if (!synthetic)
-		METRIC_ADD(c->w->m, in_flight, 1);
-	return 0;
-}
-
-static struct inflight *
-fifo_head(struct conn *c)
-{
-	return c->fifo_len ? &c->fifo[c->fifo_head] : NULL;
-}
-
-static void
-fifo_pop(struct conn *c)
-{
-	if (!c->fifo[c->fifo_head].synthetic)
-		METRIC_SUB(c->w->m, in_flight, 1);
-	c->fifo_head = (c->fifo_head + 1) % c->fifo_cap;
-	c->fifo_len--;
 }
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -131,40 +70,12 @@ conn_end(struct conn *c, const char *fmt, ...)
 }
 
 void
-conn_dir_release(struct worker *w, struct dir *d)
+conn_dir_release(struct worker *w, struct frame_dir *d)
 {
 	if (d->buf)
 		worker_buf_put(w, d->buf);
 	d->buf = NULL;
-	free(d->acc);
-	d->acc = NULL;
-	if (d->out_owned)
-		free(d->out);
-	d->out = NULL;
-	d->out_owned = false;
-}
-
-static bool
-dir_has_room(const struct dir *d)
-{
-	return !d->buf || d->end < WORKER_BUF_SIZE || d->start > 0;
-}
-
-bool
-conn_owes_nothing(const struct conn *c)
-{
-	return c->fifo_len == 0 && c->req.frame_left == 0 && c->req.fwd == 0 &&
-	       c->req.skip_left == 0 && c->resp.fwd == 0 && c->resp.frame_left == 0 &&
-	       !c->resp.acc && !c->resp.out &&
-	       c->sasl.phase != SASL_RAW_SERVER;  /* the broker's raw token is owed */
-}
-
-/* Request bytes read from the client and not parsed yet. */
-size_t
-conn_req_unparsed(const struct conn *c)
-{
-	const struct dir *d = &c->req;
-	return d->buf ? d->end - (d->start + d->fwd) : 0;
+	frame_dir_free(d);
 }
 
 static bool
@@ -178,7 +89,7 @@ bool
 conn_drain_pending(const struct conn *c)
 {
 	return conn_drain_grace(c) ||
-	       (c->drain_credit > 0 && conn_req_unparsed(c) > 0 && !c->req_need_more);
+	       (c->drain_credit > 0 && frame_req_unparsed(&c->fr) > 0 && !c->fr.req_need_more);
 }
 
 /* A request of n bytes was taken while draining: it used up its share of
@@ -192,11 +103,12 @@ conn_drain_consume(struct conn *c, uint64_t n)
 	c->drain_grace_until = 0;
 }
 
-/* A request frame has started and is not complete in the buffer. */
+/* A new request may start: not at a drain's boundary (draining, with no
+ * credit and no grace left). */
 static bool
-req_partial(const struct conn *c)
+conn_may_start(const struct conn *c)
 {
-	return c->req.frame_left || c->req.skip_left || c->req_need_more;
+	return !(c->draining && c->drain_credit == 0 && !conn_drain_grace(c));
 }
 
 /* Whether the client may be read now. A request frame that has started is
@@ -205,13 +117,13 @@ req_partial(const struct conn *c)
 static bool
 conn_reads_client(const struct conn *c)
 {
-	if (c->cli_eof || c->up_eof || !dir_has_room(&c->req))
+	if (c->cli_eof || c->up_eof || !frame_dir_has_room(&c->fr, &c->fr.req))
 		return false;
-	if (c->req.frame_left || c->req.skip_left)
+	if (c->fr.req.frame_left || c->fr.req.skip_left)
 		return true;
 	if (c->draining)
 		return conn_drain_grace(c);
-	return c->fifo_len < c->w->cl->max_inflight;
+	return c->fr.fifo_len < c->w->cl->max_inflight;
 }
 
 /* ---- the connection timer (see conn.h) ----------------------------------- */
@@ -264,12 +176,9 @@ conn_free(struct conn *c)
 		w->handover_waiting--;
 	transport_close(&c->cli);
 	transport_close(&c->up);
-	conn_dir_release(w, &c->req);
-	conn_dir_release(w, &c->resp);
-	/* Requests still owed a response are no longer in flight. */
-	while (c->fifo_len)
-		fifo_pop(c);
-	free(c->fifo);
+	conn_dir_release(w, &c->fr.req);
+	conn_dir_release(w, &c->fr.resp);
+	frame_free(&c->fr);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -295,7 +204,7 @@ conn_close(struct conn *c, enum log_level lvl, const char *what)
 			log_msg(lvl, what,
 			    "reason=\"%s\" client=%s listener=%s state=%s in_flight=%zu suppressed=%llu",
 			    c->why, peer, c->broker_index < 0 && !c->sni_broker ? "bootstrap" : "broker",
-			    conn_state_str(c->state), c->fifo_len, (unsigned long long)sup);
+			    conn_state_str(c->state), c->fr.fifo_len, (unsigned long long)sup);
 		}
 	} else {
 		log_debug(what, "reason=\"%s\"", c->why);
@@ -321,7 +230,7 @@ conn_upstream_broken(struct conn *c, const char *fmt, ...)
 {
 	char addr[CONN_PEER_MAX], msg[sizeof c->why];
 	transport_peer(&c->up, addr, sizeof addr);
-	int off = snprintf(msg, sizeof msg, c->seen_response ? "protocol error from %s: "
+	int off = snprintf(msg, sizeof msg, c->fr.seen_response ? "protocol error from %s: "
 	    : "not a Kafka broker at %s: ", addr);
 	if (off > 0 && (size_t)off < sizeof msg) {
 		va_list ap;
@@ -342,7 +251,7 @@ write_failed(struct conn *c, bool to_upstream)
 {
 	if (!to_upstream && c->cli_eof && (errno == EPIPE || errno == ECONNRESET))
 		return conn_end(c, "client closed the connection with %zu response(s) owed",
-		    c->fifo_len);
+		    c->fr.fifo_len);
 	return conn_fail(c, "write to %s: %s", to_upstream ? "upstream" : "client",
 	    upstream_transport_error(to_upstream ? &c->up : &c->cli, errno));
 }
@@ -350,7 +259,7 @@ write_failed(struct conn *c, bool to_upstream)
 /* Write the parsed pass-through bytes of d to t. 1 progress, 0 blocked or
  * nothing to do, -1 error. */
 static int
-dir_flush(struct conn *c, struct dir *d, struct transport *t, bool to_upstream)
+dir_flush(struct conn *c, struct frame_dir *d, struct transport *t, bool to_upstream)
 {
 	int progress = 0;
 	if (!transport_ready(t))
@@ -404,7 +313,7 @@ dir_flush(struct conn *c, struct dir *d, struct transport *t, bool to_upstream)
 /* 1 read bytes, 0 nothing (EAGAIN, no room, or EOF: cli_eof / up_eof set),
  * -1 error (why set). */
 static int
-dir_read(struct conn *c, struct dir *d, struct transport *t, bool from_client, bool *filled)
+dir_read(struct conn *c, struct frame_dir *d, struct transport *t, bool from_client, bool *filled)
 {
 	*filled = false;
 	if (t->state < TRANSPORT_OPEN)
@@ -451,221 +360,6 @@ dir_read(struct conn *c, struct dir *d, struct transport *t, bool from_client, b
 	return 1;
 }
 
-/* ---- requests: client -> upstream -------------------------------------- */
-
-/* Checks the 4-byte size prefix of a request (and, for the first bytes of a
- * connection, whether it is TLS). 1 fine, 0 need more, -1 close (why set). */
-static int
-req_check_prefix(struct conn *c, const uint8_t *p, size_t avail)
-{
-	struct worker *w = c->w;
-	if (avail < 4)
-		return 0;
-	/* A TLS record: content type handshake (22), version 3.x. As a size
-	 * prefix that is 0x1603xxxx, ~370 MB: no Kafka client opens with it. */
-	if (!c->seen_request && p[0] == 0x16 && p[1] == 0x03 && p[2] <= 0x04) {
-		METRIC_ADD(w->m, tls_on_plaintext, 1);
-		return conn_fail(c, "TLS ClientHello on a plaintext listener "
-		    "(client configured for SSL, ferry listener is plain TCP)");
-	}
-	int32_t size = kc_get_i32(p);
-	if (size < 0) {
-		METRIC_ADD(w->m, malformed_requests, 1);
-		return conn_fail(c, "malformed request: negative size %d", size);
-	}
-	if (size < 8) {
-		METRIC_ADD(w->m, malformed_requests, 1);
-		return conn_fail(c, "malformed request: size %d below 8", size);
-	}
-	if ((uint64_t)size > w->cl->max_frame_bytes) {
-		METRIC_ADD(w->m, frame_too_large, 1);
-		return conn_fail(c, "request of %d bytes exceeds max_frame_bytes (%llu)", size,
-		    (unsigned long long)w->cl->max_frame_bytes);
-	}
-	return 1;
-}
-
-/* The pre-authentication limit in force: the smaller of the two. */
-static uint64_t
-conn_sasl_limit(const struct conn *c)
-{
-	const struct cfg_cluster *cl = c->w->cl;
-	return cl->sasl_max_frame_bytes < cl->max_frame_bytes ? cl->sasl_max_frame_bytes
-	    : cl->max_frame_bytes;
-}
-
-/* A client token of a legacy raw SASL exchange (no Kafka header, no
- * correlation id): streamed by its length prefix. Same returns as
- * req_parse. */
-static int
-req_raw_token(struct conn *c, const uint8_t *p, size_t avail)
-{
-	struct worker *w = c->w;
-	uint64_t frame = 0;
-	char err[160];
-	int r = sasl_on_raw_token(&c->sasl, true, p, avail, conn_sasl_limit(c), &frame, err,
-	    sizeof err);
-	if (r == SASL_NEED_MORE) {
-		c->req_need_more = true;
-		return 0;
-	}
-	if (r == SASL_TOO_LARGE) {
-		METRIC_ADD(w->m, sasl_frame_too_large, 1);
-		return conn_fail(c, "%s: over sasl_max_frame_bytes before authentication "
-		    "(%s exchange, legacy raw framing)", err, c->sasl.mech_name);
-	}
-	if (r != SASL_OK) {
-		METRIC_ADD(w->m, malformed_requests, 1);
-		return conn_fail(c, "malformed SASL exchange: %s", err);
-	}
-	c->req.frame_left = frame;
-	conn_drain_consume(c, frame);
-	return 1;
-}
-
-static int
-req_parse(struct conn *c)
-{
-	struct worker *w = c->w;
-	struct dir *d = &c->req;
-	if (!d->buf) {
-		c->req_need_more = false;
-		return 0;
-	}
-	size_t at = d->start + d->fwd;
-	size_t avail = d->end - at;
-	if (d->frame_left) {
-		size_t take = avail < d->frame_left ? avail : (size_t)d->frame_left;
-		d->fwd += take;
-		d->frame_left -= take;
-		if (d->frame_left == 0)
-			c->req_since = 0;   /* this frame is complete */
-		return take > 0;
-	}
-	if (d->skip_left) {
-		if (d->fwd)
-			return 0;
-		size_t take = avail < d->skip_left ? avail : (size_t)d->skip_left;
-		d->start += take;
-		d->skip_left -= take;
-		if (d->skip_left == 0)
-			c->req_since = 0;
-		return take > 0;
-	}
-	c->req_need_more = false;
-	if (avail == 0)
-		return 0;
-	if (c->draining && c->drain_credit == 0 && !conn_drain_grace(c))
-		return 0;
-	if (!sasl_client_parse_ok(&c->sasl))
-		return 0;  /* the broker answers first (v0 handshake, raw token) */
-	if (c->sasl.phase == SASL_RAW_CLIENT)
-		return req_raw_token(c, d->buf + at, avail);
-	if (c->fifo_len >= w->cl->max_inflight) {
-		/* Backpressure, not an error: the next request waits (and the
-		 * client is not read past it) until responses drain. */
-		if (!c->inflight_paused) {
-			c->inflight_paused = true;
-			METRIC_ADD(w->m, inflight_paused, 1);
-		}
-		return 0;
-	}
-	c->inflight_paused = false;
-
-	const uint8_t *p = d->buf + at;
-	int r = req_check_prefix(c, p, avail);
-	if (r < 0)
-		return -1;
-	if (r == 0 || avail < 6)
-		goto need_more;
-	/* Keys newer than the codec's table: their header layout is a guess
-	 * and nothing in ferry has vetted what their responses carry. */
-	int16_t key = kc_get_i16(p + 4);
-	if (!c->seen_request && sasl_legacy_gssapi(p, avail)) {
-		METRIC_ADD(w->m, sasl_refused, 1);
-		return conn_fail(c, "a bare GSSAPI token with no SaslHandshake (a Kafka 0.9 "
-		    "client) is not relayed: use a client with SaslHandshake v1");
-	}
-	if (key > KC_API_KEY_MAX_KNOWN) {
-		METRIC_ADD(w->m, malformed_requests, 1);
-		return conn_fail(c, "refused request with unknown API key %d", key);
-	}
-	struct kc_req_header h;
-	char err[128];
-	r = kc_parse_request_header(p, avail, w->cl->max_frame_bytes, &h, err, sizeof err);
-	if (r == KC_NEED_MORE)
-		goto need_more;
-	if (r != KC_OK) {
-		METRIC_ADD(w->m, malformed_requests, 1);
-		return conn_fail(c, "malformed request: %s", err);
-	}
-	/* SASL pass-through: the pre-authentication limit, the mechanism of
-	 * a handshake (a v0 one stops parsing until its answer). */
-	if (!sasl_frame_allowed(&c->sasl, h.api_key, (uint64_t)h.size, conn_sasl_limit(c))) {
-		METRIC_ADD(w->m, sasl_frame_too_large, 1);
-		return conn_fail(c, "%s request of %d bytes before SASL authentication exceeds "
-		    "sasl_max_frame_bytes (%llu)", kc_api_name(h.api_key), h.size,
-		    (unsigned long long)conn_sasl_limit(c));
-	}
-	r = sasl_on_request(&c->sasl, p, avail, &h, err, sizeof err);
-	if (r == SASL_NEED_MORE)
-		goto need_more;
-	if (r == SASL_REFUSED) {
-		METRIC_ADD(w->m, sasl_refused, 1);
-		return conn_fail(c, "%s", err);
-	}
-	if (r != SASL_OK) {
-		METRIC_ADD(w->m, malformed_requests, 1);
-		return conn_fail(c, "%s", err);
-	}
-	c->seen_request = true;
-	c->requests++;
-	if (h.api_key == 18 && !kc_request_allowed(18, h.api_version)) {
-		/* Client ahead of the proxy: answer UNSUPPORTED_VERSION ourselves,
-		 * in order, so it retries at a version we parse. */
-		if (fifo_push(c, h.correlation_id, h.api_key, h.api_version, true) == -1)
-			return conn_fail(c, "out of memory for the in-flight queue");
-		d->skip_left = 4 + (uint64_t)h.size;
-		conn_drain_consume(c, d->skip_left);
-		return 1;
-	}
-	if (!kc_request_allowed(h.api_key, h.api_version)) {
-		METRIC_ADD(w->m, malformed_requests, 1);
-		return conn_fail(c, "refused request %s (key %d) v%d", kc_api_name(h.api_key),
-		    h.api_key, h.api_version);
-	}
-	bool expects_response = true;
-	if (h.api_key == 0) {
-		int16_t acks;
-		r = kc_produce_acks(p, avail, &h, &acks);
-		if (r == KC_NEED_MORE)
-			goto need_more;
-		if (r != KC_OK) {
-			METRIC_ADD(w->m, malformed_requests, 1);
-			return conn_fail(c, "malformed Produce request");
-		}
-		expects_response = acks != 0;
-	}
-	if (expects_response &&
-	    fifo_push(c, h.correlation_id, h.api_key, h.api_version, false) == -1)
-		return conn_fail(c, "out of memory for the in-flight queue");
-	METRIC_ADD(w->m, requests, 1);
-	atomic_fetch_add_explicit(&w->m->api[metrics_api_slot(h.api_key)].requests, 1,
-	    memory_order_relaxed);
-	d->frame_left = 4 + (uint64_t)h.size;
-	conn_drain_consume(c, d->frame_left);
-	return 1;
-
-need_more:
-	/* The header must fit in one buffer; compaction happens in dir_read. */
-	if (at == 0 && d->end == WORKER_BUF_SIZE) {
-		METRIC_ADD(w->m, malformed_requests, 1);
-		return conn_fail(c, "request header larger than %d bytes", WORKER_BUF_SIZE);
-	}
-	c->req_need_more = true;
-	return 0;
-}
-
 /* ---- responses: upstream -> client ------------------------------------- */
 
 static int
@@ -703,200 +397,48 @@ conn_map_broker(void *ctx, int32_t node_id, const char *up_host, size_t up_host_
 	return 0;
 }
 
-static int
-resp_finish_rewrite(struct conn *c)
-{
-	struct worker *w = c->w;
-	struct dir *d = &c->resp;
-	struct kc_broker_map map = { .map = conn_map_broker, .ctx = c };
-	uint8_t *out = NULL;
-	size_t out_len = 0;
-	char err[128];
-	int r = kc_rewrite_response(d->acc_key, d->acc_ver, d->acc, d->acc_len, &map, &out,
-	    &out_len, err, sizeof err);
-	free(d->acc);
-	d->acc = NULL;
-	if (r != KC_OK) {
-		METRIC_ADD(w->m, malformed_responses, 1);
-		return conn_upstream_broken(c, "malformed %s v%d response: %s",
-		    kc_api_name(d->acc_key), d->acc_ver, err);
-	}
-	/* A well-formed Kafka answer: what "reachable" means (conn_connected
-	 * does not claim it on a bare TCP connect). */
-	if (d->acc_key == KC_API_API_VERSIONS || d->acc_key == KC_API_METADATA)
-		worker_upstream_report(w, true, NULL);
-	d->out = out;
-	d->out_len = out_len;
-	d->out_off = 0;
-	d->out_owned = true;
-	METRIC_ADD(w->m, responses_rewritten, 1);
-	if (map.trailing) {
-		/* librdkafka's mock writes Metadata's final tag byte twice */
-		METRIC_ADD(w->m, responses_trailing_bytes, 1);
-		log_debug("dropped bytes after a complete response", "api=%s version=%d bytes=%zu",
-		    kc_api_name(d->acc_key), d->acc_ver, map.trailing);
-	}
-	return 1;
-}
-
-static int
-resp_parse(struct conn *c)
-{
-	struct worker *w = c->w;
-	struct dir *d = &c->resp;
-	if (d->out)
-		return 0;
-	size_t avail = d->buf ? d->end - (d->start + d->fwd) : 0;
-	if (d->frame_left) {
-		size_t take = avail < d->frame_left ? avail : (size_t)d->frame_left;
-		d->fwd += take;
-		d->frame_left -= take;
-		return take > 0;
-	}
-	if (d->acc) {
-		if (avail == 0)
-			return 0;   /* (d->buf may be NULL) */
-		size_t take = d->acc_need - d->acc_len;
-		if (take > avail)
-			take = avail;
-		memcpy(d->acc + d->acc_len, d->buf + d->start, take);
-		d->acc_len += take;
-		d->start += take;
-		if (d->acc_len == d->acc_need)
-			return resp_finish_rewrite(c);
-		return take > 0;
-	}
-	if (c->sasl.phase == SASL_RAW_SERVER) {
-		/* The broker's token of a legacy raw SASL exchange. */
-		if (avail == 0)
-			return 0;
-		uint64_t frame = 0;
-		char err[160];
-		int r = sasl_on_raw_token(&c->sasl, false, d->buf + d->start + d->fwd, avail,
-		    w->cl->max_frame_bytes, &frame, err, sizeof err);
-		if (r == SASL_NEED_MORE)
-			return 0;
-		if (r != SASL_OK) {
-			if (r == SASL_TOO_LARGE)
-				METRIC_ADD(w->m, frame_too_large, 1);
-			else
-				METRIC_ADD(w->m, malformed_responses, 1);
-			return conn_upstream_broken(c, "%s", err);
-		}
-		d->frame_left = frame;
-		if (c->sasl.authenticated && c->sasl.phase == SASL_KAFKA)
-			log_debug("SASL raw exchange relayed", "mechanism=%s", c->sasl.mech_name);
-		return 1;
-	}
-	struct inflight *head = fifo_head(c);
-	if (head && head->synthetic) {
-		if (d->fwd)
-			return 0;
-		size_t n = kc_build_apiversions_unsupported(d->small, sizeof d->small, head->corr);
-		d->out = d->small;
-		d->out_len = n;
-		d->out_off = 0;
-		d->out_owned = false;
-		fifo_pop(c);
-		METRIC_ADD(w->m, responses, 1);
-		return 1;
-	}
-	if (avail == 0)
-		return 0;
-	const uint8_t *p = d->buf + d->start + d->fwd;
-	int32_t size = 0, corr = 0;
-	char err[128];
-	int r = kc_parse_response_prefix(p, avail, w->cl->max_frame_bytes, &size, &corr, err,
-	    sizeof err);
-	if (r == KC_NEED_MORE)
-		return 0;
-	if (r != KC_OK) {
-		/* (size is not set on failure; avail >= 4 here) */
-		int32_t raw = kc_get_i32(p);
-		if (raw > 0 && (uint64_t)raw > w->cl->max_frame_bytes)
-			METRIC_ADD(w->m, frame_too_large, 1);
-		else
-			METRIC_ADD(w->m, malformed_responses, 1);
-		if (!c->seen_response) {
-			/* Say what the peer speaks instead (TLS, HTTP, ...). */
-			char what[200];
-			enum kc_sniff v = kc_sniff_response(p, avail, w->cl->max_frame_bytes);
-			if (v != KC_SNIFF_KAFKA && v != KC_SNIFF_NEED_MORE)
-				return conn_upstream_broken(c, "%s", kc_sniff_describe(v, p, avail,
-				    w->cl->max_frame_bytes, what, sizeof what));
-		}
-		return conn_upstream_broken(c, "malformed response: %s", err);
-	}
-	if (!head) {
-		METRIC_ADD(w->m, correlation_mismatch, 1);
-		return conn_upstream_broken(c, "a response (correlation id %d) nobody asked for",
-		    corr);
-	}
-	if (corr != head->corr) {
-		METRIC_ADD(w->m, correlation_mismatch, 1);
-		return conn_upstream_broken(c, "response correlation id %d does not match request "
-		    "%d (%s)", corr, head->corr, kc_api_name(head->key));
-	}
-	c->seen_response = true;
-	if (head->key == KC_API_SASL_HANDSHAKE || head->key == KC_API_SASL_AUTHENTICATE) {
-		/* Its error code moves the SASL state on (sasl.h). */
-		r = sasl_on_response(&c->sasl, head->key, head->ver, p, avail, err, sizeof err);
-		if (r == SASL_NEED_MORE) {
-			if (d->start + d->fwd == 0 && d->end == WORKER_BUF_SIZE) {
-				METRIC_ADD(w->m, malformed_responses, 1);
-				return conn_upstream_broken(c, "%s response header larger than %d "
-				    "bytes", kc_api_name(head->key), WORKER_BUF_SIZE);
-			}
-			return 0;
-		}
-		if (r != SASL_OK) {
-			METRIC_ADD(w->m, malformed_responses, 1);
-			return conn_upstream_broken(c, "%s", err);
-		}
-	}
-	if (kc_response_needs_rewrite(head->key, head->ver)) {
-		if (d->fwd)
-			return 0;  /* flush what precedes it first */
-		d->acc_need = 4 + (size_t)size;
-		d->acc = malloc(d->acc_need);
-		if (!d->acc)
-			return conn_fail(c, "out of memory for a %zu byte response", d->acc_need);
-		d->acc_len = 0;
-		d->acc_key = head->key;
-		d->acc_ver = head->ver;
-	} else {
-		d->frame_left = 4 + (uint64_t)size;
-	}
-	/* the upstream latency of this API (loop time: no clock call) */
-	ev_tstamp lat = ev_now(w->loop) - head->sent;
-	metrics_observe(w->m, head->key, lat > 0 ? (uint64_t)(lat * 1e6) : 0);
-	fifo_pop(c);
-	METRIC_ADD(w->m, responses, 1);
-	return 1;
-}
-
 /* ---- the driver ---------------------------------------------------------- */
+
+/* A framing step failed (worker/frame.h): its reason becomes the close
+ * reason; an upstream that broke the protocol is reported. -1. */
+static int
+conn_frame_failed(struct conn *c, int status)
+{
+	if (status == FRAME_UPSTREAM)
+		return conn_upstream_broken(c, "%s", c->fr.why);
+	return conn_fail(c, "%s", c->fr.why);
+}
 
 /* Parse and write both directions once. -1 close, else 1 on progress. */
 static int
 conn_forward(struct conn *c)
 {
+	ev_tstamp now = ev_now(c->w->loop);
 	int progress = 0, r;
 	if (!c->up_eof) {
 		/* (after an upstream EOF nothing more is forwarded to it) */
-		while ((r = req_parse(c)) > 0)
+		uint64_t started;
+		while ((r = frame_req_step(&c->fr, now, conn_may_start(c), &started)) == FRAME_OK) {
+			if (started)
+				conn_drain_consume(c, started);
 			progress = 1;
+		}
 		if (r < 0)
-			return -1;
-		if ((r = dir_flush(c, &c->req, &c->up, true)) < 0)
+			return conn_frame_failed(c, r);
+		if ((r = dir_flush(c, &c->fr.req, &c->up, true)) < 0)
 			return -1;
 		progress |= r;
 	}
-	while ((r = resp_parse(c)) > 0)
+	while ((r = frame_resp_step(&c->fr, now)) == FRAME_OK) {
+		if (c->fr.upstream_answered) {
+			c->fr.upstream_answered = false;
+			worker_upstream_report(c->w, true, NULL);
+		}
 		progress = 1;
+	}
 	if (r < 0)
-		return -1;
-	if ((r = dir_flush(c, &c->resp, &c->cli, false)) < 0)
+		return conn_frame_failed(c, r);
+	if ((r = dir_flush(c, &c->fr.resp, &c->cli, false)) < 0)
 		return -1;
 	return progress | r;
 }
@@ -906,14 +448,14 @@ conn_forward(struct conn *c)
 static void
 conn_request_clock(struct conn *c)
 {
-	if (!req_partial(c)) {
-		c->req_since = 0;
+	if (!frame_req_partial(&c->fr)) {
+		c->fr.req_since = 0;
 		return;
 	}
-	if (c->req_since)
+	if (c->fr.req_since)
 		return;
-	c->req_since = ev_now(c->w->loop);
-	conn_timer_due(c, c->req_since + conn_request_timeout(c));
+	c->fr.req_since = ev_now(c->w->loop);
+	conn_timer_due(c, c->fr.req_since + conn_request_timeout(c));
 }
 
 /* One handshake step on each side still in one (plain TCP never is: two
@@ -1039,7 +581,7 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 		/* Bytes held inside a transport are read without waiting for
 		 * the socket (transport_pending; never any for plain TCP). */
 		if ((cli_readable || transport_pending(&c->cli)) && conn_reads_client(c)) {
-			r = dir_read(c, &c->req, &c->cli, true, &filled);
+			r = dir_read(c, &c->fr.req, &c->cli, true, &filled);
 			if (r < 0)
 				return -1;
 			progress |= r;
@@ -1048,8 +590,8 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 				c->last_active = ev_now(w->loop);
 		}
 		if (open && (up_readable || transport_pending(&c->up)) && !c->up_eof &&
-		    dir_has_room(&c->resp)) {
-			r = dir_read(c, &c->resp, &c->up, false, &filled);
+		    frame_dir_has_room(&c->fr, &c->fr.resp)) {
+			r = dir_read(c, &c->fr.resp, &c->up, false, &filled);
 			if (r < 0) {
 				METRIC_ADD(w->m, upstream_closed, 1);
 				return -1;
@@ -1065,10 +607,11 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 
 	if (!open) {
 		/* Garbage need not wait for the upstream connection. */
-		if (!c->seen_request && c->req.buf &&
-		    req_check_prefix(c, c->req.buf + c->req.start, c->req.end - c->req.start) < 0)
-			return -1;
-		if (c->cli_eof && conn_req_unparsed(c) == 0)
+		if (!c->fr.seen_request && c->fr.req.buf &&
+		    frame_check_prefix(&c->fr, c->fr.req.buf + c->fr.req.start,
+		    c->fr.req.end - c->fr.req.start) < 0)
+			return conn_fail(c, "%s", c->fr.why);
+		if (c->cli_eof && frame_req_unparsed(&c->fr) == 0)
 			return conn_end(c, "client closed the connection");
 		if (c->exit == HANDOVER_EXIT_HANDOVER)
 			return conn_handover_try(c) < 0 ? -1 : 0;
@@ -1078,38 +621,38 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 		}
 		return 0;
 	}
-	if (c->up_eof && !c->resp.fwd && !c->resp.out) {
+	if (c->up_eof && !c->fr.resp.fwd && !c->fr.resp.out) {
 		/* Every whole response received has been delivered. */
 		METRIC_ADD(w->m, upstream_closed, 1);
-		if (c->sasl.phase == SASL_RAW_SERVER && !c->resp.frame_left)
+		if (c->fr.sasl.phase == SASL_RAW_SERVER && !c->fr.resp.frame_left)
 			return conn_end(c, "upstream closed the connection instead of answering "
 			    "a %s token (legacy raw SASL): authentication refused",
-			    c->sasl.mech_name);
-		if (c->fifo_len == 0 && !c->resp.frame_left && !c->resp.acc)
+			    c->fr.sasl.mech_name);
+		if (c->fr.fifo_len == 0 && !c->fr.resp.frame_left && !c->fr.resp.acc)
 			return conn_end(c, "upstream closed the connection");
-		struct inflight *head = fifo_head(c);
-		if (!c->seen_response && head && !head->synthetic &&
-		    head->key == KC_API_API_VERSIONS && !c->resp.frame_left && !c->resp.acc) {
+		const struct frame_inflight *head = frame_fifo_head(&c->fr);
+		if (!c->fr.seen_response && head && !head->synthetic &&
+		    head->key == KC_API_API_VERSIONS && !c->fr.resp.frame_left && !c->fr.resp.acc) {
 			/* Every Kafka broker answers ApiVersions (v0 with an error
 			 * code when it is too new); TLS servers and most other
 			 * services just hang up on it. */
-			if (c->resp.buf && c->resp.end > c->resp.start) {
+			if (c->fr.resp.buf && c->fr.resp.end > c->fr.resp.start) {
 				char what[200];
 				return conn_upstream_broken(c, "%s", kc_sniff_describe(
-				    KC_SNIFF_NEED_MORE, c->resp.buf + c->resp.start,
-				    c->resp.end - c->resp.start, w->cl->max_frame_bytes, what,
+				    KC_SNIFF_NEED_MORE, c->fr.resp.buf + c->fr.resp.start,
+				    c->fr.resp.end - c->fr.resp.start, w->cl->max_frame_bytes, what,
 				    sizeof what));
 			}
 			return conn_upstream_broken(c, "closed the connection without answering "
 			    "ApiVersions (a TLS port, or not Kafka?)");
 		}
 		return conn_fail(c, "upstream closed the connection with %zu request(s) in flight",
-		    c->fifo_len);
+		    c->fr.fifo_len);
 	}
 	if (c->cli_eof) {
-		if (req_partial(c))
+		if (frame_req_partial(&c->fr))
 			return conn_end(c, "client closed the connection in the middle of a request");
-		if (conn_owes_nothing(c) && (c->draining || conn_req_unparsed(c) == 0))
+		if (frame_owes_nothing(&c->fr) && (c->draining || frame_req_unparsed(&c->fr) == 0))
 			return conn_end(c, "client closed the connection");
 		/* Half-closed: deliver what is owed (bounded by the timer). */
 		conn_timer_due(c, c->cli_eof_at + conn_request_timeout(c));
@@ -1118,7 +661,7 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 		int r = conn_handover_try(c);
 		if (r != 0)
 			return r < 0 ? -1 : 0;
-	} else if (c->draining && conn_owes_nothing(c)) {
+	} else if (c->draining && frame_owes_nothing(&c->fr)) {
 		if (conn_drain_pending(c)) {
 			if (conn_drain_grace(c))
 				conn_timer_due(c, c->drain_grace_until);
@@ -1170,10 +713,10 @@ conn_update_watchers(struct conn *c)
 	 * wants from it: read when there is room, write when bytes are owed
 	 * (a TLS transport may turn either around, or wait on a handshake). */
 	bool cli_rd = conn_reads_client(c), up_rd = false;
-	ce = transport_interest(&c->cli, cli_rd, c->resp.fwd || c->resp.out);
+	ce = transport_interest(&c->cli, cli_rd, c->fr.resp.fwd || c->fr.resp.out);
 	if (c->state == CONN_OPEN && !c->up_eof) {
-		up_rd = dir_has_room(&c->resp);
-		ue = transport_interest(&c->up, up_rd, c->req.fwd);
+		up_rd = frame_dir_has_room(&c->fr, &c->fr.resp);
+		ue = transport_interest(&c->up, up_rd, c->fr.req.fwd);
 	}
 	conn_set_io(c, &c->cli_io, c->cli.fd, ce);
 	conn_set_io(c, &c->up_io, c->up.fd, ue);
@@ -1208,7 +751,7 @@ conn_up_cb(struct ev_loop *loop, ev_io *io, int revents)
 static bool
 conn_is_idle(const struct conn *c)
 {
-	return conn_owes_nothing(c) && !req_partial(c) && !c->cli_eof;
+	return frame_owes_nothing(&c->fr) && !frame_req_partial(&c->fr) && !c->cli_eof;
 }
 
 /* Metadata wait while connecting; request_timeout, half-close deadline and
@@ -1254,12 +797,12 @@ conn_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 		}
 		next = c->close_at;
 	}
-	if (c->req_since) {
-		ev_tstamp due = c->req_since + rt;
-		if (due <= now && c->req.fwd) {
+	if (c->fr.req_since) {
+		ev_tstamp due = c->fr.req_since + rt;
+		if (due <= now && c->fr.req.fwd) {
 			/* The upstream is not taking the bytes we have: that
 			 * time is not the client's. Give it a fresh period. */
-			c->req_since = now;
+			c->fr.req_since = now;
 			due = now + rt;
 		}
 		if (due <= now) {
@@ -1276,7 +819,7 @@ conn_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 		ev_tstamp due = c->cli_eof_at + rt;
 		if (due <= now) {
 			conn_fail(c, "client half-closed; %zu response(s) still owed after request_timeout",
-			    c->fifo_len);
+			    c->fr.fifo_len);
 			conn_close(c, LOG_INFO, "connection closed");
 			return;
 		}
@@ -1461,6 +1004,14 @@ conn_new(struct worker *w, int fd, int broker_index)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 	c->w = w;
 	c->broker_index = broker_index;
+	const struct frame_limits lim = {
+		.max_frame_bytes = w->cl->max_frame_bytes,
+		.sasl_max_frame_bytes = w->cl->sasl_max_frame_bytes,
+		.max_inflight = w->cl->max_inflight,
+		.buf_size = WORKER_BUF_SIZE,
+	};
+	const struct kc_broker_map map = { .map = conn_map_broker, .ctx = c };
+	frame_init(&c->fr, &lim, w->m, &map);
 	transport_plain_init(&c->cli, fd);
 	c->up.fd = -1;
 	ev_io_init(&c->cli_io, conn_cli_cb, fd, EV_READ);

@@ -8,30 +8,13 @@
  * addresses (Metadata, FindCoordinator) and ApiVersions are accumulated
  * whole, rewritten by worker/kafka and written from the rewritten copy.
  *
- * Per connection, a FIFO of in-flight requests {correlation id, api key,
- * version} matches every response to its request; acks=0 Produce requests
- * owe none. Anything malformed closes this connection only, is counted by
- * reason and logged at a bounded rate: a size prefix < 8 or above
- * max_frame_bytes, a header the codec rejects, a refused API key or one
- * above KC_API_KEY_MAX_KNOWN, a TLS ClientHello as the first bytes of a
- * plaintext connection (or plaintext on a TLS listener), a response out
- * of FIFO order, a rewritten response that does not parse, a client frame
- * above sasl_max_frame_bytes before
- * SASL authentication, a legacy SaslHandshake v0 whose mechanism is not
- * relayed.
- *
- * SASL pass-through (worker/kafka/sasl.h holds the state and the rules):
- * SaslHandshake and SaslAuthenticate go through the FIFO like any request;
- * their responses' error codes are read on the way (never rewritten) to
- * learn when the client has authenticated. Until then every client frame
- * is held to sasl_max_frame_bytes (a client that goes on without SASL is
- * exempt from its first non-SASL request). A SaslHandshake v0 stops the
- * request parser until its response; if the broker accepts it, the legacy
- * raw tokens ([int32 length][token], no header, no correlation id, no FIFO
- * entry) are streamed by their length prefix, client and broker in turn
- * (PLAIN 1+1, SCRAM 2+2), and Kafka framing resumes after the broker's last
- * token. While the broker's token is awaited the connection owes it (no
- * idle close, no drain close).
+ * The framing (worker/frame.h) decides where each request and response
+ * starts and ends, matches responses to requests through a FIFO, and says
+ * what is malformed: anything malformed closes this connection only, is
+ * counted by reason and logged at a bounded rate. SASL is passed through
+ * (frame.h, worker/kafka/sasl.h); while the broker's raw token of a legacy
+ * SASL exchange is awaited the connection owes it (no idle close, no drain
+ * close).
  *
  * TLS (cluster tls_cert): accept -> the client's TLS handshake, bounded by
  * request_timeout -> conn_tls_accepted() -> only then the upstream

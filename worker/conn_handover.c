@@ -39,9 +39,9 @@ conn_drain_one(struct conn *c)
 	struct worker *w = c->w;
 	c->exit = HANDOVER_EXIT_DRAIN;
 	c->draining = true;
-	c->drain_credit = conn_req_unparsed(c);
-	if (c->req_need_more ||
-	    (!c->seen_request && c->drain_credit == 0 &&
+	c->drain_credit = frame_req_unparsed(&c->fr);
+	if (c->fr.req_need_more ||
+	    (!c->fr.seen_request && c->drain_credit == 0 &&
 	     ev_now(w->loop) - c->last_active < CONN_DRAIN_FRESH)) {
 		/* A request is on its way: give it a moment. */
 		c->drain_grace_until = ev_now(w->loop) + CONN_DRAIN_GRACE;
@@ -102,17 +102,16 @@ conn_movable(const struct conn *c)
 static struct handover_view
 conn_handover_view(const struct conn *c)
 {
-	const struct dir *r = &c->resp;
 	struct handover_view v = {
 		.upstream_open = c->state == CONN_OPEN,
 		/* (a raw SASL exchange cannot continue elsewhere) */
-		.movable = conn_movable(c) && sasl_movable(&c->sasl),
-		.owes = !conn_owes_nothing(c),
-		.frame_partial = c->req.frame_left > 0 || c->req.skip_left > 0,
-		.resp_unparsed = r->buf && r->end > r->start + r->fwd,
+		.movable = conn_movable(c) && sasl_movable(&c->fr.sasl),
+		.owes = !frame_owes_nothing(&c->fr),
+		.frame_partial = c->fr.req.frame_left > 0 || c->fr.req.skip_left > 0,
+		.resp_unparsed = frame_resp_unparsed(&c->fr) > 0,
 		.cli_eof = c->cli_eof,
 		.up_eof = c->up_eof,
-		.pending = conn_req_unparsed(c),
+		.pending = frame_req_unparsed(&c->fr),
 	};
 	return v;
 }
@@ -125,7 +124,7 @@ conn_exit_drain(struct conn *c)
 {
 	c->exit = HANDOVER_EXIT_DRAIN;
 	c->draining = true;
-	c->drain_credit = conn_req_unparsed(c);
+	c->drain_credit = frame_req_unparsed(&c->fr);
 	c->drain_grace_until = 0;
 	if (c->ho_waiting) {
 		c->ho_waiting = false;
@@ -148,16 +147,16 @@ conn_handover_send(struct conn *c)
 		return 0;
 	}
 	bool up = c->state == CONN_OPEN;
-	size_t pending = conn_req_unparsed(c);
+	size_t pending = frame_req_unparsed(&c->fr);
 	struct ipc_conn_record rec;
 	uint8_t *msg = malloc(sizeof rec + pending);
 	if (!msg)
 		return -1;
 	handover_record_init(&rec, w->handover_seq + 1, c->broker_index, c->upstream_try, up,
-	    c->requests, pending, sasl_encode(&c->sasl));
+	    c->fr.requests, pending, sasl_encode(&c->fr.sasl));
 	memcpy(msg, &rec, sizeof rec);
 	if (pending)
-		memcpy(msg + sizeof rec, c->req.buf + c->req.start + c->req.fwd, pending);
+		memcpy(msg + sizeof rec, c->fr.req.buf + c->fr.req.start + c->fr.req.fwd, pending);
 	int fds[2] = { c->cli.fd, c->up.fd };
 	int r = worker_ipc_send_fds(w, IPC_CONN_OUT, msg, sizeof rec + pending, fds, up ? 2 : 1);
 	int err = errno;
@@ -183,12 +182,12 @@ conn_handover_send(struct conn *c)
 	ev_io_stop(w->loop, &c->cli_io);
 	ev_io_stop(w->loop, &c->up_io);
 	/* The pending bytes travel with the record; buffers go back. */
-	conn_dir_release(w, &c->req);
-	conn_dir_release(w, &c->resp);
-	c->req.start = c->req.end = 0;
+	conn_dir_release(w, &c->fr.req);
+	conn_dir_release(w, &c->fr.resp);
+	c->fr.req.start = c->fr.req.end = 0;
 	log_debug("connection handed over", "id=%llu upstream=%s pending=%zu requests=%llu",
 	    (unsigned long long)c->ho_id, up ? "open" : "none", pending,
-	    (unsigned long long)c->requests);
+	    (unsigned long long)c->fr.requests);
 	return 1;
 }
 
@@ -382,7 +381,7 @@ conn_adopt(struct worker *w, struct ipc_msg *msg)
 		snprintf(err, sizeof err, "a descriptor is not a stream socket");
 	else if (!(c = conn_new(w, fds[0], a.rec.broker_index)))
 		snprintf(err, sizeof err, "out of memory");
-	else if (a.rec.pending_len && !(c->req.buf = worker_buf_get(w)))
+	else if (a.rec.pending_len && !(c->fr.req.buf = worker_buf_get(w)))
 		snprintf(err, sizeof err, "out of memory");
 	if (err[0]) {
 		if (c) {
@@ -401,14 +400,14 @@ conn_adopt(struct worker *w, struct ipc_msg *msg)
 	for (size_t i = 0; i < nfds; i++)
 		fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
 	c->upstream_try = (size_t)a.rec.upstream_try;
-	c->requests = a.rec.requests;
-	c->seen_request = a.seen_request;
-	c->sasl = a.sasl;
+	c->fr.requests = a.rec.requests;
+	c->fr.seen_request = a.seen_request;
+	c->fr.sasl = a.sasl;
 	if (a.rec.pending_len) {
 		/* Read by the old worker, not forwarded: first in line. */
-		memcpy(c->req.buf, a.pending, a.rec.pending_len);
-		c->req.start = 0;
-		c->req.end = a.rec.pending_len;
+		memcpy(c->fr.req.buf, a.pending, a.rec.pending_len);
+		c->fr.req.start = 0;
+		c->fr.req.end = a.rec.pending_len;
 	}
 	ack.adopted = 1;
 	worker_ipc_send(w, IPC_CONN_TAKEN, &ack, sizeof ack);

@@ -14,6 +14,7 @@
 #include "common/sni.h"
 #include "common/transport.h"
 #include "worker/conn.h"
+#include "worker/frame.h"
 #include "worker/handover.h"
 #include "worker/kafka/sasl.h"
 
@@ -27,28 +28,6 @@ enum conn_state {
 	CONN_TLS_HANDSHAKE,    /* client TLS handshake; the upstream connect waits
 	                          for it (connection order: see conn_tls_accepted) */
 	CONN_STATE_COUNT,
-};
-
-struct inflight {
-	int32_t corr;
-	int16_t key;
-	int16_t ver;
-	uint8_t synthetic;     /* answered by the proxy itself */
-	ev_tstamp sent;        /* parsed for forwarding (loop time): latency start */
-};
-
-struct dir {
-	uint8_t *buf;
-	size_t start, end, fwd;
-	uint64_t frame_left;   /* pass-through bytes not yet in the buffer */
-	uint64_t skip_left;    /* bytes to drop (request answered locally) */
-	uint8_t *acc;          /* whole frame being collected for rewrite */
-	size_t acc_len, acc_need;
-	int16_t acc_key, acc_ver;
-	uint8_t *out;          /* rewritten/synthetic frame being written */
-	size_t out_len, out_off;
-	bool out_owned;        /* out is malloc'd (else points to small[]) */
-	uint8_t small[64];
 };
 
 struct conn {
@@ -66,12 +45,9 @@ struct conn {
 	struct sni_pick sni_pick;   /* written by the ClientHello callback */
 	size_t upstream_try;
 	struct upstream_connect *uc;
-	struct dir req, resp;
-	struct inflight *fifo;
-	size_t fifo_cap, fifo_head, fifo_len;
+	struct frame fr;        /* Kafka framing of both directions (frame.h) */
 	ev_tstamp last_active;  /* last read from either side */
 	ev_tstamp timer_at;     /* when `timer` fires; 0 = not armed */
-	ev_tstamp req_since;    /* first bytes of the request frame in progress; 0 = none */
 	ev_tstamp cli_eof_at;   /* when the client half-closed */
 	bool draining;
 	size_t drain_credit;    /* request bytes received before the drain began,
@@ -79,12 +55,8 @@ struct conn {
 	ev_tstamp drain_grace_until; /* fresh connection: wait this long for the
 	                           first request, which is on its way */
 	bool waiting_metadata;
-	bool seen_request;      /* a request header parsed (TLS sniffing is over) */
-	bool seen_response;     /* a response from upstream matched its request */
-	bool req_need_more;     /* bytes at a request boundary do not make a header yet */
 	bool cli_eof;           /* client sent FIN: no more requests */
 	bool up_eof;            /* upstream sent FIN: deliver what is whole, then close */
-	bool inflight_paused;   /* a request waits: max_inflight reached (counted once) */
 	bool quiet;             /* the pending close is a clean one (log at debug) */
 	char why[160];          /* reason of the pending close */
 	/* leaving the generation (see "Reload" in conn.h) */
@@ -94,9 +66,6 @@ struct conn {
 	                           CONN_DONE says who owns the connection */
 	bool ho_waiting;        /* ready to move, held back by the window */
 	uint64_t ho_id;         /* its record id in CONN_OUT / CONN_DONE */
-	uint64_t requests;      /* request headers parsed (carried in the record) */
-	struct sasl sasl;       /* SASL pass-through (worker/kafka/sasl.h; carried
-	                           in the record) */
 };
 
 /*
@@ -126,11 +95,7 @@ int conn_fail(struct conn *c, const char *fmt, ...) __attribute__((format(printf
 int conn_end(struct conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Give a direction's buffers back (the read buffer to the pool). */
-void conn_dir_release(struct worker *w, struct dir *d);
-/* Nothing owed either way: no request in flight, every buffer flushed. */
-bool conn_owes_nothing(const struct conn *c);
-/* Request bytes read from the client and not parsed yet. */
-size_t conn_req_unparsed(const struct conn *c);
+void conn_dir_release(struct worker *w, struct frame_dir *d);
 /* Draining, and requests received in time remain to be served. */
 bool conn_drain_pending(const struct conn *c);
 
