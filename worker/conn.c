@@ -256,12 +256,13 @@ write_failed(struct conn *c, bool to_upstream)
 	    upstream_transport_error(to_upstream ? &c->up : &c->cli, errno));
 }
 
-/* Write the parsed pass-through bytes of d to t. 1 progress, 0 blocked or
- * nothing to do, -1 error. */
+/* Write the parsed pass-through bytes of d to t, then a rewritten frame.
+ * 0 (*moved: anything was written), or -1 to close (why set). */
 static int
-dir_flush(struct conn *c, struct frame_dir *d, struct transport *t, bool to_upstream)
+dir_flush(struct conn *c, struct frame_dir *d, struct transport *t, bool to_upstream,
+	  bool *moved)
 {
-	int progress = 0;
+	*moved = false;
 	if (!transport_ready(t))
 		return 0;  /* handshake first: transport_interest says what it waits for */
 	while (d->fwd) {
@@ -269,12 +270,12 @@ dir_flush(struct conn *c, struct frame_dir *d, struct transport *t, bool to_upst
 		ssize_t n = transport_writev(t, &iov, 1);
 		if (n == -1) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return progress;
+				return 0;
 			return write_failed(c, to_upstream);
 		}
 		d->start += (size_t)n;
 		d->fwd -= (size_t)n;
-		progress = 1;
+		*moved = true;
 		if (to_upstream)
 			METRIC_ADD(c->w->m, bytes_client_to_upstream, n);
 		else
@@ -292,30 +293,31 @@ dir_flush(struct conn *c, struct frame_dir *d, struct transport *t, bool to_upst
 			ssize_t n = transport_writev(t, &iov, 1);
 			if (n == -1) {
 				if (errno == EAGAIN || errno == EWOULDBLOCK)
-					return progress;
+					return 0;
 				return write_failed(c, false);
 			}
 			d->out_off += (size_t)n;
 			METRIC_ADD(c->w->m, bytes_upstream_to_client, n);
-			progress = 1;
 		}
 		if (d->out_owned)
 			free(d->out);
 		d->out = NULL;
 		d->out_owned = false;
-		progress = 1;
+		*moved = true;
 	}
-	return progress;
+	return 0;
 }
 
 /* ---- reading ------------------------------------------------------------ */
 
-/* 1 read bytes, 0 nothing (EAGAIN, no room, or EOF: cli_eof / up_eof set),
- * -1 error (why set). */
+/* Read what t has into d: 0 (*moved: bytes were read; nothing on EAGAIN,
+ * no room, or EOF: cli_eof / up_eof set; *filled: the read filled the
+ * room), or -1 to close (why set). */
 static int
-dir_read(struct conn *c, struct frame_dir *d, struct transport *t, bool from_client, bool *filled)
+dir_read(struct conn *c, struct frame_dir *d, struct transport *t, bool from_client,
+	 bool *moved, bool *filled)
 {
-	*filled = false;
+	*moved = *filled = false;
 	if (t->state < TRANSPORT_OPEN)
 		return 0;  /* handshake first (or closed) */
 	if (!d->buf) {
@@ -357,7 +359,8 @@ dir_read(struct conn *c, struct frame_dir *d, struct transport *t, bool from_cli
 	}
 	d->end += (size_t)n;
 	*filled = (size_t)n == room;
-	return 1;
+	*moved = true;
+	return 0;
 }
 
 /* ---- responses: upstream -> client ------------------------------------- */
@@ -409,38 +412,42 @@ conn_frame_failed(struct conn *c, int status)
 	return conn_fail(c, "%s", c->fr.why);
 }
 
-/* Parse and write both directions once. -1 close, else 1 on progress. */
+/* Parse and write both directions once: 0 (*moved: a frame step was made
+ * or bytes were written), or -1 to close (why set). */
 static int
-conn_forward(struct conn *c)
+conn_forward(struct conn *c, bool *moved)
 {
 	ev_tstamp now = ev_now(c->w->loop);
-	int progress = 0, r;
+	bool wrote;
+	int r;
+	*moved = false;
 	if (!c->up_eof) {
 		/* (after an upstream EOF nothing more is forwarded to it) */
 		uint64_t started;
 		while ((r = frame_req_step(&c->fr, now, conn_may_start(c), &started)) == FRAME_OK) {
 			if (started)
 				conn_drain_consume(c, started);
-			progress = 1;
+			*moved = true;
 		}
 		if (r < 0)
 			return conn_frame_failed(c, r);
-		if ((r = dir_flush(c, &c->fr.req, &c->up, true)) < 0)
+		if (dir_flush(c, &c->fr.req, &c->up, true, &wrote) < 0)
 			return -1;
-		progress |= r;
+		*moved |= wrote;
 	}
 	while ((r = frame_resp_step(&c->fr, now)) == FRAME_OK) {
 		if (c->fr.upstream_answered) {
 			c->fr.upstream_answered = false;
 			worker_upstream_report(c->w, true, NULL);
 		}
-		progress = 1;
+		*moved = true;
 	}
 	if (r < 0)
 		return conn_frame_failed(c, r);
-	if ((r = dir_flush(c, &c->fr.resp, &c->cli, false)) < 0)
+	if (dir_flush(c, &c->fr.resp, &c->cli, false, &wrote) < 0)
 		return -1;
-	return progress | r;
+	*moved |= wrote;
+	return 0;
 }
 
 /* Start the request_timeout clock when a request frame is in progress and
@@ -560,45 +567,41 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 	if (conn_handshake(c) < 0)
 		return -1;
 	for (int rounds = 0;; rounds++) {
-		int progress = 0, r;
-		bool filled;
+		bool progress = false, moved, filled;
 		if (rounds == 64) {
 			/* Enough for this connection now; parse what the last
 			 * round read so the watchers ask for what it needs (bytes
 			 * left unparsed would wait for the next read event, which
 			 * may never come). */
-			while (open && (r = conn_forward(c)) > 0)
-				;
-			if (open && r < 0)
-				return -1;
+			for (moved = open; moved;)
+				if (conn_forward(c, &moved) < 0)
+					return -1;
 			break;
 		}
 		if (open) {
-			if ((r = conn_forward(c)) < 0)
+			if (conn_forward(c, &moved) < 0)
 				return -1;
-			progress |= r;
+			progress |= moved;
 		}
 		/* Bytes held inside a transport are read without waiting for
 		 * the socket (transport_pending; never any for plain TCP). */
 		if ((cli_readable || transport_pending(&c->cli)) && conn_reads_client(c)) {
-			r = dir_read(c, &c->fr.req, &c->cli, true, &filled);
-			if (r < 0)
+			if (dir_read(c, &c->fr.req, &c->cli, true, &moved, &filled) < 0)
 				return -1;
-			progress |= r;
+			progress |= moved;
 			cli_readable = filled;
-			if (r)
+			if (moved)
 				c->last_active = ev_now(w->loop);
 		}
 		if (open && (up_readable || transport_pending(&c->up)) && !c->up_eof &&
 		    frame_dir_has_room(&c->fr, &c->fr.resp)) {
-			r = dir_read(c, &c->fr.resp, &c->up, false, &filled);
-			if (r < 0) {
+			if (dir_read(c, &c->fr.resp, &c->up, false, &moved, &filled) < 0) {
 				METRIC_ADD(w->m, upstream_closed, 1);
 				return -1;
 			}
-			progress |= r;
+			progress |= moved;
 			up_readable = filled;
-			if (r)
+			if (moved)
 				c->last_active = ev_now(w->loop);
 		}
 		if (!progress)

@@ -82,6 +82,12 @@ struct conn {
 
 /* ---- conn.c ---------------------------------------------------------------- */
 
+/* Return conventions: the I/O steps (conn.c, conn_handover.c) return 0, or
+ * -1 when the connection must close (reason in c->why; c not freed unless
+ * said), and say through a bool *moved whether bytes moved; the framing
+ * they call returns enum frame_status (frame.h: 0 OK, 1 NEED_MORE,
+ * negative to close), the codec's convention. */
+
 /* A connection on client socket fd, not connected upstream yet, in the
  * worker's list. NULL (fd not closed) when out of memory. */
 struct conn *conn_new(struct worker *w, int fd, int broker_index);
