@@ -32,18 +32,6 @@
 _Static_assert((int)TRANSPORT_WANT_READ == (int)EV_READ && (int)TRANSPORT_WANT_WRITE == (int)EV_WRITE,
     "transport wants are libev events");
 
-static const char *
-conn_state_str(enum conn_state s)
-{
-	switch (s) {
-	case CONN_CONNECTING: return "connecting";
-	case CONN_WAIT_METADATA: return "wait-metadata";
-	case CONN_OPEN: return "open";
-	case CONN_TLS_HANDSHAKE: return "tls-handshake";
-	default: return "unknown";
-	}
-}
-
 /* ---- helpers ------------------------------------------------------------ */
 
 int
@@ -97,7 +85,7 @@ conn_drain_pending(const struct conn *c)
 static void
 conn_drain_consume(struct conn *c, uint64_t n)
 {
-	if (!c->draining)
+	if (!conn_fsm_draining(c->state))
 		return;
 	c->drain_credit = c->drain_credit > n ? c->drain_credit - (size_t)n : 0;
 	c->drain_grace_until = 0;
@@ -108,7 +96,7 @@ conn_drain_consume(struct conn *c, uint64_t n)
 static bool
 conn_may_start(const struct conn *c)
 {
-	return !(c->draining && c->drain_credit == 0 && !conn_drain_grace(c));
+	return !(conn_fsm_draining(c->state) && c->drain_credit == 0 && !conn_drain_grace(c));
 }
 
 /* Whether the client may be read now. A request frame that has started is
@@ -121,7 +109,7 @@ conn_reads_client(const struct conn *c)
 		return false;
 	if (c->fr.req.frame_left || c->fr.req.skip_left)
 		return true;
-	if (c->draining)
+	if (conn_fsm_draining(c->state))
 		return conn_drain_grace(c);
 	return c->fr.fifo_len < c->w->cl->max_inflight;
 }
@@ -161,19 +149,114 @@ conn_request_timeout(const struct conn *c)
 	return (ev_tstamp)c->w->cl->request_timeout_ms / 1000.0;
 }
 
+/* ---- the lifecycle table (conn_fsm.h) carried out ------------------------ */
+
+static void
+conn_set_state(struct conn *c, enum conn_state to, enum conn_event e)
+{
+	log_debug("connection state", "transition=\"%s -> %s (%s)\"",
+	    conn_fsm_state_str(c->state), conn_fsm_state_str(to), conn_fsm_event_str(e));
+	c->state = to;
+}
+
+/* The actions of one transition, in the order of their bits. */
+static void
+conn_do(struct conn *c, unsigned a)
+{
+	struct worker *w = c->w;
+	ev_tstamp now = ev_now(w->loop);
+	if (a & CONN_A_UNQUEUE)
+		w->handover_waiting--;
+	if (a & CONN_A_QUEUE)
+		w->handover_waiting++;
+	if (a & CONN_A_UNHANDED)
+		w->handover_out--;
+	if (a & CONN_A_HANDED) {
+		w->handover_out++;
+		if (c->uc) {
+			/* Not connected yet: the new worker connects itself. */
+			upstream_connect_cancel(c->uc);
+			c->uc = NULL;
+		}
+		conn_timer_stop(c);
+		ev_io_stop(w->loop, &c->cli_io);
+		ev_io_stop(w->loop, &c->up_io);
+		/* The pending bytes travel with the record; buffers go back. */
+		conn_dir_release(w, &c->fr.req);
+		conn_dir_release(w, &c->fr.resp);
+		c->fr.req.start = c->fr.req.end = 0;
+	}
+	if (a & CONN_A_STOP_TIMER)
+		conn_timer_stop(c);
+	if (a & CONN_A_TOUCH)
+		c->last_active = now;
+	if (a & CONN_A_ARM_HANDSHAKE)
+		conn_timer_arm(c, now + conn_request_timeout(c));
+	if (a & CONN_A_ARM_METADATA)
+		conn_timer_arm(c, now + WORKER_METADATA_TIMEOUT_MS / 1000.0 + 1);
+	if (a & CONN_A_FETCH_METADATA)
+		upstream_fetch_metadata(w);
+	if ((a & CONN_A_ARM_IDLE) && w->cl->idle_timeout_ms)
+		conn_timer_arm(c, c->last_active + (ev_tstamp)w->cl->idle_timeout_ms / 1000.0);
+	if (a & CONN_A_DRAIN_CREDIT) {
+		/* The requests already received are served; a request on its
+		 * way (a frame begun, or a connection accepted moments ago
+		 * that has sent nothing yet) gets CONN_DRAIN_GRACE. */
+		c->drain_credit = frame_req_unparsed(&c->fr);
+		if (c->fr.req_need_more ||
+		    (!c->fr.seen_request && c->drain_credit == 0 &&
+		     now - c->last_active < CONN_DRAIN_FRESH)) {
+			c->drain_grace_until = now + CONN_DRAIN_GRACE;
+			c->drain_credit = SIZE_MAX / 2;  /* the one in flight */
+		}
+	}
+	if (a & CONN_A_NO_CREDIT) {
+		/* Stop at the next request boundary (a frame in progress is
+		 * finished); no grace: what is read and not parsed moves with
+		 * the connection. */
+		c->drain_credit = 0;
+		c->drain_grace_until = 0;
+	}
+	if (a & CONN_A_UNPARSED_CREDIT) {
+		/* From a boundary reached while handing over: the bytes already
+		 * read (which would have travelled with the record) are
+		 * served, nothing more is read. */
+		c->drain_credit = frame_req_unparsed(&c->fr);
+		c->drain_grace_until = 0;
+	}
+	if (a & CONN_A_ARM_SPREAD) {
+		c->close_at = now + (ev_tstamp)handover_spread_offset(w->spread_window_ms,
+		    arc4random()) / 1000.0;
+		conn_timer_due(c, c->close_at);
+	}
+}
+
+bool
+conn_event(struct conn *c, enum conn_event e)
+{
+	struct conn_fsm_step st = conn_fsm_step(c->state, e);
+	if (!st.allowed) {
+		c->w->conn_violations++;
+		log_error("forbidden connection event (bug)", "state=%s event=%s",
+		    conn_fsm_state_str(c->state), conn_fsm_event_str(e));
+		return false;
+	}
+	conn_set_state(c, st.next, e);
+	conn_do(c, st.actions);
+	return true;
+}
+
 void
 conn_free(struct conn *c)
 {
 	struct worker *w = c->w;
+	if (c->state != CONN_CLOSED)
+		conn_event(c, CONN_E_CLOSE);
 	ev_io_stop(w->loop, &c->cli_io);
 	ev_io_stop(w->loop, &c->up_io);
 	ev_timer_stop(w->loop, &c->timer);
 	if (c->uc)
 		upstream_connect_cancel(c->uc);
-	if (c->handed)
-		w->handover_out--;
-	if (c->ho_waiting)
-		w->handover_waiting--;
 	transport_close(&c->cli);
 	transport_close(&c->up);
 	conn_dir_release(w, &c->fr.req);
@@ -204,7 +287,7 @@ conn_close(struct conn *c, enum log_level lvl, const char *what)
 			log_msg(lvl, what,
 			    "reason=\"%s\" client=%s listener=%s state=%s in_flight=%zu suppressed=%llu",
 			    c->why, peer, c->broker_index < 0 && !c->sni_broker ? "bootstrap" : "broker",
-			    conn_state_str(c->state), c->fr.fifo_len, (unsigned long long)sup);
+			    conn_fsm_state_str(c->state), c->fr.fifo_len, (unsigned long long)sup);
 		}
 	} else {
 		log_debug(what, "reason=\"%s\"", c->why);
@@ -470,7 +553,8 @@ conn_request_clock(struct conn *c)
 static int
 conn_handshake(struct conn *c)
 {
-	if (c->cli.state == TRANSPORT_HANDSHAKE && c->state != CONN_TLS_HANDSHAKE &&
+	if (c->cli.state == TRANSPORT_HANDSHAKE &&
+	    conn_fsm_leg(c->state) != CONN_LEG_TLS_HANDSHAKE &&
 	    transport_handshake(&c->cli) < 0)
 		return conn_fail(c, "%s handshake with client: %s", transport_name(&c->cli),
 		    strerror(errno));
@@ -509,15 +593,13 @@ conn_tls_accepted(struct conn *c)
 	METRIC_ADD(w->m, tls_handshakes, 1);
 	if (ssl && SSL_session_reused(ssl))
 		METRIC_ADD(w->m, tls_resumed, 1);
-	conn_timer_stop(c);
 	if (log_enabled(LOG_DEBUG)) {
 		char peer[CONN_PEER_MAX];
 		transport_peer(&c->cli, peer, sizeof peer);
 		log_debug("TLS handshake done", "client=\"%s\" version=%s resumed=%s", peer,
 		    ssl ? SSL_get_version(ssl) : "?", ssl && SSL_session_reused(ssl) ? "true" : "false");
 	}
-	c->state = CONN_CONNECTING;
-	c->last_active = ev_now(w->loop);
+	conn_event(c, CONN_E_TLS_DONE);
 	if (w->cl->gateway == CFG_GATEWAY_SNI) {
 		/* [sni] the ClientHello's server name chose the upstream */
 		if (!c->sni_pick.decided)
@@ -530,7 +612,7 @@ conn_tls_accepted(struct conn *c)
 	return conn_connect_begin(c);
 }
 
-/* One step of the client's TLS handshake (state CONN_TLS_HANDSHAKE). 0
+/* One step of the client's TLS handshake (its upstream leg: tls-handshake). 0
  * blocked or done, -1 close (why set). A client that sent plaintext (a
  * Kafka frame) is counted apart from one whose handshake failed. */
 static int
@@ -561,9 +643,9 @@ int
 conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 {
 	struct worker *w = c->w;
-	if (c->state == CONN_TLS_HANDSHAKE && conn_tls_step(c) < 0)
+	if (conn_fsm_leg(c->state) == CONN_LEG_TLS_HANDSHAKE && conn_tls_step(c) < 0)
 		return -1;
-	bool open = c->state == CONN_OPEN;
+	bool open = conn_fsm_open(c->state);
 	if (conn_handshake(c) < 0)
 		return -1;
 	for (int rounds = 0;; rounds++) {
@@ -616,9 +698,9 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 			return conn_fail(c, "%s", c->fr.why);
 		if (c->cli_eof && frame_req_unparsed(&c->fr) == 0)
 			return conn_end(c, "client closed the connection");
-		if (c->exit == HANDOVER_EXIT_HANDOVER)
+		if (conn_fsm_handover(c->state))
 			return conn_handover_try(c) < 0 ? -1 : 0;
-		if (c->draining && !conn_drain_pending(c)) {
+		if (conn_fsm_draining(c->state) && !conn_drain_pending(c)) {
 			METRIC_ADD(w->m, connections_drained, 1);
 			return conn_end(c, "drained");
 		}
@@ -655,16 +737,17 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 	if (c->cli_eof) {
 		if (frame_req_partial(&c->fr))
 			return conn_end(c, "client closed the connection in the middle of a request");
-		if (frame_owes_nothing(&c->fr) && (c->draining || frame_req_unparsed(&c->fr) == 0))
+		if (frame_owes_nothing(&c->fr) &&
+		    (conn_fsm_draining(c->state) || frame_req_unparsed(&c->fr) == 0))
 			return conn_end(c, "client closed the connection");
 		/* Half-closed: deliver what is owed (bounded by the timer). */
 		conn_timer_due(c, c->cli_eof_at + conn_request_timeout(c));
 	}
-	if (c->exit == HANDOVER_EXIT_HANDOVER) {
+	if (conn_fsm_handover(c->state)) {
 		int r = conn_handover_try(c);
 		if (r != 0)
 			return r < 0 ? -1 : 0;
-	} else if (c->draining && frame_owes_nothing(&c->fr)) {
+	} else if (conn_fsm_draining(c->state) && frame_owes_nothing(&c->fr)) {
 		if (conn_drain_pending(c)) {
 			if (conn_drain_grace(c))
 				conn_timer_due(c, c->drain_grace_until);
@@ -706,7 +789,7 @@ void
 conn_update_watchers(struct conn *c)
 {
 	int ce = 0, ue = 0;
-	if (c->handed) {
+	if (c->state == CONN_HANDED) {
 		/* Another process may be using the sockets now. */
 		ev_io_stop(c->w->loop, &c->cli_io);
 		ev_io_stop(c->w->loop, &c->up_io);
@@ -717,7 +800,7 @@ conn_update_watchers(struct conn *c)
 	 * (a TLS transport may turn either around, or wait on a handshake). */
 	bool cli_rd = conn_reads_client(c), up_rd = false;
 	ce = transport_interest(&c->cli, cli_rd, c->fr.resp.fwd || c->fr.resp.out);
-	if (c->state == CONN_OPEN && !c->up_eof) {
+	if (conn_fsm_open(c->state) && !c->up_eof) {
 		up_rd = frame_dir_has_room(&c->fr, &c->fr.resp);
 		ue = transport_interest(&c->up, up_rd, c->fr.req.fwd);
 	}
@@ -767,14 +850,15 @@ conn_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	struct conn *c = t->data;
 	struct worker *w = c->w;
 	c->timer_at = 0;
-	if (c->handed)
+	enum conn_leg leg = conn_fsm_leg(c->state);
+	if (c->state == CONN_HANDED)
 		return;  /* (its timer is stopped; nothing of it runs here) */
-	if (c->state == CONN_WAIT_METADATA) {
+	if (leg == CONN_LEG_WAIT_METADATA) {
 		snprintf(c->why, sizeof c->why, "timed out waiting for broker addresses");
 		conn_close(c, LOG_WARN, "connection closed");
 		return;
 	}
-	if (c->state == CONN_TLS_HANDSHAKE) {
+	if (leg == CONN_LEG_TLS_HANDSHAKE) {
 		/* A stalled handshake holds a descriptor and a session: it
 		 * gets request_timeout, like a stalled request frame. */
 		METRIC_ADD(w->m, tls_handshake_failures, 1);
@@ -783,16 +867,16 @@ conn_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 		conn_close(c, LOG_INFO, "connection closed");
 		return;
 	}
-	if (c->state != CONN_OPEN)
+	if (leg != CONN_LEG_OPEN)
 		return;
 	ev_tstamp now = ev_now(loop), rt = conn_request_timeout(c), next = 0;
-	if (c->draining && c->drain_grace_until && now >= c->drain_grace_until) {
+	if (conn_fsm_draining(c->state) && c->drain_grace_until && now >= c->drain_grace_until) {
 		/* The fresh connection's grace is over: re-evaluate the drain. */
 		c->drain_grace_until = 0;
 		conn_step(c, false, false);
 		return;
 	}
-	if (c->exit == HANDOVER_EXIT_SPREAD && !c->draining) {
+	if (c->state == CONN_OPEN_SPREAD) {
 		if (now >= c->close_at) {
 			/* Its turn in drain_spread: close at the next boundary. */
 			conn_drain_one(c);
@@ -895,32 +979,14 @@ conn_connected(void *arg, int fd, const char *err, bool local)
 		conn_close(c, LOG_WARN, "connection closed");
 		return;
 	}
-	c->state = CONN_OPEN;
-	c->last_active = ev_now(w->loop);
-	conn_timer_stop(c);
-	if (w->cl->idle_timeout_ms)
-		conn_timer_arm(c, c->last_active + (ev_tstamp)w->cl->idle_timeout_ms / 1000.0);
+	conn_event(c, CONN_E_CONNECTED);
 	conn_step(c, false, false);
 }
 
 /* Start (or wait for) the upstream connection. -1 when it could not
- * start (out of memory; why set, c not closed). */
-
-/* The broker's address is not known yet: wait for metadata (ours or a
- * sibling's), bounded by WORKER_METADATA_TIMEOUT_MS. */
-static void
-conn_wait_metadata(struct conn *c)
-{
-	struct worker *w = c->w;
-
-	c->state = CONN_WAIT_METADATA;
-	if (!c->waiting_metadata) {
-		c->waiting_metadata = true;
-		conn_timer_arm(c, ev_now(w->loop) + WORKER_METADATA_TIMEOUT_MS / 1000.0 + 1);
-	}
-	upstream_fetch_metadata(w);
-}
-
+ * start (out of memory; why set, c not closed). A broker whose address is
+ * not known yet waits for metadata (ours or a sibling's), bounded by
+ * WORKER_METADATA_TIMEOUT_MS. */
 static int
 conn_connect_begin(struct conn *c)
 {
@@ -931,7 +997,7 @@ conn_connect_begin(struct conn *c)
 		/* [sni] the broker the server name asked for */
 		int idx = upstream_node_find(w, c->sni_node_id);
 		if (idx < 0) {
-			conn_wait_metadata(c);
+			conn_event(c, CONN_E_WAIT_METADATA);
 			return 0;
 		}
 		c->broker_index = idx;
@@ -944,13 +1010,13 @@ conn_connect_begin(struct conn *c)
 		if (!n->known)
 			upstream_node_from_siblings(w, c->broker_index);
 		if (!n->known) {
-			conn_wait_metadata(c);
+			conn_event(c, CONN_E_WAIT_METADATA);
 			return 0;
 		}
 		host = n->host;
 		port = (uint16_t)n->port;
 	}
-	c->state = CONN_CONNECTING;
+	conn_event(c, CONN_E_CONNECT);
 	c->uc = upstream_connect_start(w, host, port, WORKER_CONNECT_TIMEOUT_MS, conn_connected, c);
 	if (!c->uc)
 		return conn_fail(c, "out of memory");
@@ -974,10 +1040,8 @@ conn_metadata_ready(struct worker *w)
 	struct conn *c = w->conns, *next;
 	for (; c; c = next) {
 		next = c->next;
-		if (!c->waiting_metadata)
+		if (conn_fsm_leg(c->state) != CONN_LEG_WAIT_METADATA)
 			continue;
-		c->waiting_metadata = false;
-		conn_timer_stop(c);
 		if (c->sni_broker && c->broker_index < 0)
 			c->broker_index = upstream_node_find(w, c->sni_node_id);
 		if (c->broker_index < 0 || !w->nodes[c->broker_index].known) {
@@ -1055,7 +1119,6 @@ conn_accept(struct worker *w, int fd, int broker_index)
 	METRIC_ADD(w->m, connections_accepted, 1);
 	if (w->draining) {
 		/* Accepted just before the listener closed: nothing owed. */
-		c->draining = true;
 		snprintf(c->why, sizeof c->why, "drained");
 		METRIC_ADD(w->m, connections_drained, 1);
 		conn_free(c);
@@ -1071,8 +1134,7 @@ conn_accept(struct worker *w, int fd, int broker_index)
 			conn_close(c, LOG_WARN, "connection closed");
 			return;
 		}
-		c->state = CONN_TLS_HANDSHAKE;
-		conn_timer_arm(c, ev_now(w->loop) + conn_request_timeout(c));
+		conn_event(c, CONN_E_TLS);
 		conn_step(c, true, false);  /* the ClientHello may be there already */
 		return;
 	}

@@ -59,31 +59,32 @@
  * frame in progress is still read to its end), deliver every owed
  * response, then close; force-close at the deadline.
  *
- * Reload: how a connection leaves its generation (worker/handover.h).
- *   serving --IPC_DRAIN--> draining --nothing owed--> closed (drained)
- *   serving --HANDOVER h=1--> to-boundary: nothing more is parsed (no
- *     grace: what was read and not parsed travels as pending bytes); the
- *     frame in progress is read and forwarded, every response owed is
- *     delivered, both buffers flushed; then (handover_decide):
- *       NOW   -> CONN_OUT {record, pending, [client, upstream]} -> handed:
- *                no watcher, no timer, fds kept; at most
- *                WORKER_HANDOVER_WINDOW handed at once, the rest wait;
- *                CONN_DONE adopted=1 -> close our copies (handed over);
- *                adopted=0 -> shutdown + close (drained);
- *                deadline -> shutdown + close (forced);
- *                channel gone -> close our copies (drained)
- *       DRAIN -> cannot move (client half-closed, upstream closed, TLS,
- *                a raw SASL exchange in progress, channel refused): serve
- *                the bytes read, then close
- *     A connection not connected upstream yet moves at once, client only.
- *   serving --HANDOVER h=0--> spread: served as usual until a random time
- *     in the drain_spread window, then drained; not connected upstream:
- *     drained at once.
- *   (new worker) CONN_IN --record ok--> open both ways (or connecting, as
- *     a fresh connection), pending bytes first in the client buffer, SASL
- *     state from the record (an authenticated client stays authenticated),
- *     CONN_TAKEN adopted=1; a bad record or a full worker: fds closed,
- *     CONN_TAKEN adopted=0.
+ * Lifecycle: a table (worker/conn_fsm.h; docs/state-machines.md shows it),
+ * fed by conn_event() only. On a reload a connection leaves its generation
+ * one of three ways (the pure decisions: worker/handover.h):
+ *   draining   (IPC_DRAIN) as above, then closed (drained);
+ *   +handover  (IPC_HANDOVER, handover = 1) nothing more is parsed (no
+ *              grace: what was read and not parsed travels as pending
+ *              bytes); the frame in progress is read and forwarded, every
+ *              response owed is delivered, both buffers flushed; then
+ *              handover_decide() says: move now -> CONN_OUT {record,
+ *              pending, [client, upstream]} -> handed (no watcher, no
+ *              timer, fds kept; at most WORKER_HANDOVER_WINDOW handed at
+ *              once, the rest are +held), and CONN_DONE closes our copies
+ *              (adopted) or shuts the connection down cleanly (declined);
+ *              the drain deadline shuts it down (forced); a lost channel
+ *              closes our copies. Or it cannot move (client half-closed,
+ *              upstream closed, TLS, a raw SASL exchange in progress, the
+ *              channel refused it): no-move -> +draining, serving the bytes
+ *              read. A connection not open yet moves at once, client only.
+ *   +spread    (IPC_HANDOVER, handover = 0, or a TLS connection) served as
+ *              usual until a random time in the drain_spread window, then
+ *              +draining; one not open yet drains at once.
+ * The new worker (CONN_IN): a good record -> adopted, open both ways (or
+ * connecting, as a fresh connection), pending bytes first in the client
+ * buffer, SASL state from the record (an authenticated client stays
+ * authenticated), CONN_TAKEN adopted=1; a bad record or a full worker:
+ * fds closed, CONN_TAKEN adopted=0.
  */
 #ifndef FERRY_WORKER_CONN_H
 #define FERRY_WORKER_CONN_H

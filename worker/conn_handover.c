@@ -29,25 +29,17 @@ conn_shutdown(struct conn *c)
 		shutdown(c->up.fd, SHUT_RDWR);
 }
 
-/* Today's drain for one connection (IPC_DRAIN, or a spread connection's
- * turn): stop at the next request boundary, serve the requests already
- * received, give a fresh connection's first request CONN_DRAIN_GRACE to
- * arrive, then close. May free c. */
+/* The drain of one connection (IPC_DRAIN, or a spread connection's turn):
+ * stop at the next request boundary, serve the requests already received,
+ * give a fresh connection's first request CONN_DRAIN_GRACE to arrive
+ * (conn_event: drain-credit), then close. May free c. */
 void
 conn_drain_one(struct conn *c)
 {
 	struct worker *w = c->w;
-	c->exit = HANDOVER_EXIT_DRAIN;
-	c->draining = true;
-	c->drain_credit = frame_req_unparsed(&c->fr);
-	if (c->fr.req_need_more ||
-	    (!c->fr.seen_request && c->drain_credit == 0 &&
-	     ev_now(w->loop) - c->last_active < CONN_DRAIN_FRESH)) {
-		/* A request is on its way: give it a moment. */
-		c->drain_grace_until = ev_now(w->loop) + CONN_DRAIN_GRACE;
-		c->drain_credit = SIZE_MAX / 2;  /* the one in flight */
-	}
-	if (c->state != CONN_OPEN) {
+	if (!conn_event(c, CONN_E_DRAIN))
+		return;
+	if (!conn_fsm_open(c->state)) {
 		if (!conn_drain_pending(c)) {
 			/* Not connected upstream, nothing received: nothing owed. */
 			METRIC_ADD(w->m, connections_drained, 1);
@@ -79,7 +71,7 @@ conn_close_all(struct worker *w, bool forced)
 		struct conn *c = w->conns;
 		if (forced)
 			METRIC_ADD(w->m, connections_forced, 1);
-		if (forced && c->handed) {
+		if (forced && c->state == CONN_HANDED) {
 			/* CONN_DONE never came: the client must see a close
 			 * whoever else holds a copy of its socket. */
 			conn_shutdown(c);
@@ -103,7 +95,7 @@ static struct handover_view
 conn_handover_view(const struct conn *c)
 {
 	struct handover_view v = {
-		.upstream_open = c->state == CONN_OPEN,
+		.upstream_open = conn_fsm_open(c->state),
 		/* (a raw SASL exchange cannot continue elsewhere) */
 		.movable = conn_movable(c) && sasl_movable(&c->fr.sasl),
 		.owes = !frame_owes_nothing(&c->fr),
@@ -116,22 +108,6 @@ conn_handover_view(const struct conn *c)
 	return v;
 }
 
-/* Finish here as a drain, from a request boundary reached while handing
- * over: the bytes already read (which would have travelled with the
- * record) are served, nothing more is read. */
-static void
-conn_exit_drain(struct conn *c)
-{
-	c->exit = HANDOVER_EXIT_DRAIN;
-	c->draining = true;
-	c->drain_credit = frame_req_unparsed(&c->fr);
-	c->drain_grace_until = 0;
-	if (c->ho_waiting) {
-		c->ho_waiting = false;
-		c->w->handover_waiting--;
-	}
-}
-
 /* Send c to the new generation: CONN_OUT with its record, the request
  * bytes read and not parsed, and its sockets. 1 sent (c is silent from now
  * on), 0 not now (the window is full: c waits), -1 not sent. */
@@ -140,13 +116,11 @@ conn_handover_send(struct conn *c)
 {
 	struct worker *w = c->w;
 	if (w->handover_out >= WORKER_HANDOVER_WINDOW) {
-		if (!c->ho_waiting) {
-			c->ho_waiting = true;
-			w->handover_waiting++;
-		}
+		if (!conn_fsm_held(c->state))
+			conn_event(c, CONN_E_HOLD);
 		return 0;
 	}
-	bool up = c->state == CONN_OPEN;
+	bool up = conn_fsm_open(c->state);
 	size_t pending = frame_req_unparsed(&c->fr);
 	struct ipc_conn_record rec;
 	uint8_t *msg = malloc(sizeof rec + pending);
@@ -166,25 +140,7 @@ conn_handover_send(struct conn *c)
 		return -1;
 	}
 	c->ho_id = ++w->handover_seq;
-	c->handed = true;
-	w->handover_out++;
-	if (c->ho_waiting) {
-		c->ho_waiting = false;
-		w->handover_waiting--;
-	}
-	if (c->uc) {
-		/* Not connected yet: the new worker connects itself. */
-		upstream_connect_cancel(c->uc);
-		c->uc = NULL;
-	}
-	c->waiting_metadata = false;
-	conn_timer_stop(c);
-	ev_io_stop(w->loop, &c->cli_io);
-	ev_io_stop(w->loop, &c->up_io);
-	/* The pending bytes travel with the record; buffers go back. */
-	conn_dir_release(w, &c->fr.req);
-	conn_dir_release(w, &c->fr.resp);
-	c->fr.req.start = c->fr.req.end = 0;
+	conn_event(c, CONN_E_HANDED);  /* silent from now on (conn_fsm.h: handed) */
 	log_debug("connection handed over", "id=%llu upstream=%s pending=%zu requests=%llu",
 	    (unsigned long long)c->ho_id, up ? "open" : "none", pending,
 	    (unsigned long long)c->fr.requests);
@@ -197,8 +153,8 @@ conn_handover_send(struct conn *c)
 int
 conn_handover_try(struct conn *c)
 {
-	if (c->handed || c->ho_waiting)
-		return c->handed ? 1 : 0;
+	if (c->state == CONN_HANDED || conn_fsm_held(c->state))
+		return c->state == CONN_HANDED ? 1 : 0;
 	struct handover_view v = conn_handover_view(c);
 	enum handover_step step = handover_decide(&v);
 	if (step == HANDOVER_WAIT)
@@ -211,7 +167,7 @@ conn_handover_try(struct conn *c)
 			return 0;
 	}
 	/* It cannot move (or the channel refused it): a drain, from here. */
-	conn_exit_drain(c);
+	conn_event(c, CONN_E_NO_MOVE);
 	return conn_pump(c, false, false) < 0 ? -1 : 1;
 }
 
@@ -222,37 +178,28 @@ conn_handover_try(struct conn *c)
  * fail) finishes like a drained connection: the handshake completes, a
  * first request on its way is served, then it closes at a boundary. */
 static void
-conn_spread_one(struct conn *c, ev_tstamp now)
+conn_spread_one(struct conn *c)
 {
-	if (c->state != CONN_OPEN) {
+	if (!conn_fsm_open(c->state)) {
 		conn_drain_one(c);
 		return;
 	}
-	c->exit = HANDOVER_EXIT_SPREAD;
-	c->close_at = now + (ev_tstamp)handover_spread_offset(c->w->spread_window_ms,
-	    arc4random()) / 1000.0;
-	conn_timer_due(c, c->close_at);
+	conn_event(c, CONN_E_SPREAD);
 }
 
 void
 conn_handover_all(struct worker *w)
 {
 	struct conn *c = w->conns, *next;
-	ev_tstamp now = ev_now(w->loop);
 	for (; c; c = next) {
 		next = c->next;
 		if (!conn_movable(c)) {
 			/* a TLS session stays in this process */
-			conn_spread_one(c, now);
+			conn_spread_one(c);
 			continue;
 		}
-		/* Stop at the next request boundary (a frame in progress is
-		 * finished); no grace: what is read and not parsed moves with
-		 * the connection. */
-		c->exit = HANDOVER_EXIT_HANDOVER;
-		c->draining = true;
-		c->drain_credit = 0;
-		c->drain_grace_until = 0;
+		/* Stop at the next request boundary (conn_event: no-credit). */
+		conn_event(c, CONN_E_HANDOVER);
 		conn_step(c, false, false);
 	}
 }
@@ -261,10 +208,9 @@ void
 conn_spread_all(struct worker *w)
 {
 	struct conn *c = w->conns, *next;
-	ev_tstamp now = ev_now(w->loop);
 	for (; c; c = next) {
 		next = c->next;
-		conn_spread_one(c, now);
+		conn_spread_one(c);
 	}
 }
 
@@ -275,10 +221,9 @@ conn_handover_resume(struct worker *w)
 	struct conn *c = w->conns, *next;
 	for (; c && w->handover_waiting && w->handover_out < WORKER_HANDOVER_WINDOW; c = next) {
 		next = c->next;
-		if (!c->ho_waiting)
+		if (!conn_fsm_held(c->state))
 			continue;
-		c->ho_waiting = false;
-		w->handover_waiting--;
+		conn_event(c, CONN_E_RESUME);
 		conn_step(c, false, false);
 	}
 }
@@ -287,13 +232,14 @@ void
 conn_handover_done(struct worker *w, const struct ipc_conn_ack *ack)
 {
 	struct conn *c = w->conns;
-	while (c && !(c->handed && c->ho_id == ack->id))
+	while (c && !(c->state == CONN_HANDED && c->ho_id == ack->id))
 		c = c->next;
 	if (!c) {
 		log_debug("handover outcome for no connection here", "id=%llu adopted=%u",
 		    (unsigned long long)ack->id, ack->adopted);
 		return;
 	}
+	conn_event(c, CONN_E_DONE);
 	if (ack->adopted) {
 		/* The new generation owns it: close our copies only. */
 		METRIC_ADD(w->m, connections_handed_over, 1);
@@ -317,15 +263,15 @@ conn_handover_abort_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	struct conn *c = w->conns, *next;
 	for (; c; c = next) {
 		next = c->next;
-		if (c->handed) {
+		if (c->state == CONN_HANDED) {
 			/* No answer can come. Whoever holds its sockets now (the
 			 * new worker, if it adopted it) keeps serving it; if
 			 * nobody does, this close is the clean one. */
 			METRIC_ADD(w->m, connections_drained, 1);
 			snprintf(c->why, sizeof c->why, "control channel closed during handover");
 			conn_close(c, LOG_DEBUG, "connection closed");
-		} else if (c->exit == HANDOVER_EXIT_HANDOVER) {
-			conn_exit_drain(c);
+		} else if (conn_fsm_handover(c->state)) {
+			conn_event(c, CONN_E_NO_MOVE);
 			conn_step(c, false, false);
 		}
 	}
@@ -421,8 +367,6 @@ conn_adopt(struct worker *w, struct ipc_msg *msg)
 		return;
 	}
 	transport_plain_init(&c->up, fds[1]);
-	c->state = CONN_OPEN;
-	if (w->cl->idle_timeout_ms)
-		conn_timer_arm(c, c->last_active + (ev_tstamp)w->cl->idle_timeout_ms / 1000.0);
+	conn_event(c, CONN_E_ADOPTED);
 	conn_step(c, false, false);
 }

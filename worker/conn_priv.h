@@ -14,6 +14,7 @@
 #include "common/sni.h"
 #include "common/transport.h"
 #include "worker/conn.h"
+#include "worker/conn_fsm.h"
 #include "worker/frame.h"
 #include "worker/handover.h"
 #include "worker/kafka/sasl.h"
@@ -21,22 +22,13 @@
 /* A peer identity in logs: an address, or (TLS) a certificate subject. */
 #define CONN_PEER_MAX 256
 
-enum conn_state {
-	CONN_CONNECTING = 0,   /* resolving / connecting upstream */
-	CONN_WAIT_METADATA,    /* broker port, upstream address unknown yet */
-	CONN_OPEN,
-	CONN_TLS_HANDSHAKE,    /* client TLS handshake; the upstream connect waits
-	                          for it (connection order: see conn_tls_accepted) */
-	CONN_STATE_COUNT,
-};
-
 struct conn {
 	struct worker *w;
 	struct conn *prev, *next;
 	struct transport cli, up;
 	ev_io cli_io, up_io;
 	ev_timer timer;
-	enum conn_state state;
+	enum conn_state state;  /* its lifecycle (conn_fsm.h); set by conn_event only */
 	int broker_index;
 	/* [sni] gateway = sni: the ClientHello named broker sni_node_id; its
 	 * slot (broker_index) is found once the upstream address is known */
@@ -49,23 +41,16 @@ struct conn {
 	ev_tstamp last_active;  /* last read from either side */
 	ev_tstamp timer_at;     /* when `timer` fires; 0 = not armed */
 	ev_tstamp cli_eof_at;   /* when the client half-closed */
-	bool draining;
 	size_t drain_credit;    /* request bytes received before the drain began,
 	                           still to be served */
 	ev_tstamp drain_grace_until; /* fresh connection: wait this long for the
 	                           first request, which is on its way */
-	bool waiting_metadata;
 	bool cli_eof;           /* client sent FIN: no more requests */
 	bool up_eof;            /* upstream sent FIN: deliver what is whole, then close */
 	bool quiet;             /* the pending close is a clean one (log at debug) */
 	char why[160];          /* reason of the pending close */
-	/* leaving the generation (see "Reload" in conn.h) */
-	enum handover_exit exit;
-	ev_tstamp close_at;     /* HANDOVER_EXIT_SPREAD: start draining then */
-	bool handed;            /* CONN_OUT sent: no I/O; the fds stay open until
-	                           CONN_DONE says who owns the connection */
-	bool ho_waiting;        /* ready to move, held back by the window */
-	uint64_t ho_id;         /* its record id in CONN_OUT / CONN_DONE */
+	ev_tstamp close_at;     /* open+spread: start draining then */
+	uint64_t ho_id;         /* handed: its record id in CONN_OUT / CONN_DONE */
 };
 
 /*
@@ -118,6 +103,11 @@ void conn_step(struct conn *c, bool cli_readable, bool up_readable);
 void conn_update_watchers(struct conn *c);
 /* Start (or wait for) the upstream connection; -1 if c was closed. */
 int conn_connect_next(struct conn *c);
+
+/* Feed event e to c's lifecycle table (conn_fsm.h): the state changes
+ * (logged at debug, old -> new (event)) and the actions are carried out.
+ * false for a forbidden pair (a bug: logged, counted, nothing done). */
+bool conn_event(struct conn *c, enum conn_event e);
 
 /* ---- conn_handover.c ------------------------------------------------------- */
 

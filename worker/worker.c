@@ -898,8 +898,9 @@ worker_main(int argc, char **argv)
 
 	ev_run(w->loop, 0);
 
-	log_info("exiting", "connections=%llu metadata_fetches=%llu",
-	    (unsigned long long)w->n_conns, (unsigned long long)w->metadata_fetches);
+	log_info("exiting", "connections=%llu metadata_fetches=%llu violations=%llu",
+	    (unsigned long long)w->n_conns, (unsigned long long)w->metadata_fetches,
+	    (unsigned long long)w->conn_violations);
 	ev_timer_stop(w->loop, &w->nodes_report);
 	conn_close_all(w, false);
 	worker_close_listeners(w);

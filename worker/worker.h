@@ -156,6 +156,8 @@ struct worker {
 	size_t handover_out;        /* CONN_OUT sent, CONN_DONE not yet */
 	size_t handover_waiting;    /* ready, held back by WORKER_HANDOVER_WINDOW */
 	ev_timer handover_abort;    /* the channel closed: end what waits for CONN_DONE */
+	uint64_t conn_violations;   /* forbidden connection lifecycle events (bugs;
+	                               conn_fsm.h), logged at exit */
 	ev_signal sig_term, sig_int, sig_hup;
 	struct log_ratelimit rl_proto;  /* protocol errors */
 	struct log_ratelimit rl_upstream;
