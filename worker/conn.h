@@ -89,7 +89,7 @@
 #ifndef FERRY_WORKER_CONN_H
 #define FERRY_WORKER_CONN_H
 
-#include "worker/worker.h"
+#include "worker/context.h"
 
 /* Take ownership of an accepted client fd (non-blocking). broker_index -1
  * for the bootstrap listener. */

@@ -1,8 +1,9 @@
 /*
- * conn_priv — what the files of the connection module share (conn.c: the
- * data path, timers and upstream connect; conn_handover.c: how a connection
- * leaves its generation and how the next one adopts it). Not for use
- * outside worker/conn*.c.
+ * conn_priv — what the files of the connection module share: conn.c (the
+ * data path, the timer, the lifecycle table's actions), conn_setup.c (the
+ * way to open: TLS, metadata, upstream connect) and conn_handover.c (how a
+ * connection leaves its generation and how the next one adopts it). Not
+ * for use outside worker/conn*.c.
  */
 #ifndef FERRY_WORKER_CONN_PRIV_H
 #define FERRY_WORKER_CONN_PRIV_H
@@ -101,8 +102,17 @@ int conn_pump(struct conn *c, bool cli_readable, bool up_readable);
 /* conn_pump, then close c or update its watchers. May free c. */
 void conn_step(struct conn *c, bool cli_readable, bool up_readable);
 void conn_update_watchers(struct conn *c);
+
+/* ---- conn_setup.c ------------------------------------------------------------ */
+
 /* Start (or wait for) the upstream connection; -1 if c was closed. */
 int conn_connect_next(struct conn *c);
+/* One step of the client's TLS handshake (upstream leg tls-handshake);
+ * once done, the upstream connect starts. 0, or -1 to close (why set). */
+int conn_tls_step(struct conn *c);
+/* One handshake step on each side still in one (plain TCP never is). 0,
+ * or -1 to close (why set). */
+int conn_handshake(struct conn *c);
 
 /* Feed event e to c's lifecycle table (conn_fsm.h): the state changes
  * (logged at debug, old -> new (event)) and the actions are carried out.

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "common/transport.h"
-#include "worker/worker.h"
+#include "worker/context.h"
 
 struct upstream_connect;
 
@@ -53,8 +53,14 @@ void upstream_tls_handshake_end(struct worker *w, const struct transport *t, boo
 const char *upstream_transport_error(const struct transport *t, int err);
 
 /* Start a metadata fetch unless one is running; when it ends every
- * connection waiting for broker addresses is resumed (conn_metadata_ready). */
+ * connection waiting for broker addresses is resumed (worker_metadata_ready). */
 void upstream_fetch_metadata(struct worker *w);
+
+/* Report the upstream condition to the supervisor when it changes: a
+ * well-formed Kafka answer makes it reachable, a failed connect or a
+ * protocol error unreachable (with the reason), and then re-probes it
+ * (below) until it answers again. */
+void upstream_report(struct worker *w, bool reachable, const char *error);
 
 /* The upstream was found unreachable: re-probe it (a metadata fetch) after
  * a delay that doubles from WORKER_PROBE_MIN_MS to WORKER_PROBE_MAX_MS, until
