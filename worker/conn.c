@@ -457,7 +457,7 @@ conn_map_broker(void *ctx, int32_t node_id, const char *up_host, size_t up_host_
 	struct worker *w = c->w;
 	upstream_learn_node(w, node_id, up_host, up_host_len, up_port);
 	if (w->cl->gateway == CFG_GATEWAY_SNI) {
-		/* [sni] every broker on the one TLS port, by its server name */
+		/* gateway = sni: every broker on the one TLS port, by its server name */
 		int n = worker_node_slot(w, node_id, false) < 0 ? -1 :
 		    sni_format(w->cl->sni_broker_pattern, node_id, w->sni_host, sizeof w->sni_host);
 		if (n < 0) {
@@ -916,7 +916,7 @@ conn_accept(struct worker *w, int fd, int broker_index)
 		/* TLS first; the upstream is connected once it is done
 		 * (conn_tls_accepted), within request_timeout. */
 		if (transport_tls_server_init(&c->cli, fd, w->tls_server) != 0 ||
-		    (w->cl->gateway == CFG_GATEWAY_SNI &&   /* [sni] */
+		    (w->cl->gateway == CFG_GATEWAY_SNI &&   /* the server name picks the route */
 		    sni_gate_attach(transport_tls_ssl(&c->cli), &c->sni_pick) != 0)) {
 			snprintf(c->why, sizeof c->why, "cannot start TLS: %s", strerror(errno));
 			conn_close(c, LOG_WARN, "connection closed");

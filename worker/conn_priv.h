@@ -31,7 +31,7 @@ struct conn {
 	ev_timer timer;
 	enum conn_state state;  /* its lifecycle (conn_fsm.h); set by conn_event only */
 	int broker_index;
-	/* [sni] gateway = sni: the ClientHello named broker sni_node_id; its
+	/* gateway = sni: the ClientHello named broker sni_node_id; its
 	 * slot (broker_index) is found once the upstream address is known */
 	bool sni_broker;
 	int32_t sni_node_id;
@@ -55,7 +55,7 @@ struct conn {
 };
 
 /*
- * Drain at a request boundary (DESIGN §4), made exact for requests that
+ * Drain at a request boundary (docs/design.md §4), made exact for requests that
  * were already sent when the drain began: complete requests already read
  * from the client are served (drain_credit), a frame whose header was
  * parsed is read to its end, and a request whose first bytes arrived (or a

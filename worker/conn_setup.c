@@ -67,7 +67,7 @@ conn_tls_accepted(struct conn *c)
 	}
 	conn_event(c, CONN_E_TLS_DONE);
 	if (w->cl->gateway == CFG_GATEWAY_SNI) {
-		/* [sni] the ClientHello's server name chose the upstream */
+		/* gateway = sni: the ClientHello's server name chose the upstream */
 		if (!c->sni_pick.decided)
 			return conn_fail(c, "no server name decision after the TLS handshake");
 		c->sni_broker = c->sni_pick.match == SNI_BROKER;
@@ -94,7 +94,7 @@ conn_tls_step(struct conn *c)
 			return conn_fail(c, "plaintext on a TLS listener: %s",
 			    transport_tls_error(&c->cli));
 		}
-		if (c->sni_pick.refused)  /* [sni] counted (sni_unknown) and logged */
+		if (c->sni_pick.refused)  /* unknown server name: counted (sni_unknown) and logged */
 			return conn_end(c, "TLS server name refused (unrecognized_name)");
 		METRIC_ADD(w->m, tls_handshake_failures, 1);
 		return conn_fail(c, "TLS handshake with client: %s",
@@ -162,7 +162,7 @@ conn_connect_begin(struct conn *c)
 	const char *host;
 	uint16_t port;
 	if (c->sni_broker && c->broker_index < 0) {
-		/* [sni] the broker the server name asked for */
+		/* gateway = sni: the broker the server name asked for */
 		int idx = upstream_node_find(w, c->sni_node_id);
 		if (idx < 0) {
 			conn_event(c, CONN_E_WAIT_METADATA);

@@ -49,7 +49,7 @@
 #define WORKER_DEFER_MS 5               /* longest a worker lets a sibling go first */
 #define WORKER_HANDOVER_WINDOW 32       /* connections handed over (CONN_OUT sent)
                                            whose CONN_DONE has not come yet */
-#define WORKER_SNI_NODES GENSHM_NODES   /* [sni] gateway = sni: distinct upstream node
+#define WORKER_SNI_NODES GENSHM_NODES   /* gateway = sni: distinct upstream node
                                            ids the worker serves */
 
 struct conn;
@@ -62,8 +62,8 @@ struct worker_node {
 	char host[CFG_HOST_MAX];
 	int32_t port;
 	bool known;
-	bool used;                  /* [sni] slot taken by node_id */
-	bool report;                /* [tickets] learned here, not yet told the supervisor */
+	bool used;                  /* gateway = sni: slot taken by node_id */
+	bool report;                /* learned here, not yet told the supervisor */
 };
 
 struct worker_listener {
@@ -106,21 +106,22 @@ struct worker {
 	ev_timer accept_backoff;    /* EMFILE/ENFILE: pause accepting */
 
 	/* Upstream brokers. gateway = ports: n_nodes = n_brokers, parallel to
-	 * cl->node_ids. [sni] gateway = sni: WORKER_SNI_NODES slots, open
+	 * cl->node_ids. gateway = sni: WORKER_SNI_NODES slots, open
 	 * addressing by node id (worker_node_slot), filled only by what the
 	 * upstream's metadata names, so any node id works, bounded. */
 	struct worker_node *nodes;
 	size_t n_nodes;
-	char sni_host[CFG_HOST_MAX]; /* [sni] the broker name last advertised */
-	struct sni_gate sni_gate;   /* [sni] arg of tls_server's ClientHello callback */
+	char sni_host[CFG_HOST_MAX]; /* gateway = sni: the broker name last advertised */
+	struct sni_gate sni_gate;   /* arg of tls_server's ClientHello callback */
 	struct upstream_fetch *fetch; /* in-flight metadata fetch, or NULL */
-	/* [tickets] brokers known across generations (supervisor/nodes.h) */
+	/* the broker map earlier generations learned, kept by the supervisor
+	 * and handed to each new worker (IPC_NODES) */
 	size_t nodes_inherited;     /* known from IPC_NODES at start */
 	bool nodes_reachable;       /* ... and the upstream answered the last generation */
 	bool nodes_reporting;       /* accepted once: learned nodes go to the supervisor */
 	ev_timer nodes_report;      /* batches IPC_NODE_LEARNED once per loop turn */
 	uint64_t metadata_fetches;  /* own fetches started (logged at exit) */
-	/* [tickets] TLS session-ticket keys from the supervisor (IPC_TICKET_KEYS),
+	/* TLS session-ticket keys from the supervisor (IPC_TICKET_KEYS),
 	 * updated in place at every rotation; the TLS server contexts read them
 	 * (tls_ticket_keys_install(ctx, &w->tickets)). n == 0: no tickets. */
 	struct tlskeys tickets;

@@ -598,7 +598,7 @@ upstream_node_find(struct worker *w, int32_t node_id)
 		return idx;
 	if (w->cl->gateway != CFG_GATEWAY_SNI || node_id < 0)
 		return -1;
-	/* [sni] a sibling may have learned it in a slot this worker has not
+	/* gateway = sni: a sibling may have learned it in a slot this worker has not
 	 * taken: look for the id in the whole shared block (a miss path) */
 	for (size_t i = 0; i < GENSHM_NODES; i++) {
 		int32_t id, port;

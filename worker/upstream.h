@@ -76,8 +76,9 @@ void upstream_learn_node(struct worker *w, int32_t node_id, const char *host, si
 /* Take broker index idx's address from what a sibling worker of the
  * generation published (genshm.h); true when it is known now. */
 bool upstream_node_from_siblings(struct worker *w, int idx);
-/* [sni] The slot of node_id in w->nodes when its upstream address is known
- * here or to a sibling worker (then copied here), else -1. */
+/* gateway = sni: the slot of node_id in w->nodes when its upstream
+ * address is known here or to a sibling worker (then copied here), else
+ * -1. */
 int upstream_node_find(struct worker *w, int32_t node_id);
 
 /* c-ares on libev. */

@@ -27,7 +27,7 @@
 #include "worker/handover.h"
 #include "worker/upstream.h"
 
-/* [tickets] IPC_TICKET_KEYS: take the supervisor's session-ticket keys (at
+/* IPC_TICKET_KEYS: take the supervisor's TLS session-ticket keys (at
  * start and at every rotation). The old copy and the message buffer are
  * wiped; the struct is updated in place, so every TLS context that points
  * at it uses the new keys from the next handshake on. */
@@ -473,13 +473,15 @@ worker_tls_setup(struct worker *w)
 		worker_fail(w, reason);
 	}
 	if (w->tls_client) {
-		/* [upresume] sessions towards the upstream, per broker */
+		/* TLS sessions towards the upstream, one per broker, so that the
+		 * next connection to a broker resumes */
 		if ((w->tls_sessions = tlscache_new(WORKER_TLS_SESSIONS)) == NULL ||
 		    tlscache_attach(w->tls_sessions, w->tls_client) != 0)
 			worker_fail(w, "TLS: cannot set up the upstream session cache: out of memory");
 	}
 	if (w->cl->gateway == CFG_GATEWAY_SNI) {
-		/* [sni] the ClientHello's server name picks bootstrap or broker */
+		/* gateway = sni: the ClientHello's server name picks bootstrap or
+		 * broker */
 		w->sni_gate = (struct sni_gate){ w->cl->sni_bootstrap_host,
 		    w->cl->sni_broker_pattern, w->m, &w->rl_proto };
 		if (!w->tls_server || sni_gate_install(w->tls_server, &w->sni_gate) != 0)
@@ -528,7 +530,7 @@ worker_setup(struct worker *w)
 	w->cl = &w->cfg.clusters[0];
 	if (w->cl->tls || w->cl->upstream_tls)
 		worker_tls_setup(w);
-	/* [tickets] the client-facing context encrypts and decrypts session
+	/* the client-facing context encrypts and decrypts TLS session
 	 * tickets with the supervisor's keys (IPC_TICKET_KEYS, before
 	 * LISTENERS; updated in place at each rotation) */
 	if (w->tls_server && tls_ticket_keys_install(w->tls_server, &w->tickets) == -1)
