@@ -310,11 +310,11 @@ frame_req_step(struct frame *f, double now, bool may_start, uint64_t *started)
 		METRIC_ADD(f->m, malformed_requests, 1);
 		return frame_fail(f, "%s", err);
 	}
-	f->seen_request = true;
-	f->requests++;
 	if (h.api_key == 18 && !kc_request_allowed(18, h.api_version)) {
 		/* Client ahead of the proxy: answer UNSUPPORTED_VERSION ourselves,
 		 * in order, so it retries at a version we parse. */
+		f->seen_request = true;
+		f->requests++;
 		if (frame_fifo_push(f, h.correlation_id, h.api_key, h.api_version, true, now) == -1)
 			return frame_no_memory(f, "out of memory for the in-flight queue");
 		d->skip_left = 4 + (uint64_t)h.size;
@@ -338,6 +338,10 @@ frame_req_step(struct frame *f, double now, bool may_start, uint64_t *started)
 		}
 		expects_response = acks != 0;
 	}
+	/* (counted once its header, and a Produce's acks, are whole: a step
+	 * that needs more bytes parses the same header again) */
+	f->seen_request = true;
+	f->requests++;
 	if (expects_response &&
 	    frame_fifo_push(f, h.correlation_id, h.api_key, h.api_version, false, now) == -1)
 		return frame_no_memory(f, "out of memory for the in-flight queue");

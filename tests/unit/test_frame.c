@@ -433,10 +433,13 @@ Test(frame, produce_acks_split_needs_more, .init = setup, .fini = teardown)
 	cr_assert_eq(req_run(true), FRAME_NEED_MORE);
 	cr_expect_eq(started_total, 0);
 	cr_expect(f.req_need_more);
+	cr_expect_eq(f.requests, 0, "not a request until its acks are there");
 	feed(&f.req, r.b + r.n - 10, 10);
 	cr_assert_eq(req_run(true), FRAME_NEED_MORE);
 	cr_expect_eq(started_total, r.n);
 	cr_expect_eq(f.fifo_len, 0);
+	cr_expect_eq(f.requests, 1, "counted once");
+	cr_expect_eq(m->requests, 1);
 	bb_free(&r);
 }
 
