@@ -410,14 +410,9 @@ dir_read(struct conn *c, struct frame_dir *d, struct transport *t, bool from_cli
 			return conn_fail(c, "out of memory");
 		d->start = d->end = 0;
 	}
-	if (d->end == WORKER_BUF_SIZE) {
-		if (d->start == 0)
-			return 0;
-		memmove(d->buf, d->buf + d->start, d->end - d->start);
-		d->end -= d->start;
-		d->start = 0;
-	}
-	size_t room = WORKER_BUF_SIZE - d->end;
+	size_t room = frame_dir_room(&c->fr, d);
+	if (!room)
+		return 0;
 	ssize_t n = transport_read(t, d->buf + d->end, room);
 	if (n == -1) {
 		if (errno == EAGAIN || errno == EWOULDBLOCK)

@@ -49,53 +49,25 @@ frame_dir_free(struct frame_dir *d)
 
 /* ---- why a connection closes ------------------------------------------- */
 
+/* The reason in f->why; returns status. */
 static int
-frame_vset(struct frame *f, int status, const char *fmt, va_list ap)
+frame_set(struct frame *f, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int
+frame_set(struct frame *f, int status, const char *fmt, ...)
 {
+	va_list ap;
+	va_start(ap, fmt);
 	vsnprintf(f->why, sizeof f->why, fmt, ap);
+	va_end(ap);
 	return status;
 }
 
 /* The client's bytes break the protocol or a limit. */
-static int
-frame_fail(struct frame *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int
-frame_fail(struct frame *f, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int r = frame_vset(f, FRAME_MALFORMED, fmt, ap);
-	va_end(ap);
-	return r;
-}
-
+#define frame_fail(f, ...) frame_set((f), FRAME_MALFORMED, __VA_ARGS__)
 /* The upstream's bytes break the protocol. */
-static int
-frame_upstream(struct frame *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int
-frame_upstream(struct frame *f, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int r = frame_vset(f, FRAME_UPSTREAM, fmt, ap);
-	va_end(ap);
-	return r;
-}
-
-static int
-frame_no_memory(struct frame *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int
-frame_no_memory(struct frame *f, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int r = frame_vset(f, FRAME_NO_MEMORY, fmt, ap);
-	va_end(ap);
-	return r;
-}
+#define frame_upstream(f, ...) frame_set((f), FRAME_UPSTREAM, __VA_ARGS__)
+#define frame_no_memory(f, ...) frame_set((f), FRAME_NO_MEMORY, __VA_ARGS__)
 
 /* ---- FIFO of in-flight requests ---------------------------------------- */
 
@@ -581,4 +553,17 @@ bool
 frame_dir_has_room(const struct frame *f, const struct frame_dir *d)
 {
 	return !d->buf || d->end < f->lim.buf_size || d->start > 0;
+}
+
+size_t
+frame_dir_room(const struct frame *f, struct frame_dir *d)
+{
+	if (d->end == f->lim.buf_size) {
+		if (d->start == 0)
+			return 0;
+		memmove(d->buf, d->buf + d->start, d->end - d->start);
+		d->end -= d->start;
+		d->start = 0;
+	}
+	return f->lim.buf_size - d->end;
 }

@@ -170,6 +170,10 @@ bool frame_req_partial(const struct frame *f);
 size_t frame_resp_unparsed(const struct frame *f);
 /* d can take more bytes (no buffer yet, or room at its end or front). */
 bool frame_dir_has_room(const struct frame *f, const struct frame_dir *d);
+/* Room at the end of d->buf (allocated) for the next read, the bytes
+ * [start, end) moved to the front when the end is reached; 0 when full.
+ * The caller reads into buf + end and adds what it read to end. */
+size_t frame_dir_room(const struct frame *f, struct frame_dir *d);
 /* The pre-authentication limit in force: the smaller of
  * sasl_max_frame_bytes and max_frame_bytes. */
 uint64_t frame_sasl_limit(const struct frame *f);

@@ -791,7 +791,8 @@ fetch_handle(struct upstream_fetch *f)
 		int16_t min = 0, max = 0;
 		int r = kc_apiversions_find(f->buf, f->len, 0, 3, &min, &max);
 		if (r != KC_OK) {
-			fetch_protocol_error(f, "%s", r == -2 ? "ApiVersions response lists no Metadata"
+			fetch_protocol_error(f, "%s", r == KC_APIVERSIONS_ABSENT
+			    ? "ApiVersions response lists no Metadata"
 			    : "malformed response to ApiVersions");
 			return;
 		}

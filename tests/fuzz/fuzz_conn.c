@@ -89,21 +89,17 @@ map_fn(void *ctx, int32_t node_id, const char *up_host, size_t up_host_len, int3
 static size_t
 feed(struct run *r, struct frame_dir *d, const uint8_t *p, size_t n)
 {
-	size_t cap = r->f.lim.buf_size, took = 0;
+	size_t took = 0;
 	if (!d->buf) {
-		d->buf = malloc(cap);
+		d->buf = malloc(r->f.lim.buf_size);
 		FUZZ_CHECK(d->buf != NULL, "oom");
 		d->start = d->end = d->fwd = 0;
 	}
 	while (took < n) {
-		if (d->end == cap) {
-			if (d->start == 0)
-				break;
-			memmove(d->buf, d->buf + d->start, d->end - d->start);
-			d->end -= d->start;
-			d->start = 0;
-		}
-		size_t k = cap - d->end < n - took ? cap - d->end : n - took;
+		size_t room = frame_dir_room(&r->f, d);
+		if (!room)
+			break;
+		size_t k = room < n - took ? room : n - took;
 		memcpy(d->buf + d->end, p + took, k);
 		d->end += k;
 		took += k;

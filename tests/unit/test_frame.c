@@ -60,21 +60,17 @@ teardown(void)
 static size_t
 feed(struct frame_dir *d, const void *p, size_t n)
 {
-	size_t cap = f.lim.buf_size, took = 0;
+	size_t took = 0;
 	if (!d->buf) {
-		d->buf = malloc(cap);
+		d->buf = malloc(f.lim.buf_size);
 		cr_assert_not_null(d->buf);
 		d->start = d->end = d->fwd = 0;
 	}
 	while (took < n) {
-		if (d->end == cap) {
-			if (d->start == 0)
-				break;
-			memmove(d->buf, d->buf + d->start, d->end - d->start);
-			d->end -= d->start;
-			d->start = 0;
-		}
-		size_t k = cap - d->end < n - took ? cap - d->end : n - took;
+		size_t room = frame_dir_room(&f, d);
+		if (!room)
+			break;
+		size_t k = room < n - took ? room : n - took;
 		memcpy(d->buf + d->end, (const uint8_t *)p + took, k);
 		d->end += k;
 		took += k;
