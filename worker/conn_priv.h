@@ -18,7 +18,6 @@
 #include "worker/conn_fsm.h"
 #include "worker/frame.h"
 #include "worker/handover.h"
-#include "worker/kafka/sasl.h"
 
 /* A peer identity in logs: an address, or (TLS) a certificate subject. */
 #define CONN_PEER_MAX 256
@@ -55,8 +54,8 @@ struct conn {
 };
 
 /*
- * Drain at a request boundary (docs/design.md §4), made exact for requests that
- * were already sent when the drain began: complete requests already read
+ * Drain at a request boundary (docs/design.md §4), made exact for requests
+ * that were already sent when the drain began: complete requests already read
  * from the client are served (drain_credit), a frame whose header was
  * parsed is read to its end, and a request whose first bytes arrived (or a
  * connection accepted moments before the drain, whose first request is
@@ -77,7 +76,13 @@ struct conn {
 /* A connection on client socket fd, not connected upstream yet, in the
  * worker's list. NULL (fd not closed) when out of memory. */
 struct conn *conn_new(struct worker *w, int fd, int broker_index);
-/* Unlink and free c (its sockets closed); no log. */
+/* Feed event e to c's lifecycle table (conn_fsm.h): the state changes
+ * (logged at debug, old -> new (event)) and the actions are carried out.
+ * false for a forbidden pair (a bug: logged, counted, nothing done). */
+bool conn_event(struct conn *c, enum conn_event e);
+
+/* Close c (the close event, unless it is closed already), unlink and free
+ * it, its sockets closed; no log. */
 void conn_free(struct conn *c);
 /* Log the reason in c->why at lvl (rate-limited from LOG_WARN on), free c. */
 void conn_close(struct conn *c, enum log_level lvl, const char *what);
@@ -113,11 +118,6 @@ int conn_tls_step(struct conn *c);
 /* One handshake step on each side still in one (plain TCP never is). 0,
  * or -1 to close (why set). */
 int conn_handshake(struct conn *c);
-
-/* Feed event e to c's lifecycle table (conn_fsm.h): the state changes
- * (logged at debug, old -> new (event)) and the actions are carried out.
- * false for a forbidden pair (a bug: logged, counted, nothing done). */
-bool conn_event(struct conn *c, enum conn_event e);
 
 /* ---- conn_handover.c ------------------------------------------------------- */
 
