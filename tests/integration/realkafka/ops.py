@@ -19,6 +19,8 @@ from conftest import register_log
 
 from .conftest import CLUSTER, clients, kafka_unavailable, kcluster, report
 
+import kwire  # noqa: E402,F401  (tests/peers/kafka, on sys.path since .conftest)
+
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
@@ -131,3 +133,52 @@ def figures(line):
 def log_end_total(cluster, topic):
     """Records in the topic's log (sum of its high watermarks)."""
     return sum(cluster.end_offsets(topic).values())
+
+
+def load_step(s, parts, action, timeout=90.0):
+    """Runs action() while the session's load runs; returns (seconds the
+    action took, stall_ms, consumer_stall_ms, status): stall is the longest
+    gap between acknowledgements of partitions `parts`, from just before the
+    action until each of them is acknowledged again after it (waited for,
+    up to `timeout`); consumer_stall the same for the records received."""
+    s("load-mark")
+    t0 = time.monotonic()
+    action()
+    took = time.monotonic() - t0
+    before = s("load-status")
+    s("load-mark")
+
+    def resumed():
+        st = s("load-status")
+        ok = all(st["acks"].get(str(p), {}).get("since_mark", 0) > 0 and
+                 st["records"].get(str(p), {}).get("since_mark", 0) > 0 for p in parts)
+        return st if ok else None
+    after = wait_until(resumed, timeout, f"acks and records of partitions {parts} after the action")
+
+    def gap(kind):
+        return max(x[kind].get(str(p), {}).get("window_gap_ms", 0) for x in (before, after) for p in parts)
+    return took, gap("acks"), gap("records"), after
+
+
+def wait_load_flowing(s, partitions, timeout=60.0):
+    """Until every partition has acknowledged and delivered records."""
+    def flowing():
+        st = s("load-status")
+        ok = all(st["acks"].get(str(p), {}).get("count", 0) > 0 and
+                 st["records"].get(str(p), {}).get("count", 0) > 0 for p in range(partitions))
+        return st if ok else None
+    return wait_until(flowing, timeout, "the load flowing on every partition")
+
+
+def check_load_result(r, cluster, topic, ferry_addrs):
+    """What every fault scenario demands of a stopped load: nothing failed,
+    every acknowledged record received, the log holds exactly the records
+    acknowledged (no duplicate written by a retry), the clients know only
+    ferry's addresses."""
+    assert r["sent"] > 0 and r["acked"] == r["sent"], r
+    assert r["failed"] == 0 and r["lost"] == 0, r
+    assert r["foreign"] == 0 and r["unacked_received"] == 0, r
+    assert r["unique"] == r["acked"], r
+    in_log = log_end_total(cluster, topic)
+    assert in_log == r["acked"], f"the log holds {in_log} records for {r['acked']} acknowledged: {r}"
+    assert r["brokers"] and set(r["brokers"]) <= set(ferry_addrs), r

@@ -621,6 +621,7 @@ public class Session {
         final Thread producerThread, consumerThread;
         final Metric pConnCreated, pConnClosed, pRetries, pErrors;
         volatile Metric cConnCreated, cConnClosed;
+        volatile List<Long> cConnFinal;
         final BitSet acked = new BitSet(), failed = new BitSet();
         int[] received = new int[1024];
         final Map<Integer, Timing> ackTiming = new TreeMap<>(), recordTiming = new TreeMap<>();
@@ -732,6 +733,8 @@ public class Session {
             } catch (Exception e) {
                 error("consumer: " + e);
             } finally {
+                // its own closing connections are not the fault's
+                cConnFinal = List.of(value(cConnCreated), value(cConnClosed));
                 consumer.close(CloseOptions.timeout(Duration.ofSeconds(10)));
             }
         }
@@ -799,7 +802,8 @@ public class Session {
             out.put("assignments", assignments);
             out.put("revocations", revocations);
             out.put("producer_connections", List.of(value(pConnCreated), value(pConnClosed)));
-            out.put("consumer_connections", List.of(value(cConnCreated), value(cConnClosed)));
+            out.put("consumer_connections", cConnFinal != null ? cConnFinal
+                    : List.of(value(cConnCreated), value(cConnClosed)));
             out.put("producer_retries", value(pRetries));
         }
 
