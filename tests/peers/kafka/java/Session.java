@@ -27,6 +27,7 @@
  *   list-reassignments                     reassignments [{topic, partition, replicas,
  *                                          adding, removing}]
  *   elect-preferred TOPIC PARTITION...     results {"T-P": null | error}
+ *   elect-preferred *                      the same for every partition of the cluster
  *   produce TOPIC N RUN                    acked (records RUN-0 .. RUN-(N-1), key i)
  *   join-group GROUP TOPIC N RUN           a member that stays in the group: returns
  *                                          once it consumed N records and committed
@@ -344,6 +345,8 @@ public class Session {
             Set<TopicPartition> tps = new HashSet<>();
             for (int i = 2; i < w.length; i++)
                 tps.add(new TopicPartition(w[1], Integer.parseInt(w[i])));
+            if (w.length == 2 && w[1].equals("*"))
+                tps = null;   // every partition of the cluster
             Map<String, Object> res = new TreeMap<>();
             for (Map.Entry<TopicPartition, Optional<Throwable>> e :
                      get(admin.electLeaders(ElectionType.PREFERRED, tps).partitions()).entrySet())
