@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import register_log
+from conftest import register_log, wait_for
 
 from .conftest import CLUSTER, clients, kafka_unavailable, kcluster, report
 
@@ -65,21 +65,16 @@ def check_session_dials(s):
 
 
 def wait_until(pred, timeout, what, interval=0.2):
-    """pred() until truthy (returned); AssertionError naming `what` and the
-    last value or exception after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while True:
-        try:
-            v = pred()
-            if v:
-                return v
-            last = v
-        except Exception as e:  # noqa: BLE001 -- reported below
-            last = repr(e)
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"{what}: not within {timeout}s (last: {last!r})")
-        time.sleep(interval)
+    """conftest.wait_for at a pace fit for a JVM or a broker on the other end."""
+    return wait_for(pred, timeout, interval=interval, what=what)
+
+
+def wait_answer(s, words, pred, timeout, what):
+    """The session's answer to `words` once pred(answer) holds."""
+    def ok():
+        doc = s(*words)
+        return doc if pred(doc) else None
+    return wait_until(ok, timeout, what)
 
 
 def partitions(cluster, topic):
@@ -160,12 +155,12 @@ def load_step(s, parts, action, timeout=90.0):
     return took, gap("acks"), gap("records"), after
 
 
-def wait_load_flowing(s, partitions, timeout=60.0):
+def wait_load_flowing(s, n, timeout=60.0):
     """Until every partition has acknowledged and delivered records."""
     def flowing():
         st = s("load-status")
         ok = all(st["acks"].get(str(p), {}).get("count", 0) > 0 and
-                 st["records"].get(str(p), {}).get("count", 0) > 0 for p in range(partitions))
+                 st["records"].get(str(p), {}).get("count", 0) > 0 for p in range(n))
         return st if ok else None
     return wait_until(flowing, timeout, "the load flowing on every partition")
 

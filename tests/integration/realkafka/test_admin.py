@@ -13,9 +13,9 @@ not through ferry), and strace must see the JVM connect to ferry's ports
 only.
 """
 
-from .conftest import CLUSTER, kcluster, unique_name
+from .conftest import kcluster, unique_name
 from .ops import (check_session_dials, ferry_node_addresses, figures, java_session,  # noqa: F401
-                  partitions, wait_until)
+                  partitions, wait_answer, wait_until)
 
 
 def test_admin_operations(kafka_cluster, kafka_ferry, java_session):  # noqa: F811
@@ -35,8 +35,9 @@ def test_admin_operations(kafka_cluster, kafka_ferry, java_session):  # noqa: F8
     s("create-topic", t_topic, 3, 3, "min.insync.replicas=2")
     s("create-topic", t_moved, 1, 1)
     wait_until(lambda: {t_topic, t_moved} <= set(s("list-topics")["topics"]), 30, "topics listed")
-    desc = wait_until(lambda: (lambda x: x if all(p["leader"] is not None for p in x["partitions"])
-                               else None)(s("describe-topic", t_topic)), 30, "leaders of the new topic")
+    desc = wait_answer(s, ("describe-topic", t_topic),
+                       lambda x: all(p["leader"] is not None for p in x["partitions"]), 30,
+                       "leaders of the new topic")
     assert len(desc["partitions"]) == 3, desc
     for p in desc["partitions"]:
         assert p["leader_addr"] == by_id[p["leader"]], desc
@@ -74,8 +75,8 @@ def test_admin_operations(kafka_cluster, kafka_ferry, java_session):  # noqa: F8
     wait_until(lambda: not s("list-reassignments")["reassignments"], 30, "reassignment done")
     e = s("elect-preferred", t_topic, 0)
     assert e["results"] == {f"{t_topic}-0": None}, e
-    after = wait_until(lambda: (lambda x: x if x["partitions"][0]["leader"] == rotated[0] else None)(
-        s("describe-topic", t_topic)), 30, f"leader {rotated[0]} of {t_topic}-0 through ferry")
+    after = wait_answer(s, ("describe-topic", t_topic), lambda x: x["partitions"][0]["leader"] == rotated[0],
+                        30, f"leader {rotated[0]} of {t_topic}-0 through ferry")
     assert after["partitions"][0]["replicas"] == rotated, after
     assert after["partitions"][0]["leader_addr"] == by_id[rotated[0]], after
     direct = partitions(kafka_cluster, t_topic)[0]
@@ -91,8 +92,8 @@ def test_admin_operations(kafka_cluster, kafka_ferry, java_session):  # noqa: F8
     s("reassign", t_moved, 0, dst)
     seen = s("list-reassignments")["reassignments"]
     wait_until(lambda: not s("list-reassignments")["reassignments"], 60, "data-moving reassignment done")
-    moved = wait_until(lambda: (lambda x: x if x["partitions"][0]["leader"] == dst else None)(
-        s("describe-topic", t_moved)), 30, f"{t_moved}-0 led by {dst}")
+    moved = wait_answer(s, ("describe-topic", t_moved), lambda x: x["partitions"][0]["leader"] == dst,
+                        30, f"{t_moved}-0 led by {dst}")
     assert moved["partitions"][0]["replicas"] == [dst], moved
     assert moved["partitions"][0]["leader_addr"] == by_id[dst], moved
     assert kafka_cluster.end_offsets(t_moved) == {0: 500}, "the moved partition lost records"
@@ -115,7 +116,7 @@ def test_admin_operations(kafka_cluster, kafka_ferry, java_session):  # noqa: F8
     ends = kafka_cluster.end_offsets(t_topic)
     assert offsets == {f"{t_topic}-{p}": o for p, o in ends.items()}, (offsets, ends)
     s("leave-group")
-    wait_until(lambda: s("describe-group", group)["state"] == "Empty", 30, "group empty")
+    wait_answer(s, ("describe-group", group), lambda x: x["state"] == "Empty", 30, "group empty")
     s("delete-groups", group)
     assert group not in {x["id"] for x in s("list-groups")["groups"]}
 

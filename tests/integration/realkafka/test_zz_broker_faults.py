@@ -24,8 +24,7 @@ import time
 
 from .conftest import unique_name
 from .ops import (check_load_result, check_session_dials, ferry_node_addresses, figures,  # noqa: F401
-                  java_session, load_step, partitions, restore, wait_healthy, wait_load_flowing,
-                  wait_until)
+                  java_session, load_step, partitions, restore, wait_healthy, wait_load_flowing)
 
 RATE = 200          # records/s
 PARTS = [0, 1, 2]
