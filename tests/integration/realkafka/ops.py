@@ -177,3 +177,13 @@ def check_load_result(r, cluster, topic, ferry_addrs):
     in_log = log_end_total(cluster, topic)
     assert in_log == r["acked"], f"the log holds {in_log} records for {r['acked']} acknowledged: {r}"
     assert r["brokers"] and set(r["brokers"]) <= set(ferry_addrs), r
+
+
+def load_summary(r, s):
+    """The figures of a stopped load, for figures()."""
+    return (f"{r['acked']} records acknowledged, {r['unique']} received, lost {r['lost']}, "
+            f"duplicates in the log 0, redelivered {r['duplicates']}, producer retries "
+            f"{r['producer_retries']}, client errors {r['error_count']} "
+            f"({s.log_counts()['WARN']} warnings logged), connections (created, closed) producer "
+            f"{r['producer_connections']} consumer {r['consumer_connections']}, "
+            f"{r['assignments']} assignment(s)")

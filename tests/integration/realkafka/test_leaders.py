@@ -20,8 +20,8 @@ import time
 
 from .conftest import unique_name
 from .ops import (check_load_result, check_session_dials, ferry_node_addresses, figures,  # noqa: F401
-                  java_session, kwire, load_step, partitions, restore, wait_healthy, wait_load_flowing,
-                  wait_until)
+                  java_session, kwire, load_step, load_summary, partitions, restore, wait_healthy,
+                  wait_load_flowing, wait_until)
 
 RATE = 200          # records/s
 NOT_LEADER_OR_FOLLOWER = 6
@@ -118,11 +118,7 @@ def test_leader_movement_under_load(kafka_cluster, kafka_ferry, java_session):  
     s.close()
     check_session_dials(s)
     check_load_result(r, kafka_cluster, topic, by_id.values())
-    figures(f"leader movement (Java {s.lib_version}, {RATE}/s through ferry): {r['acked']} records "
-            f"acknowledged, {r['unique']} received, lost {r['lost']}, duplicates in the log 0, "
-            f"redelivered {r['duplicates']}, producer retries {r['producer_retries']}, client errors "
-            f"{r['error_count']}, connections producer {r['producer_connections']} consumer "
-            f"{r['consumer_connections']} (created, closed), {r['assignments']} assignments")
+    figures(f"leader movement (Java {s.lib_version}, {RATE}/s through ferry): {load_summary(r, s)}")
     for name, took, stall, cstall in steps:
         figures(f"  {name}: {took:.1f}s, longest ack gap {stall} ms, record gap {cstall} ms")
     figures(f"  node {victim}: acks resumed {recovered:.1f}s after the kill; back with a full ISR "

@@ -24,7 +24,8 @@ import time
 
 from .conftest import unique_name
 from .ops import (check_load_result, check_session_dials, ferry_node_addresses, figures,  # noqa: F401
-                  java_session, load_step, partitions, restore, wait_healthy, wait_load_flowing)
+                  java_session, load_step, load_summary, partitions, restore, wait_healthy,
+                  wait_load_flowing)
 
 RATE = 200          # records/s
 PARTS = [0, 1, 2]
@@ -78,10 +79,6 @@ def test_leader_kill_and_rolling_restart_under_load(kafka_cluster, kafka_ferry, 
     assert sorted(n.id for n in kafka_cluster.running_nodes()) == [1, 2, 3]
 
     figures(f"broker faults (Java {s.lib_version}, {RATE}/s, RF 3, min ISR 2, through ferry, "
-            f"{took_all:.0f}s): {r['acked']} records acknowledged, {r['unique']} received, lost "
-            f"{r['lost']}, duplicates in the log 0, redelivered {r['duplicates']}, producer retries "
-            f"{r['producer_retries']}, client errors {r['error_count']}, connections producer "
-            f"{r['producer_connections']} consumer {r['consumer_connections']} (created, closed), "
-            f"{r['assignments']} assignments")
+            f"{took_all:.0f}s): {load_summary(r, s)}")
     for name, took, stall, cstall in events:
         figures(f"  {name}: {took:.1f}s, longest ack gap {stall} ms, record gap {cstall} ms")

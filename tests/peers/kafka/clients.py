@@ -287,6 +287,13 @@ class Session:
         except OSError:
             return ""
 
+    def log_counts(self):
+        """{"WARN": n, "ERROR": n}: the lines the client logged (log4j2 at
+        WARN, java/log4j2.properties) at each level: what it made visible
+        of the faults besides the results of its calls."""
+        text = self.stderr_tail(n=1 << 30)
+        return {lvl: text.count(f"] {lvl} ") for lvl in ("WARN", "ERROR")}
+
     def kill(self):
         if self.proc.poll() is None:
             try:
