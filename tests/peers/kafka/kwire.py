@@ -12,6 +12,12 @@ import base64
 import re
 import socket
 import struct
+import sys
+from pathlib import Path
+
+# tests/peers: the frame helpers of sasl_broker.py (importable by design)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from sasl_broker import Reader, compact_bytes, compact_string, uvarint  # noqa: E402
 
 
 class KafkaError(Exception):
@@ -215,27 +221,8 @@ def api_versions_diff(broker, proxy, names=None):
 # flexible versions: Produce v12 and Fetch v17 with their KIP-951 hints
 # --------------------------------------------------------------------------
 
-def _uvarint(n):
-    out = b""
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out += bytes([b | 0x80])
-        else:
-            return out + bytes([b])
-
-
 def _varint(n):
-    return _uvarint((n << 1) ^ (n >> 63))   # zigzag
-
-
-def _cstr(s):
-    """compact string (None: null)"""
-    if s is None:
-        return b"\x00"
-    b = s.encode()
-    return _uvarint(len(b) + 1) + b
+    return uvarint((n << 1) ^ (n >> 63))   # zigzag
 
 
 _CRC32C = []
@@ -271,69 +258,48 @@ def record_batch(values, key=None, timestamp_ms=None):
     return struct.pack(">qi", 0, len(tail)) + tail
 
 
-class _Flex:
-    """A cursor over a flexible-version response body."""
+class _Flex(Reader):
+    """sasl_broker's reader of a response body, with what the flexible
+    versions of Produce and Fetch need besides."""
 
-    def __init__(self, b, off=0):
-        self.b, self.off = b, off
-
-    def take(self, fmt):
-        v = struct.unpack_from(fmt, self.b, self.off)
-        self.off += struct.calcsize(fmt)
+    def unpack(self, fmt):
+        v = struct.unpack(fmt, self.take(struct.calcsize(fmt)))
         return v[0] if len(v) == 1 else v
 
-    def uvarint(self):
-        n = shift = 0
-        while True:
-            c = self.b[self.off]
-            self.off += 1
-            n |= (c & 0x7F) << shift
-            if not c & 0x80:
-                return n
-            shift += 7
-
     def cstr(self):
-        n = self.uvarint() - 1
-        if n < 0:
-            return None
-        self.off += n
-        return self.b[self.off - n:self.off].decode()
-
-    def cbytes_skip(self):
-        n = self.uvarint() - 1
-        if n > 0:
-            self.off += n
+        b = self.compact_bytes()
+        return None if b is None else b.decode()
 
     def array(self, elem):
         n = self.uvarint() - 1
         return None if n < 0 else [elem() for _ in range(n)]
 
     def tags(self, known=None):
-        """{tag: parsed value} of a tag section; known = {tag: fn(_Flex)}
-        (unknown tags are kept as raw bytes)."""
+        """{tag: parsed value} of a tag section; known = {tag: fn(reader)}
+        (other tags are kept as raw bytes)."""
         out = {}
         for _ in range(self.uvarint()):
             tag, size = self.uvarint(), self.uvarint()
-            end = self.off + size
+            end = self.o + size
             if known and tag in known:
                 out[tag] = known[tag](self)
-                if self.off != end:
-                    raise KafkaError(f"tag {tag}: parsed {self.off - end + size} of {size} bytes")
+                if self.o != end:
+                    raise KafkaError(f"tag {tag}: {size} bytes, {size + self.o - end} parsed")
             else:
-                out[tag] = self.b[self.off:end]
-            self.off = end
+                out[tag] = self.take(size)
+            self.o = end
         return out
 
 
 def _leader_id_and_epoch(r):
-    leader, epoch = r.take(">ii")
+    leader, epoch = r.unpack(">ii")
     r.tags()
     return {"leader_id": leader, "leader_epoch": epoch}
 
 
 def _node_endpoints(r):
     def one():
-        nid, host, port, rack = r.take(">i"), r.cstr(), r.take(">i"), r.cstr()
+        nid, host, port, rack = r.unpack(">i"), r.cstr(), r.unpack(">i"), r.cstr()
         r.tags()
         return {"node_id": nid, "host": host, "port": port, "rack": rack}
     return r.array(one)
@@ -348,7 +314,7 @@ def _flex_roundtrip(host, port, api_key, version, body, timeout, corr):
         (size,) = struct.unpack(">i", _recv_exact(s, 4))
         resp = _recv_exact(s, size)
     r = _Flex(resp)
-    if r.take(">i") != corr:
+    if r.unpack(">i") != corr:
         raise KafkaError(f"{host}:{port}: correlation id mismatch")
     r.tags()   # response header v1
     return r
@@ -361,16 +327,16 @@ def produce_v12(host, port, topic, partition, values, acks=-1, timeout=10.0, cor
     (the KIP-951 hints the response carries)."""
     batch = record_batch([v if isinstance(v, bytes) else v.encode() for v in values])
     body = (b"\x00" + struct.pack(">hi", acks, int(timeout * 1000))       # null transactional id
-            + _uvarint(2) + _cstr(topic)
-            + _uvarint(2) + struct.pack(">i", partition) + _uvarint(len(batch) + 1) + batch + b"\x00"
+            + uvarint(2) + compact_string(topic)
+            + uvarint(2) + struct.pack(">i", partition) + compact_bytes(batch) + b"\x00"
             + b"\x00" + b"\x00")
     r = _flex_roundtrip(host, port, 0, 12, body, timeout + 5, corr)
     parts = {}
 
     def part():
-        idx, err, base = r.take(">ihq")
-        r.take(">qq")   # log append time, log start offset
-        r.array(lambda: (r.take(">i"), r.cstr(), r.tags()))   # record errors
+        idx, err, base = r.unpack(">ihq")
+        r.unpack(">qq")   # log append time, log start offset
+        r.array(lambda: (r.unpack(">i"), r.cstr(), r.tags()))   # record errors
         msg = r.cstr()
         t = r.tags({0: _leader_id_and_epoch})
         parts[idx] = {"error": err, "base_offset": base, "message": msg, "current_leader": t.get(0)}
@@ -380,7 +346,7 @@ def produce_v12(host, port, topic, partition, values, acks=-1, timeout=10.0, cor
         r.array(part)
         r.tags()
     r.array(topic_resp)
-    r.take(">i")   # throttle
+    r.unpack(">i")   # throttle
     t = r.tags({0: _node_endpoints})
     return {"partitions": parts, "node_endpoints": t.get(0)}
 
@@ -393,27 +359,27 @@ def fetch_v17(host, port, topic_id, partition, offset=0, leader_epoch=-1, timeou
     if isinstance(topic_id, str):
         topic_id = base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4))
     body = (struct.pack(">iiibii", 0, 1, 1 << 20, 0, 0, -1)   # max wait, min/max bytes, isolation, session
-            + _uvarint(2) + topic_id
-            + _uvarint(2) + struct.pack(">iiqiqi", partition, leader_epoch, offset, -1, -1, 1 << 20)
+            + uvarint(2) + topic_id
+            + uvarint(2) + struct.pack(">iiqiqi", partition, leader_epoch, offset, -1, -1, 1 << 20)
             + b"\x00" + b"\x00"
-            + _uvarint(1)            # no forgotten topics
-            + _cstr("") + b"\x00")   # rack id, tags
+            + uvarint(1)            # no forgotten topics
+            + compact_string("") + b"\x00")   # rack id, tags
     r = _flex_roundtrip(host, port, 1, 17, body, timeout + 5, corr)
-    r.take(">i")   # throttle
-    err, _session = r.take(">hi")
+    r.unpack(">i")   # throttle
+    err, _session = r.unpack(">hi")
     parts = {}
 
     def part():
-        idx, perr, hw = r.take(">ihq")
-        r.take(">qq")   # last stable offset, log start offset
-        r.array(lambda: r.take(">qq"))   # aborted transactions
-        r.take(">i")    # preferred read replica
-        r.cbytes_skip()  # records
+        idx, perr, hw = r.unpack(">ihq")
+        r.unpack(">qq")   # last stable offset, log start offset
+        r.array(lambda: r.unpack(">qq"))   # aborted transactions
+        r.unpack(">i")    # preferred read replica
+        r.compact_bytes()  # records
         t = r.tags({1: _leader_id_and_epoch})
         parts[idx] = {"error": perr, "high_watermark": hw, "current_leader": t.get(1)}
 
     def topic_resp():
-        r.off += 16
+        r.take(16)   # topic id
         r.array(part)
         r.tags()
     r.array(topic_resp)
