@@ -111,6 +111,7 @@ def test_leader_movement_under_load(kafka_cluster, kafka_ferry, java_session):  
         kafka_cluster.restart_node(victim)
         wait_healthy(kafka_cluster, [topic])
         back = time.monotonic() - t0
+        s("elect-preferred", "*")   # leaders back on their preferred replicas, still under load
 
         r = s("load-stop", 90)
     finally:
