@@ -32,7 +32,7 @@ Library use (pytest):
 
     c = Cluster(dir, nodes=3).start()      # formats on first start; waits ready
     c.bootstrap()                          # "localhost:P1,localhost:P2,..."
-    c.stop_node(2); c.kill_node(3); c.restart_node(3); c.add_node()
+    c.stop_node(2); c.kill_node(3); c.restart_node(3); c.add_node(); c.remove_node(4)
     c.stop()
 
 Every JVM is recorded in `pids` before anything else happens; Cluster.stop()
@@ -714,6 +714,19 @@ class Cluster:
         self._spawn(n)
         self.wait_ready(timeout)
         return n
+
+    def remove_node(self, node_id, grace=STOP_GRACE):
+        """Stops a node added with add_node() and forgets it: bootstrap(),
+        broker_ports(), all_ports() and wait_ready() no longer name it, and
+        its data directory goes (a later add_node() may reuse its id). Its
+        registration stays with the controllers until an UnregisterBroker;
+        its logs stay in its directory; its pids stay in `pids` (reap)."""
+        if node_id in self.voters:
+            raise KafkaError(f"node {node_id} is a voter of the quorum: not removable")
+        self.stop_node(node_id, grace)
+        n = self.nodes.pop(node_id)
+        shutil.rmtree(n.dir / "data", ignore_errors=True)
+        self._save()
 
     def stop(self, grace=STOP_GRACE):
         """Stops every node at once (SIGTERM, then SIGKILL after grace) and

@@ -111,7 +111,7 @@ public class Client {
     }
 
     /* The version kafka-clients reports about itself (its jar's resource). */
-    private static String clientVersion() {
+    static String clientVersion() {
         Properties v = new Properties();
         try (var in = KafkaProducer.class.getResourceAsStream("/kafka/kafka-version.properties")) {
             if (in != null)
@@ -273,7 +273,7 @@ public class Client {
     }
 
     // ---- a small JSON writer: strings, numbers, booleans, null, lists, maps ----
-    private static String toJson(Object o) {
+    static String toJson(Object o) {
         StringBuilder b = new StringBuilder();
         json(b, o);
         return b.toString();
