@@ -67,8 +67,8 @@ def problem(name):
     return f"unknown client {name}"
 
 
-def argv_of(name, opts):
-    """The command line of peer `name` with options `opts`."""
+def opt_args(opts):
+    """--options from a dict: None/False left out, True a bare flag."""
     args = []
     for k, v in opts.items():
         if v is None or v is False:
@@ -76,6 +76,12 @@ def argv_of(name, opts):
         args.append(f"--{k}")
         if v is not True:
             args.append(str(v))
+    return args
+
+
+def argv_of(name, opts):
+    """The command line of peer `name` with options `opts`."""
+    args = opt_args(opts)
     if name == "java":
         home = kcluster.kafka_home()
         cp = f"{home / 'java-client'}:{home / 'client'}/*"
