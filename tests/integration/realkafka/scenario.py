@@ -26,6 +26,12 @@ from pathlib import Path
 from .conftest import CLUSTER, clients, kcluster
 
 FERRY_CLUSTER_KEY = "idle_timeout"   # toggled to make a reload modify the cluster
+# A reload hands a connection over once the responses it is owed are
+# delivered: a JoinGroup waiting for a rebalance, a long-polling Fetch or a
+# transaction's EndTxn can hold it for seconds on a loaded machine. The
+# suite's default drain_timeout (2 s) would close those; an operator's (30 s
+# in the example configuration) lets them move.
+RELOAD_DRAIN_TIMEOUT = "30s"
 
 
 PROGRAMS = ("java", "confluent-kafka")

@@ -25,7 +25,7 @@ import pytest
 from .conftest import CLUSTER, ferry_addresses, report, unique_name
 from .groupwire import KEY_GROUP, consumer_group_state, find_coordinators
 from .test_clients import check_run, committed_through
-from .scenario import Peer, reload_modified, wait_until
+from .scenario import RELOAD_DRAIN_TIMEOUT, Peer, reload_modified, wait_until
 
 N = 1800
 PARTITIONS = 6
@@ -58,7 +58,7 @@ def committed_total(members):
 def test_rebalance_across_reloads(kafka_cluster, kafka_ferry, kafka_topic, workdir, request,
                                   protocol):
     t_start = time.monotonic()
-    ferry = kafka_ferry(workers=1)
+    ferry = kafka_ferry(workers=1, drain_timeout=RELOAD_DRAIN_TIMEOUT)
     topic = kafka_topic(f"grp-{protocol}", partitions=PARTITIONS)
     run = unique_name("R")
     group = unique_name(f"g-{protocol}")

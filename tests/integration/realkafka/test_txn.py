@@ -26,7 +26,7 @@ commit) go to the report printed at the end of the run.
 import time
 
 from .conftest import CLUSTER, ferry_addresses, report, unique_name
-from .scenario import Peer, kill_worker, reload_modified, wait_until
+from .scenario import RELOAD_DRAIN_TIMEOUT, Peer, kill_worker, reload_modified, wait_until
 
 TXN_SIZE = 10
 ABORT_EVERY = 7
@@ -54,7 +54,7 @@ def check_txn_topic(name, topic_doc, prod, what):
 def test_transactions_exactly_once_across_reload_and_worker_kill(
         kafka_cluster, kafka_ferry, kafka_topic, workdir, request):
     t_start = time.monotonic()
-    ferry = kafka_ferry(workers=1)
+    ferry = kafka_ferry(workers=1, drain_timeout=RELOAD_DRAIN_TIMEOUT)
     src, src2, dst = kafka_topic("txn-src"), kafka_topic("txn-cfk"), kafka_topic("txn-dst")
     run = unique_name("R")
     base = {"bootstrap": ferry.bootstrap(CLUSTER), "run-id": run, "timeout": 150}

@@ -100,6 +100,12 @@ def main():
                     p.produce(a.topic, key=str(t * a.txn_size + i).encode(),
                               value=f"{a.run_id}-{t}-{i}".encode())
             if abort:
+                # librdkafka (up to 2.16 at least, issue 4849) may send the
+                # abort's EndTxn before the coordinator has registered the
+                # transaction's partitions, which it answers with a fatal
+                # INVALID_TXN_STATE: deliver the records first (they are
+                # aborted all the same, never visible to read_committed)
+                p.flush(30)
                 p.abort_transaction(30)
                 aborted.append(t)
             else:
