@@ -2,12 +2,14 @@
 scenario — what the transaction, consumer-group and share-group scenarios
 share: long-running peers (tests/peers/kafka/java/Scenarios.java, and
 python/txn_peer.py for confluent-kafka's transactions) that a test starts in
-the background under strace, disturbs, and stops with a stop file; and the two disturbances themselves, a reload of a modified
-cluster (live handover: connections move) and a SIGKILL of the serving
-worker (the supervisor restarts it; clients reconnect through ferry).
+the background under strace, disturbs, and stops with a stop file; and
+the two disturbances themselves, a reload of a modified cluster (live
+handover: connections move) and a SIGKILL of the serving worker (the
+supervisor restarts it; clients reconnect through ferry).
 
     p = Peer(workdir, "txn-produce", opts, ferry, cluster)   # starts it
     wait_until(lambda: p.progress().get("txns", 0) >= 20, 60, "20 txns", p)
+    fill(kafka_cluster, topic, run, n)   # records "run-i", straight to the brokers
     reload_modified(ferry)          # -> the cluster's lastReplacement
     kill_worker(ferry)              # -> (old pid, new pid)
     p.stop(); r = p.wait(60)        # the peer's JSON result
@@ -111,13 +113,7 @@ class Peer:
         self.elapsed = time.monotonic() - self.t0
         for f in (self._out, self._err):
             f.close()
-        for line in reversed(self.out_path.read_text(errors="replace").splitlines()):
-            if line.startswith("{"):
-                try:
-                    self.result = json.loads(line)
-                    break
-                except ValueError:
-                    pass
+        self.result = clients.result_line(self.out_path.read_text(errors="replace"))
         return self.result
 
     def kill(self):
@@ -151,6 +147,20 @@ class Peer:
         assert self.connects(), f"strace saw no connect() of {self.label}\n{self.describe()}"
         bad = self.dial_problems()
         assert not bad, "\n".join(bad) + "\n" + self.describe()
+
+
+def fill(kafka_cluster, topic, run, n):
+    """n records "run-i" (key i), produced straight to the brokers (setup,
+    not under test) with Debian's librdkafka."""
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": kafka_cluster.bootstrap(), "enable.idempotence": True,
+                  "linger.ms": 5})
+    for i in range(n):
+        p.produce(topic, key=str(i).encode(), value=f"{run}-{i}".encode())
+        if i % 500 == 0:
+            p.poll(0)
+    assert p.flush(60) == 0, "records left unflushed"
+    assert sum(kafka_cluster.end_offsets(topic).values()) == n
 
 
 def wait_until(pred, timeout, what, *peers):

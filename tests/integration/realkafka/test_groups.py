@@ -24,25 +24,11 @@ import pytest
 
 from .conftest import CLUSTER, ferry_addresses, report, unique_name
 from .groupwire import KEY_GROUP, consumer_group_state, find_coordinators
+from .scenario import RELOAD_DRAIN_TIMEOUT, Peer, fill, reload_modified, wait_until
 from .test_clients import check_run, committed_through
-from .scenario import RELOAD_DRAIN_TIMEOUT, Peer, reload_modified, wait_until
 
 N = 1800
 PARTITIONS = 6
-
-
-def fill(kafka_cluster, topic, run, n):
-    """n records "run-i" (key i), produced straight to the brokers (setup,
-    not under test) with Debian's librdkafka."""
-    from confluent_kafka import Producer
-    p = Producer({"bootstrap.servers": kafka_cluster.bootstrap(), "enable.idempotence": True,
-                  "linger.ms": 5})
-    for i in range(n):
-        p.produce(topic, key=str(i).encode(), value=f"{run}-{i}".encode())
-        if i % 500 == 0:
-            p.poll(0)
-    assert p.flush(60) == 0, "records left unflushed"
-    assert sum(kafka_cluster.end_offsets(topic).values()) == n
 
 
 def committed_total(members):

@@ -20,8 +20,7 @@ import time
 from .conftest import CLUSTER, ferry_addresses, kcluster, report, unique_name
 from .groupwire import (KEY_SHARE, find_coordinators, kafka_uuid_text, share_fetch,
                         topic_layout)
-from .scenario import Peer, wait_until
-from .test_groups import fill
+from .scenario import Peer, fill, wait_until
 
 N = 1500
 NOT_LEADER_OR_FOLLOWER = 6

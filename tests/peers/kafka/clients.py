@@ -130,6 +130,17 @@ def strace_argv(log_path):
             "-o", str(log_path)]
 
 
+def result_line(stdout):
+    """The peer's result: the last line of its output that is a JSON object."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                pass
+    return None
+
+
 class Run:
     def __init__(self, name, argv, rc, stdout, stderr, connects, elapsed, allowed, forbidden):
         self.name, self.argv, self.rc = name, argv, rc
@@ -137,14 +148,7 @@ class Run:
         self.connects = connects
         self.elapsed = elapsed
         self.allowed, self.forbidden = set(allowed or ()), set(forbidden or ())
-        self.result = None
-        for line in reversed(stdout.splitlines()):
-            if line.startswith("{"):
-                try:
-                    self.result = json.loads(line)
-                    break
-                except ValueError:
-                    pass
+        self.result = result_line(stdout)
 
     def dial_problems(self):
         """Connects to a port outside `allowed` ("upstream" when the port is

@@ -385,7 +385,8 @@ public class Scenarios extends Client {
                         ended.add(new TopicPartition(t, r.partition()));
                         continue;
                     }
-                    String[] w = v.startsWith(run + "-") ? v.substring(run.length() + 1).split("-") : new String[0];
+                    String[] w = v.startsWith(run + "-") ? v.substring(run.length() + 1).split("-")
+                                                         : new String[0];
                     if (w.length != 2) {
                         foreign.merge(t, 1L, Long::sum);
                         continue;
@@ -396,7 +397,8 @@ public class Scenarios extends Client {
                     }
                     perTopic.get(t).merge(w[0], 1, Integer::sum);
                 }
-                progress(Map.of("ended", ended.size(), "records", total.values().stream().mapToLong(x -> x).sum()));
+                progress(Map.of("ended", ended.size(),
+                                "records", total.values().stream().mapToLong(x -> x).sum()));
             }
             if (ended.size() < all.size())
                 error("deadline with END seen on " + ended.size() + " of " + all.size() + " partitions");
@@ -468,7 +470,8 @@ public class Scenarios extends Client {
                         counts[3]++;
                     else
                         records.add(i);
-                    pending.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                    pending.put(new TopicPartition(r.topic(), r.partition()),
+                                new OffsetAndMetadata(r.offset() + 1));
                 }
                 commitPending.run();
                 Map<String, Object> doc = new LinkedHashMap<>();
@@ -543,7 +546,8 @@ public class Scenarios extends Client {
                     cons.acknowledge(r, AcknowledgeType.ACCEPT);
                 }
                 if (!recs.isEmpty()) {
-                    Map<TopicIdPartition, Optional<KafkaException>> res = cons.commitSync(Duration.ofSeconds(30));
+                    Map<TopicIdPartition, Optional<KafkaException>> res =
+                        cons.commitSync(Duration.ofSeconds(30));
                     for (Map.Entry<TopicIdPartition, Optional<KafkaException>> e : res.entrySet()) {
                         if (e.getValue().isPresent()) {
                             ackFailures++;
