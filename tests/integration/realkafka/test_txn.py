@@ -30,7 +30,7 @@ from .scenario import RELOAD_DRAIN_TIMEOUT, Peer, kill_worker, reload_modified, 
 
 TXN_SIZE = 10
 ABORT_EVERY = 7
-STEP = 15          # committed transactions each phase waits for
+STEP = 10          # committed transactions each phase waits for
 
 
 def check_txn_topic(name, topic_doc, prod, what):
@@ -58,7 +58,7 @@ def test_transactions_exactly_once_across_reload_and_worker_kill(
     src, src2, dst = kafka_topic("txn-src"), kafka_topic("txn-cfk"), kafka_topic("txn-dst")
     run = unique_name("R")
     base = {"bootstrap": ferry.bootstrap(CLUSTER), "run-id": run, "timeout": 150}
-    txn = {"txn-size": TXN_SIZE, "abort-every": ABORT_EVERY, "txn-sleep-ms": 20}
+    txn = {"txn-size": TXN_SIZE, "abort-every": ABORT_EVERY, "txn-sleep-ms": 10}
 
     def peer(mode, label, program="java", **opts):
         return Peer(workdir, mode, {**base, **opts}, ferry, kafka_cluster, request, label, program)
