@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/buildinfo.h"
 #include "common/config.h"
 #include "common/file.h"
 #include "common/tlsmat.h"
@@ -47,7 +48,9 @@ main(int argc, char **argv)
 		switch (c) {
 		case 'c': path = optarg; break;
 		case 't': test = 1; break;
-		case 'V': printf("ferryd %s\n", FERRY_VERSION); return 0;
+		case 'V':
+			printf("ferryd %s (build %s)\n", buildinfo_version(), buildinfo_id());
+			return 0;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
