@@ -26,6 +26,11 @@
 #define IPC_MAX_PAYLOAD (256 * 1024)
 #define IPC_MAX_FDS 64
 
+/* The version of this protocol between a supervisor and its workers. Both
+ * are always the same binary (workers run /proc/self/exe); an upgrade
+ * never mixes them (docs/design.md §11). */
+#define IPC_PROTOCOL_VERSION 1
+
 enum ipc_type {
 	IPC_NONE = 0,
 	/* supervisor -> worker */
@@ -135,9 +140,20 @@ struct ipc_conn_record {
 };
 #define IPC_CONN_RECORD_VERSION 1
 
+/* The outcome of a handed-over connection (CONN_TAKEN, CONN_DONE). */
+enum ipc_adopted {
+	IPC_ADOPT_NO = 0,      /* refused: the old worker closes it cleanly (shutdown) */
+	IPC_ADOPT_YES = 1,     /* adopted: the old worker closes its copies only */
+	IPC_ADOPT_UNKNOWN = 2, /* no answer in time (relay timeout, the new worker
+	                          or supervisor gone): the old worker closes its
+	                          copies only, never shutdown(), which would cut the
+	                          connection for a worker that adopted it late; if
+	                          nobody did, that last close is the clean one */
+};
+
 struct ipc_conn_ack {
 	uint64_t id;
-	uint32_t adopted;      /* 1 adopted, 0 not */
+	uint32_t adopted;      /* enum ipc_adopted */
 	uint32_t pad;
 };
 
@@ -207,6 +223,15 @@ int ipc_send(int sock, enum ipc_type type, uint64_t generation,
  * there; EBADMSG for a malformed message with the reason in err). Received
  * fds are O_CLOEXEC and owned by the caller (closed on error). */
 int ipc_recv(int sock, uint8_t *buf, size_t cap, struct ipc_msg *msg, char *err, size_t errlen);
+
+/* The same framing for another protocol over the same envelope (the
+ * upgrade channel, supervisor/upgproto.h): ipc_decode_frame checks only the
+ * envelope (length matches the datagram, at most IPC_MAX_PAYLOAD); the
+ * type and payload are the caller's to check. */
+int ipc_decode_frame(const uint8_t *buf, size_t len, struct ipc_msg *msg, char *err,
+		     size_t errlen);
+int ipc_recv_frame(int sock, uint8_t *buf, size_t cap, struct ipc_msg *msg, char *err,
+		   size_t errlen);
 
 void ipc_close_fds(struct ipc_msg *msg);
 /* The caller takes the fds (msg->fds stays readable; nfds becomes 0). */
