@@ -70,9 +70,15 @@ bool sup_crash_policy(struct sup *s, struct sup_cluster *c, const char *why, uin
 		      uint32_t *n);
 
 /* Live handover (engine_relay.c): relays of a process that exited end now;
- * relays past their deadline end as not adopted. */
+ * relays past their deadline end with their outcome unknown. */
 void sup_relays_proc_gone(struct sup *s, struct sup_proc *p);
 void sup_relays_tick(struct sup *s);
+/* The newest accepting generation of c other than `not`, and its process
+ * with the fewest connections (NULL: none). */
+struct sup_proc *sup_handover_target(struct sup_cluster *c, const struct sup_gen *not);
+/* Tell whoever handed a connection over (an old worker: CONN_DONE; NULL:
+ * the predecessor of an upgrade) its outcome (enum ipc_adopted). */
+void sup_relay_done(struct sup *s, struct sup_proc *from, uint64_t from_id, uint32_t adopted);
 
 /* Reloads (reload.c), called by the rest of the engine: */
 struct sup_reload_item;
@@ -85,5 +91,35 @@ void reload_settle(struct sup *s);
 void reload_abort(struct sup *s, const char *why);
 void reload_reap(struct sup *s);
 void reload_tick(struct sup *s);
+
+/* Upgrades (engine_upgrade.c), called by the rest of the engine: */
+void sup_post_upgrade(struct sup *s, int e, const char *why);
+void upgrade_event(struct sup *s, struct sup_upgrade *u, int e, const char *why);
+/* a generation owned by the upgrade is held / ended */
+void upgrade_gen_held(struct sup *s, struct sup_gen *g);
+void upgrade_gen_ended(struct sup *s, struct sup_gen *g, const char *why);
+/* a replaced generation of the predecessor is gone: its connections' fate */
+void upgrade_gen_gone(struct sup *s, uint64_t handed_over, uint64_t drained, uint64_t forced);
+/* a cluster's serving generation crashed */
+void upgrade_cluster_crashed(struct sup *s, struct sup_cluster *c, const char *why);
+/* Predecessor after the commit: relay an old worker's connection to the
+ * successor. true: taken care of (relayed, or declined to p). */
+bool upgrade_relay_out(struct sup *s, struct sup_proc *p, const struct ipc_conn_record *rec,
+		       const void *payload, size_t len, const int *fds, size_t nfds);
+/* Successor: the outcome of a connection relayed from the predecessor. */
+void upgrade_relay_answer(struct sup *s, uint64_t peer_id, uint32_t adopted);
+/* Before the commit nothing new starts (crash restarts wait, no rotation). */
+bool upgrade_frozen(const struct sup *s);
+/* Reloads, drains, restarts and another upgrade wait until it is over. */
+bool upgrade_busy(const struct sup *s);
+/* sup_stop(): false when the upgrade takes the stop over (see engine_upgrade.c). */
+bool upgrade_on_stop(struct sup *s, const char *why);
+/* A successor waiting for its predecessor's last connections does not exit. */
+bool upgrade_holds_exit(const struct sup *s);
+void upgrade_tick(struct sup *s);
+uint64_t upgrade_deadline(const struct sup *s);
+void upgrade_reaped(struct sup *s);
+void upgrade_reap(struct sup *s);
+void upgrade_free(struct sup *s);
 
 #endif

@@ -215,6 +215,10 @@ reload_finish(struct sup *s, struct sup_reload *r, enum sup_reload_status st, bo
 			snprintf(rec->persist_error, sizeof rec->persist_error,
 			    "persist = false in [ferry]");
 		}
+		free(s->config_text);
+		s->config_text = r->text;
+		s->config_len = r->len;
+		r->text = NULL;
 	}
 	rec->duration_ms = s->now_ms - r->started_mono;
 	reload_stats_observe(&s->reload_stats, (unsigned)st, rec->duration_ms);
@@ -510,7 +514,7 @@ reload_tick(struct sup *s)
 	if (!s->hup_at || s->now_ms < s->hup_at)
 		return;
 	s->hup_at = 0;
-	if (!s->hup_pending || s->reload || s->stopping)
+	if (!s->hup_pending || s->reload || upgrade_busy(s) || s->stopping)
 		return;
 	s->hup_pending = false;
 	log_info("running the reload requested during the previous one", "%s", "");
@@ -550,6 +554,14 @@ sup_reload_start(struct sup *s, const char *text, size_t len, const char *source
 		sup_record_clear(&conflict);
 		conflict.conflict = true;
 		conflict.timestamp_ms = s->reload->started_wall;
+		*rec = &conflict;
+		return SUP_CONFLICT;
+	}
+	if (upgrade_busy(s)) {
+		sup_record_clear(&conflict);
+		conflict.conflict = true;
+		conflict.timestamp_ms = sup_upgrade_since(s);
+		conflict.errors = strv_add(NULL, "an upgrade of ferryd is in progress");
 		*rec = &conflict;
 		return SUP_CONFLICT;
 	}
@@ -724,9 +736,10 @@ sup_reload_start(struct sup *s, const char *text, size_t len, const char *source
 void
 sup_reload_signal(struct sup *s)
 {
-	if (s->reload) {
+	if (s->reload || upgrade_busy(s)) {
 		if (!s->hup_pending)
-			log_info("SIGHUP during a reload: one more reload will follow", "%s", "");
+			log_info("SIGHUP during a reload or an upgrade: a reload will follow",
+			    "%s", "");
 		s->hup_pending = true;
 		return;
 	}

@@ -9,6 +9,7 @@
 
 #include <sodium.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- names ----------------------------------------------------------------- */
@@ -49,6 +50,27 @@ sup_reload_status_str(enum sup_reload_status st)
 	case SUP_RELOAD_NONE: break;
 	}
 	return "NONE";
+}
+
+const char *
+sup_upgrade_status_str(enum sup_upgrade_status st)
+{
+	switch (st) {
+	case SUP_UPGRADE_SUCCESS: return "SUCCESS";
+	case SUP_UPGRADE_FAILED: return "FAILED";
+	case SUP_UPGRADE_REJECTED: return "REJECTED";
+	case SUP_UPGRADE_NONE: break;
+	}
+	return "NONE";
+}
+
+void
+sup_upgrade_record_clear(struct sup_upgrade_record *rec)
+{
+	for (char **p = rec->errors; p && *p; p++)
+		free(*p);
+	free(rec->errors);
+	memset(rec, 0, sizeof *rec);
 }
 
 const char *

@@ -1,5 +1,6 @@
 /*
- * docs/state-machines.md shows the tables of supervisor/fsm.c. This test
+ * docs/state-machines.md shows the tables of supervisor/fsm.c and
+ * supervisor/upgrade.c. This test
  * renders them from the code and compares with what the document holds
  * between its "generated" markers, so the document cannot drift from the
  * code. FERRY_WRITE_DOCS=1 rewrites the document instead (then commit it).
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include "supervisor/fsm.h"
+#include "supervisor/upgrade.h"
 
 #ifndef FERRY_SOURCE_ROOT
 #error FERRY_SOURCE_ROOT must name the source tree
@@ -118,6 +120,50 @@ render(void)
 		}
 		fputs("\n", f);
 	}
+
+	/* supervisor/upgrade.c: an upgrade of ferryd itself, each side */
+	fputs("\n### Upgrade: the running ferryd (predecessor)\n\n| state |", f);
+	for (int e = 0; e < UPG_OE_COUNT; e++)
+		fprintf(f, " %s |", upg_oevent_str(e));
+	fputs("\n|---|", f);
+	for (int e = 0; e < UPG_OE_COUNT; e++)
+		fputs("---|", f);
+	fputs("\n", f);
+	for (int s = 0; s < UPG_O_COUNT; s++) {
+		fprintf(f, "| %s |", upg_ostate_str(s));
+		for (int e = 0; e < UPG_OE_COUNT; e++) {
+			struct upg_ostep st = upg_out_step(s, e);
+			if (!st.allowed) {
+				fputs(" · |", f);
+				continue;
+			}
+			fprintf(f, " %s / ", upg_ostate_str(st.next));
+			actions(f, st.actions, upg_oaction_str, UPG_OA_COUNT);
+			fputs(" |", f);
+		}
+		fputs("\n", f);
+	}
+	fputs("\n### Upgrade: the new ferryd (successor)\n\n| state |", f);
+	for (int e = 0; e < UPG_IE_COUNT; e++)
+		fprintf(f, " %s |", upg_ievent_str(e));
+	fputs("\n|---|", f);
+	for (int e = 0; e < UPG_IE_COUNT; e++)
+		fputs("---|", f);
+	fputs("\n", f);
+	for (int s = 0; s < UPG_I_COUNT; s++) {
+		fprintf(f, "| %s |", upg_istate_str(s));
+		for (int e = 0; e < UPG_IE_COUNT; e++) {
+			struct upg_istep st = upg_in_step(s, e);
+			if (!st.allowed) {
+				fputs(" · |", f);
+				continue;
+			}
+			fprintf(f, " %s / ", upg_istate_str(st.next));
+			actions(f, st.actions, upg_iaction_str, UPG_IA_COUNT);
+			fputs(" |", f);
+		}
+		fputs("\n", f);
+	}
 	fclose(f);
 	return buf;
 }
@@ -162,7 +208,8 @@ Test(fsm_doc, document_shows_the_tables_of_the_code)
 	} else {
 		size_t n = (size_t)(e - b);
 		cr_assert(n == strlen(want) && memcmp(b, want, n) == 0,
-		    "%s does not show the tables of supervisor/fsm.c; regenerate it with "
+		    "%s does not show the tables of supervisor/fsm.c and upgrade.c; regenerate "
+		    "it with "
 		    "FERRY_WRITE_DOCS=1 build/tests/unit/test_fsm_doc", DOC);
 	}
 	free(want);

@@ -1,0 +1,1156 @@
+/*
+ * upgrade_io — the I/O of an upgrade of ferryd itself (docs/design.md §11):
+ * what engine_upgrade.c asks through struct sup_upgrade_ops, and the start
+ * of a successor (`ferryd --successor`). It decides nothing.
+ *
+ * Predecessor. The successor is the file ferryd was started from
+ * (s->exec_path), checked first (buildinfo_exec_check: as root, nobody
+ * else may be able to replace it), forked with the upgrade channel — a
+ * SOCK_SEQPACKET socketpair in the envelope of ipc.h, framed by
+ * ipc_recv_frame and checked by upg_decode — on its fd 3, and the
+ * parent-death signal SIGKILL set before exec, so it never outlives us
+ * before it commits. An exec that fails reports its errno through a
+ * close-on-exec pipe. Everything else of ours is close-on-exec: the
+ * successor gets exactly the sockets we pass. Its exit (ev_child) is the
+ * news that it is gone; a channel EOF alone waits for that exit, which
+ * says how it ended.
+ *
+ * The state record travels in a sealed memfd (F_SEAL_WRITE included, so we
+ * cannot change it under the reader); the listening sockets in batches of
+ * IPC_MAX_FDS, in the record's order; the ticket keys one cluster per
+ * message, built in guarded memory (sodium_malloc) and sent directly, never
+ * through the heap-allocated queue; the receiver reads every message of the
+ * channel into guarded memory too and wipes the keys' bytes once copied.
+ *
+ * Successor. upgrade_successor_main() speaks the handshake and receives the
+ * state synchronously (there is nothing else to do yet, and every read has
+ * the predecessor's init_timeout as its deadline), validates the record,
+ * every socket (a socket, listening, at the address the configuration
+ * names) and the configuration (as `ferryd -t` does: parse, TLS files,
+ * admin credentials), then builds ferryd around it (sup_io_init,
+ * sup_upgrade_restore) and runs the loop; from there the channel is one
+ * more event source.
+ */
+#include "supervisor/sup_io.h"
+#include "supervisor/sup_io_priv.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/buildinfo.h"
+#include "common/fault.h"
+#include "common/ipcq.h"
+#include "common/log.h"
+#include "common/tlsmat.h"
+#include "supervisor/admin_api.h"
+#include "supervisor/admin_http.h"
+#include "supervisor/adminauth.h"
+#include "supervisor/notify.h"
+#include "supervisor/staterec.h"
+#include "supervisor/status.h"
+#include "supervisor/tickets.h"
+#include "supervisor/upgproto.h"
+
+#define UPG_BUF (sizeof(struct ipc_hdr) + 128u * 1024u) /* the largest: a connection */
+#define UPG_EXIT_GRACE_MS 5000    /* leave at most this long after asked to */
+#define UPG_OFFER_WAIT_MS 30000   /* successor: OFFER comes first, within this */
+
+struct upg_io {
+	struct sup_io *io;
+	int fd;                       /* the channel; -1 closed */
+	ev_io rio, wio;
+	struct ipcq q;
+	pid_t child;                  /* predecessor: the successor, 0 none */
+	ev_child cw;
+	int exec_pipe;                /* predecessor: the successor's exec error */
+	bool exiting;
+	int exit_code;
+	uint64_t exit_by_ms;
+	ev_timer exit_check;
+	struct admin_listeners inherit; /* successor: the admin API's sockets */
+	uint64_t rotation_next_mono;  /* successor: the predecessor's next rotation */
+	uint8_t *buf;                 /* guarded: ticket keys pass through it */
+};
+
+static struct sup_io *
+upg_sio(struct sup *s)
+{
+	return s->io;
+}
+
+static struct upg_io *
+upg_io_get(struct sup_io *io)
+{
+	if (io->upg)
+		return io->upg;
+	struct upg_io *u = calloc(1, sizeof *u);
+	uint8_t *buf = sodium_malloc(UPG_BUF);
+	if (!u || !buf) {
+		free(u);
+		if (buf)
+			sodium_free(buf);
+		return NULL;
+	}
+	u->io = io;
+	u->fd = u->exec_pipe = -1;
+	u->buf = buf;
+	u->inherit.control_fd = u->inherit.tcp_fd = -1;
+	ipcq_init(&u->q, 0, 0);
+	io->upg = u;
+	return u;
+}
+
+static void
+upg_close_channel(struct upg_io *u)
+{
+	if (u->fd < 0)
+		return;
+	ev_io_stop(u->io->loop, &u->rio);
+	ev_io_stop(u->io->loop, &u->wio);
+	ipcq_clear(&u->q);
+	close(u->fd);
+	u->fd = -1;
+}
+
+void
+upgrade_io_free(struct sup_io *io)
+{
+	struct upg_io *u = io->upg;
+	if (!u)
+		return;
+	upg_close_channel(u);
+	/* a successor still running is one that committed (a rollback killed
+	 * it, a predecessor that dies kills it by its parent-death signal) */
+	if (u->child > 0)
+		ev_child_stop(io->loop, &u->cw);
+	if (u->exec_pipe >= 0)
+		close(u->exec_pipe);
+	if (u->inherit.control_fd >= 0)
+		close(u->inherit.control_fd);
+	if (u->inherit.tcp_fd >= 0)
+		close(u->inherit.tcp_fd);
+	ev_timer_stop(io->loop, &u->exit_check);
+	sodium_free(u->buf);
+	free(u);
+	io->upg = NULL;
+}
+
+/* ---- the channel on the loop ------------------------------------------------------- */
+
+static void
+upg_read_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct upg_io *u = w->data;
+	struct sup *s = u->io->s;
+	for (;;) {
+		struct ipc_msg msg;
+		char err[160] = "";
+		sup_io_clock(s);
+		int r = ipc_recv_frame(u->fd, u->buf, UPG_BUF, &msg, err, sizeof err);
+		if (r == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (r == 1 && upg_decode(&msg, err, sizeof err) == -1) {
+			ipc_close_fds(&msg);
+			r = -1;
+		}
+		if (r != 1) {
+			char why[256];
+			snprintf(why, sizeof why, "upgrade channel: %s", r == 0 ? "closed by the other "
+			    "ferryd" : err[0] ? err : strerror(errno));
+			upg_close_channel(u);
+			/* the successor's exit says how it ended: wait for it */
+			if (u->child <= 0)
+				sup_on_upgrade_gone(s, why);
+			return;
+		}
+		sup_on_upgrade_msg(s, &msg);
+		sodium_memzero(u->buf, sizeof(struct ipc_hdr) + msg.hdr.len);
+		if (u->fd < 0)
+			return;  /* the engine ended the upgrade meanwhile */
+	}
+}
+
+static void
+upg_write_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	(void)revents;
+	struct upg_io *u = w->data;
+	int r = ipcq_flush(&u->q, u->fd);
+	if (r != 0)
+		ev_io_stop(loop, w);
+}
+
+static void
+upg_watch(struct upg_io *u, int fd)
+{
+	u->fd = fd;
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	ev_io_init(&u->rio, upg_read_cb, fd, EV_READ);
+	u->rio.data = u;
+	ev_io_init(&u->wio, upg_write_cb, fd, EV_WRITE);
+	u->wio.data = u;
+	ev_io_start(u->io->loop, &u->rio);
+}
+
+static int
+upg_queue(struct upg_io *u, uint32_t type, const void *payload, size_t len, const int *fds,
+	  size_t nfds)
+{
+	if (!u || u->fd < 0) {
+		errno = EPIPE;
+		return -1;
+	}
+	if (ipcq_send(&u->q, u->fd, (enum ipc_type)type, 0, payload, len, fds, nfds) == -1)
+		return -1;
+	if (ipcq_pending(&u->q))
+		ev_io_start(u->io->loop, &u->wio);
+	return 0;
+}
+
+/* ---- predecessor: the successor process ------------------------------------------ */
+
+static void
+upg_child_cb(struct ev_loop *loop, ev_child *w, int revents)
+{
+	(void)revents;
+	struct upg_io *u = w->data;
+	struct sup *s = u->io->s;
+	ev_child_stop(loop, w);
+	int st = w->rstatus, e = 0;
+	pid_t pid = u->child;
+	u->child = 0;
+	char why[256];
+	if (u->exec_pipe >= 0) {
+		if (read(u->exec_pipe, &e, sizeof e) != (ssize_t)sizeof e)
+			e = 0;
+		close(u->exec_pipe);
+		u->exec_pipe = -1;
+	}
+	if (e)
+		snprintf(why, sizeof why, "cannot execute %s: %s", s->exec_path, strerror(e));
+	else if (WIFEXITED(st))
+		snprintf(why, sizeof why, "the new ferryd (pid %d) exited with status %d%s", (int)pid,
+		    WEXITSTATUS(st), WEXITSTATUS(st) == 2 ? " (usage: a ferryd without upgrade "
+		    "support?)" : "");
+	else if (WIFSIGNALED(st))
+		snprintf(why, sizeof why, "the new ferryd (pid %d) was killed by signal %d (%s)",
+		    (int)pid, WTERMSIG(st), strsignal(WTERMSIG(st)));
+	else
+		snprintf(why, sizeof why, "the new ferryd (pid %d) ended (status 0x%x)", (int)pid, st);
+	log_msg(sup_upgrade_phase(s) ? LOG_WARN : LOG_INFO, "new ferryd exited", "pid=%d "
+	    "how=\"%s\"", (int)pid, why);
+	upg_close_channel(u);
+	sup_io_clock(s);
+	sup_on_upgrade_gone(s, why);
+}
+
+static int
+upg_spawn(struct sup *s, int32_t *pid_out, char *err, size_t errlen)
+{
+	struct sup_io *io = s->io;
+	if (buildinfo_exec_check(s->exec_path, geteuid(), err, errlen) == -1)
+		return -1;
+	struct upg_io *u = upg_io_get(io);
+	if (!u) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (u->child > 0 || u->fd >= 0) {
+		snprintf(err, errlen, "a new ferryd (pid %d) is still running", (int)u->child);
+		return -1;
+	}
+	int sv[2], ep[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1) {
+		snprintf(err, errlen, "socketpair: %s", strerror(errno));
+		return -1;
+	}
+	if (pipe2(ep, O_CLOEXEC) == -1) {
+		snprintf(err, errlen, "pipe: %s", strerror(errno));
+		close(sv[0]);
+		close(sv[1]);
+		return -1;
+	}
+	int bufsz = 2 * (int)UPG_BUF;
+	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &bufsz, sizeof bufsz);
+	setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof bufsz);
+	setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &bufsz, sizeof bufsz);
+	setsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof bufsz);
+	pid_t ppid = getpid();
+	char pp[24];
+	snprintf(pp, sizeof pp, "%d", (int)ppid);
+	pid_t pid = fork();
+	if (pid == -1) {
+		snprintf(err, errlen, "fork: %s", strerror(errno));
+		close(sv[0]);
+		close(sv[1]);
+		close(ep[0]);
+		close(ep[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		/* In the child: it dies with us until it commits (it clears
+		 * this then), and gets exactly the channel. */
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != ppid)
+			_exit(1);
+		if (sv[1] != UPG_FD) {
+			if (dup2(sv[1], UPG_FD) == -1)
+				_exit(126);
+		} else {
+			fcntl(UPG_FD, F_SETFD, 0);
+		}
+		char *argv[] = { s->exec_path, "--successor", "--ppid", pp, NULL };
+		execv(s->exec_path, argv);
+		int e = errno;
+		if (write(ep[1], &e, sizeof e) < 0)
+			_exit(127);
+		_exit(127);
+	}
+	close(sv[1]);
+	close(ep[1]);
+	u->exec_pipe = ep[0];
+	u->child = pid;
+	ev_child_init(&u->cw, upg_child_cb, pid, 0);
+	u->cw.data = u;
+	ev_child_start(io->loop, &u->cw);
+	upg_watch(u, sv[0]);
+	*pid_out = pid;
+
+	struct upg_offer o;
+	memset(&o, 0, sizeof o);
+	memcpy(o.magic, UPG_MAGIC, sizeof o.magic);
+	o.hs_version = UPG_HS_VERSION;
+	o.record_min = STATEREC_MIN;
+	o.record_max = STATEREC_MAX;
+	o.conn_record = IPC_CONN_RECORD_VERSION;
+	o.ipc_version = IPC_PROTOCOL_VERSION;
+	o.pid = (int32_t)ppid;
+	o.init_timeout_ms = s->cfg.init_timeout_ms;
+	o.log_level = (uint32_t)s->cfg.log_level;
+	o.log_json = s->cfg.log_format == CFG_LOG_JSON;
+	snprintf(o.version, sizeof o.version, "%s", buildinfo_version());
+	snprintf(o.build_id, sizeof o.build_id, "%s", buildinfo_id());
+	if (upg_queue(u, UPG_OFFER, &o, sizeof o, NULL, 0) == -1) {
+		snprintf(err, errlen, "sending the offer: %s", strerror(errno));
+		return -1;  /* the engine rolls back: end() kills it */
+	}
+	return 0;
+}
+
+/* The record in a sealed memfd: nobody can change it once sent. */
+static int
+upg_memfd(const char *text, size_t len, char *err, size_t errlen)
+{
+	int fd = memfd_create("ferry-upgrade-state", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd == -1) {
+		snprintf(err, errlen, "memfd_create: %s", strerror(errno));
+		return -1;
+	}
+	for (size_t off = 0; off < len;) {
+		ssize_t n = write(fd, text + off, len - off);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			snprintf(err, errlen, "writing the state record: %s", strerror(errno));
+			close(fd);
+			return -1;
+		}
+		off += (size_t)n;
+	}
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) == -1) {
+		snprintf(err, errlen, "sealing the state record: %s", strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Ticket keys go straight out of guarded memory, never through the queue:
+ * the queue must be empty first so that they stay in order. */
+static int
+upg_send_secrets(struct sup *s, struct upg_io *u, char *err, size_t errlen)
+{
+	if (ipcq_pending(&u->q) && ipcq_flush(&u->q, u->fd) != 1) {
+		snprintf(err, errlen, "the upgrade channel is full");
+		return -1;
+	}
+	struct upg_secret *k = sodium_malloc(sizeof *k);
+	if (!k) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	int rc = 0;
+	for (size_t i = 0; i < s->n_clusters && rc == 0; i++) {
+		const struct sup_cluster *c = s->clusters[i];
+		if (!c->tickets)
+			continue;
+		sodium_memzero(k, sizeof *k);
+		snprintf(k->cluster, sizeof k->cluster, "%s", c->name);
+		memcpy(&k->keys, c->tickets, sizeof k->keys);
+		if (ipc_send(u->fd, (enum ipc_type)UPG_SECRET, 0, k, sizeof *k, NULL, 0) == -1) {
+			snprintf(err, errlen, "sending ticket keys: %s", strerror(errno));
+			rc = -1;
+		}
+	}
+	sodium_free(k);  /* (wipes it) */
+	return rc;
+}
+
+static int
+upg_send_state(struct sup *s, uint32_t record, char *err, size_t errlen)
+{
+	struct sup_io *io = s->io;
+	struct upg_io *u = io->upg;
+	if (!u || u->fd < 0) {
+		snprintf(err, errlen, "the upgrade channel is closed");
+		return -1;
+	}
+	struct staterec_io sio;
+	memset(&sio, 0, sizeof sio);
+	sio.notify_socket = notify_address();
+	if (ev_is_active(&io->tickets))
+		sio.ticket_rotation_next_mono = s->now_ms +
+		    (uint64_t)(ev_timer_remaining(io->loop, &io->tickets) * 1000.0);
+	struct admin_listeners al = { -1, 0, 0, -1 };
+	if (io->admin)
+		admin_http_listeners(io->admin, &al);
+	sio.control = al.control_fd >= 0;
+	sio.control_path = s->cfg.control_socket;
+	sio.control_dev = (uint64_t)al.control_dev;
+	sio.control_ino = (uint64_t)al.control_ino;
+	sio.admin = al.tcp_fd >= 0;
+	sio.admin_addr = s->cfg.admin_listen;
+	admin_api_counters(io->admin, s, sio.admin_counters);
+
+	size_t len;
+	char *text = staterec_encode(s, &sio, record, &len);
+	if (!text) {
+		snprintf(err, errlen, "encoding the state record: out of memory");
+		return -1;
+	}
+	int mfd = upg_memfd(text, len, err, errlen);
+	free(text);
+	if (mfd == -1)
+		return -1;
+	struct upg_state_hdr h = { .record = record, .size = len };
+	int rc = upg_queue(u, UPG_STATE, &h, sizeof h, &mfd, 1);
+	close(mfd);
+	if (rc == -1) {
+		snprintf(err, errlen, "sending the state record: %s", strerror(errno));
+		return -1;
+	}
+
+	size_t max = 2;
+	for (size_t i = 0; i < s->n_clusters; i++)
+		max += s->clusters[i]->ccfg ? s->clusters[i]->ccfg->n_listeners : 0;
+	int *fds = calloc(max, sizeof *fds);
+	if (!fds) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	size_t n = staterec_listener_fds(s, fds, max);
+	if (sio.control)
+		fds[n++] = al.control_fd;
+	if (sio.admin)
+		fds[n++] = al.tcp_fd;
+	for (size_t first = 0; rc == 0 && first < n; first += IPC_MAX_FDS) {
+		size_t cnt = n - first < IPC_MAX_FDS ? n - first : IPC_MAX_FDS;
+		struct ipc_listeners li = { .count = (uint32_t)cnt, .first = (uint32_t)first,
+					    .total = (uint32_t)n };
+		rc = upg_queue(u, UPG_FDS, &li, sizeof li, fds + first, cnt);
+	}
+	free(fds);
+	if (rc == -1) {
+		snprintf(err, errlen, "sending the listening sockets: %s", strerror(errno));
+		return -1;
+	}
+	if (upg_send_secrets(s, u, err, errlen) == -1)
+		return -1;
+	if (upg_queue(u, UPG_SENT, NULL, 0, NULL, 0) == -1) {
+		snprintf(err, errlen, "upgrade channel: %s", strerror(errno));
+		return -1;
+	}
+	log_info("upgrade: state handed to the new ferryd", "record=%u bytes=%zu sockets=%zu",
+	    record, len, n);
+	return 0;
+}
+
+/* ---- the operations both sides use ----------------------------------------------- */
+
+static void
+upg_fault_stop(const char *phase)
+{
+	const char *at = fault_value("stop-at");
+	size_t n = strlen(phase);
+	if (at && strncmp(at, phase, n) == 0 && (at[n] == 0 || at[n] == ','))
+		raise(SIGSTOP);
+}
+
+static int
+upg_send(struct sup *s, uint32_t type, const void *payload, size_t len)
+{
+	struct upg_io *u = upg_sio(s)->upg;
+	int rc = upg_queue(u, type, payload, len, NULL, 0);
+	if (type == UPG_PREPARED) {
+		upg_fault_stop("prepared");
+		if (fault_at("crash-after-prepared")) {
+			if (u)
+				ipcq_flush(&u->q, u->fd);
+			signal(SIGSEGV, SIG_DFL);
+			raise(SIGSEGV);
+		}
+	}
+	if (type == UPG_COMMITTED)
+		upg_fault_stop("committed");
+	return rc;
+}
+
+static int
+upg_send_conn(struct sup *s, const void *payload, size_t len, const int *fds, size_t nfds)
+{
+	return upg_queue(upg_sio(s)->upg, UPG_CONN, payload, len, fds, nfds);
+}
+
+static void
+upg_end(struct sup *s)
+{
+	struct upg_io *u = upg_sio(s)->upg;
+	if (!u)
+		return;
+	/* its exit is reaped by the child watcher, which finds no upgrade */
+	if (u->child > 0)
+		kill(u->child, SIGKILL);
+	upg_close_channel(u);
+}
+
+static void
+upg_admin(struct sup *s, enum sup_upgrade_admin how)
+{
+	struct admin *a = upg_sio(s)->admin;
+	if (!a)
+		return;
+	switch (how) {
+	case SUP_UPG_ADMIN_PAUSE:
+		admin_http_accepting(a, false);
+		break;
+	case SUP_UPG_ADMIN_RESUME:
+		admin_http_accepting(a, true);
+		break;
+	case SUP_UPG_ADMIN_CLOSE:
+		admin_http_close_listeners(a);
+		break;
+	}
+}
+
+static void
+upg_notify(struct sup *s, enum sup_upgrade_notify what, int32_t pid, const char *status)
+{
+	char buf[256];
+	switch (what) {
+	case SUP_UPG_NOTIFY_RELOADING:
+		notify_reloading();
+		break;
+	case SUP_UPG_NOTIFY_READY:
+		if (!status) {
+			status_summary_text(s, buf, sizeof buf);
+			status = buf;
+		}
+		notify_ready(status);
+		break;
+	case SUP_UPG_NOTIFY_MAINPID:
+		notify_mainpid(pid, status);
+		break;
+	}
+}
+
+static void
+upg_answer(struct sup *s, uint64_t waiter, const struct sup_upgrade_record *rec)
+{
+	admin_api_answer_upgrade(upg_sio(s)->admin, s, waiter, rec);
+}
+
+static void
+upg_commit(struct sup *s)
+{
+	struct sup_io *io = s->io;
+	struct upg_io *u = io->upg;
+	char err[256];
+	/* we outlive the predecessor from now on */
+	prctl(PR_SET_PDEATHSIG, 0);
+	if (!u || io->admin)
+		return;
+	io->admin = admin_api_start(s, io->loop, &u->inherit, err, sizeof err);
+	if (io->admin) {
+		/* the servers own them now */
+		u->inherit.control_fd = u->inherit.tcp_fd = -1;
+	} else {
+		log_error("upgrade: cannot serve the admin API on the inherited sockets",
+		    "error=\"%s\"", err);
+	}
+}
+
+static void
+upg_ready(struct sup *s)
+{
+	struct sup_io *io = s->io;
+	struct upg_io *u = io->upg;
+	status_summary_text(s, io->last_status, sizeof io->last_status);
+	notify_ready(io->last_status);
+	io->notified_ready = true;
+	/* the rotation goes on where the predecessor's was: a moment that
+	 * passed during the upgrade comes at once */
+	double after = (double)s->cfg.tls_ticket_rotation_ms / 1000.0;
+	if (u && u->rotation_next_mono)
+		after = u->rotation_next_mono > s->now_ms ?
+		    (double)(u->rotation_next_mono - s->now_ms) / 1000.0 : 0.001;
+	sup_io_tickets_arm(io, after);
+	upg_fault_stop("tail");
+}
+
+static void
+upg_exit_check_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct upg_io *u = t->data;
+	upgrade_io_prepare(u->io);
+}
+
+static void
+upg_exit(struct sup *s, int code)
+{
+	struct sup_io *io = s->io;
+	struct upg_io *u = upg_io_get(io);
+	if (!u) {
+		ev_break(io->loop, EVBREAK_ALL);
+		return;
+	}
+	u->exiting = true;
+	u->exit_code = code;
+	s->exit_code = code;
+	u->exit_by_ms = clock_mono_ms() + (code == 0 ? UPG_EXIT_GRACE_MS : 0);
+	ev_timer_init(&u->exit_check, upg_exit_check_cb, 0.05, 0.05);
+	u->exit_check.data = u;
+	ev_timer_start(io->loop, &u->exit_check);
+}
+
+void
+upgrade_io_prepare(struct sup_io *io)
+{
+	struct upg_io *u = io->upg;
+	if (!u || !u->exiting)
+		return;
+	if (u->fd >= 0 && ipcq_pending(&u->q) && ipcq_flush(&u->q, u->fd) == 0 &&
+	    clock_mono_ms() < u->exit_by_ms)
+		return;
+	if (io->admin && admin_http_busy(io->admin) && clock_mono_ms() < u->exit_by_ms)
+		return;  /* an answer being written */
+	io->s->exit_code = u->exit_code;
+	ev_break(io->loop, EVBREAK_ALL);
+}
+
+const struct sup_upgrade_ops upgrade_io_ops = {
+	.spawn = upg_spawn,
+	.send_state = upg_send_state,
+	.send = upg_send,
+	.send_conn = upg_send_conn,
+	.end = upg_end,
+	.admin = upg_admin,
+	.notify = upg_notify,
+	.answer = upg_answer,
+	.commit = upg_commit,
+	.ready = upg_ready,
+	.exit = upg_exit,
+};
+
+/* ---- the successor's start -------------------------------------------------------- */
+
+/* Receive one message of the channel within deadline (mono ms), checked
+ * by upg_decode. 1, 0 EOF, -1 error or timeout (err). */
+static int
+upg_recv_sync(int fd, uint8_t *buf, struct ipc_msg *msg, uint64_t deadline, char *err,
+	      size_t errlen)
+{
+	for (;;) {
+		uint64_t now = clock_mono_ms();
+		if (now >= deadline) {
+			snprintf(err, errlen, "the running ferryd sent nothing more in time");
+			return -1;
+		}
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int r = poll(&p, 1, (int)(deadline - now));
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			continue;
+		r = ipc_recv_frame(fd, buf, UPG_BUF, msg, err, errlen);
+		if (r == -1 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (r == 1 && upg_decode(msg, err, errlen) == -1) {
+			ipc_close_fds(msg);
+			return -1;
+		}
+		if (r == -1 && !err[0])
+			snprintf(err, errlen, "%s", strerror(errno));
+		return r;
+	}
+}
+
+/* "A-B" of a fault point into [lo, hi]. */
+static void
+upg_fault_range(const char *name, uint32_t *lo, uint32_t *hi)
+{
+	const char *v = fault_value(name);
+	unsigned a, b;
+	if (v && sscanf(v, "%u-%u", &a, &b) == 2) {
+		*lo = a;
+		*hi = b;
+	}
+}
+
+/* Is fd a listening stream socket bound to what the record says? */
+static int
+upg_check_fd(int fd, const struct staterec_fd *f, char *err, size_t errlen)
+{
+	struct stat st;
+	int listening = 0;
+	socklen_t l = sizeof listening;
+	if (fstat(fd, &st) == -1 || !S_ISSOCK(st.st_mode) ||
+	    getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &l) == -1 || !listening) {
+		snprintf(err, errlen, "descriptor for %s is not a listening socket",
+		    f->kind == STATEREC_FD_CONTROL ? f->path : f->addr.host);
+		return -1;
+	}
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == -1) {
+		snprintf(err, errlen, "getsockname: %s", strerror(errno));
+		return -1;
+	}
+	if (f->kind == STATEREC_FD_CONTROL) {
+		const struct sockaddr_un *un = (const struct sockaddr_un *)&ss;
+		if (ss.ss_family != AF_UNIX || strncmp(un->sun_path, f->path, sizeof un->sun_path)) {
+			snprintf(err, errlen, "the control socket passed is not %s", f->path);
+			return -1;
+		}
+		return 0;
+	}
+	char host[INET6_ADDRSTRLEN] = "";
+	unsigned port = 0;
+	if (ss.ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+		port = ntohs(in->sin_port);
+	} else if (ss.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+		port = ntohs(in6->sin6_port);
+	}
+	/* the record's host is the configuration's literal: compare as
+	 * addresses, so "::" and "0:0::0" are one */
+	unsigned char a[16], b[16];
+	int fam = ss.ss_family == AF_INET6 ? AF_INET6 : AF_INET;
+	bool same_host = inet_pton(fam, host, a) == 1 && inet_pton(fam, f->addr.host, b) == 1 &&
+	    memcmp(a, b, fam == AF_INET ? 4 : 16) == 0;
+	if (port != f->addr.port || !same_host) {
+		snprintf(err, errlen, "the socket passed for %s:%u listens on %s:%u", f->addr.host,
+		    f->addr.port, host, port);
+		return -1;
+	}
+	return 0;
+}
+
+/* The record's state from the memfd: sealed, of the size said, read. */
+static char *
+upg_read_record(int fd, const struct upg_state_hdr *h, char *err, size_t errlen)
+{
+	int seals = fcntl(fd, F_GET_SEALS);
+	int want = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
+	struct stat st;
+	if (seals == -1 || (seals & want) != want) {
+		snprintf(err, errlen, "the state record is not sealed");
+		return NULL;
+	}
+	if (fstat(fd, &st) == -1 || (uint64_t)st.st_size != h->size ||
+	    h->size > STATEREC_MAX_BYTES) {
+		snprintf(err, errlen, "the state record is not %llu bytes (or too large)",
+		    (unsigned long long)h->size);
+		return NULL;
+	}
+	char *text = malloc(h->size + 1);
+	if (!text) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	size_t off = 0;
+	while (off < h->size) {
+		ssize_t n = pread(fd, text + off, h->size - off, (off_t)off);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			snprintf(err, errlen, "reading the state record: %s", n ? strerror(errno) :
+			    "short");
+			free(text);
+			return NULL;
+		}
+		off += (size_t)n;
+	}
+	text[h->size] = 0;
+	return text;
+}
+
+/* Send {"errors":[...]} (INVALID or PREPARE_FAILED) and log them. */
+static void
+upg_refuse(int fd, uint32_t type, char **errs, size_t n)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; i < n; i++) {
+		json_t *m = json_string(errs[i]);
+		json_array_append_new(a, m ? m : json_string("(not valid UTF-8)"));
+		log_error("upgrade refused by the new ferryd", "error=\"%s\"", errs[i]);
+	}
+	json_t *o = json_pack("{s:o}", "errors", a);
+	char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (t && strlen(t) > UPG_JSON_MAX)
+		t[0] = 0;
+	if (t && t[0])
+		ipc_send(fd, (enum ipc_type)type, 0, t, strlen(t), NULL, 0);
+	free(t);
+}
+
+struct upg_received {
+	struct staterec rec;
+	bool have_rec;
+	int *fds;
+	size_t nfds, total;
+	struct upg_secret *secrets;   /* guarded memory */
+	size_t n_secrets, cap_secrets;
+};
+
+static void
+upg_received_free(struct upg_received *r)
+{
+	for (size_t i = 0; i < r->nfds; i++)
+		if (r->fds[i] >= 0)
+			close(r->fds[i]);
+	free(r->fds);
+	if (r->secrets)
+		sodium_free(r->secrets);
+	if (r->have_rec)
+		staterec_free(&r->rec);
+	memset(r, 0, sizeof *r);
+}
+
+/* STATE, FDS..., SECRET..., SENT. 0, or -1 with err. */
+static int
+upg_receive(int fd, uint8_t *buf, uint32_t record, uint64_t deadline, struct upg_received *r,
+	    char *err, size_t errlen)
+{
+	for (;;) {
+		struct ipc_msg msg;
+		int rc = upg_recv_sync(fd, buf, &msg, deadline, err, errlen);
+		if (rc != 1) {
+			if (rc == 0)
+				snprintf(err, errlen, "the running ferryd closed the upgrade channel");
+			return -1;
+		}
+		switch (msg.hdr.type) {
+		case UPG_STATE: {
+			struct upg_state_hdr h;
+			memcpy(&h, msg.payload, sizeof h);
+			char *text = r->have_rec || h.record != record ? NULL :
+			    upg_read_record(msg.fds[0], &h, err, errlen);
+			ipc_close_fds(&msg);
+			if (!text) {
+				if (!err[0] || h.record != record)
+					snprintf(err, errlen, "state record version %u, %u was agreed",
+					    h.record, record);
+				return -1;
+			}
+			rc = staterec_decode(text, h.size, record, &r->rec, err, errlen);
+			free(text);
+			if (rc == -1)
+				return -1;
+			r->have_rec = true;
+			break;
+		}
+		case UPG_FDS: {
+			struct ipc_listeners li;
+			memcpy(&li, msg.payload, sizeof li);
+			size_t n = msg.nfds;
+			ipc_msg_take_fds(&msg);
+			if (!r->fds && li.total <= 65536)
+				r->fds = calloc(li.total ? li.total : 1, sizeof *r->fds), r->total = li.total;
+			if (!r->fds || li.first != r->nfds || li.count != n || li.total != r->total ||
+			    r->nfds + n > r->total) {
+				for (size_t i = 0; i < n; i++)
+					close(msg.fds[i]);
+				snprintf(err, errlen, "listening sockets %u..%u of %u out of order",
+				    li.first, li.first + li.count, li.total);
+				return -1;
+			}
+			memcpy(r->fds + r->nfds, msg.fds, n * sizeof *r->fds);
+			r->nfds += n;
+			break;
+		}
+		case UPG_SECRET:
+			if (r->n_secrets == r->cap_secrets) {
+				size_t cap = r->cap_secrets ? 2 * r->cap_secrets : 8;
+				struct upg_secret *ns = sodium_malloc(cap * sizeof *ns);
+				if (!ns) {
+					snprintf(err, errlen, "out of memory");
+					return -1;
+				}
+				if (r->secrets) {
+					memcpy(ns, r->secrets, r->n_secrets * sizeof *ns);
+					sodium_free(r->secrets);
+				}
+				r->secrets = ns;
+				r->cap_secrets = cap;
+			}
+			memcpy(&r->secrets[r->n_secrets++], msg.payload, sizeof *r->secrets);
+			sodium_memzero(msg.payload, msg.hdr.len);
+			break;
+		case UPG_SENT:
+			if (!r->have_rec || r->nfds != r->total) {
+				snprintf(err, errlen, "the state arrived incomplete");
+				return -1;
+			}
+			return 0;
+		default:
+			ipc_close_fds(&msg);
+			snprintf(err, errlen, "unexpected %s while receiving the state",
+			    upg_type_str(msg.hdr.type));
+			return -1;
+		}
+	}
+}
+
+/* Record, sockets and configuration agree, and the configuration is valid
+ * as `ferryd -t` says. Every problem goes into errs (at most n). */
+static size_t
+upg_validate(struct upg_received *r, struct cfg *cfg, bool *cfg_ok, char **errs, size_t n)
+{
+	size_t k = 0;
+	char err[512];
+	struct staterec *rec = &r->rec;
+	*cfg_ok = false;
+	if (rec->n_fds != r->nfds) {
+		snprintf(err, sizeof err, "the record names %zu sockets, %zu arrived", rec->n_fds,
+		    r->nfds);
+		errs[k++] = strdup(err);
+		return k;
+	}
+	for (size_t i = 0; i < r->nfds && k < n; i++)
+		if (upg_check_fd(r->fds[i], &rec->fds[i], err, sizeof err) == -1)
+			errs[k++] = strdup(err);
+	struct cfg_errors ce;
+	cfg_errors_init(&ce);
+	if (cfg_parse_string(rec->config_path, rec->config_text, rec->config_len, cfg, &ce) == 0 &&
+	    tlsmat_read(cfg, &ce) == 0 && adminauth_check_cfg(cfg, &ce) == 0)
+		*cfg_ok = true;
+	for (size_t i = 0; i < ce.n && k < n; i++)
+		errs[k++] = strdup(ce.msg[i]);
+	cfg_errors_free(&ce);
+	if (!*cfg_ok)
+		return k;
+	/* the admin API's sockets are the configuration's */
+	bool control = false, admin = false;
+	for (size_t i = 0; i < rec->n_fds; i++) {
+		const struct staterec_fd *f = &rec->fds[i];
+		if (f->kind == STATEREC_FD_CONTROL) {
+			control = true;
+			if (strcmp(f->path, cfg->control_socket) != 0 && k < n) {
+				snprintf(err, sizeof err, "the control socket passed is %s, the "
+				    "configuration says %s", f->path, cfg->control_socket);
+				errs[k++] = strdup(err);
+			}
+		} else if (f->kind == STATEREC_FD_ADMIN) {
+			admin = true;
+		}
+	}
+	if ((!control || admin != cfg->admin_enabled) && k < n)
+		errs[k++] = strdup("the admin API's sockets passed are not the configuration's");
+	return k;
+}
+
+int
+upgrade_successor_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "successor", no_argument, NULL, 'S' },
+		{ "ppid", required_argument, NULL, 'p' },
+		{ 0, 0, 0, 0 },
+	};
+	pid_t ppid = 0;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == 'p')
+			ppid = (pid_t)strtol(optarg, NULL, 10);
+		else if (c != 'S')
+			break;
+	}
+	/* dies with the running ferryd until it commits */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (ppid <= 0 || getppid() != ppid || fcntl(UPG_FD, F_GETFD) == -1) {
+		fprintf(stderr, "ferryd --successor is started by a running ferryd (ferryctl "
+		    "upgrade, SIGUSR2)\n");
+		return 2;
+	}
+	fcntl(UPG_FD, F_SETFD, FD_CLOEXEC);
+	signal(SIGPIPE, SIG_IGN);
+	log_init("supervisor", NULL, LOG_INFO, false);
+	if (sodium_init() < 0)
+		return 1;
+	uint8_t *buf = sodium_malloc(UPG_BUF);
+	if (!buf)
+		return 1;
+	upg_fault_stop("hello");
+
+	/* the handshake: refused before anything moves */
+	struct ipc_msg msg;
+	char err[512] = "";
+	int rc = upg_recv_sync(UPG_FD, buf, &msg, clock_mono_ms() + UPG_OFFER_WAIT_MS, err,
+	    sizeof err);
+	if (rc != 1 || msg.hdr.type != UPG_OFFER) {
+		if (rc == 1)
+			ipc_close_fds(&msg);
+		log_error("upgrade: no offer from the running ferryd", "error=\"%s\"",
+		    rc == 1 ? "another message came first" : err);
+		sodium_free(buf);
+		return 1;
+	}
+	struct upg_offer o;
+	size_t olen = msg.hdr.len;
+	memset(&o, 0, sizeof o);
+	memcpy(&o, msg.payload, olen < sizeof o ? olen : sizeof o);
+	o.version[sizeof o.version - 1] = 0;
+	o.build_id[sizeof o.build_id - 1] = 0;
+	if (olen == sizeof o)
+		log_init("supervisor", NULL, o.log_level <= LOG_ERROR ? (enum log_level)o.log_level :
+		    LOG_INFO, o.log_json != 0);
+	uint32_t rmin = STATEREC_MIN, rmax = STATEREC_MAX;
+	uint32_t cmin = IPC_CONN_RECORD_VERSION, cmax = IPC_CONN_RECORD_VERSION;
+	upg_fault_range("record-versions", &rmin, &rmax);
+	upg_fault_range("conn-records", &cmin, &cmax);
+	struct upg_hello h;
+	memset(&h, 0, sizeof h);
+	upg_compat(&o, olen, rmin, rmax, cmin, cmax, &h);
+	h.pid = (int32_t)getpid();
+	snprintf(h.version, sizeof h.version, "%s", buildinfo_version());
+	snprintf(h.build_id, sizeof h.build_id, "%s", buildinfo_id());
+	if (ipc_send(UPG_FD, (enum ipc_type)UPG_HELLO, 0, &h, sizeof h, NULL, 0) == -1 || !h.accept) {
+		if (!h.accept)
+			log_error("upgrade refused: this ferryd cannot take over", "reason=\"%s\" "
+			    "from_version=%s", h.reason, o.version);
+		sodium_free(buf);
+		return h.accept ? 1 : WORKER_EXIT_CONFIG;
+	}
+	log_info("upgrade: taking over from the running ferryd", "from_pid=%d from_version=%s "
+	    "from_build=%s version=%s build=%s record=%u", (int)o.pid, o.version, o.build_id,
+	    buildinfo_version(), buildinfo_id(), h.record);
+	upg_fault_stop("receiving");
+
+	struct upg_received r;
+	memset(&r, 0, sizeof r);
+	uint64_t deadline = clock_mono_ms() + (o.init_timeout_ms ? o.init_timeout_ms : 10000);
+	if (upg_receive(UPG_FD, buf, h.record, deadline, &r, err, sizeof err) == -1) {
+		char *e[1] = { err };
+		upg_refuse(UPG_FD, UPG_INVALID, e, 1);
+		upg_received_free(&r);
+		sodium_free(buf);
+		return 1;
+	}
+	struct cfg cfg;
+	memset(&cfg, 0, sizeof cfg);
+	char *errs[32];
+	bool cfg_ok;
+	size_t ne = upg_validate(&r, &cfg, &cfg_ok, errs, 32);
+	if (ne) {
+		upg_refuse(UPG_FD, UPG_INVALID, errs, ne);
+		for (size_t i = 0; i < ne; i++)
+			free(errs[i]);
+		cfg_free(&cfg);
+		upg_received_free(&r);
+		sodium_free(buf);
+		return 1;
+	}
+	ipc_send(UPG_FD, (enum ipc_type)UPG_VALID, 0, NULL, 0, NULL, 0);
+	upg_fault_stop("preparing");
+
+	/* ferryd, around the predecessor's state */
+	struct sup_io *io = sup_io_new();
+	if (!io) {
+		cfg_free(&cfg);
+		upg_received_free(&r);
+		sodium_free(buf);
+		return 1;
+	}
+	struct sup *s = io->s;
+	if (sup_io_init(io, &cfg, r.rec.config_path, r.rec.config_text, r.rec.config_len,
+	    "/proc/self/exe", r.rec.notify_socket) == -1) {
+		upg_received_free(&r);
+		sodium_free(buf);
+		return sup_io_finish(io, 1);
+	}
+	io->notified_ready = true;    /* READY=1 once we are the main process */
+	ev_timer_stop(io->loop, &io->tickets); /* ... and the rotation then */
+	struct upg_io *u = upg_io_get(io);
+	if (!u) {
+		upg_received_free(&r);
+		sodium_free(buf);
+		return sup_io_finish(io, 1);
+	}
+	sodium_free(u->buf);
+	u->buf = buf;
+	upg_watch(u, UPG_FD);
+	u->rotation_next_mono = r.rec.ticket_rotation_next_mono;
+	for (size_t i = 0; i < r.nfds; i++) {
+		if (r.rec.fds[i].kind == STATEREC_FD_CONTROL) {
+			u->inherit.control_fd = r.fds[i];
+			u->inherit.control_dev = (dev_t)r.rec.fds[i].dev;
+			u->inherit.control_ino = (ino_t)r.rec.fds[i].ino;
+			r.fds[i] = -1;
+		} else if (r.rec.fds[i].kind == STATEREC_FD_ADMIN) {
+			u->inherit.tcp_fd = r.fds[i];
+			r.fds[i] = -1;
+		}
+	}
+	log_info("ferryd starting (upgrade)", "version=%s build=%s clusters=%zu config=%s "
+	    "config_version=%s", buildinfo_version(), buildinfo_id(), s->cfg.n_clusters,
+	    s->config_path, s->config_version);
+	sup_io_clock(s);
+	if (sup_upgrade_restore(s, &r.rec, r.fds, r.nfds, r.secrets, r.n_secrets, err,
+	    sizeof err) == -1) {
+		char *e[1] = { err };
+		upg_refuse(UPG_FD, UPG_PREPARE_FAILED, e, 1);
+		upg_received_free(&r);
+		return sup_io_finish(io, 1);
+	}
+	upg_received_free(&r);  /* wipes the keys; closes nothing it took */
+	return sup_io_run(io);
+}
