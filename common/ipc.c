@@ -91,9 +91,10 @@ ipc_payload_ok(uint32_t type, uint32_t len)
 		return len == sizeof(struct tlskeys);
 	case IPC_FAILED:
 		return len <= 1024;
+	case IPC_READY:
+		return len == sizeof(struct ipc_ready);
 	case IPC_ACCEPT:
 	case IPC_STOP:
-	case IPC_READY:
 		return len == 0;
 	default:
 		return 0;

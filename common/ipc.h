@@ -29,7 +29,7 @@
 /* The version of this protocol between a supervisor and its workers. Both
  * are always the same binary (workers run /proc/self/exe); an upgrade
  * never mixes them (docs/design.md §11). */
-#define IPC_PROTOCOL_VERSION 1
+#define IPC_PROTOCOL_VERSION 2
 
 enum ipc_type {
 	IPC_NONE = 0,
@@ -58,7 +58,8 @@ enum ipc_type {
 	IPC_TICKET_KEYS, /* payload: struct tlskeys (common/tlskeys.h) exactly; also
 	                    sent to every live worker at each rotation */
 	/* worker -> supervisor */
-	IPC_READY,       /* config parsed, listeners received; held until ACCEPT */
+	IPC_READY,       /* payload: struct ipc_ready; config parsed, listeners
+	                    received; held until ACCEPT */
 	IPC_UPSTREAM,    /* payload: struct ipc_upstream */
 	IPC_FAILED,      /* payload: reason text; worker exits with WORKER_EXIT_CONFIG */
 	IPC_UNKNOWN_NODE, /* payload: struct ipc_unknown_node */
@@ -87,6 +88,16 @@ struct ipc_listeners {
 	uint32_t count;        /* number of fds that came with this message */
 	uint32_t first;        /* index of the first of them */
 	uint32_t total;        /* listening sockets of the cluster */
+};
+
+/* A worker is told the protocol version it must speak (--ipc N on its
+ * command line: one it does not speak is exit WORKER_EXIT_CONFIG before a
+ * single message) and says which it speaks in READY; the supervisor takes
+ * no other (a malformed message: the worker is killed). Defence in depth:
+ * both are the same binary. */
+struct ipc_ready {
+	uint32_t ipc_version;  /* IPC_PROTOCOL_VERSION */
+	uint32_t pad;
 };
 
 struct ipc_drain {

@@ -128,9 +128,20 @@ sup_chan_read(struct sup_chan *ch)
 			return false;
 		}
 		switch (msg.hdr.type) {
-		case IPC_READY:
+		case IPC_READY: {
+			struct ipc_ready rd;
+			memcpy(&rd, msg.payload, sizeof rd);
+			if (rd.ipc_version != IPC_PROTOCOL_VERSION) {
+				char what[96];
+				snprintf(what, sizeof what, "speaks IPC protocol %u, not %d",
+				    rd.ipc_version, IPC_PROTOCOL_VERSION);
+				sup_chan_stop(ch);
+				sup_on_malformed(s, p, what);
+				return false;
+			}
 			sup_on_ready(s, p);
 			break;
+		}
 		case IPC_FAILED: {
 			char reason[192];
 			size_t n = msg.hdr.len < sizeof reason - 1 ? msg.hdr.len : sizeof reason - 1;
@@ -248,13 +259,14 @@ sup_child_exec(struct sup_io *io, struct sup_proc *p, int fd, pid_t ppid)
 			_exit(WORKER_EXIT_CONFIG);  /* privileges not really dropped */
 	}
 	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-	char gen[24], pp[24], idx[16];
+	char gen[24], pp[24], idx[16], ipc[16];
+	snprintf(ipc, sizeof ipc, "%d", IPC_PROTOCOL_VERSION);
 	snprintf(gen, sizeof gen, "%llu", (unsigned long long)p->gen->generation);
 	snprintf(pp, sizeof pp, "%d", (int)ppid);
 	snprintf(idx, sizeof idx, "%u", p->index);
 	char *argv[] = {
 		"ferryd", "--worker", "--cluster", p->gen->cluster->name, "--generation", gen,
-		"--ppid", pp, "--index", idx,
+		"--ppid", pp, "--index", idx, "--ipc", ipc,
 		"--log-level", (char *)log_level_str((enum log_level)s->cfg.log_level),
 		s->cfg.log_format == CFG_LOG_JSON ? "--log-json" : NULL, NULL,
 	};
