@@ -1216,6 +1216,9 @@ sup_upgrade_restore(struct sup *s, struct staterec *rec, int *fds, size_t nfds,
 	memset(&rec->last_upgrade, 0, sizeof rec->last_upgrade);
 	memcpy(s->admin_carried, rec->admin_carried, sizeof s->admin_carried);
 	s->hup_pending = rec->hup_pending;
+	/* the service started long ago: a cluster that is failed (a crash
+	 * loop) is carried as it is, not a start-up failure */
+	s->ever_ready = true;
 
 	/* First every cluster with its sockets (a mismatch refuses before any
 	 * worker starts), then the held generations. */
