@@ -680,7 +680,8 @@ sup_io_status_update(struct sup *s)
 static void
 sup_io_stopping(struct sup *s, const char *why)
 {
-	(void)s;
+	if (!sup_upgrade_may_notify(s))
+		return;  /* an upgrade's predecessor: the successor is the service */
 	notify_stopping();
 	notify_status("stopping: %s", why);
 }

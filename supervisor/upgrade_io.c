@@ -62,6 +62,7 @@
 #include "supervisor/admin_api.h"
 #include "supervisor/admin_http.h"
 #include "supervisor/adminauth.h"
+#include "supervisor/certs.h"
 #include "supervisor/notify.h"
 #include "supervisor/staterec.h"
 #include "supervisor/status.h"
@@ -155,11 +156,8 @@ upgrade_io_free(struct sup_io *io)
 /* ---- the channel on the loop ------------------------------------------------------- */
 
 static void
-upg_read_cb(struct ev_loop *loop, ev_io *w, int revents)
+upg_read(struct upg_io *u)
 {
-	(void)loop;
-	(void)revents;
-	struct upg_io *u = w->data;
 	struct sup *s = u->io->s;
 	for (;;) {
 		struct ipc_msg msg;
@@ -187,6 +185,14 @@ upg_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 		if (u->fd < 0)
 			return;  /* the engine ended the upgrade meanwhile */
 	}
+}
+
+static void
+upg_read_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	upg_read(w->data);
 }
 
 static void
@@ -237,7 +243,6 @@ upg_child_cb(struct ev_loop *loop, ev_child *w, int revents)
 	ev_child_stop(loop, w);
 	int st = w->rstatus, e = 0;
 	pid_t pid = u->child;
-	u->child = 0;
 	char why[256];
 	if (u->exec_pipe >= 0) {
 		if (read(u->exec_pipe, &e, sizeof e) != (ssize_t)sizeof e)
@@ -258,6 +263,11 @@ upg_child_cb(struct ev_loop *loop, ev_child *w, int revents)
 		snprintf(why, sizeof why, "the new ferryd (pid %d) ended (status 0x%x)", (int)pid, st);
 	log_msg(sup_upgrade_phase(s) ? LOG_WARN : LOG_INFO, "new ferryd exited", "pid=%d "
 	    "how=\"%s\"", (int)pid, why);
+	/* what it said before it died still counts (COMMITTED above all);
+	 * its EOF is not the news, this exit is */
+	if (u->fd >= 0)
+		upg_read(u);
+	u->child = 0;
 	upg_close_channel(u);
 	sup_io_clock(s);
 	sup_on_upgrade_gone(s, why);
@@ -626,6 +636,7 @@ upg_ready(struct sup *s)
 		after = u->rotation_next_mono > s->now_ms ?
 		    (double)(u->rotation_next_mono - s->now_ms) / 1000.0 : 0.001;
 	sup_io_tickets_arm(io, after);
+	certs_update(s, "upgrade");  /* expiry warnings and metrics, as at a start */
 	upg_fault_stop("tail");
 }
 
