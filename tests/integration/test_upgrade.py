@@ -393,10 +393,11 @@ def reconnects(stats):
     return bad
 
 
-@pytest.fixture
-def uenv(mock_factory, up_factory, builds):
+@pytest.fixture(params=[1, 2], ids=["w1", "w2"])
+def uenv(request, mock_factory, up_factory, builds):
     m = mock_factory("M", 3, [f"{TOPIC}:3"])
-    f = up_factory({"A": m}, drain_timeout="10s")
+    keys = {} if request.param == 1 else {"workers": str(request.param)}
+    f = up_factory({"A": m}, drain_timeout="10s", cluster_keys=keys)
     return f, m, builds
 
 
@@ -928,3 +929,54 @@ def test_connections_of_a_record_version_the_new_workers_do_not_adopt(mock_facto
     last = f.config_status()["lastUpgradeAttempt"]
     assert last["connections"]["handedOver"] == 0 and last["connections"]["closed"] == 6, last
     assert serves(port)
+
+
+def test_clusters_that_do_not_serve_are_carried_as_they_are(mock_factory, up_factory, builds):
+    """A parked cluster (drained by the operator, sockets released) and a
+    failed one (a crash loop) come out of an upgrade as they went in: same
+    state, generation and reason, counters kept, and `ferryctl restart`
+    brings each back on the new ferryd."""
+    b_bin, vb, _ = builds["B"]
+    m = mock_factory("M", 3, [f"{TOPIC}:1"])
+    f = up_factory({"A": m, "P": m, "F": m}, ferry_extra={"crash_loop_limit": "2",
+                                                         "crash_loop_window": "60s"})
+    f.ctl("drain", "P")
+    wait_for(lambda: f.cluster("P")["workers"] == [] or
+             all(w["pid"] is None for w in f.cluster("P")["workers"]), 10, what="P drained")
+    for _ in range(2):
+        pid = wait_for(lambda: serving_pids(f.cluster("F")), 20, what="F serving")[0]
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not pid_alive(pid), 10, what="the crash")
+    wait_for(lambda: f.cluster("F")["state"] == "failed", 20, what="F failed (crash loop)")
+    before = {n: f.cluster(n) for n in ("P", "F")}
+    mb = f.metrics()
+    f.install(b_bin)
+    r = f.upgrade("--wait")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "P: not serving" in r.stdout and "F: not serving" in r.stdout, r.stdout
+    assert f.health()["version"] == vb
+    for n in ("P", "F"):
+        c = f.cluster(n)
+        for k in ("state", "generation", "reason"):
+            assert c[k] == before[n][k], (n, k, c, before[n])
+    ma = f.metrics()
+    assert ma[("ferry_crash_loops_total", "F")] == mb[("ferry_crash_loops_total", "F")] == 1
+    assert ma[("ferry_worker_restarts_total", "F")] == mb[("ferry_worker_restarts_total", "F")]
+    assert port_free(f.clusters["P"]["bootstrap"]) and port_free(f.clusters["F"]["bootstrap"])
+    for n in ("P", "F"):
+        f.ctl("restart", n)
+        c = wait_for(lambda: (lambda c: c if c["state"] == "accepting" else None)(f.cluster(n)),
+                     20, what=f"{n} restarted")
+        assert c["generation"] > before[n]["generation"]
+        assert serves(f.clusters[n]["bootstrap"])
+
+
+def port_free(port):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
