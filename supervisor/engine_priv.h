@@ -92,7 +92,44 @@ void reload_abort(struct sup *s, const char *why);
 void reload_reap(struct sup *s);
 void reload_tick(struct sup *s);
 
-/* Upgrades (engine_upgrade.c), called by the rest of the engine: */
+/* Upgrades (engine_upgrade.c: the machines, actions and hooks;
+ * engine_upgrade_msg.c: the channel's messages and relayed connections;
+ * engine_upgrade_restore.c: a successor's model from the record). The one
+ * upgrade in progress, on either side: */
+struct sup_upgrade {
+	bool successor;               /* which machine: upgrade.h "in" or "out" */
+	int st;                       /* enum upg_ostate / enum upg_istate */
+	char source[16];
+	uint64_t waiter;
+	uint64_t started_mono, started_wall;
+	uint64_t deadline;            /* mono; 0 none */
+	uint64_t counters_at;         /* predecessor handing over: next UPG_COUNTERS */
+	int32_t peer_pid;
+	char peer_version[64], peer_build[48];
+	uint32_t record;              /* the state record version agreed */
+	uint32_t conn_min, conn_max;  /* connection records the successor adopts */
+	bool peer_open;               /* the channel is up */
+	bool hurried;
+	char **errors;
+	char phase[24];               /* where it failed */
+	size_t to_hold, held;         /* successor: generations to prepare */
+	/* the tail: what the predecessor's replaced generations did */
+	uint64_t handed_over, drained, forced;
+	bool tail_valid;
+	struct sup_upgrade *next_free;
+};
+
+/* What the three files share. */
+const struct sup_upgrade_ops *upgrade_ops(const struct sup *s);
+void upgrade_error(struct sup_upgrade *u, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+const char *upgrade_state_name(const struct sup_upgrade *u);
+void upgrade_dispose(struct sup_upgrade *u);
+/* Send j (stolen) as a message of type on the channel. 0, or -1. */
+struct json_t;
+int upgrade_send_json(struct sup *s, uint32_t type, struct json_t *j);
+
+/* Upgrades, called by the rest of the engine: */
 void sup_post_upgrade(struct sup *s, int e, const char *why);
 void upgrade_event(struct sup *s, struct sup_upgrade *u, int e, const char *why);
 /* a generation owned by the upgrade is held / ended */

@@ -22,6 +22,10 @@
  * SUP_OWNER_UPGRADE); once all are held it says PREPARED; at COMMIT they
  * accept. While the predecessor hands over, its counters are shown
  * (c->carried) and its connections adopted by the least loaded worker.
+ *
+ * This file: the machines' events and actions, and the hooks the rest of
+ * the engine calls; the channel's messages are engine_upgrade_msg.c's, the
+ * successor's model from the record engine_upgrade_restore.c's.
  */
 #include "supervisor/engine_priv.h"
 
@@ -34,48 +38,20 @@
 
 #include "common/buildinfo.h"
 #include "common/log.h"
-#include "supervisor/nodes.h"
 #include "supervisor/staterec.h"
-#include "supervisor/tickets.h"
 #include "supervisor/upgrade.h"
 #include "supervisor/upgproto.h"
 
-struct sup_upgrade {
-	bool successor;               /* which machine: upgrade.h "in" or "out" */
-	int st;                       /* enum upg_ostate / enum upg_istate */
-	char source[16];
-	uint64_t waiter;
-	uint64_t started_mono, started_wall;
-	uint64_t deadline;            /* mono; 0 none */
-	uint64_t counters_at;         /* predecessor handing over: next UPG_COUNTERS */
-	int32_t peer_pid;
-	char peer_version[64], peer_build[48];
-	uint32_t record;              /* the state record version agreed */
-	uint32_t conn_min, conn_max;  /* connection records the successor adopts */
-	bool peer_open;               /* the channel is up */
-	bool hurried;
-	char **errors;
-	char phase[24];               /* where it failed */
-	size_t to_hold, held;         /* successor: generations to prepare */
-	/* the tail: what the predecessor's replaced generations did */
-	uint64_t handed_over, drained, forced;
-	bool tail_valid;
-	struct sup_upgrade *next_free;
-};
-
 /* ---- small things ------------------------------------------------------------------ */
 
-static const struct sup_upgrade_ops *
-upg_ops(const struct sup *s)
+const struct sup_upgrade_ops *
+upgrade_ops(const struct sup *s)
 {
 	return s->ops->upgrade;
 }
 
-static void upg_error(struct sup_upgrade *u, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void
-upg_error(struct sup_upgrade *u, const char *fmt, ...)
+void
+upgrade_error(struct sup_upgrade *u, const char *fmt, ...)
 {
 	char buf[512];
 	va_list ap;
@@ -96,15 +72,15 @@ upg_error(struct sup_upgrade *u, const char *fmt, ...)
 	u->errors = v;
 }
 
-static const char *
-upg_state_str(const struct sup_upgrade *u)
+const char *
+upgrade_state_name(const struct sup_upgrade *u)
 {
 	return u->successor ? upg_istate_str((enum upg_istate)u->st) :
 	    upg_ostate_str((enum upg_ostate)u->st);
 }
 
-static void
-upg_free(struct sup_upgrade *u)
+void
+upgrade_dispose(struct sup_upgrade *u)
 {
 	for (char **p = u->errors; p && *p; p++)
 		free(*p);
@@ -131,7 +107,7 @@ upgrade_reap(struct sup *s)
 	while (s->upgrade_dead) {
 		struct sup_upgrade *u = s->upgrade_dead;
 		s->upgrade_dead = u->next_free;
-		upg_free(u);
+		upgrade_dispose(u);
 	}
 }
 
@@ -140,7 +116,7 @@ void
 upgrade_free(struct sup *s)
 {
 	if (s->upgrade)
-		upg_free(s->upgrade);
+		upgrade_dispose(s->upgrade);
 	s->upgrade = NULL;
 	upgrade_reap(s);
 }
@@ -170,7 +146,7 @@ upgrade_holds_exit(const struct sup *s)
 const char *
 sup_upgrade_phase(const struct sup *s)
 {
-	return s->upgrade ? upg_state_str(s->upgrade) : NULL;
+	return s->upgrade ? upgrade_state_name(s->upgrade) : NULL;
 }
 
 uint64_t
@@ -203,14 +179,14 @@ sup_upgrade_may_notify(const struct sup *s)
 	    u->st == UPG_O_ROLLED_BACK;
 }
 
-static int
-upg_send_json(struct sup *s, uint32_t type, json_t *j)
+int
+upgrade_send_json(struct sup *s, uint32_t type, struct json_t *j)
 {
 	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
 	if (!text)
 		return -1;
-	int rc = upg_ops(s)->send(s, type, text, strlen(text));
+	int rc = upgrade_ops(s)->send(s, type, text, strlen(text));
 	free(text);
 	return rc;
 }
@@ -238,7 +214,7 @@ sup_upgrade_start(struct sup *s, const char *source, uint64_t waiter,
 		return SUP_UNAVAILABLE;
 	}
 	if (s->upgrade) {
-		snprintf(err, errlen, "an upgrade is in progress (%s)", upg_state_str(s->upgrade));
+		snprintf(err, errlen, "an upgrade is in progress (%s)", upgrade_state_name(s->upgrade));
 		return SUP_CONFLICT;
 	}
 	if (s->reload) {
@@ -256,7 +232,7 @@ sup_upgrade_start(struct sup *s, const char *source, uint64_t waiter,
 		    "end the container; roll out a new image instead");
 		return SUP_CONFLICT;
 	}
-	if (!upg_ops(s) || !s->exec_path) {
+	if (!upgrade_ops(s) || !s->exec_path) {
 		snprintf(err, errlen, "this ferryd cannot start another (no upgrade support)");
 		return SUP_CONFLICT;
 	}
@@ -309,22 +285,22 @@ upg_record(struct sup *s, struct sup_upgrade *u, enum sup_upgrade_status st, con
 static void
 upg_answer(struct sup *s, struct sup_upgrade *u)
 {
-	if (u->waiter && upg_ops(s)->answer)
-		upg_ops(s)->answer(s, u->waiter, &s->last_upgrade);
+	if (u->waiter && upgrade_ops(s)->answer)
+		upgrade_ops(s)->answer(s, u->waiter, &s->last_upgrade);
 	u->waiter = 0;
 }
 
 static void
 upg_rollback(struct sup *s, struct sup_upgrade *u, bool rejected, const char *why)
 {
-	const struct sup_upgrade_ops *o = upg_ops(s);
+	const struct sup_upgrade_ops *o = upgrade_ops(s);
 	o->end(s);
 	u->peer_open = false;
 	o->admin(s, SUP_UPG_ADMIN_RESUME);
 	if (why[0])
-		upg_error(u, "%s", why);
+		upgrade_error(u, "%s", why);
 	else if (!u->errors)
-		upg_error(u, "upgrade failed");
+		upgrade_error(u, "upgrade failed");
 	upg_record(s, u, rejected ? SUP_UPGRADE_REJECTED : SUP_UPGRADE_FAILED, u->phase);
 	const struct sup_upgrade_record *r = &s->last_upgrade;
 	log_warn("upgrade rolled back: the running ferryd serves on", "status=%s phase=%s "
@@ -378,7 +354,7 @@ upg_hand_over(struct sup *s, struct sup_upgrade *u)
 static void
 upg_commit(struct sup *s, struct sup_upgrade *u)
 {
-	const struct sup_upgrade_ops *o = upg_ops(s);
+	const struct sup_upgrade_ops *o = upgrade_ops(s);
 	snprintf(u->phase, sizeof u->phase, "committed");
 	upg_record(s, u, SUP_UPGRADE_SUCCESS, "committed");
 	char status[256];
@@ -412,7 +388,7 @@ upg_send_counters(struct sup *s)
 				continue;
 			size_t len;
 			char *text = staterec_counters_msg(arr[i], &len);
-			int rc = text ? upg_ops(s)->send(s, UPG_COUNTERS, text, len) : -1;
+			int rc = text ? upgrade_ops(s)->send(s, UPG_COUNTERS, text, len) : -1;
 			free(text);
 			if (rc == -1)
 				return -1;
@@ -439,7 +415,7 @@ upg_bye(struct sup *s, struct sup_upgrade *u)
 {
 	if (u->peer_open) {
 		upg_send_counters(s);
-		upg_send_json(s, UPG_BYE, json_pack("{s:I, s:I, s:I}",
+		upgrade_send_json(s, UPG_BYE, json_pack("{s:I, s:I, s:I}",
 		    "handedOver", (json_int_t)u->handed_over, "closed", (json_int_t)u->drained,
 		    "forced", (json_int_t)u->forced));
 	}
@@ -448,7 +424,7 @@ upg_bye(struct sup *s, struct sup_upgrade *u)
 	    (unsigned long long)u->drained, (unsigned long long)u->forced,
 	    (unsigned long long)(s->now_ms - u->started_mono - s->last_upgrade.duration_ms));
 	s->exit_code = 0;
-	upg_ops(s)->exit(s, 0);
+	upgrade_ops(s)->exit(s, 0);
 }
 
 static void
@@ -473,7 +449,7 @@ upg_hurry(struct sup *s, struct sup_upgrade *u)
 static void
 upg_out_actions(struct sup *s, struct sup_upgrade *u, unsigned a, const char *why)
 {
-	const struct sup_upgrade_ops *o = upg_ops(s);
+	const struct sup_upgrade_ops *o = upgrade_ops(s);
 	char err[512];
 	if (a & UPG_OA_DISARM)
 		u->deadline = 0;
@@ -505,7 +481,7 @@ upg_out_actions(struct sup *s, struct sup_upgrade *u, unsigned a, const char *wh
 		 * the successor (nothing is refused) */
 		o->admin(s, SUP_UPG_ADMIN_PAUSE);
 		if (upg_send_counters(s) == -1 ||
-		    upg_send_json(s, UPG_COMMIT, json_pack("{s:b, s:s, s:I}",
+		    upgrade_send_json(s, UPG_COMMIT, json_pack("{s:b, s:s, s:I}",
 		    "hupPending", s->hup_pending, "source", u->source,
 		    "startedAt", (json_int_t)u->started_wall)) == -1)
 			sup_post_upgrade(s, UPG_OE_FAILED, "cannot send COMMIT to the new ferryd");
@@ -538,16 +514,16 @@ static void
 upg_in_abort(struct sup *s, struct sup_upgrade *u, const char *why)
 {
 	if (why[0])
-		upg_error(u, "%s", why);
+		upgrade_error(u, "%s", why);
 	log_error("upgrade: this new ferryd gives up before the commit; the running one serves "
-	    "on", "phase=%s error=\"%s\"", upg_state_str(u),
+	    "on", "phase=%s error=\"%s\"", upgrade_state_name(u),
 	    u->errors && u->errors[0] ? u->errors[0] : "");
 	if (u->peer_open)
-		upg_send_json(s, UPG_PREPARE_FAILED, json_pack("{s:o}", "errors",
+		upgrade_send_json(s, UPG_PREPARE_FAILED, json_pack("{s:o}", "errors",
 		    upg_errors_json(u->errors)));
 	sup_kill_all(s);
 	s->exit_code = 1;
-	upg_ops(s)->exit(s, 1);
+	upgrade_ops(s)->exit(s, 1);
 }
 
 static void
@@ -573,8 +549,8 @@ upg_in_commit(struct sup *s, struct sup_upgrade *u)
 	r->from_pid = u->peer_pid;
 	r->to_pid = s->pid;
 	s->upgrade_results[SUP_UPGRADE_SUCCESS]++;
-	upg_ops(s)->commit(s);
-	if (upg_ops(s)->send(s, UPG_COMMITTED, NULL, 0) == -1)
+	upgrade_ops(s)->commit(s);
+	if (upgrade_ops(s)->send(s, UPG_COMMITTED, NULL, 0) == -1)
 		log_warn("upgrade: cannot tell the old ferryd we committed", "%s", "");
 	log_info("upgrade committed: serving", "from_version=%s from_pid=%d", u->peer_version,
 	    (int)u->peer_pid);
@@ -612,7 +588,7 @@ upg_in_fold(struct sup *s, struct sup_upgrade *u)
 static void
 upg_in_actions(struct sup *s, struct sup_upgrade *u, unsigned a, const char *why)
 {
-	const struct sup_upgrade_ops *o = upg_ops(s);
+	const struct sup_upgrade_ops *o = upgrade_ops(s);
 	if (a & UPG_IA_DISARM)
 		u->deadline = 0;
 	if (a & UPG_IA_ARM)
@@ -626,7 +602,7 @@ upg_in_actions(struct sup *s, struct sup_upgrade *u, unsigned a, const char *why
 			json_array_append_new(cl, json_pack("{s:s, s:I}", "name",
 			    s->clusters[i]->name, "generation", (json_int_t)(g ? g->generation : 0)));
 		}
-		if (upg_send_json(s, UPG_PREPARED, json_pack("{s:o}", "clusters", cl)) == -1)
+		if (upgrade_send_json(s, UPG_PREPARED, json_pack("{s:o}", "clusters", cl)) == -1)
 			sup_post_upgrade(s, UPG_IE_PEER_GONE, "cannot send PREPARED");
 		else
 			log_info("upgrade: every cluster prepared, waiting for the commit",
@@ -672,7 +648,7 @@ upgrade_event(struct sup *s, struct sup_upgrade *u, int e, const char *why)
 	if (!ok) {
 		s->violations++;
 		log_error("forbidden upgrade event (bug)", "side=%s state=%s event=%s",
-		    u->successor ? "successor" : "predecessor", upg_state_str(u), ename);
+		    u->successor ? "successor" : "predecessor", upgrade_state_name(u), ename);
 		return;
 	}
 	u->st = next;
@@ -680,259 +656,11 @@ upgrade_event(struct sup *s, struct sup_upgrade *u, int e, const char *why)
 		log_info("upgrade phase", "side=%s transition=\"%s -> %s\" event=%s why=\"%s\"",
 		    u->successor ? "successor" : "predecessor",
 		    u->successor ? upg_istate_str((enum upg_istate)from) :
-		    upg_ostate_str((enum upg_ostate)from), upg_state_str(u), ename, why);
+		    upg_ostate_str((enum upg_ostate)from), upgrade_state_name(u), ename, why);
 	if (u->successor)
 		upg_in_actions(s, u, actions, why);
 	else
 		upg_out_actions(s, u, actions, why);
-}
-
-/* ---- messages --------------------------------------------------------------------- */
-
-/* Predecessor: HELLO. */
-static void
-upg_on_hello(struct sup *s, struct sup_upgrade *u, const struct ipc_msg *msg)
-{
-	struct upg_hello h;
-	char err[400];
-	memset(&h, 0, sizeof h);
-	memcpy(&h, msg->payload, msg->hdr.len < sizeof h ? msg->hdr.len : sizeof h);
-	h.version[sizeof h.version - 1] = 0;
-	h.build_id[sizeof h.build_id - 1] = 0;
-	h.reason[sizeof h.reason - 1] = 0;
-	if (msg->hdr.len == sizeof h) {
-		snprintf(u->peer_version, sizeof u->peer_version, "%s", h.version);
-		snprintf(u->peer_build, sizeof u->peer_build, "%s", h.build_id);
-	}
-	if (upg_hello_check(&h, msg->hdr.len, STATEREC_MIN, STATEREC_MAX, err, sizeof err) == -1) {
-		sup_post_upgrade(s, UPG_OE_REFUSED, err);
-		return;
-	}
-	u->record = h.record;
-	u->conn_min = h.conn_min;
-	u->conn_max = h.conn_max;
-	log_info("upgrade: the new ferryd accepts", "to_version=%s to_build=%s record=%u "
-	    "conn_records=%u..%u", u->peer_version, u->peer_build, h.record, h.conn_min,
-	    h.conn_max);
-	sup_post_upgrade(s, UPG_OE_HELLO, "");
-}
-
-/* A JSON {"errors":[...]} of the other side, into u's errors. */
-static void
-upg_take_errors(struct sup_upgrade *u, const struct ipc_msg *msg, const char *prefix)
-{
-	json_t *j = json_loadb((const char *)msg->payload, msg->hdr.len, 0, NULL), *v;
-	size_t i;
-	json_array_foreach(json_object_get(j, "errors"), i, v)
-		if (json_is_string(v))
-			upg_error(u, "%s%s", prefix, json_string_value(v));
-	if (!u->errors)
-		upg_error(u, "%s(no reason given)", prefix);
-	json_decref(j);
-}
-
-static void
-upg_on_counters(struct sup *s, const struct ipc_msg *msg)
-{
-	char name[CFG_NAME_MAX], err[160];
-	struct metrics m;
-	if (staterec_counters_msg_read((const char *)msg->payload, msg->hdr.len, name, sizeof name,
-	    &m, err, sizeof err) == -1) {
-		log_warn("upgrade: counters of the old ferryd not understood", "error=\"%s\"", err);
-		return;
-	}
-	struct sup_cluster *c = sup_find_cluster(s, name);
-	if (!c)
-		return;  /* a cluster this configuration does not have */
-	c->carried = m;
-	c->carried_gauges = true;
-}
-
-/* Successor: a connection of the predecessor's old worker. */
-static void
-upg_on_conn(struct sup *s, struct ipc_msg *msg)
-{
-	struct upg_conn h;
-	memcpy(&h, msg->payload, sizeof h);
-	h.cluster[sizeof h.cluster - 1] = 0;
-	const uint8_t *rec = msg->payload + sizeof h;
-	size_t len = msg->hdr.len - sizeof h, nfds = msg->nfds;
-	struct ipc_conn_record r;
-	char err[160];
-	struct sup_cluster *c = sup_find_cluster(s, h.cluster);
-	struct sup_proc *to = NULL;
-	if (ipc_conn_record_check(rec, len, nfds, &r, err, sizeof err) == -1)
-		log_warn("upgrade: connection record not adopted", "cluster=%s error=\"%s\"",
-		    h.cluster, err);
-	else if (c && c->st == FSM_C_ACTIVE && (c->ccfg && c->ccfg->cl->handover))
-		to = sup_handover_target(c, NULL);
-	bool sent = false;
-	if (to && s->n_relays == s->cap_relays) {
-		size_t cap = s->cap_relays ? s->cap_relays * 2 : 64;
-		struct sup_relay *nr = realloc(s->relays, cap * sizeof *nr);
-		if (nr) {
-			s->relays = nr;
-			s->cap_relays = cap;
-		}
-	}
-	if (to && s->n_relays < s->cap_relays) {
-		uint8_t buf[sizeof(struct ipc_conn_record) + IPC_CONN_PENDING_MAX];
-		memcpy(buf, rec, len);
-		struct ipc_conn_record *out = (struct ipc_conn_record *)buf;
-		out->id = ++s->next_relay;
-		if (s->ops->send_fds(s, to, IPC_CONN_IN, buf, len, msg->fds, nfds) == 0) {
-			s->relays[s->n_relays++] = (struct sup_relay){
-				.id = out->id, .from = NULL, .to = to, .from_id = h.id,
-				.deadline_ms = s->now_ms + SUP_RELAY_TIMEOUT_MS,
-			};
-			sent = true;
-		} else {
-			sup_post_proc(s, to, FSM_GE_QUEUE_FULL, "control channel full");
-		}
-	}
-	ipc_close_fds(msg);  /* our copies: the worker has its own, or nobody */
-	if (!sent)
-		upgrade_relay_answer(s, h.id, IPC_ADOPT_NO);
-}
-
-void
-upgrade_relay_answer(struct sup *s, uint64_t peer_id, uint32_t adopted)
-{
-	if (!s->upgrade || !s->upgrade->peer_open)
-		return;
-	struct ipc_conn_ack ack = { .id = peer_id, .adopted = adopted };
-	upg_ops(s)->send(s, UPG_CONN_DONE, &ack, sizeof ack);
-}
-
-void
-sup_on_upgrade_msg(struct sup *s, struct ipc_msg *msg)
-{
-	struct sup_upgrade *u = s->upgrade;
-	uint32_t t = msg->hdr.type;
-	if (!u) {
-		ipc_close_fds(msg);
-		return;
-	}
-	if (!u->successor) {
-		switch (t) {
-		case UPG_HELLO:
-			if (u->st == UPG_O_SPAWNING)
-				upg_on_hello(s, u, msg);
-			break;
-		case UPG_VALID:
-			sup_post_upgrade(s, UPG_OE_VALID, "");
-			break;
-		case UPG_INVALID:
-			upg_take_errors(u, msg, "");
-			sup_post_upgrade(s, UPG_OE_REFUSED, "");
-			break;
-		case UPG_PREPARED:
-			sup_post_upgrade(s, UPG_OE_PREPARED, "");
-			break;
-		case UPG_PREPARE_FAILED:
-			upg_take_errors(u, msg, "new ferryd: ");
-			sup_post_upgrade(s, UPG_OE_FAILED, "");
-			break;
-		case UPG_COMMITTED:
-			sup_post_upgrade(s, UPG_OE_COMMITTED, "");
-			break;
-		case UPG_CONN_DONE: {
-			struct ipc_conn_ack ack;
-			memcpy(&ack, msg->payload, sizeof ack);
-			for (size_t i = 0; i < s->n_relays; i++) {
-				struct sup_relay *r = &s->relays[i];
-				if (r->to || r->id != ack.id)
-					continue;
-				sup_relay_done(s, r->from, r->from_id, ack.adopted);
-				s->relays[i] = s->relays[--s->n_relays];
-				break;
-			}
-			break;
-		}
-		case UPG_STOP:
-			sup_post_upgrade(s, UPG_OE_HURRY, "the new ferryd is stopping");
-			break;
-		default: {
-			char why[96];
-			snprintf(why, sizeof why, "the new ferryd sent an unexpected %s",
-			    upg_type_str(t));
-			sup_post_upgrade(s, UPG_OE_FAILED, why);
-			break;
-		}
-		}
-	} else {
-		switch (t) {
-		case UPG_COUNTERS:
-			if (upg_in_step((enum upg_istate)u->st, UPG_IE_COUNTERS).allowed)
-				upg_on_counters(s, msg);
-			break;
-		case UPG_COMMIT: {
-			json_t *j = json_loadb((const char *)msg->payload, msg->hdr.len, 0, NULL);
-			if (json_is_true(json_object_get(j, "hupPending")))
-				s->hup_pending = true;
-			const char *src = json_string_value(json_object_get(j, "source"));
-			if (src)
-				snprintf(u->source, sizeof u->source, "%s", src);
-			json_t *at = json_object_get(j, "startedAt");
-			if (json_is_integer(at) && json_integer_value(at) > 0)
-				u->started_wall = (uint64_t)json_integer_value(at);
-			json_decref(j);
-			sup_post_upgrade(s, UPG_IE_COMMIT, "");
-			break;
-		}
-		case UPG_MAIN:
-			sup_post_upgrade(s, UPG_IE_MAIN, "");
-			break;
-		case UPG_CONN:
-			if (u->st == UPG_I_COMMITTED || u->st == UPG_I_TAIL) {
-				upg_on_conn(s, msg);
-			} else {
-				struct upg_conn h;
-				memcpy(&h, msg->payload, sizeof h);
-				ipc_close_fds(msg);
-				upgrade_relay_answer(s, h.id, IPC_ADOPT_NO);
-			}
-			break;
-		case UPG_BYE: {
-			json_t *j = json_loadb((const char *)msg->payload, msg->hdr.len, 0, NULL);
-			json_t *h = json_object_get(j, "handedOver"), *c = json_object_get(j, "closed");
-			json_t *f = json_object_get(j, "forced");
-			if (json_is_integer(h) && json_is_integer(c) && json_is_integer(f)) {
-				u->tail_valid = true;
-				u->handed_over = (uint64_t)json_integer_value(h);
-				u->drained = (uint64_t)json_integer_value(c);
-				u->forced = (uint64_t)json_integer_value(f);
-			}
-			json_decref(j);
-			sup_post_upgrade(s, UPG_IE_BYE, "");
-			break;
-		}
-		default: {
-			char why[96];
-			snprintf(why, sizeof why, "the old ferryd sent an unexpected %s",
-			    upg_type_str(t));
-			sup_post_upgrade(s, UPG_IE_PEER_GONE, why);
-			break;
-		}
-		}
-	}
-	ipc_close_fds(msg);
-	sup_dispatch(s);
-}
-
-void
-sup_on_upgrade_gone(struct sup *s, const char *why)
-{
-	struct sup_upgrade *u = s->upgrade;
-	if (!u)
-		return;
-	if (u->successor)
-		sup_post_upgrade(s, UPG_IE_PEER_GONE, why);
-	else if (upg_ostate_precommit((enum upg_ostate)u->st))
-		sup_post_upgrade(s, UPG_OE_FAILED, why);
-	else
-		sup_post_upgrade(s, UPG_OE_PEER_GONE, why);
-	sup_dispatch(s);
 }
 
 /* ---- hooks of the rest of the engine ------------------------------------------------- */
@@ -972,47 +700,6 @@ upgrade_cluster_crashed(struct sup *s, struct sup_cluster *c, const char *why)
 	sup_post_upgrade(s, UPG_OE_FAILED, buf);
 }
 
-bool
-upgrade_relay_out(struct sup *s, struct sup_proc *p, const struct ipc_conn_record *rec,
-		  const void *payload, size_t len, const int *fds, size_t nfds)
-{
-	struct sup_upgrade *u = s->upgrade;
-	if (!u || u->successor || u->st != UPG_O_HANDING_OVER)
-		return false;
-	bool sent = false;
-	if (u->peer_open && p->gen->handover_keep) {
-		if (s->n_relays == s->cap_relays) {
-			size_t cap = s->cap_relays ? s->cap_relays * 2 : 64;
-			struct sup_relay *r = realloc(s->relays, cap * sizeof *r);
-			if (r) {
-				s->relays = r;
-				s->cap_relays = cap;
-			}
-		}
-		uint8_t *buf = s->n_relays < s->cap_relays ?
-		    malloc(sizeof(struct upg_conn) + len) : NULL;
-		if (buf) {
-			struct upg_conn h = { .id = ++s->next_relay };
-			snprintf(h.cluster, sizeof h.cluster, "%s", p->gen->cluster->name);
-			memcpy(buf, &h, sizeof h);
-			memcpy(buf + sizeof h, payload, len);
-			if (upg_ops(s)->send_conn(s, buf, sizeof h + len, fds, nfds) == 0) {
-				s->relays[s->n_relays++] = (struct sup_relay){
-					.id = h.id, .from = p, .to = NULL, .from_id = rec->id,
-					.deadline_ms = s->now_ms + SUP_UPGRADE_RELAY_MS,
-				};
-				sent = true;
-			}
-			free(buf);
-		}
-	}
-	for (size_t i = 0; i < nfds; i++)
-		s->ops->close(s, fds[i]);
-	if (!sent)
-		sup_relay_done(s, p, rec->id, IPC_ADOPT_NO);
-	sup_dispatch(s);
-	return true;
-}
 
 bool
 upgrade_on_stop(struct sup *s, const char *why)
@@ -1060,7 +747,7 @@ upgrade_tick(struct sup *s)
 		char why[160];
 		snprintf(why, sizeof why, "the %s ferryd did not answer within %llums (%s)",
 		    u->successor ? "old" : "new", (unsigned long long)(s->cfg.init_timeout_ms),
-		    upg_state_str(u));
+		    upgrade_state_name(u));
 		sup_post_upgrade(s, u->successor ? UPG_IE_DEADLINE : UPG_OE_DEADLINE, why);
 	}
 	if (!u->successor && u->st == UPG_O_HANDING_OVER && u->peer_open &&
@@ -1081,217 +768,4 @@ upgrade_reaped(struct sup *s)
 		return;
 	sup_post_upgrade(s, UPG_OE_TAIL_DONE, "every worker exited");
 	sup_dispatch(s);
-}
-
-/* ---- successor: the model from the record -------------------------------------------- */
-
-/* The generation that represents a cluster that has none alive here
- * (failed, parked, in back-off): what its status showed. */
-static void
-upg_ghost_gen(struct sup *s, struct sup_cluster *c, const struct staterec_cluster *rc)
-{
-	(void)s;
-	struct sup_gen *g = calloc(1, sizeof *g);
-	if (!g)
-		return;
-	g->cluster = c;
-	g->generation = rc->serving_generation;
-	g->st = rc->serving_state == LC_FAILED ? FSM_G_FAILED : FSM_G_STOPPED;
-	g->lc.state = fsm_gen_lc(g->st);
-	g->lc.since_ms = rc->serving_since_ms;
-	snprintf(g->lc.reason, sizeof g->lc.reason, "%s", rc->serving_reason);
-	g->owner = SUP_OWNER_CLUSTER;
-	g->accepted = true;
-	g->next = c->gens;
-	c->gens = g;
-}
-
-static int
-upg_take_listeners(struct sup_ccfg *cc, const struct staterec *rec, const char *name,
-		   int *fds, size_t nfds, char *err, size_t errlen)
-{
-	for (size_t k = 0; k < cc->n_listeners; k++) {
-		struct sup_listener *l = &cc->listeners[k];
-		for (size_t j = 0; j < rec->n_fds && j < nfds; j++) {
-			const struct staterec_fd *f = &rec->fds[j];
-			if (f->kind != STATEREC_FD_LISTENER || fds[j] < 0 ||
-			    strcmp(f->cluster, name) != 0 || f->node_id != l->node_id)
-				continue;
-			if (f->addr.port != l->addr.port || strcmp(f->addr.host, l->addr.host) != 0) {
-				snprintf(err, errlen, "cluster %s: the listening socket of %s node %d is "
-				    "%s:%u, the configuration says %s:%u", name,
-				    sup_listener_role_str(l->role), l->node_id, f->addr.host,
-				    f->addr.port, l->addr.host, l->addr.port);
-				return -1;
-			}
-			l->fd = fds[j];
-			fds[j] = -1;
-			break;
-		}
-	}
-	return 0;
-}
-
-static void
-upg_restore_cluster(struct sup *s, struct sup_cluster *c, struct staterec_cluster *rc)
-{
-	c->st = rc->st;
-	c->next_generation = rc->next_generation;
-	c->restarts = rc->restarts;
-	c->restart_at = rc->st == FSM_C_BACKOFF ? (rc->restart_at_mono ? rc->restart_at_mono :
-	    s->now_ms) : 0;
-	c->restart_delay_ms = rc->restart_delay_ms;
-	snprintf(c->fail_reason, sizeof c->fail_reason, "%s", rc->fail_reason);
-	/* the newest crashes the ring holds */
-	uint32_t skip = rc->n_crash > c->crash.cap ? rc->n_crash - c->crash.cap : 0;
-	for (uint32_t i = skip; i < rc->n_crash; i++)
-		c->crash.times[c->crash.n++] = rc->crash_times[i];
-	c->crash.head = 0;
-	c->crash.backoff_ms = rc->crash_backoff_ms;
-	c->crash.started_ms = rc->crash_started_mono;
-	c->crash.restarts = rc->crash_restarts;
-	c->crash.loops = rc->crash_loops;
-	c->unresponsive_total = rc->unresponsive_total;
-	c->upstream = rc->upstream;
-	c->upstream_since_ms = rc->upstream_since_ms;
-	snprintf(c->upstream_error, sizeof c->upstream_error, "%s", rc->upstream_error);
-	c->n_unknown_nodes = rc->n_unknown;
-	memcpy(c->unknown_nodes, rc->unknown_nodes, sizeof c->unknown_nodes);
-	memcpy(c->unknown_since_ms, rc->unknown_since_ms, sizeof c->unknown_since_ms);
-	sup_nodes_free(&c->nodes);
-	c->nodes = rc->nodes;
-	memset(&rc->nodes, 0, sizeof rc->nodes);
-	c->last_replacement.valid = rc->replacement_valid;
-	c->last_replacement.from_generation = rc->rep_from;
-	c->last_replacement.to_generation = rc->rep_to;
-	c->last_replacement.handed_over = rc->rep_handed_over;
-	c->last_replacement.drained = rc->rep_drained;
-	c->last_replacement.forced = rc->rep_forced;
-	c->last_replacement.duration_ms = rc->rep_duration_ms;
-	c->carried = rc->counters;
-	c->carried_gauges = false;
-}
-
-int
-sup_upgrade_restore(struct sup *s, struct staterec *rec, int *fds, size_t nfds,
-		    const struct upg_secret *secrets, size_t n_secrets, char *err, size_t errlen)
-{
-	if (strcmp(rec->config_version, s->config_version) != 0) {
-		snprintf(err, errlen, "the configuration text is not version %s", rec->config_version);
-		return -1;
-	}
-	if (rec->n_clusters != s->cfg.n_clusters) {
-		snprintf(err, errlen, "the record has %zu clusters, its configuration %zu",
-		    rec->n_clusters, s->cfg.n_clusters);
-		return -1;
-	}
-	struct sup_upgrade *u = calloc(1, sizeof *u);
-	if (!u) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	u->successor = true;
-	u->st = UPG_I_PREPARING;
-	u->peer_open = true;
-	u->peer_pid = rec->from_pid;
-	snprintf(u->peer_version, sizeof u->peer_version, "%s", rec->from_version);
-	snprintf(u->peer_build, sizeof u->peer_build, "%s", rec->from_build);
-	u->started_mono = s->now_ms;
-	u->started_wall = s->now_wall_ms;
-	snprintf(u->source, sizeof u->source, "upgrade");
-
-	s->started_at_ms = rec->service_started_ms;
-	s->applied_at_ms = rec->applied_at_ms;
-	free(s->exec_path);
-	s->exec_path = rec->exec_path;
-	rec->exec_path = NULL;
-	s->reload_stats = rec->reload_stats;
-	sup_record_clear(&s->last_reload);
-	s->last_reload = rec->last_reload;
-	memset(&rec->last_reload, 0, sizeof rec->last_reload);
-	s->last_validation = rec->last_validation;
-	memcpy(s->upgrade_results, rec->upgrade_results, sizeof s->upgrade_results);
-	sup_upgrade_record_clear(&s->last_upgrade);
-	s->last_upgrade = rec->last_upgrade;
-	memset(&rec->last_upgrade, 0, sizeof rec->last_upgrade);
-	memcpy(s->admin_carried, rec->admin_carried, sizeof s->admin_carried);
-	s->hup_pending = rec->hup_pending;
-	/* the service started long ago: a cluster that is failed (a crash
-	 * loop) is carried as it is, not a start-up failure */
-	s->ever_ready = true;
-
-	/* First every cluster with its sockets (a mismatch refuses before any
-	 * worker starts), then the held generations. */
-	for (size_t i = 0; i < rec->n_clusters; i++) {
-		struct staterec_cluster *rc = &rec->clusters[i];
-		const struct cfg_cluster *cl = NULL;
-		for (size_t k = 0; k < s->cfg.n_clusters; k++)
-			if (strcmp(s->cfg.clusters[k].name, rc->name) == 0)
-				cl = &s->cfg.clusters[k];
-		if (!cl) {
-			snprintf(err, errlen, "cluster %s of the record is not in its configuration",
-			    rc->name);
-			goto fail;
-		}
-		struct sup_ccfg *cc = sup_ccfg_new(cl, err, errlen);
-		if (!cc)
-			goto fail;
-		if (upg_take_listeners(cc, rec, rc->name, fds, nfds, err, errlen) == -1) {
-			sup_ccfg_free(s, cc);
-			goto fail;
-		}
-		bool serves = rc->st == FSM_C_ACTIVE || rc->st == FSM_C_BACKOFF;
-		for (size_t k = 0; serves && k < cc->n_listeners; k++)
-			if (cc->listeners[k].fd < 0) {
-				snprintf(err, errlen, "cluster %s: no listening socket for %s:%u", rc->name,
-				    cc->listeners[k].addr.host, cc->listeners[k].addr.port);
-				sup_ccfg_free(s, cc);
-				goto fail;
-			}
-		struct sup_cluster *c = sup_cluster_new(s, cc, true);
-		if (!c) {
-			sup_ccfg_free(s, cc);
-			snprintf(err, errlen, "out of memory");
-			goto fail;
-		}
-		upg_restore_cluster(s, c, rc);
-		if (rc->tickets) {
-			const struct upg_secret *k = NULL;
-			for (size_t j = 0; j < n_secrets && !k; j++)
-				if (strncmp(secrets[j].cluster, c->name, sizeof secrets[j].cluster) == 0)
-					k = &secrets[j];
-			if (!k || tickets_import(c, &k->keys) == -1)
-				log_warn("upgrade: session-ticket keys not taken over: sessions of this "
-				    "cluster do not resume once", "cluster=%s", c->name);
-		}
-	}
-	for (size_t j = 0; j < rec->n_fds && j < nfds; j++)
-		if (rec->fds[j].kind == STATEREC_FD_LISTENER && fds[j] >= 0) {
-			snprintf(err, errlen, "a listening socket of cluster %s (%s:%u) belongs to no "
-			    "listener of its configuration", rec->fds[j].cluster, rec->fds[j].addr.host,
-			    rec->fds[j].addr.port);
-			goto fail;
-		}
-	s->upgrade = u;
-	for (size_t i = 0; i < s->n_clusters; i++) {
-		struct sup_cluster *c = s->clusters[i];
-		struct staterec_cluster *rc = &rec->clusters[i];
-		if (c->st == FSM_C_ACTIVE) {
-			u->to_hold++;
-			sup_gen_start(s, c, c->ccfg, SUP_OWNER_UPGRADE, NULL, s->cfg.init_timeout_ms,
-			    "upgrade: taking over");
-		} else if (rc->serving_valid) {
-			upg_ghost_gen(s, c, rc);
-		}
-	}
-	u->deadline = s->now_ms + s->cfg.init_timeout_ms + SUP_UPGRADE_COMMIT_MS;
-	log_info("upgrade: taking over", "from_pid=%d from_version=%s clusters=%zu preparing=%zu",
-	    (int)u->peer_pid, u->peer_version, s->n_clusters, u->to_hold);
-	if (u->to_hold == 0)
-		sup_post_upgrade(s, UPG_IE_ALL_HELD, "nothing to prepare");
-	sup_dispatch(s);
-	return 0;
-fail:
-	upg_free(u);
-	return -1;
 }

@@ -14,6 +14,8 @@
 
 #include "common/config.h"
 #include "common/ipc.h"
+#include "common/ipcq.h"
+#include "supervisor/admin_http.h"
 #include "supervisor/supervisor.h"
 
 struct upg_io;
@@ -60,6 +62,33 @@ int sup_io_finish(struct sup_io *io, int rc);
 /* The ticket rotation timer: next rotation after `after` seconds, then
  * every tls_ticket_rotation. */
 void sup_io_tickets_arm(struct sup_io *io, double after);
+
+/* The upgrade channel to the other ferryd (upgrade_io.c, successor_io.c). */
+#define UPG_BUF (sizeof(struct ipc_hdr) + 128u * 1024u) /* the largest: a connection */
+
+struct upg_io {
+	struct sup_io *io;
+	int fd;                       /* the channel; -1 closed */
+	ev_io rio, wio;
+	struct ipcq q;
+	pid_t child;                  /* predecessor: the successor, 0 none */
+	ev_child cw;
+	int exec_pipe;                /* predecessor: the successor's exec error */
+	bool exiting;
+	int exit_code;
+	uint64_t exit_by_ms;
+	ev_timer exit_check;
+	struct admin_listeners inherit; /* successor: the admin API's sockets */
+	uint64_t rotation_next_mono;  /* successor: the predecessor's next rotation */
+	uint8_t *buf;                 /* guarded: ticket keys pass through it */
+};
+
+/* The channel's state, made on first use (NULL when out of memory). */
+struct upg_io *upgrade_io_get(struct sup_io *io);
+/* Watch fd as the channel on the loop. */
+void upgrade_io_watch(struct upg_io *u, int fd);
+/* Fault point stop-at=PHASE of test builds (common/fault.h): SIGSTOP. */
+void upgrade_io_fault_stop(const char *phase);
 
 /* The upgrade's operations (upgrade_io.c) and its end of the channel. */
 extern const struct sup_upgrade_ops upgrade_io_ops;
