@@ -738,8 +738,8 @@ sup_reload_signal(struct sup *s)
 {
 	if (s->reload || upgrade_busy(s)) {
 		if (!s->hup_pending)
-			log_info("SIGHUP during a reload or an upgrade: a reload will follow",
-			    "%s", "");
+			log_info(s->reload ? "SIGHUP during a reload: one more reload will follow" :
+			    "SIGHUP during an upgrade: a reload will follow it", "%s", "");
 		s->hup_pending = true;
 		return;
 	}
