@@ -38,7 +38,7 @@ import pytest
 from conftest import (BUILD, FERRYD, ReloadFerry, apiversions_v0, descendants_of, kill_pids,
                       pid_alive, proc_starttime, recv_kframe, register_log, serving_pids,
                       wait_for)
-from test_reload import ConnectLoop, SeqProducer
+from test_reload import ConnectLoop, SeqProducer, leader_port
 
 TOPIC = "up"
 VERSION_A = None          # read from the binaries
@@ -980,3 +980,59 @@ def port_free(port):
         return False
     finally:
         s.close()
+
+
+# --------------------------------------------------------------------------
+# 7. a stop during an upgrade (systemctl stop, SIGTERM)
+# --------------------------------------------------------------------------
+
+def test_stop_during_an_upgrade(mock_factory, up_factory, builds):
+    """SIGTERM to the running ferryd before the commit: it rolls back (the
+    successor and its held workers go), then stops as always. SIGTERM to the
+    new one while the old one still hands over (a long poll holds a
+    connection there): the old one is asked to finish now, and both exit,
+    leaving nothing behind."""
+    from conftest import fetch_v4
+    b_bin, vb, _ = builds["B"]
+    m = mock_factory("M", 3, [f"{TOPIC}:1"])
+    f = up_factory({"A": m}, init_timeout="5s", drain_timeout="20s")
+    pred = f.health()["pid"]
+    pred_workers = workers_of(pred)
+    f.install_fault(b_bin, "stop-at=preparing")
+    t = threading.Thread(target=lambda: f.upgrade(timeout=60), daemon=True)
+    t.start()
+    succ = wait_for(lambda: (lambda s: s if s and proc_state(s) == "T" else None)(
+        f.successor(pred)), 30, what="the successor parked")
+    os.kill(pred, signal.SIGTERM)
+    assert f.proc.wait(30) == 0
+    t.join(30)
+    wait_for(lambda: not [p for p in [pred, succ] + pred_workers if pid_alive(p)], 10,
+             what="everything gone")
+    assert "upgrade rolled back" in f.log_text() and "ferryd is stopping" in f.log_text()
+
+    # again, and this time the stop comes during the tail
+    f.install(FERRYD)
+    f.start()
+    pred = f.health()["pid"]
+    poll = socket.create_connection(("127.0.0.1", leader_port(f, "A", TOPIC, 0)[1]), timeout=10)
+    poll.sendall(apiversions_v0(1))
+    recv_kframe(poll)
+    # a long poll on an empty partition: owed until max_wait, so its
+    # connection cannot move before that
+    poll.sendall(fetch_v4(2, TOPIC, 0, 0, 15000))
+    time.sleep(0.3)
+    f.install(b_bin)
+    r = f.upgrade()
+    assert r.returncode == 0, r.stdout + r.stderr
+    succ = f.health()["pid"]
+    assert pid_alive(pred), "the old ferryd holds the long poll"
+    t0 = time.monotonic()
+    os.kill(succ, signal.SIGTERM)
+    wait_for(lambda: not pid_alive(succ) and not pid_alive(pred), 20,
+             what="both ferryds gone")
+    took = time.monotonic() - t0
+    print(f"\nboth gone {took:.2f}s after SIGTERM of the new one")
+    assert took < 15, took     # the old one was hurried (it had 20 s of drain_timeout)
+    assert not workers_of(pred) and not workers_of(succ)
+    poll.close()
+    assert re.search(r"finishing the hand-over now", f.log_text())
