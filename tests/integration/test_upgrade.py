@@ -69,7 +69,7 @@ def build_b():
     """Build B once (meson setup if needed, ninja of ferryd); a lock keeps
     two runs from building it at the same time."""
     BUILD_B.parent.mkdir(parents=True, exist_ok=True)
-    lock = open(BUILD.parent / f".{BUILD.name}-upgrade-b.lock", "w")
+    lock = open(BUILD / ".upgrade-b.lock", "w")   # inside the build dir: never in the tree
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (BUILD_B / "build.ninja").exists():
