@@ -79,6 +79,8 @@ struct sup_proc *sup_handover_target(struct sup_cluster *c, const struct sup_gen
 /* Tell whoever handed a connection over (an old worker: CONN_DONE; NULL:
  * the predecessor of an upgrade) its outcome (enum ipc_adopted). */
 void sup_relay_done(struct sup *s, struct sup_proc *from, uint64_t from_id, uint32_t adopted);
+/* Room for one more relay in s->relays: 0, or -1 when out of memory. */
+int sup_relay_room(struct sup *s);
 
 /* Reloads (reload.c), called by the rest of the engine: */
 struct sup_reload_item;

@@ -34,6 +34,20 @@ sup_relay_done(struct sup *s, struct sup_proc *from, uint64_t from_id, uint32_t 
 		sup_post_proc(s, from, FSM_GE_QUEUE_FULL, "control channel full");
 }
 
+int
+sup_relay_room(struct sup *s)
+{
+	if (s->n_relays < s->cap_relays)
+		return 0;
+	size_t cap = s->cap_relays ? s->cap_relays * 2 : 64;
+	struct sup_relay *r = realloc(s->relays, cap * sizeof *r);
+	if (!r)
+		return -1;
+	s->relays = r;
+	s->cap_relays = cap;
+	return 0;
+}
+
 static void
 sup_relay_del(struct sup *s, size_t i)
 {
@@ -83,15 +97,7 @@ sup_on_conn_out(struct sup *s, struct sup_proc *p, const void *payload, size_t l
 	    sup_handover_target(g->cluster, g) : NULL;
 	bool sent = false;
 	if (to) {
-		if (s->n_relays == s->cap_relays) {
-			size_t cap = s->cap_relays ? s->cap_relays * 2 : 64;
-			struct sup_relay *r = realloc(s->relays, cap * sizeof *r);
-			if (r) {
-				s->relays = r;
-				s->cap_relays = cap;
-			}
-		}
-		if (s->n_relays < s->cap_relays) {
+		if (sup_relay_room(s) == 0) {
 			uint8_t buf[sizeof rec + IPC_CONN_PENDING_MAX];
 			memcpy(buf, payload, len);
 			struct ipc_conn_record *out = (struct ipc_conn_record *)buf;

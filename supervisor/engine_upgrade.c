@@ -58,18 +58,7 @@ upgrade_error(struct sup_upgrade *u, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
-	size_t n = 0;
-	while (u->errors && u->errors[n])
-		n++;
-	char *d = strdup(buf);
-	char **v = d ? realloc(u->errors, (n + 2) * sizeof *v) : NULL;
-	if (!v) {
-		free(d);
-		return;
-	}
-	v[n] = d;
-	v[n + 1] = NULL;
-	u->errors = v;
+	u->errors = sup_strv_add(u->errors, buf);
 }
 
 const char *
@@ -82,9 +71,7 @@ upgrade_state_name(const struct sup_upgrade *u)
 void
 upgrade_dispose(struct sup_upgrade *u)
 {
-	for (char **p = u->errors; p && *p; p++)
-		free(*p);
-	free(u->errors);
+	sup_strv_free(u->errors);
 	free(u);
 }
 

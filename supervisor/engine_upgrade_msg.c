@@ -100,15 +100,7 @@ upg_on_conn(struct sup *s, struct ipc_msg *msg)
 	else if (c && c->st == FSM_C_ACTIVE && (c->ccfg && c->ccfg->cl->handover))
 		to = sup_handover_target(c, NULL);
 	bool sent = false;
-	if (to && s->n_relays == s->cap_relays) {
-		size_t cap = s->cap_relays ? s->cap_relays * 2 : 64;
-		struct sup_relay *nr = realloc(s->relays, cap * sizeof *nr);
-		if (nr) {
-			s->relays = nr;
-			s->cap_relays = cap;
-		}
-	}
-	if (to && s->n_relays < s->cap_relays) {
+	if (to && sup_relay_room(s) == 0) {
 		uint8_t buf[sizeof(struct ipc_conn_record) + IPC_CONN_PENDING_MAX];
 		memcpy(buf, rec, len);
 		struct ipc_conn_record *out = (struct ipc_conn_record *)buf;
@@ -277,16 +269,7 @@ upgrade_relay_out(struct sup *s, struct sup_proc *p, const struct ipc_conn_recor
 		return false;
 	bool sent = false;
 	if (u->peer_open && p->gen->handover_keep) {
-		if (s->n_relays == s->cap_relays) {
-			size_t cap = s->cap_relays ? s->cap_relays * 2 : 64;
-			struct sup_relay *r = realloc(s->relays, cap * sizeof *r);
-			if (r) {
-				s->relays = r;
-				s->cap_relays = cap;
-			}
-		}
-		uint8_t *buf = s->n_relays < s->cap_relays ?
-		    malloc(sizeof(struct upg_conn) + len) : NULL;
+		uint8_t *buf = sup_relay_room(s) == 0 ? malloc(sizeof(struct upg_conn) + len) : NULL;
 		if (buf) {
 			struct upg_conn h = { .id = ++s->next_relay };
 			snprintf(h.cluster, sizeof h.cluster, "%s", p->gen->cluster->name);

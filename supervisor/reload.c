@@ -58,40 +58,14 @@ struct sup_reload {
 
 /* ---- records ----------------------------------------------------------------------- */
 
-static void
-strv_free(char **v)
-{
-	if (!v)
-		return;
-	for (char **p = v; *p; p++)
-		free(*p);
-	free(v);
-}
-
-static char **
-strv_add(char **v, const char *s)
-{
-	size_t n = 0;
-	while (v && v[n])
-		n++;
-	char *d = strdup(s);
-	char **nv = d ? realloc(v, (n + 2) * sizeof *nv) : NULL;
-	if (!nv) {
-		free(d);
-		return v;  /* out of memory: the record lacks one line, nothing worse */
-	}
-	nv[n] = d;
-	nv[n + 1] = NULL;
-	return nv;
-}
 
 void
 sup_record_clear(struct sup_reload_record *rec)
 {
-	strv_free(rec->added);
-	strv_free(rec->modified);
-	strv_free(rec->removed);
-	strv_free(rec->errors);
+	sup_strv_free(rec->added);
+	sup_strv_free(rec->modified);
+	sup_strv_free(rec->removed);
+	sup_strv_free(rec->errors);
 	memset(rec, 0, sizeof *rec);
 }
 
@@ -115,7 +89,7 @@ reload_add_error(struct sup *s, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
-	s->last_reload.errors = strv_add(s->last_reload.errors, buf);
+	s->last_reload.errors = sup_strv_add(s->last_reload.errors, buf);
 }
 
 uint64_t
@@ -191,11 +165,11 @@ reload_finish(struct sup *s, struct sup_reload *r, enum sup_reload_status st, bo
 		if (it->st != FSM_I_COMMITTED)
 			continue;
 		if (it->pi->op == PLAN_ADD)
-			rec->added = strv_add(rec->added, it->pi->name);
+			rec->added = sup_strv_add(rec->added, it->pi->name);
 		else if (it->pi->op == PLAN_MODIFY)
-			rec->modified = strv_add(rec->modified, it->pi->name);
+			rec->modified = sup_strv_add(rec->modified, it->pi->name);
 		else if (it->pi->op == PLAN_REMOVE)
-			rec->removed = strv_add(rec->removed, it->pi->name);
+			rec->removed = sup_strv_add(rec->removed, it->pi->name);
 	}
 	if (st == SUP_RELOAD_SUCCESS) {
 		/* The new file is the running config now. */
@@ -561,7 +535,7 @@ sup_reload_start(struct sup *s, const char *text, size_t len, const char *source
 		sup_record_clear(&conflict);
 		conflict.conflict = true;
 		conflict.timestamp_ms = sup_upgrade_since(s);
-		conflict.errors = strv_add(NULL, "an upgrade of ferryd is in progress");
+		conflict.errors = sup_strv_add(NULL, "an upgrade of ferryd is in progress");
 		*rec = &conflict;
 		return SUP_CONFLICT;
 	}
@@ -574,7 +548,7 @@ sup_reload_start(struct sup *s, const char *text, size_t len, const char *source
 	struct sup_reload *r = calloc(1, sizeof *r);
 	if (!r) {
 		sup_record_clear(&conflict);
-		conflict.errors = strv_add(NULL, "out of memory");
+		conflict.errors = sup_strv_add(NULL, "out of memory");
 		conflict.status = SUP_RELOAD_FAILED;
 		*rec = &conflict;
 		return SUP_FAILED;

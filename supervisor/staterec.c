@@ -484,14 +484,6 @@ rd_strv(struct rd *r, const json_t *o, const char *path, const char *key)
 	return out;
 }
 
-static void
-strv_free(char **v)
-{
-	for (char **p = v; p && *p; p++)
-		free(*p);
-	free(v);
-}
-
 /* The value of an enum by its name in names[0..n). */
 static int
 rd_enum(struct rd *r, const json_t *o, const char *path, const char *key,
@@ -975,11 +967,11 @@ staterec_free(struct staterec *r)
 	free(r->exec_path);
 	free(r->config_path);
 	free(r->config_text);
-	strv_free(r->last_reload.added);
-	strv_free(r->last_reload.modified);
-	strv_free(r->last_reload.removed);
-	strv_free(r->last_reload.errors);
-	strv_free(r->last_upgrade.errors);
+	sup_strv_free(r->last_reload.added);
+	sup_strv_free(r->last_reload.modified);
+	sup_strv_free(r->last_reload.removed);
+	sup_strv_free(r->last_reload.errors);
+	sup_strv_free(r->last_upgrade.errors);
 	free(r->fds);
 	for (size_t i = 0; i < r->n_clusters; i++) {
 		free(r->clusters[i].crash_times);

@@ -110,26 +110,22 @@ upg_check_fd(int fd, const struct staterec_fd *f, char *err, size_t errlen)
 		}
 		return 0;
 	}
-	char host[INET6_ADDRSTRLEN] = "";
-	unsigned port = 0;
+	/* the record's host is the configuration's literal: compared as an
+	 * address, so "::" and "0:0::0" are one */
+	unsigned char want[16];
+	bool same = false;
 	if (ss.ss_family == AF_INET) {
 		const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
-		inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-		port = ntohs(in->sin_port);
+		same = inet_pton(AF_INET, f->addr.host, want) == 1 &&
+		    memcmp(&in->sin_addr, want, 4) == 0 && ntohs(in->sin_port) == f->addr.port;
 	} else if (ss.ss_family == AF_INET6) {
 		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
-		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-		port = ntohs(in6->sin6_port);
+		same = inet_pton(AF_INET6, f->addr.host, want) == 1 &&
+		    memcmp(&in6->sin6_addr, want, 16) == 0 && ntohs(in6->sin6_port) == f->addr.port;
 	}
-	/* the record's host is the configuration's literal: compare as
-	 * addresses, so "::" and "0:0::0" are one */
-	unsigned char a[16], b[16];
-	int fam = ss.ss_family == AF_INET6 ? AF_INET6 : AF_INET;
-	bool same_host = inet_pton(fam, host, a) == 1 && inet_pton(fam, f->addr.host, b) == 1 &&
-	    memcmp(a, b, fam == AF_INET ? 4 : 16) == 0;
-	if (port != f->addr.port || !same_host) {
-		snprintf(err, errlen, "the socket passed for %s:%u listens on %s:%u", f->addr.host,
-		    f->addr.port, host, port);
+	if (!same) {
+		snprintf(err, errlen, "the socket passed for %s:%u is bound to another address",
+		    f->addr.host, f->addr.port);
 		return -1;
 	}
 	return 0;

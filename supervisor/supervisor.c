@@ -65,11 +65,36 @@ sup_upgrade_status_str(enum sup_upgrade_status st)
 }
 
 void
+sup_strv_free(char **v)
+{
+	if (!v)
+		return;
+	for (char **p = v; *p; p++)
+		free(*p);
+	free(v);
+}
+
+char **
+sup_strv_add(char **v, const char *s)
+{
+	size_t n = 0;
+	while (v && v[n])
+		n++;
+	char *d = strdup(s);
+	char **nv = d ? realloc(v, (n + 2) * sizeof *nv) : NULL;
+	if (!nv) {
+		free(d);
+		return v;  /* out of memory: the record lacks one line, nothing worse */
+	}
+	nv[n] = d;
+	nv[n + 1] = NULL;
+	return nv;
+}
+
+void
 sup_upgrade_record_clear(struct sup_upgrade_record *rec)
 {
-	for (char **p = rec->errors; p && *p; p++)
-		free(*p);
-	free(rec->errors);
+	sup_strv_free(rec->errors);
 	memset(rec, 0, sizeof *rec);
 }
 

@@ -525,6 +525,10 @@ uint64_t sup_reload_since(const struct sup *s);
 void sup_record_validation(struct sup *s, bool valid, const char *version);
 void sup_record_clear(struct sup_reload_record *rec);
 void sup_upgrade_record_clear(struct sup_upgrade_record *rec);
+/* The records' NULL-terminated string lists: add a copy of str (out of
+ * memory: the list lacks it, nothing worse), free one. */
+char **sup_strv_add(char **v, const char *str);
+void sup_strv_free(char **v);
 
 /* ---- upgrades of ferryd itself (engine_upgrade.c, docs/design.md §11) ---- */
 

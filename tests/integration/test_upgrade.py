@@ -38,6 +38,7 @@ import pytest
 from conftest import (BUILD, FERRYD, ReloadFerry, apiversions_v0, descendants_of, kill_pids,
                       pid_alive, proc_starttime, recv_kframe, register_log, serving_pids,
                       wait_for)
+from test_failure import port_bindable
 from test_reload import ConnectLoop, SeqProducer, leader_port
 
 TOPIC = "up"
@@ -352,37 +353,6 @@ class Stats:
             return {k: dict(v) for k, v in self.by_client.items()}
 
 
-class StatsProducer(SeqProducer):
-    """SeqProducer with statistics."""
-
-    def __init__(self, bootstrap, topic, stats):
-        super().__init__(bootstrap, topic)
-        self.stats = stats
-
-    def run(self):
-        try:
-            from confluent_kafka import Producer
-            p = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
-                          "acks": "all", "linger.ms": 5, "message.timeout.ms": 60000,
-                          "statistics.interval.ms": 200, "stats_cb": self.stats.cb("p"),
-                          "error_cb": lambda e: self.client_errors.append(str(e))})
-
-            def on_delivery(err, msg):
-                (self.errors.append(str(err)) if err is not None
-                 else self.delivered.append(msg.key().decode()))
-            i = 0
-            while not self.stop_ev.is_set():
-                k = f"{i:08d}"
-                p.produce(self.topic, key=k.encode(), value=f"seq {i}".encode(),
-                          on_delivery=on_delivery)
-                self.produced.append(k)
-                i += 1
-                p.poll(0.004)
-            self.left = p.flush(90)
-        except Exception as e:  # noqa: BLE001 -- surfaced by the test
-            self.exc = repr(e)
-
-
 def reconnects(stats):
     """Broker connections made more than once or lost, per client."""
     bad = {}
@@ -410,7 +380,8 @@ def test_upgrade_a_to_b_nobody_notices(uenv):
     c = f.clusters["A"]
     stats = Stats()
     loop = ConnectLoop([c["bootstrap"]] + c["brokers"])
-    producer = StatsProducer(f.bootstrap("A"), TOPIC, stats)
+    producer = SeqProducer(f.bootstrap("A"), TOPIC, {"statistics.interval.ms": 200,
+                                                     "stats_cb": stats.cb("p")})
     group = Group(f.bootstrap("A"), TOPIC, stats)
     loop.start()
     producer.start()
@@ -430,7 +401,9 @@ def test_upgrade_a_to_b_nobody_notices(uenv):
         assert "handed over" in r.stdout, r.stdout
         h = f.health()
         assert (h["version"], h["buildId"]) == (vb, idb)
-        assert h["pid"] != h0["pid"] and not pid_alive(h0["pid"])
+        assert h["pid"] != h0["pid"]
+        # it said BYE; it is gone once its last admin answer is out
+        wait_for(lambda: not pid_alive(h0["pid"]), 10, what="the old ferryd gone")
         assert h["startedAt"] == h0["startedAt"], "the service's start is carried"
         assert f.cluster("A")["generation"] > gen0
         time.sleep(2.0)
@@ -962,24 +935,13 @@ def test_clusters_that_do_not_serve_are_carried_as_they_are(mock_factory, up_fac
     ma = f.metrics()
     assert ma[("ferry_crash_loops_total", "F")] == mb[("ferry_crash_loops_total", "F")] == 1
     assert ma[("ferry_worker_restarts_total", "F")] == mb[("ferry_worker_restarts_total", "F")]
-    assert port_free(f.clusters["P"]["bootstrap"]) and port_free(f.clusters["F"]["bootstrap"])
+    assert all(port_bindable(f.clusters[n]["bootstrap"]) for n in ("P", "F"))
     for n in ("P", "F"):
         f.ctl("restart", n)
         c = wait_for(lambda: (lambda c: c if c["state"] == "accepting" else None)(f.cluster(n)),
                      20, what=f"{n} restarted")
         assert c["generation"] > before[n]["generation"]
         assert serves(f.clusters[n]["bootstrap"])
-
-
-def port_free(port):
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
 
 
 # --------------------------------------------------------------------------
