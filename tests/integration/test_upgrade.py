@@ -852,7 +852,9 @@ def test_api_edges(mock_factory, up_factory, builds):
     assert st["upgrade"]["phase"] == "preparing", st   # it said VALID, then stopped
     # SIGUSR2 meanwhile is refused too (logged), and SIGHUP waits for the end
     os.kill(pred, signal.SIGUSR2)
+    wait_for(lambda: "upgrade refused" in f.log_text(), 10, what="SIGUSR2 refused")
     os.kill(pred, signal.SIGHUP)
+    wait_for(lambda: "SIGHUP during an upgrade" in f.log_text(), 10, what="SIGHUP held back")
     os.kill(succ, signal.SIGKILL)
     t.join(30)
     wait_for(lambda: not f.config_status()["upgradeInProgress"], 10, what="the rollback")
