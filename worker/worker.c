@@ -18,6 +18,7 @@
 
 #include <sodium.h>
 
+#include "common/fault.h"
 #include "common/ipc.h"
 #include "common/nodemap.h"
 #include "common/tls.h"
@@ -507,6 +508,10 @@ worker_setup(struct worker *w)
 
 	if (worker_expect(w, IPC_CONFIG, buf, cap, &msg) == -1)
 		return -1;
+	if (fault_at("worker-fail-at-start")) {
+		ipc_close_fds(&msg);
+		worker_fail(w, "fault injection: worker-fail-at-start");
+	}
 	if (msg.nfds != 2 || metrics_map(msg.fds[0], &w->m) == -1) {
 		ipc_close_fds(&msg);
 		worker_fail(w, "no usable metrics block");
@@ -594,8 +599,10 @@ worker_main(int argc, char **argv)
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "log-json", no_argument, NULL, 'j' },
 		{ "index", required_argument, NULL, 'i' },
+		{ "ipc", required_argument, NULL, 'I' },
 		{ 0, 0, 0, 0 },
 	};
+	long ipc_version = -1;
 	int level = LOG_INFO, c;
 	bool json = false;
 	optind = 1;
@@ -608,6 +615,7 @@ worker_main(int argc, char **argv)
 		case 'l': level = log_level_parse(optarg) < 0 ? LOG_INFO : log_level_parse(optarg); break;
 		case 'j': json = true; break;
 		case 'i': w->index = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'I': ipc_version = strtol(optarg, NULL, 10); break;
 		default:
 			fprintf(stderr, "ferryd --worker is started by ferryd itself\n");
 			return 2;
@@ -631,6 +639,12 @@ worker_main(int argc, char **argv)
 	if (w->supervisor_pid && getppid() != w->supervisor_pid) {
 		log_error("supervisor already gone", "%s", "");
 		return 1;
+	}
+	/* never one message in a protocol this worker does not speak */
+	if (ipc_version != IPC_PROTOCOL_VERSION) {
+		log_error("the supervisor speaks another IPC protocol", "supervisor=%ld worker=%d",
+		    ipc_version, IPC_PROTOCOL_VERSION);
+		return WORKER_EXIT_CONFIG;
 	}
 	if (fcntl(w->ipc_fd, F_GETFD) == -1) {
 		fprintf(stderr, "ferryd --worker: no control channel on fd %d\n", WORKER_IPC_FD);
@@ -667,7 +681,8 @@ worker_main(int argc, char **argv)
 	ev_io_init(&w->ipc_wio, worker_ipc_write_cb, w->ipc_fd, EV_WRITE);
 	w->ipc_wio.data = w;
 
-	worker_ipc_send(w, IPC_READY, NULL, 0);
+	struct ipc_ready rd = { .ipc_version = IPC_PROTOCOL_VERSION };
+	worker_ipc_send(w, IPC_READY, &rd, sizeof rd);
 	if (w->ipc_fd < 0)
 		return 1;
 	log_info("ready", "generation=%llu bootstrap=%s:%u brokers=%zu gateway=%s",
