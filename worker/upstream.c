@@ -978,10 +978,16 @@ fetch_io_error(struct upstream_fetch *f, const char *what)
 	char addr[CFG_HOST_MAX + 16];
 	int e = errno;
 	if (transport_is_tls(&f->t) && transport_tls_error(&f->t)[0]) {
+		const char *tls = transport_tls_error(&f->t);
 		if (strcmp(what, "handshake") == 0)
 			METRIC_ADD(f->w->m, upstream_tls_failures, 1);
-		snprintf(f->err, sizeof f->err, "metadata fetch from %s: %s", fetch_addr(f, addr,
-		    sizeof addr), transport_tls_error(&f->t));
+		/* a broker that requires client certificates says so with an
+		 * alert, after the handshake under TLS 1.3 */
+		bool no_cert = !f->w->cl->upstream_cert[0] && (strstr(tls, "alert bad certificate") ||
+		    strstr(tls, "certificate required"));
+		snprintf(f->err, sizeof f->err, "metadata fetch from %s: %s%s", fetch_addr(f, addr,
+		    sizeof addr), tls, no_cert ? " (the broker wants a client certificate: "
+		    "upstream_cert, upstream_key)" : "");
 	} else {
 		snprintf(f->err, sizeof f->err, "metadata fetch from %s: %s%s%s",
 		    fetch_addr(f, addr, sizeof addr), what, *what ? ": " : "", strerror(e));

@@ -17,9 +17,10 @@ A cluster lives in one directory:
     log4j2.properties
     node-N/         server.properties, data/, server.log, stdout.log
 
-Every node has five listeners on 127.0.0.1, each on a free port:
+Every node has six listeners on 127.0.0.1, each on a free port:
 PLAINTEXT, SASL_PLAINTEXT and SASL_SSL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512),
-SSL (client certificates requested, not required) and CONTROLLER. The client
+SSL (client certificates requested, not required), MTLS (SSL with client
+certificates required) and CONTROLLER. The client
 listeners are advertised as "localhost" (resolves to 127.0.0.1), so a TLS
 client can verify the broker's name. Node ids start at 1. The quorum is
 dynamic (KIP-853): the first nodes are combined broker+controller voters; a
@@ -74,8 +75,10 @@ from kwire import (KafkaError, api_versions, api_versions_diff,  # noqa: E402,F4
 HERE = Path(__file__).resolve().parent
 POM = HERE / "pom.xml"
 
-LISTENERS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL", "CONTROLLER")
-CLIENT_LISTENERS = LISTENERS[:4]
+LISTENERS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL", "MTLS", "CONTROLLER")
+CLIENT_LISTENERS = LISTENERS[:5]
+# listener name -> security protocol where they differ
+PROTOCOL = {"CONTROLLER": "PLAINTEXT", "MTLS": "SSL"}
 USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -455,7 +458,7 @@ class Cluster:
             "advertised.listeners": ",".join(f"{lst}://{self.host}:{n.ports[lst]}"
                                              for lst in CLIENT_LISTENERS),
             "listener.security.protocol.map": ",".join(
-                f"{lst}:{'PLAINTEXT' if lst == 'CONTROLLER' else lst}" for lst in LISTENERS),
+                f"{lst}:{PROTOCOL.get(lst, lst)}" for lst in LISTENERS),
             "log.dirs": n.dir / "data",
             # small: 2 cores, several brokers, the test suite beside them
             "num.network.threads": 2,
@@ -485,6 +488,7 @@ class Cluster:
             "ssl.truststore.type": "PEM",
             "ssl.truststore.location": self.dir / "tls" / "ca.crt",
             "ssl.client.auth": "requested",
+            "listener.name.mtls.ssl.client.auth": "required",
         }
         for lst in ("sasl_plaintext", "sasl_ssl"):
             kv[f"listener.name.{lst}.plain.sasl.jaas.config"] = jaas_plain
