@@ -43,6 +43,8 @@ of clusters whose owner process is gone (a crashed run).
 CLI:
 
     kcluster.py start --nodes 3 --dir D [--owner PID]   # detached; prints JSON
+    kcluster.py run --nodes 1 --dir D [--topic T:P]     # attached: prints JSON, stops
+                                                        # when stdin closes (scripts/demo)
     kcluster.py stop --dir D
     kcluster.py status --dir D
     kcluster.py apiversions HOST:PORT                    # {key: [min, max]}
@@ -885,6 +887,13 @@ def main(argv=None):
     s.add_argument("--timeout", type=float, default=DEFAULT_READY_TIMEOUT)
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="broker config override (repeatable)")
+    r = sub.add_parser("run", help="start a cluster attached to this process: print its JSON, "
+                       "stop it when stdin closes or on SIGINT/SIGTERM; its JVMs die with this "
+                       "process")
+    r.add_argument("--nodes", type=int, default=1)
+    r.add_argument("--dir", required=True)
+    r.add_argument("--topic", action="append", default=[], metavar="NAME:PARTITIONS")
+    r.add_argument("--timeout", type=float, default=DEFAULT_READY_TIMEOUT)
     for name, h in (("stop", "stop every node of the cluster in DIR"),
                     ("status", "the cluster's JSON and which nodes run")):
         p = sub.add_parser(name, help=h)
@@ -919,6 +928,19 @@ def main(argv=None):
             c.stop(grace=5.0)
             raise
         print(json.dumps(c.describe()))
+    elif a.cmd == "run":
+        # not detached: stopped at exit and on SIGTERM/SIGINT/SIGHUP, and
+        # its JVMs get SIGKILL when this process dies (PR_SET_PDEATHSIG)
+        c = Cluster(a.dir, nodes=a.nodes)
+        try:
+            c.start(timeout=a.timeout)
+            for t in a.topic:
+                name, _, n = t.partition(":")
+                c.create_topic(name, int(n or 1))
+            print(json.dumps(c.describe()), flush=True)
+            sys.stdin.read()   # until whoever started us closes it, or dies
+        finally:
+            c.stop(grace=10.0)
     elif a.cmd == "stop":
         c = Cluster.load(a.dir)
         t0 = time.monotonic()
