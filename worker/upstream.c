@@ -833,6 +833,10 @@ fetch_authenticate_send(struct upstream_fetch *f, uint8_t *token, size_t len)
 	f->req_len = sasl_client_authenticate_request(f->req, sizeof f->req, f->auth_version,
 	    ++f->corr, "ferry", token, len);
 	sodium_memzero(token, len);
+	if (f->req_len == 0) {  /* (every token of sasl_client.h fits) */
+		fetch_auth_error(f, "upstream SASL: a %zu byte token does not fit a request", len);
+		return;
+	}
 	f->phase = FETCH_SASL_AUTHENTICATE;
 	fetch_send(f);
 }
