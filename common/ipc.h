@@ -174,16 +174,17 @@ struct ipc_conn_ack {
 int ipc_conn_record_check(const void *payload, size_t len, size_t nfds,
 			  struct ipc_conn_record *out, char *err, size_t errlen);
 
-/* The TLS files of a cluster (enum cfg_tls_file order), their bytes right
- * after this header, one after the other; len 0 = not set. The worker
- * builds its contexts from them and wipes the buffer. */
-#define IPC_TLS_FILES 6
+/* The TLS files of a cluster and its upstream SASL password (enum
+ * cfg_tls_file order), their bytes right after this header, one after the
+ * other; len 0 = not set. The worker builds its contexts from them, keeps
+ * the password in guarded memory and wipes the buffer. */
+#define IPC_TLS_FILES 7
 struct ipc_tls_material {
 	uint32_t len[IPC_TLS_FILES];
 	uint32_t version;      /* IPC_TLS_MATERIAL_VERSION */
 	uint32_t pad;
 };
-#define IPC_TLS_MATERIAL_VERSION 1
+#define IPC_TLS_MATERIAL_VERSION 2
 
 /* Check a TLS_MATERIAL payload: the header, its version, and that the
  * lengths add up to len exactly. 0, or -1 with a reason. Pure. */
