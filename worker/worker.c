@@ -18,6 +18,7 @@
 
 #include <sodium.h>
 
+#include "common/conntab.h"
 #include "common/ipc.h"
 #include "common/nodemap.h"
 #include "common/tls.h"
@@ -507,7 +508,7 @@ worker_setup(struct worker *w)
 
 	if (worker_expect(w, IPC_CONFIG, buf, cap, &msg) == -1)
 		return -1;
-	if (msg.nfds != 2 || metrics_map(msg.fds[0], &w->m) == -1) {
+	if (msg.nfds != 3 || metrics_map(msg.fds[0], &w->m) == -1) {
 		ipc_close_fds(&msg);
 		worker_fail(w, "no usable metrics block");
 	}
@@ -517,17 +518,25 @@ worker_setup(struct worker *w)
 	}
 	/* a replacement starts from nothing, not from its predecessor's count */
 	worker_conns_changed(w);
-	ipc_close_fds(&msg);
 	struct cfg_errors errs;
 	cfg_errors_init(&errs);
 	if (cfg_parse_string("<cluster config>", (const char *)msg.payload, msg.hdr.len, &w->cfg,
 	    &errs) == -1 || w->cfg.n_clusters != 1) {
 		snprintf(reason, sizeof reason, "%s", errs.n ? errs.msg[0] : "not one cluster");
 		cfg_errors_free(&errs);
+		ipc_close_fds(&msg);
 		worker_fail(w, reason);
 	}
 	cfg_errors_free(&errs);
 	w->cl = &w->cfg.clusters[0];
+	/* the connection table is sized by the configuration just read */
+	struct conntab *ct = NULL;
+	if (conntab_map(msg.fds[2], conntab_rows(w->cl->max_connections), &ct) == -1 ||
+	    conntab_writer_init(&w->ct, ct) == -1) {
+		ipc_close_fds(&msg);
+		worker_fail(w, "no usable connection table");
+	}
+	ipc_close_fds(&msg);
 	if (w->cl->tls || w->cl->upstream_tls)
 		worker_tls_setup(w);
 	/* the client-facing context encrypts and decrypts TLS session
@@ -694,6 +703,8 @@ worker_main(int argc, char **argv)
 	}
 	genshm_unmap(w->gen);
 	metrics_unmap(w->m);
+	conntab_unmap(w->ct.t);
+	conntab_writer_free(&w->ct);
 	sodium_memzero(&w->tickets, sizeof w->tickets);
 	cfg_free(&w->cfg);
 	SSL_CTX_free(w->tls_server);
