@@ -637,6 +637,10 @@ worker_main(int argc, char **argv)
 	/* exec of /proc/self/exe names the process "exe": let ps -C ferryd
 	 * and pkill find workers too. */
 	prctl(PR_SET_NAME, "ferryd", 0, 0, 0);
+	/* No core dump, no ptrace by its own user, no /proc/PID/mem: the
+	 * bytes a worker relays include clients' SASL passwords and tokens
+	 * (and TLS keys live here), which must never land in a core file. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (w->supervisor_pid && getppid() != w->supervisor_pid) {
 		log_error("supervisor already gone", "%s", "");
 		return 1;
