@@ -33,6 +33,8 @@ int
 conn_proxy_begin(struct conn *c)
 {
 	struct worker *w = c->w;
+	if (c->peer.ss_family == 0)  /* gone before it was accepted: nobody to refuse */
+		return conn_end(c, "client closed the connection before it was accepted");
 	bool trusted = cidr_list_match(&w->cl->proxy_from, (const struct sockaddr *)&c->peer);
 
 	if (!trusted && w->cl->proxy_protocol == CFG_PROXY_REQUIRED) {
