@@ -48,6 +48,9 @@ ctl_usage(FILE *f)
 	    "  restart NAME       start a fresh generation (retry from failed, or roll)\n"
 	    "  metrics            Prometheus metrics\n"
 	    "  top                live per-cluster connections, requests/s, bytes/s (q quits)\n"
+	    "  connections NAME   who is connected: address, client id, software, SASL\n"
+	    "                     name (--client-id ID, --principal NAME, --limit N,\n"
+	    "                     --offset N)\n"
 	    "\n"
 	    "options:\n"
 	    "  -s, --socket SOCKET       control socket (default: $FERRY_SOCKET, else %s)\n"
@@ -316,6 +319,7 @@ enum ctl_command {
 	CTL_CMD_DRAIN,
 	CTL_CMD_RESTART,
 	CTL_CMD_TOP,
+	CTL_CMD_CONNECTIONS,
 };
 
 /*
@@ -346,6 +350,8 @@ static const struct ctl_command_def ctl_commands[] = {
 	{ "drain", CTL_CMD_DRAIN, 1, 1, "POST", NULL, "/admin/clusters/", "/drain", false },
 	{ "restart", CTL_CMD_RESTART, 1, 1, "POST", NULL, "/admin/clusters/", "/restart", false },
 	{ "top", CTL_CMD_TOP, 0, 0, "GET", "/admin/clusters", NULL, NULL, false },
+	{ "connections", CTL_CMD_CONNECTIONS, 1, 1, "GET", NULL, "/admin/clusters/", "/connections",
+	  false },  /* connections.c */
 };
 
 /* How long a reload may take (init_timeout plus margin, as ferryd says in
@@ -449,6 +455,8 @@ ctl_run(const struct ctl_opts *o, const struct ctl_command_def *def, const char 
 			break;
 		case CTL_CMD_TOP:
 			break;  /* ctl_live(), top.c */
+		case CTL_CMD_CONNECTIONS:
+			break;  /* ctl_connections(), connections.c */
 		}
 	}
 	free(reply.raw);
@@ -472,6 +480,11 @@ main(int argc, char **argv)
 		{ "cacert", required_argument, NULL, 'C' },
 		{ "cert", required_argument, NULL, 'E' },
 		{ "key", required_argument, NULL, 'K' },
+		/* connections */
+		{ "client-id", required_argument, NULL, 'I' },
+		{ "principal", required_argument, NULL, 'P' },
+		{ "limit", required_argument, NULL, 'L' },
+		{ "offset", required_argument, NULL, 'O' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static struct ctl_opts o;
@@ -482,8 +495,11 @@ main(int argc, char **argv)
 	const char *env;
 	size_t i;
 	int ch, nargs;
+	long n;
+	bool conn_opts = false;
 
 	while ((ch = getopt_long(argc, argv, "s:a:jhVwn:T:C:E:K:", longopts, NULL)) != -1) {
+		/* (the connections options are long ones only) */
 		switch (ch) {
 		case 's':
 			o.socket = optarg;
@@ -523,6 +539,30 @@ main(int argc, char **argv)
 				ctl_err("bad count '%s' (want a positive number)", optarg);
 				return CTL_EXIT_USAGE;
 			}
+			break;
+		case 'I':
+			o.conn_client_id = optarg;
+			conn_opts = true;
+			break;
+		case 'P':
+			o.conn_principal = optarg;
+			conn_opts = true;
+			break;
+		case 'L':
+		case 'O':
+			errno = 0;
+			n = strtol(optarg, &end, 10);
+			if (errno != 0 || *end != '\0' || end == optarg || n < (ch == 'L') ||
+			    n > 100000000) {
+				ctl_err("bad %s '%s' (want a %s number)", ch == 'L' ? "limit" : "offset",
+				    optarg, ch == 'L' ? "positive" : "non-negative");
+				return CTL_EXIT_USAGE;
+			}
+			if (ch == 'L')
+				o.conn_limit = n;
+			else
+				o.conn_offset = n;
+			conn_opts = true;
 			break;
 		case 'h':
 			ctl_usage(stdout);
@@ -590,7 +630,8 @@ main(int argc, char **argv)
 		return CTL_EXIT_USAGE;
 	}
 	if ((def->cmd == CTL_CMD_STATUS || def->cmd == CTL_CMD_DRAIN ||
-	    def->cmd == CTL_CMD_RESTART) && nargs == 1 && argv[optind + 1][0] == '\0') {
+	    def->cmd == CTL_CMD_RESTART || def->cmd == CTL_CMD_CONNECTIONS) && nargs == 1 &&
+	    argv[optind + 1][0] == '\0') {
 		ctl_err("empty cluster name");
 		return CTL_EXIT_USAGE;
 	}
@@ -602,7 +643,13 @@ main(int argc, char **argv)
 		ctl_err("-n only applies to status -w and top");
 		return CTL_EXIT_USAGE;
 	}
+	if (conn_opts && def->cmd != CTL_CMD_CONNECTIONS) {
+		ctl_err("--client-id, --principal, --limit and --offset only apply to connections");
+		return CTL_EXIT_USAGE;
+	}
 	ctl_color_init(o.json);
+	if (def->cmd == CTL_CMD_CONNECTIONS)
+		return ctl_connections(&o, argv[optind + 1]);
 	if (o.watch || def->cmd == CTL_CMD_TOP)
 		return ctl_live(&o, def->cmd == CTL_CMD_TOP, nargs == 1 ? argv[optind + 1] : NULL);
 	return ctl_run(&o, def, nargs == 1 ? argv[optind + 1] : NULL);
