@@ -71,24 +71,25 @@ conntab_map(int fd, uint32_t rows, struct conntab **out)
 }
 
 void
-conntab_unmap(struct conntab *t)
+conntab_unmap(struct conntab *t, uint32_t rows)
 {
 	if (t)
-		munmap(t, conntab_size(t->rows));
+		munmap(t, conntab_size(rows));
 }
 
 /* ---- the worker's side -------------------------------------------------- */
 
 int
-conntab_writer_init(struct conntab_writer *w, struct conntab *t)
+conntab_writer_init(struct conntab_writer *w, struct conntab *t, uint32_t rows)
 {
 	memset(w, 0, sizeof *w);
-	if (!t)
+	if (!t || rows == 0)
 		return 0;
-	w->free = malloc((size_t)t->rows * sizeof *w->free);
+	w->free = malloc((size_t)rows * sizeof *w->free);
 	if (!w->free)
 		return -1;
 	w->t = t;
+	w->rows = rows;
 	return 0;
 }
 
@@ -147,7 +148,7 @@ conntab_take(struct conntab_writer *w)
 		i = heap_pop(w);
 	} else {
 		i = atomic_load_explicit(&t->hwm, memory_order_relaxed);
-		if (i >= t->rows) {
+		if (i >= w->rows) {
 			atomic_fetch_add_explicit(&t->unlisted, 1, memory_order_relaxed);
 			return -1;
 		}
@@ -163,7 +164,7 @@ conntab_put(struct conntab_writer *w, int i, const struct conntab_entry *e)
 {
 	struct conntab *t = w->t;
 
-	if (!t || i < 0 || (uint32_t)i >= t->rows)
+	if (!t || i < 0 || (uint32_t)i >= w->rows)
 		return;
 	struct conntab_row *r = &t->row[i];
 	uint32_t s = atomic_load_explicit(&r->seq, memory_order_relaxed);
@@ -182,7 +183,7 @@ conntab_release(struct conntab_writer *w, int i)
 
 	if (!t)
 		return;
-	if (i < 0 || (uint32_t)i >= t->rows) {
+	if (i < 0 || (uint32_t)i >= w->rows) {
 		if (atomic_load_explicit(&t->unlisted, memory_order_relaxed))
 			atomic_fetch_sub_explicit(&t->unlisted, 1, memory_order_relaxed);
 		return;
@@ -280,11 +281,11 @@ conntab_soft_move(struct conntab_writer *w, int from, bool seen, bool valid,
 /* ---- the supervisor's side -------------------------------------------- */
 
 uint32_t
-conntab_hwm(const struct conntab *t)
+conntab_hwm(const struct conntab *t, uint32_t rows)
 {
 	uint32_t n = atomic_load_explicit(&((struct conntab *)t)->hwm, memory_order_acquire);
 
-	return n < t->rows ? n : t->rows;
+	return n < rows ? n : rows;
 }
 
 void
@@ -302,9 +303,9 @@ conntab_sanitize(char *dst, size_t dstlen, const char *src, size_t srclen)
 #define SANE(field) conntab_sanitize(out->field, sizeof out->field, e.field, sizeof e.field)
 
 bool
-conntab_read(const struct conntab *t, uint32_t i, struct conntab_entry *out)
+conntab_read(const struct conntab *t, uint32_t rows, uint32_t i, struct conntab_entry *out)
 {
-	if (i >= conntab_hwm(t))
+	if (i >= conntab_hwm(t, rows))
 		return false;
 	struct conntab_row *r = (struct conntab_row *)&t->row[i];
 

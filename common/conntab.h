@@ -20,6 +20,11 @@
  * conntab_read() terminates and sanitises every string again, since the
  * block is writable by a process that parses the network.
  *
+ * The block's size is never taken from the block: each side passes the
+ * row count it computed itself (the supervisor from the configuration it
+ * created the block for), so a worker that scribbles over the header
+ * cannot make the supervisor read or unmap past its mapping.
+ *
  * Capacity: conntab_rows(max_connections) rows, at most CONNTAB_MAX_ROWS
  * (a worker cannot hold more: RLIMIT_NOFILE). A connection that finds no
  * free row is counted in `unlisted` and is not listed. Rows below the
@@ -128,19 +133,20 @@ int conntab_create(uint32_t rows, struct conntab **out);
 /* Worker: map a received block, which must be sealed and have exactly
  * `rows` rows (what it computes from its own configuration). */
 int conntab_map(int fd, uint32_t rows, struct conntab **out);
-void conntab_unmap(struct conntab *t);
+void conntab_unmap(struct conntab *t, uint32_t rows);
 
 /* ---- the worker's side ---- */
 
 /* The worker's bookkeeping of free rows (in its own memory). */
 struct conntab_writer {
 	struct conntab *t;
+	uint32_t rows;                    /* what the block was mapped with */
 	uint32_t *free;                   /* a min-heap of free rows below hwm */
 	uint32_t n_free;
 };
 
 /* 0, or -1 (out of memory). t may be NULL: every call is then a no-op. */
-int conntab_writer_init(struct conntab_writer *w, struct conntab *t);
+int conntab_writer_init(struct conntab_writer *w, struct conntab *t, uint32_t rows);
 void conntab_writer_free(struct conntab_writer *w);
 /* A row for a new connection: its index, or -1 (table full: counted as
  * unlisted until conntab_release(w, -1)). The row is written by
@@ -163,10 +169,11 @@ void conntab_soft_drop(struct conntab_writer *w, int b);
 
 /* ---- the supervisor's side ---- */
 
-/* Rows a reader looks at. */
-uint32_t conntab_hwm(const struct conntab *t);
+/* Rows a reader looks at (below `rows`, the count it mapped the block with). */
+uint32_t conntab_hwm(const struct conntab *t, uint32_t rows);
 /* A consistent copy of row i, sanitised; false when unused or changing. */
-bool conntab_read(const struct conntab *t, uint32_t i, struct conntab_entry *out);
+bool conntab_read(const struct conntab *t, uint32_t rows, uint32_t i,
+		  struct conntab_entry *out);
 /* Software slot s: false when empty or changing. */
 bool conntab_soft_read(const struct conntab *t, unsigned s, char *name, char *version,
 		       uint64_t *count);

@@ -232,11 +232,11 @@ connlist_json(const struct sup_cluster *c, const struct connlist_query *q,
 	if (rows == NULL)
 		return NULL;
 	FOR_EACH_LIVE_TABLE(c, g, k, p) {
-		uint32_t hwm = conntab_hwm(p->conns);
+		uint32_t hwm = conntab_hwm(p->conns, p->conns_rows);
 
 		unlisted += atomic_load_explicit(&p->conns->unlisted, memory_order_relaxed);
 		for (uint32_t i = 0; i < hwm; i++) {
-			if (!conntab_read(p->conns, i, &e) || !connlist_match(q, &e))
+			if (!conntab_read(p->conns, p->conns_rows, i, &e) || !connlist_match(q, &e))
 				continue;
 			if (n == cap) {
 				size_t ncap = cap ? cap * 2 : 256;
@@ -258,7 +258,8 @@ connlist_json(const struct sup_cluster *c, const struct connlist_query *q,
 
 		/* (a connection that closed since, or whose row was reused, is
 		 * left out of this page) */
-		if (!conntab_read(key->p->conns, key->row, &e) || e.id != key->id)
+		if (!conntab_read(key->p->conns, key->p->conns_rows, key->row, &e) ||
+		    e.id != key->id)
 			continue;
 		row = connlist_row_json(&e, key->pid, key->p->index, key->p->gen->generation,
 		    now_wall_ms);

@@ -347,7 +347,8 @@ sup_io_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char 
 		snprintf(err, errlen, "metrics block: %s", strerror(errno));
 		goto fail;
 	}
-	ch->conns_fd = conntab_create(conntab_rows(cc->cl->max_connections), &p->conns);
+	p->conns_rows = conntab_rows(cc->cl->max_connections);
+	ch->conns_fd = conntab_create(p->conns_rows, &p->conns);
 	if (ch->conns_fd == -1) {
 		snprintf(err, errlen, "connection table: %s", strerror(errno));
 		goto fail;
@@ -452,7 +453,7 @@ fail:
 		metrics_unmap(p->metrics);
 		p->metrics = NULL;
 	}
-	conntab_unmap(p->conns);
+	conntab_unmap(p->conns, p->conns_rows);
 	p->conns = NULL;
 	free(ch);
 	return -1;
@@ -511,7 +512,7 @@ sup_io_proc_free(struct sup *s, struct sup_proc *p)
 	if (p->metrics)
 		metrics_unmap(p->metrics);
 	p->metrics = NULL;
-	conntab_unmap(p->conns);
+	conntab_unmap(p->conns, p->conns_rows);
 	p->conns = NULL;
 }
 

@@ -140,6 +140,12 @@ conn_peer_client_info(struct conn *c)
 	c->soft = conntab_soft_move(&w->ct, c->soft, ci->software_seen, ci->software_valid,
 	    ci->software_name, ci->software_version);
 	conn_peer_publish(c);
+	/* one debug line each time it says something new of itself */
+	unsigned said = (ci->client_id_seen ? 1u : 0) | (ci->software_seen ? 2u : 0) |
+	    (ci->mech != SASL_MECH_NONE ? 4u : 0) | (ci->principal_seen ? 8u : 0);
+	if ((said & ~c->said) == 0)
+		return;
+	c->said |= said;
 	if (log_enabled(LOG_DEBUG)) {
 		char who[2 * CONNTAB_ADDR_MAX + CONN_PEER_MAX];
 

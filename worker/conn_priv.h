@@ -78,6 +78,7 @@ struct conn {
 	ev_tstamp expire_at;    /* open: its max-age deadline; 0 = none */
 	int row;                /* its row in the connection table, -1 none */
 	int soft;               /* its client software bucket (conntab.h) */
+	unsigned said;          /* what of fr.ci was logged (conn_peer.c) */
 	/* the PROXY header (conn_setup.c): how it is read, and the bytes of
 	 * it consumed so far (allocated only while it arrives in pieces) */
 	enum conn_pp pp;

@@ -531,8 +531,8 @@ worker_setup(struct worker *w)
 	w->cl = &w->cfg.clusters[0];
 	/* the connection table is sized by the configuration just read */
 	struct conntab *ct = NULL;
-	if (conntab_map(msg.fds[2], conntab_rows(w->cl->max_connections), &ct) == -1 ||
-	    conntab_writer_init(&w->ct, ct) == -1) {
+	uint32_t rows = conntab_rows(w->cl->max_connections);
+	if (conntab_map(msg.fds[2], rows, &ct) == -1 || conntab_writer_init(&w->ct, ct, rows) == -1) {
 		ipc_close_fds(&msg);
 		worker_fail(w, "no usable connection table");
 	}
@@ -707,7 +707,7 @@ worker_main(int argc, char **argv)
 	}
 	genshm_unmap(w->gen);
 	metrics_unmap(w->m);
-	conntab_unmap(w->ct.t);
+	conntab_unmap(w->ct.t, w->ct.rows);
 	conntab_writer_free(&w->ct);
 	sodium_memzero(&w->tickets, sizeof w->tickets);
 	cfg_free(&w->cfg);

@@ -142,7 +142,7 @@ start_gen(struct gen *g, uint64_t generation)
 	close(mfd);
 	close(gfd);
 	close(cfd);
-	conntab_unmap(ct);
+	conntab_unmap(ct, conntab_rows(cl->max_connections));
 	struct ipc_listeners li = { .count = (uint32_t)n_listeners, .first = 0,
 				    .total = (uint32_t)n_listeners };
 	if (ipc_send(g->fd, IPC_LISTENERS, generation, &li, sizeof li, listeners, n_listeners) == -1)

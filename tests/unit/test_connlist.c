@@ -210,9 +210,10 @@ setup(void)
 		p->index = i < 2 ? (unsigned)i : 0;
 		p->pid = pids[i];
 		p->alive = true;
+		p->conns_rows = 16;
 		fx.fds[i] = conntab_create(16, &p->conns);
 		cr_assert_geq(fx.fds[i], 0);
-		cr_assert_eq(conntab_writer_init(&fx.w[i], p->conns), 0);
+		cr_assert_eq(conntab_writer_init(&fx.w[i], p->conns, 16), 0);
 	}
 	static const struct { int w; uint64_t id; int64_t since; const char *cid, *pr; } conns[] = {
 		{ 0, 1, 5000, "orders", "alice" },
@@ -236,7 +237,7 @@ teardown(void)
 	struct sup_proc *procs[3] = { &fx.g[0]->procs[0], &fx.g[0]->procs[1], &fx.g[1]->procs[0] };
 	for (int i = 0; i < 3; i++) {
 		conntab_writer_free(&fx.w[i]);
-		conntab_unmap(procs[i]->conns);
+		conntab_unmap(procs[i]->conns, procs[i]->conns_rows);
 		close(fx.fds[i]);
 	}
 	free(fx.g[0]);

@@ -16,6 +16,9 @@
 
 #include "common/conntab.h"
 
+/* (the tests know what they created; the block says it too) */
+#define ROWS_OF(t) ((t)->rows)
+
 static struct conntab *
 make(uint32_t rows, int *fd)
 {
@@ -58,20 +61,20 @@ Test(conntab, worker_maps_the_supervisors_block)
 	cr_expect_eq(conntab_map(fd, 9, &wk), -1, "another row count is refused");
 	cr_assert_eq(conntab_map(fd, 8, &wk), 0);
 	struct conntab_writer w;
-	cr_assert_eq(conntab_writer_init(&w, wk), 0);
+	cr_assert_eq(conntab_writer_init(&w, wk, ROWS_OF(wk)), 0);
 	int r = conntab_take(&w);
 	cr_assert_eq(r, 0);
 	struct conntab_entry e = entry(7, "127.0.0.2:4000", "orders"), got;
 	conntab_put(&w, r, &e);
 	/* the supervisor sees it through its own mapping */
-	cr_assert(conntab_read(sup, 0, &got));
+	cr_assert(conntab_read(sup, ROWS_OF(sup), 0, &got));
 	cr_expect_eq(got.id, 7);
 	cr_expect_str_eq(got.addr, "127.0.0.2:4000");
 	cr_expect_str_eq(got.client_id, "orders");
-	cr_expect_eq(conntab_hwm(sup), 1);
+	cr_expect_eq(conntab_hwm(sup, ROWS_OF(sup)), 1);
 	conntab_writer_free(&w);
-	conntab_unmap(wk);
-	conntab_unmap(sup);
+	conntab_unmap(wk, ROWS_OF(wk));
+	conntab_unmap(sup, ROWS_OF(sup));
 	close(fd);
 }
 
@@ -90,28 +93,28 @@ Test(conntab, rows_lowest_first_and_reused)
 	int fd;
 	struct conntab *t = make(4, &fd);
 	struct conntab_writer w;
-	cr_assert_eq(conntab_writer_init(&w, t), 0);
+	cr_assert_eq(conntab_writer_init(&w, t, ROWS_OF(t)), 0);
 	int a = conntab_take(&w), b = conntab_take(&w), c = conntab_take(&w);
 	cr_expect_eq(a, 0);
 	cr_expect_eq(b, 1);
 	cr_expect_eq(c, 2);
-	cr_expect_eq(conntab_hwm(t), 3);
+	cr_expect_eq(conntab_hwm(t, ROWS_OF(t)), 3);
 	struct conntab_entry e = entry(1, "a", "x");
 	conntab_put(&w, b, &e);
 	conntab_release(&w, c);
 	conntab_release(&w, a);
 	struct conntab_entry got;
-	cr_expect(!conntab_read(t, (uint32_t)a, &got), "a released row is not listed");
-	cr_expect(conntab_read(t, (uint32_t)b, &got));
+	cr_expect(!conntab_read(t, ROWS_OF(t), (uint32_t)a, &got), "a released row is not listed");
+	cr_expect(conntab_read(t, ROWS_OF(t), (uint32_t)b, &got));
 	/* the lowest free row first: the used rows stay packed */
 	cr_expect_eq(conntab_take(&w), 0);
 	cr_expect_eq(conntab_take(&w), 2);
 	cr_expect_eq(conntab_take(&w), 3);
-	cr_expect_eq(conntab_hwm(t), 4);
+	cr_expect_eq(conntab_hwm(t, ROWS_OF(t)), 4);
 	cr_expect_eq(atomic_load(&t->used), 4);
-	cr_expect(!conntab_read(t, 4, &got), "beyond the table");
+	cr_expect(!conntab_read(t, ROWS_OF(t), 4, &got), "beyond the table");
 	conntab_writer_free(&w);
-	conntab_unmap(t);
+	conntab_unmap(t, ROWS_OF(t));
 	close(fd);
 }
 
@@ -120,7 +123,7 @@ Test(conntab, a_full_table_counts_unlisted)
 	int fd;
 	struct conntab *t = make(2, &fd);
 	struct conntab_writer w;
-	cr_assert_eq(conntab_writer_init(&w, t), 0);
+	cr_assert_eq(conntab_writer_init(&w, t, ROWS_OF(t)), 0);
 	cr_expect_eq(conntab_take(&w), 0);
 	cr_expect_eq(conntab_take(&w), 1);
 	cr_expect_eq(conntab_take(&w), -1);
@@ -131,14 +134,14 @@ Test(conntab, a_full_table_counts_unlisted)
 	conntab_release(&w, 0);
 	cr_expect_eq(conntab_take(&w), 0);
 	conntab_writer_free(&w);
-	conntab_unmap(t);
+	conntab_unmap(t, ROWS_OF(t));
 	close(fd);
 }
 
 Test(conntab, no_table_is_a_no_op)
 {
 	struct conntab_writer w;
-	cr_assert_eq(conntab_writer_init(&w, NULL), 0);
+	cr_assert_eq(conntab_writer_init(&w, NULL, 0), 0);
 	cr_expect_eq(conntab_take(&w), -1);
 	struct conntab_entry e = entry(1, "a", "b");
 	conntab_put(&w, 0, &e);
@@ -156,7 +159,7 @@ Test(conntab, readers_sanitise_what_they_copy)
 	int fd;
 	struct conntab *t = make(2, &fd);
 	struct conntab_writer w;
-	cr_assert_eq(conntab_writer_init(&w, t), 0);
+	cr_assert_eq(conntab_writer_init(&w, t, ROWS_OF(t)), 0);
 	int r = conntab_take(&w);
 	struct conntab_entry e;
 	memset(&e, 'A', sizeof e);
@@ -166,7 +169,7 @@ Test(conntab, readers_sanitise_what_they_copy)
 	e.addr[1] = '\x1b';
 	conntab_put(&w, r, &e);
 	struct conntab_entry got;
-	cr_assert(conntab_read(t, (uint32_t)r, &got));
+	cr_assert(conntab_read(t, ROWS_OF(t), (uint32_t)r, &got));
 	cr_expect_eq(strlen(got.client_id), sizeof got.client_id - 1);
 	cr_expect_eq(got.client_id[3], '?');
 	cr_expect_eq(got.principal[0], '?');
@@ -177,9 +180,9 @@ Test(conntab, readers_sanitise_what_they_copy)
 		cr_expect(got.software_name[i] >= 0x20 && got.software_name[i] <= 0x7e);
 	/* a row being written is not read */
 	atomic_store(&t->row[r].seq, atomic_load(&t->row[r].seq) + 1);
-	cr_expect(!conntab_read(t, (uint32_t)r, &got));
+	cr_expect(!conntab_read(t, ROWS_OF(t), (uint32_t)r, &got));
 	conntab_writer_free(&w);
-	conntab_unmap(t);
+	conntab_unmap(t, ROWS_OF(t));
 	close(fd);
 }
 
@@ -188,7 +191,7 @@ Test(conntab, software_slots)
 	int fd;
 	struct conntab *t = make(4, &fd);
 	struct conntab_writer w;
-	cr_assert_eq(conntab_writer_init(&w, t), 0);
+	cr_assert_eq(conntab_writer_init(&w, t, ROWS_OF(t)), 0);
 	int a = CONNTAB_B_UNKNOWN, b = CONNTAB_B_UNKNOWN, c = CONNTAB_B_UNKNOWN;
 	conntab_soft_add(&w, a);
 	conntab_soft_add(&w, b);
@@ -233,7 +236,7 @@ Test(conntab, software_slots)
 	cr_expect_eq(conntab_soft_move(&w, CONNTAB_B_UNKNOWN, false, false, "", ""),
 	    CONNTAB_B_UNKNOWN);
 	conntab_writer_free(&w);
-	conntab_unmap(t);
+	conntab_unmap(t, ROWS_OF(t));
 	close(fd);
 }
 
@@ -258,4 +261,20 @@ Test(conntab, addresses)
 	struct sockaddr unk = { .sa_family = AF_UNSPEC };
 	conntab_fmt_addr(&unk, buf, sizeof buf);
 	cr_expect_str_eq(buf, "?");
+}
+
+/* A worker that scribbles over the header (rows, high-water mark) cannot
+ * make a reader look past the rows it mapped the block with. */
+Test(conntab, a_scribbled_header_does_not_move_the_reader)
+{
+	int fd;
+	struct conntab *t = make(4, &fd);
+	t->rows = UINT32_MAX;
+	atomic_store(&t->hwm, UINT32_MAX);
+	cr_expect_eq(conntab_hwm(t, 4), 4);
+	struct conntab_entry got;
+	cr_expect(!conntab_read(t, 4, 4, &got));
+	cr_expect(!conntab_read(t, 4, 1u << 30, &got));
+	conntab_unmap(t, 4);
+	close(fd);
 }
