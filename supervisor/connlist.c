@@ -9,49 +9,12 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "common/http.h"
 #include "common/log.h"
 #include "supervisor/promfam.h"
 #include "supervisor/supervisor.h"
 
 /* ---- the query ----------------------------------------------------------- */
-
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* Percent-decode s[0..n) into out (cap bytes with the NUL). -1: a bad
- * escape, a NUL, or too long. */
-static int
-pct_decode(const char *s, size_t n, char *out, size_t cap)
-{
-	size_t o = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-
-		if (c == '+') {
-			c = ' ';
-		} else if (c == '%') {
-			if (i + 2 >= n || hexval(s[i + 1]) < 0 || hexval(s[i + 2]) < 0)
-				return -1;
-			c = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
-			i += 2;
-		}
-		if (c == '\0' || o + 1 >= cap)
-			return -1;
-		out[o++] = c;
-	}
-	out[o] = '\0';
-	return 0;
-}
 
 static int
 parse_count(const char *v, size_t min, size_t max, size_t *out)
@@ -66,6 +29,20 @@ parse_count(const char *v, size_t min, size_t max, size_t *out)
 	if (errno || *end != '\0' || n < min || n > max)
 		return -1;
 	*out = (size_t)n;
+	return 0;
+}
+
+/* A filter's value: once only. */
+static int
+take_filter(const char *name, bool *seen, char *dst, size_t dstlen, const char *val, char *err,
+	    size_t errlen)
+{
+	if (*seen) {
+		snprintf(err, errlen, "%s: given twice", name);
+		return -1;
+	}
+	*seen = true;
+	snprintf(dst, dstlen, "%s", val);
 	return 0;
 }
 
@@ -88,11 +65,14 @@ connlist_query_parse(const char *query, struct connlist_query *q, char *err, siz
 			p = amp ? amp + 1 : end;
 			continue;
 		}
-		if (pct_decode(p, klen, key, sizeof key) == -1) {
+		if (http_pct_decode_into(p, klen, true, key, sizeof key) == -1) {
 			snprintf(err, errlen, "bad query parameter name");
 			return -1;
 		}
-		if (!eq || pct_decode(eq + 1, (size_t)(end - eq - 1), val, sizeof val) == -1) {
+		/* (the name goes into error messages: printable only) */
+		conntab_sanitize(key, sizeof key, key, sizeof key);
+		if (!eq || http_pct_decode_into(eq + 1, (size_t)(end - eq - 1), true, val,
+		    sizeof val) == -1) {
 			snprintf(err, errlen, "parameter '%s': %s", key, eq ? "a bad or too long "
 			    "value (percent-encoded, at most 255 bytes, no NUL)" : "no value");
 			return -1;
@@ -112,25 +92,16 @@ connlist_query_parse(const char *query, struct connlist_query *q, char *err, siz
 			}
 			seen_offset = true;
 		} else if (strcmp(key, "client_id") == 0) {
-			if (q->by_client_id) {
-				snprintf(err, errlen, "client_id: given twice");
+			if (take_filter("client_id", &q->by_client_id, q->client_id,
+			    sizeof q->client_id, val, err, errlen) == -1)
 				return -1;
-			}
-			q->by_client_id = true;
-			snprintf(q->client_id, sizeof q->client_id, "%s", val);
 		} else if (strcmp(key, "principal") == 0) {
-			if (q->by_principal) {
-				snprintf(err, errlen, "principal: given twice");
+			if (take_filter("principal", &q->by_principal, q->principal,
+			    sizeof q->principal, val, err, errlen) == -1)
 				return -1;
-			}
-			q->by_principal = true;
-			snprintf(q->principal, sizeof q->principal, "%s", val);
 		} else {
-			char shown[32];
-
-			conntab_sanitize(shown, sizeof shown, key, sizeof key);
 			snprintf(err, errlen, "unknown parameter '%s' (limit, offset, client_id, "
-			    "principal)", shown);
+			    "principal)", key);
 			return -1;
 		}
 		p = amp ? amp + 1 : end;
