@@ -188,6 +188,8 @@ conn_do(struct conn *c, unsigned a)
 		conn_dir_release(w, &c->fr.req);
 		conn_dir_release(w, &c->fr.resp);
 		c->fr.req.start = c->fr.req.end = 0;
+		/* listed by the next generation from now on, not twice */
+		conn_peer_release(c);
 	}
 	if (a & CONN_A_STOP_TIMER)
 		conn_timer_stop(c);
@@ -909,7 +911,7 @@ conn_new(struct worker *w, int fd, int broker_index)
 	c->up_io.data = c;
 	ev_timer_init(&c->timer, conn_timer_cb, 0., 0.);
 	c->timer.data = c;
-	c->row = -1;
+	c->row = CONN_ROW_GONE;
 	c->soft = CONNTAB_B_NONE;
 	c->next = w->conns;
 	if (w->conns)

@@ -161,8 +161,10 @@ conn_peer_release(struct conn *c)
 {
 	struct worker *w = c->w;
 
+	if (c->row == CONN_ROW_GONE)
+		return;
 	conntab_release(&w->ct, c->row);
-	c->row = -1;
+	c->row = CONN_ROW_GONE;
 	conntab_soft_drop(&w->ct, c->soft);
 	c->soft = CONNTAB_B_NONE;
 }

@@ -25,6 +25,8 @@
 /* A peer identity in logs: an address, or (TLS) a certificate subject. */
 #define CONN_PEER_MAX 256
 
+#define CONN_ROW_GONE (-2)
+
 /* How a connection's first bytes are read (proxy_protocol). */
 enum conn_pp {
 	CONN_PP_NONE = 0,      /* no header is read (proxy_protocol = off) */
@@ -76,7 +78,8 @@ struct conn {
 	int64_t born_wall_ms;   /* the same, wall clock */
 	uint32_t age_rnd;       /* its place in connection_max_age_jitter */
 	ev_tstamp expire_at;    /* open: its max-age deadline; 0 = none */
-	int row;                /* its row in the connection table, -1 none */
+	int row;                /* its row in the connection table; -1: none
+	                           (counted unlisted), CONN_ROW_GONE: released */
 	int soft;               /* its client software bucket (conntab.h) */
 	unsigned said;          /* what of fr.ci was logged (conn_peer.c) */
 	/* the PROXY header (conn_setup.c): how it is read, and the bytes of
@@ -183,7 +186,7 @@ void conn_peer_publish(struct conn *c);
 /* What the client said of itself changed (frame.c set fr.ci_changed):
  * its software bucket and its row. */
 void conn_peer_client_info(struct conn *c);
-/* Its row and software count go (conn_free). */
+/* Its row and software count go (handed over, or freed); once. */
 void conn_peer_release(struct conn *c);
 /* "client=ADDR [via=BALANCER] [subject=...]" for log lines. */
 void conn_peer_desc(const struct conn *c, char *buf, size_t len);

@@ -517,7 +517,9 @@ def test_handover_keeps_the_real_address(edge):
     def moved():
         rows = listing(f, client_id="moving")["connections"]
         return rows if rows and rows[0]["generation"] != before["generation"] else None
-    after = wait_for(moved, 20, what="the connection adopted by the new generation")[0]
+    after = wait_for(moved, 20, what="the connection adopted by the new generation")
+    assert len(after) == 1, "listed once: the old worker let go of its row"
+    after = after[0]
     assert after["address"] == "198.51.100.23:33333" and after["proxied"] is True
     assert after["since"] == before["since"], "its age is kept"
     assert after["clientSoftwareName"] == "ferry-it"
