@@ -14,6 +14,7 @@
  */
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "worker/kafka/apiversions.h"
 #include "worker/kafka/codec.h"
