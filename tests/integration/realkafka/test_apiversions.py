@@ -26,8 +26,7 @@ import zipfile
 import pytest
 
 from . import apipolicy
-from .conftest import (CLUSTER, clients, ferry_addresses, ferry_ports, kcluster, register_log,
-                       report, unique_name)
+from .conftest import CLUSTER, ferry_addresses, kcluster, report, unique_name
 from .ops import ferry_node_addresses, kwire
 
 NOT_LEADER_OR_FOLLOWER = 6
@@ -174,11 +173,8 @@ def test_raised_versions_on_the_wire(kafka_cluster, kafka_ferry, workdir):
     assert "refused request UnregisterController (key 94) v0" in ferry.log_path.read_text()
 
 
-def test_java_client_sends_the_newest_versions(kafka_cluster, kafka_ferry, kafka_topic, workdir,
-                                               request, policy):
-    why = clients.problem("java")
-    if why:
-        pytest.fail(why)
+def test_java_client_sends_the_newest_versions(kafka_cluster, kafka_ferry, kafka_topic, run_client,
+                                               workdir, policy):
     ferry = kafka_ferry()
     topic = kafka_topic("vj")
     count, group, run_id = 1000, unique_name("vj-g"), unique_name("r")
@@ -188,12 +184,7 @@ def test_java_client_sends_the_newest_versions(kafka_cluster, kafka_ferry, kafka
     sent = {}
     for mode, extra in (("produce", {"acks": "all", "idempotent": "true"}),
                         ("consume", {"group": group})):
-        r = clients.run("java", {**base, "mode": mode, **extra}, timeout=120,
-                        allowed_ports=ferry_ports(ferry), forbidden_ports=kafka_cluster.all_ports(),
-                        workdir=str(workdir), env=env)
-        log = workdir / f"java-{mode}.log"
-        log.write_text(r.describe())
-        register_log(request, f"java {mode}", log)
+        r = run_client("java", ferry, {**base, "mode": mode, **extra}, env=env)
         assert r.result is not None and r.rc == 0 and r.result["error_count"] == 0, r.describe()
         assert set(r.result["brokers"]) <= ferry_addresses(ferry), r.describe()
         assert not r.dial_problems(), "\n".join(r.dial_problems())

@@ -5,7 +5,9 @@ scripts/demo and scripts/bench.
 
 The broker is the one scripts/install-kafka put into the cache
 (${FERRY_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/ferry}/kafka-VERSION/broker,
-VERSION pinned in pom.xml beside this file). Nothing is downloaded here.
+VERSION pinned in pom.xml beside this file: kafka.version, or
+kafka.older.version for the older line, Kafka 3.9, which logs through
+log4j 1 / reload4j instead of log4j2). Nothing is downloaded here.
 
 A cluster lives in one directory:
 
@@ -14,7 +16,7 @@ A cluster lives in one directory:
     tls/            throwaway CA (ca.crt), the brokers' PEM keystore
                     (server.pem: key + chain, names localhost and 127.0.0.1)
                     and a client certificate (client.crt, client.key)
-    log4j2.properties
+    log4j2.properties  (log4j.properties for Kafka 3.x)
     node-N/         server.properties, data/, server.log, stdout.log
 
 Every node has five listeners on 127.0.0.1, each on a free port:
@@ -41,7 +43,7 @@ of clusters whose owner process is gone (a crashed run).
 
 CLI:
 
-    kcluster.py start --nodes 3 --dir D [--owner PID]   # detached; prints JSON
+    kcluster.py start --nodes 3 --dir D [--owner PID] [--older]  # detached; prints JSON
     kcluster.py stop --dir D
     kcluster.py status --dir D
     kcluster.py apiversions HOST:PORT                    # {key: [min, max]}
@@ -106,11 +108,22 @@ def log(msg):
 # where things are
 # --------------------------------------------------------------------------
 
-def kafka_version():
-    m = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", POM.read_text())
+def kafka_version(prop="kafka.version"):
+    """The pinned version: kafka.version, or kafka.older.version (the older
+    line, older_kafka_version())."""
+    m = re.search(rf"<{re.escape(prop)}>([^<]+)</{re.escape(prop)}>", POM.read_text())
     if not m:
-        raise KafkaError(f"{POM}: no <kafka.version>")
+        raise KafkaError(f"{POM}: no <{prop}>")
     return m.group(1).strip()
+
+
+def older_kafka_version():
+    return kafka_version("kafka.older.version")
+
+
+def uses_log4j1(version):
+    """Kafka 3.x logs through log4j 1 (reload4j); 4.x through log4j2."""
+    return int(version.split(".")[0]) < 4
 
 
 def cache_root():
@@ -311,6 +324,19 @@ logger.authorizer.name = kafka.authorizer.logger
 logger.authorizer.level = WARN
 """
 
+# The same for Kafka 3.x (log4j 1's format, read by reload4j).
+LOG4J1 = """\
+# Written by kcluster.py. One file per node: ${kafka.logs.dir}/server.log
+log4j.rootLogger=INFO, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File=${kafka.logs.dir}/server.log
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.state.change.logger=WARN
+log4j.logger.kafka.request.logger=WARN
+log4j.logger.kafka.authorizer.logger=WARN
+"""
+
 _live = set()          # clusters this process started and has not stopped
 _live_lock = threading.Lock()
 _handlers_installed = False
@@ -419,7 +445,10 @@ class Cluster:
 
     def _setup(self):
         self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "log4j2.properties").write_text(LOG4J2)
+        if uses_log4j1(self.version):
+            (self.dir / "log4j.properties").write_text(LOG4J1)
+        else:
+            (self.dir / "log4j2.properties").write_text(LOG4J2)
         self.tls = make_tls(self.dir / "tls", names=(self.host,))
         self.cluster_id = kafka_uuid()
         for i in range(1, self._initial + 1):
@@ -473,9 +502,6 @@ class Cluster:
             "transaction.state.log.replication.factor": self._rf(),
             "transaction.state.log.min.isr": self._isr(),
             "transaction.state.log.num.partitions": 5,
-            "share.coordinator.state.topic.replication.factor": self._rf(),
-            "share.coordinator.state.topic.min.isr": self._isr(),
-            "share.coordinator.state.topic.num.partitions": 3,
             "group.initial.rebalance.delay.ms": 0,
             # SASL on SASL_PLAINTEXT and SASL_SSL
             "sasl.enabled.mechanisms": ",".join(MECHANISMS),
@@ -486,6 +512,11 @@ class Cluster:
             "ssl.truststore.location": self.dir / "tls" / "ca.crt",
             "ssl.client.auth": "requested",
         }
+        if not uses_log4j1(self.version):
+            # share groups (KIP-932) exist from Kafka 4.0 on
+            kv.update({"share.coordinator.state.topic.replication.factor": self._rf(),
+                       "share.coordinator.state.topic.min.isr": self._isr(),
+                       "share.coordinator.state.topic.num.partitions": 3})
         for lst in ("sasl_plaintext", "sasl_ssl"):
             kv[f"listener.name.{lst}.plain.sasl.jaas.config"] = jaas_plain
             kv[f"listener.name.{lst}.scram-sha-256.sasl.jaas.config"] = jaas_scram
@@ -504,8 +535,7 @@ class Cluster:
         for n in nodes:
             self._write_config(n)
             argv = [java_bin(), "-Xmx256m", *self.jvm_opts, "-cp", classpath("broker", self.version),
-                    f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}",
-                    f"-Dkafka.logs.dir={n.dir}",
+                    self._log_config(), f"-Dkafka.logs.dir={n.dir}",
                     "kafka.tools.StorageTool", "format", "-t", self.cluster_id,
                     "-c", str(n.dir / "server.properties")]
             if initial:
@@ -557,9 +587,13 @@ class Cluster:
         return c
 
     # ---- processes ----
+    def _log_config(self):
+        if uses_log4j1(self.version):
+            return f"-Dlog4j.configuration=file:{self.dir / 'log4j.properties'}"
+        return f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}"
+
     def _spawn(self, n):
-        argv = [java_bin(), *self.heap, *self.jvm_opts,
-                f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}",
+        argv = [java_bin(), *self.heap, *self.jvm_opts, self._log_config(),
                 f"-Dkafka.logs.dir={n.dir}",
                 "-cp", classpath("broker", self.version), "kafka.Kafka",
                 str(n.dir / "server.properties")]
@@ -894,6 +928,8 @@ def main(argv=None):
     s.add_argument("--timeout", type=float, default=DEFAULT_READY_TIMEOUT)
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="broker config override (repeatable)")
+    s.add_argument("--older", action="store_true",
+                   help="the older line (kafka.older.version of pom.xml) instead of kafka.version")
     for name, h in (("stop", "stop every node of the cluster in DIR"),
                     ("status", "the cluster's JSON and which nodes run")):
         p = sub.add_parser(name, help=h)
@@ -921,6 +957,7 @@ def main(argv=None):
         c = Cluster(a.dir, nodes=a.nodes, heap=(f"-Xms{min(128, int(a.heap.rstrip('m')))}m",
                                                  f"-Xmx{a.heap}"),
                     overrides=overrides, detached=True, owner=a.owner,
+                    version=older_kafka_version() if a.older else None,
                     jvm_opts=BASE_JVM_OPTS if a.full_jit else DEFAULT_JVM_OPTS)
         try:
             c.start(timeout=a.timeout)

@@ -383,12 +383,19 @@ def metadata_v12(host, port, topics=(), timeout=5.0, corr=13):
 
 def api_versions_v5(host, port, cluster_id=None, node_id=-1, timeout=5.0, corr=14):
     """ApiVersions v5 (KIP-1242): the broker checks cluster_id and node_id
-    when a cluster id is given. (error_code, {api_key: (min, max)})."""
+    when a cluster id is given. (error_code, {api_key: (min, max)}); a
+    broker older than v5 answers UNSUPPORTED_VERSION (35) with a v0 body
+    listing the ApiVersions versions it knows (KIP-511)."""
     body = (compact_string("ferry-kwire") + compact_string("1")
             + compact_string(cluster_id) + struct.pack(">i", node_id) + b"\x00")
     r = _flex_roundtrip(host, port, 18, 5, body, timeout, corr, header_tags=False)
     err = r.unpack(">h")
     keys = {}
+    if err == 35:
+        for _ in range(r.unpack(">i")):
+            k, lo, hi = r.unpack(">hhh")
+            keys[k] = (lo, hi)
+        return err, keys
 
     def entry():
         k, lo, hi = r.unpack(">hhh")
