@@ -31,6 +31,11 @@
  * newest version known.  Raising a cap is a one-line change here (once the
  * parser handles the new version).
  */
+static const char why_zk[] = "ZooKeeper-era controller-to-broker API (removed in Kafka 4.0)";
+static const char why_quorum[] = "KRaft quorum (controller-to-controller) API";
+static const char why_share_state[] =
+    "inter-broker: share-partition leader to share coordinator (share-group state)";
+
 static const struct kc_api_policy kc_policy[] = {
 	{ 0, KC_POLICY_CAP, 0, 13, "KIP-951 NodeEndpoints of v10+ responses rewritten; "
 	    "acks read from every request (acks=0 is never answered). v13 names topics by "
@@ -38,12 +43,9 @@ static const struct kc_api_policy kc_policy[] = {
 	{ 1, KC_POLICY_CAP, 0, 18, "KIP-951 NodeEndpoints of v16+ responses rewritten. "
 	    "v18 (KIP-1166) adds a follower's high watermark to the request only", NULL },
 	{ 3, KC_POLICY_CAP, 0, 13, "broker addresses rewritten", NULL },
-	{ 4, KC_POLICY_REFUSED, 0, -1, "ZooKeeper-era controller-to-broker API (removed in "
-	    "Kafka 4.0)", NULL },
-	{ 5, KC_POLICY_REFUSED, 0, -1, "ZooKeeper-era controller-to-broker API (removed in "
-	    "Kafka 4.0)", NULL },
-	{ 6, KC_POLICY_REFUSED, 0, -1, "ZooKeeper-era controller-to-broker API (removed in "
-	    "Kafka 4.0)", NULL },
+	{ 4, KC_POLICY_REFUSED, 0, -1, why_zk, NULL },
+	{ 5, KC_POLICY_REFUSED, 0, -1, why_zk, NULL },
+	{ 6, KC_POLICY_REFUSED, 0, -1, why_zk, NULL },
 	{ 7, KC_POLICY_REFUSED, 0, -1, "broker-to-controller API (shutdown of a broker)",
 	    NULL },
 	{ 10, KC_POLICY_CAP, 0, 6, "coordinator addresses rewritten", NULL },
@@ -56,23 +58,23 @@ static const struct kc_api_policy kc_policy[] = {
 	{ 27, KC_POLICY_REFUSED, 0, -1, "inter-broker: the transaction coordinator writes "
 	    "commit and abort markers to partition leaders", NULL },
 	{ 36, KC_POLICY_CAP, 0, 2, "read: the outcome of pass-through SASL", NULL },
-	{ 52, KC_POLICY_REFUSED, 0, -1, "KRaft quorum (controller-to-controller) API", NULL },
-	{ 53, KC_POLICY_REFUSED, 0, -1, "KRaft quorum (controller-to-controller) API", NULL },
-	{ 54, KC_POLICY_REFUSED, 0, -1, "KRaft quorum (controller-to-controller) API", NULL },
+	{ 52, KC_POLICY_REFUSED, 0, -1, why_quorum, NULL },
+	{ 53, KC_POLICY_REFUSED, 0, -1, why_quorum, NULL },
+	{ 54, KC_POLICY_REFUSED, 0, -1, why_quorum, NULL },
 	{ 55, KC_POLICY_REFUSED, 0, -1, "controller quorum: v2 responses list the "
 	    "controllers' listener addresses, which ferry neither rewrites nor serves",
 	    NULL },
 	{ 56, KC_POLICY_REFUSED, 0, -1, "broker-to-controller API (ISR changes)", NULL },
 	{ 58, KC_POLICY_REFUSED, 0, -1, "broker-to-controller API (forwarded requests)",
 	    NULL },
-	{ 59, KC_POLICY_REFUSED, 0, -1, "KRaft quorum (controller-to-controller) API", NULL },
+	{ 59, KC_POLICY_REFUSED, 0, -1, why_quorum, NULL },
 	{ 60, KC_POLICY_CAP, 0, 2, "broker addresses rewritten; a list of controllers "
 	    "(EndpointType 2) is answered empty", NULL },
 	{ 62, KC_POLICY_REFUSED, 0, -1, "broker-to-controller API (registration)", NULL },
 	{ 63, KC_POLICY_REFUSED, 0, -1, "broker-to-controller API (heartbeat)", NULL },
 	{ 67, KC_POLICY_REFUSED, 0, -1, "broker-to-controller API (producer id blocks)",
 	    NULL },
-	{ 70, KC_POLICY_REFUSED, 0, -1, "KRaft quorum (controller-to-controller) API", NULL },
+	{ 70, KC_POLICY_REFUSED, 0, -1, why_quorum, NULL },
 	{ 73, KC_POLICY_REFUSED, 0, -1, "broker-to-controller API (log directories)", NULL },
 	{ 78, KC_POLICY_REFUSED, 0, -1, "share groups (KIP-932): NodeEndpoints in its "
 	    "responses are not rewritten yet", NULL },
@@ -84,17 +86,12 @@ static const struct kc_api_policy kc_policy[] = {
 	{ 81, KC_POLICY_REFUSED, 0, -1, "controller quorum membership: ferry does not "
 	    "expose the controllers (DescribeQuorum refused, DescribeCluster's controllers "
 	    "answered empty); manage them at the controllers", NULL },
-	{ 82, KC_POLICY_REFUSED, 0, -1, "KRaft quorum (controller-to-controller) API", NULL },
-	{ 83, KC_POLICY_REFUSED, 0, -1, "inter-broker: share-partition leader to share "
-	    "coordinator (share-group state)", NULL },
-	{ 84, KC_POLICY_REFUSED, 0, -1, "inter-broker: share-partition leader to share "
-	    "coordinator (share-group state)", NULL },
-	{ 85, KC_POLICY_REFUSED, 0, -1, "inter-broker: share-partition leader to share "
-	    "coordinator (share-group state)", NULL },
-	{ 86, KC_POLICY_REFUSED, 0, -1, "inter-broker: share-partition leader to share "
-	    "coordinator (share-group state)", NULL },
-	{ 87, KC_POLICY_REFUSED, 0, -1, "inter-broker: share-partition leader to share "
-	    "coordinator (share-group state)", NULL },
+	{ 82, KC_POLICY_REFUSED, 0, -1, why_quorum, NULL },
+	{ 83, KC_POLICY_REFUSED, 0, -1, why_share_state, NULL },
+	{ 84, KC_POLICY_REFUSED, 0, -1, why_share_state, NULL },
+	{ 85, KC_POLICY_REFUSED, 0, -1, why_share_state, NULL },
+	{ 86, KC_POLICY_REFUSED, 0, -1, why_share_state, NULL },
+	{ 87, KC_POLICY_REFUSED, 0, -1, why_share_state, NULL },
 	{ 94, KC_POLICY_REFUSED, 0, -1, "controller quorum membership, like RemoveRaftVoter: "
 	    "ferry does not expose the controllers; manage them at the controllers", NULL },
 };

@@ -28,6 +28,7 @@ import pytest
 from . import apipolicy
 from .conftest import CLUSTER, ferry_addresses, kcluster, report, unique_name
 from .ops import ferry_node_addresses, kwire
+from .test_clients import produce_then_consume
 
 NOT_LEADER_OR_FOLLOWER = 6
 REBOOTSTRAP_REQUIRED = 129
@@ -177,27 +178,9 @@ def test_java_client_sends_the_newest_versions(kafka_cluster, kafka_ferry, kafka
                                                workdir, policy):
     ferry = kafka_ferry()
     topic = kafka_topic("vj")
-    count, group, run_id = 1000, unique_name("vj-g"), unique_name("r")
     env = apipolicy.java_debug_env(workdir)
-    base = {"bootstrap": ferry.bootstrap(CLUSTER), "topic": topic, "count": count,
-            "run-id": run_id, "timeout": 90}
-    sent = {}
-    for mode, extra in (("produce", {"acks": "all", "idempotent": "true"}),
-                        ("consume", {"group": group})):
-        r = run_client("java", ferry, {**base, "mode": mode, **extra}, env=env)
-        assert r.result is not None and r.rc == 0 and r.result["error_count"] == 0, r.describe()
-        assert set(r.result["brokers"]) <= ferry_addresses(ferry), r.describe()
-        assert not r.dial_problems(), "\n".join(r.dial_problems())
-        for api, vs in apipolicy.sent_versions(r.stderr).items():
-            sent.setdefault(api, set()).update(vs)
-        if mode == "produce":
-            assert (r.result["produced"], r.result["acked"]) == (count, count), r.describe()
-        else:
-            res = r.result
-            assert (res["consumed"], res["unique"], res["duplicates"], res["missing"],
-                    res["foreign"]) == (count, count, 0, 0, 0), r.describe()
-            assert res["committed"] == count, r.describe()
-    assert sum(kafka_cluster.end_offsets(topic).values()) == count
+    p, c = produce_then_consume(run_client, kafka_cluster, ferry, "java", topic, 1000, env)
+    sent = apipolicy.sent_versions(p.stderr + c.stderr)
     report.append(f"Java client {kafka_cluster.version} through ferry sent: "
                   + ", ".join(f"{a} v{'/'.join(map(str, sorted(v)))}" for a, v in sorted(sent.items())))
     caps = {name: policy.rows[k]["max"] for k, name in
