@@ -33,6 +33,9 @@
  */
 static const char why_zk[] = "ZooKeeper-era controller-to-broker API (removed in Kafka 4.0)";
 static const char why_quorum[] = "KRaft quorum (controller-to-controller) API";
+static const char why_share_fetch[] = "share groups (KIP-932): NodeEndpoints of the "
+    "responses rewritten. v0 was the early access of Kafka 4.0 (removed in 4.1) and is "
+    "not parsed";
 static const char why_share_state[] =
     "inter-broker: share-partition leader to share coordinator (share-group state)";
 
@@ -76,10 +79,8 @@ static const struct kc_api_policy kc_policy[] = {
 	    NULL },
 	{ 70, KC_POLICY_REFUSED, 0, -1, why_quorum, NULL },
 	{ 73, KC_POLICY_REFUSED, 0, -1, "broker-to-controller API (log directories)", NULL },
-	{ 78, KC_POLICY_REFUSED, 0, -1, "share groups (KIP-932): NodeEndpoints in its "
-	    "responses are not rewritten yet", NULL },
-	{ 79, KC_POLICY_REFUSED, 0, -1, "share groups (KIP-932): NodeEndpoints in its "
-	    "responses are not rewritten yet", NULL },
+	{ 78, KC_POLICY_CAP, 1, 2, why_share_fetch, NULL },
+	{ 79, KC_POLICY_CAP, 1, 2, why_share_fetch, NULL },
 	{ 80, KC_POLICY_REFUSED, 0, -1, "controller quorum membership: the request carries "
 	    "the controller's listener addresses; ferry fronts brokers, not controllers",
 	    NULL },
@@ -372,40 +373,14 @@ kc_apiversions_find(const uint8_t *frame, size_t len, int16_t request_version,
 
 /* ---- building ---- */
 
-/* Size placeholder and a request header v1/v2 (client_id INT16 string). */
-static void
-kc_wr_req_header(struct kc_writer *w, int16_t key, int16_t version, int32_t corr,
-    const char *client_id)
-{
-	kc_wr_i32(w, 0);
-	kc_wr_i16(w, key);
-	kc_wr_i16(w, version);
-	kc_wr_i32(w, corr);
-	kc_wr_string(w, false, client_id, client_id != NULL ? strlen(client_id) : 0);
-	if (kc_request_header_version(key, version) >= 2)
-		kc_wr_uvarint(w, 0);	/* header tags */
-}
-
-static size_t
-kc_wr_finish(struct kc_writer *w, uint8_t *buf)
-{
-	size_t n;
-
-	if (w->overflow)
-		return 0;
-	n = (size_t)(w->p - buf);
-	kc_put_i32(buf, (int32_t)(n - 4));
-	return n;
-}
-
 size_t
 kc_build_apiversions_request(uint8_t *buf, size_t cap, int32_t corr, const char *client_id)
 {
 	struct kc_writer w;
 
 	kc_wr_init(&w, buf, cap);
-	kc_wr_req_header(&w, KC_API_API_VERSIONS, 0, corr, client_id);
-	return kc_wr_finish(&w, buf);
+	kc_wr_request_header(&w, KC_API_API_VERSIONS, 0, corr, client_id);
+	return kc_wr_frame_end(&w, buf);
 }
 
 size_t
@@ -418,7 +393,7 @@ kc_build_metadata_request(uint8_t *buf, size_t cap, int16_t version, int32_t cor
 	if (version < 1 || version > 13)
 		return 0;
 	kc_wr_init(&w, buf, cap);
-	kc_wr_req_header(&w, KC_API_METADATA, version, corr, client_id);
+	kc_wr_request_header(&w, KC_API_METADATA, version, corr, client_id);
 	if (flex)
 		kc_wr_uvarint(&w, 1);	/* topics: empty compact array */
 	else
@@ -431,7 +406,7 @@ kc_build_metadata_request(uint8_t *buf, size_t cap, int16_t version, int32_t cor
 		kc_wr_i8(&w, 0);	/* include_topic_authorized_operations */
 	if (flex)
 		kc_wr_uvarint(&w, 0);	/* tags */
-	return kc_wr_finish(&w, buf);
+	return kc_wr_frame_end(&w, buf);
 }
 
 size_t
@@ -449,5 +424,5 @@ kc_build_apiversions_unsupported(uint8_t *buf, size_t cap, int32_t corr)
 	kc_wr_i16(&w, KC_API_API_VERSIONS);
 	kc_wr_i16(&w, min);
 	kc_wr_i16(&w, max);
-	return kc_wr_finish(&w, buf);
+	return kc_wr_frame_end(&w, buf);
 }

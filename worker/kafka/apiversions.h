@@ -7,15 +7,22 @@
  *
  * Policy: one table in apiversions.c (kc_api_policy()), a row per API that
  * ferry caps or refuses, each with the reason, shown in docs/operations.md:
- *  - Parsed APIs are capped to the newest version ferry parses (Produce,
- *    Fetch, Metadata, FindCoordinator, DescribeCluster: rewritten; ApiVersions:
- *    intersected; SaslHandshake, SaslAuthenticate: read).
+ *  - Parsed APIs are capped to the versions ferry parses (Produce, Fetch,
+ *    Metadata, FindCoordinator, DescribeCluster, ShareFetch,
+ *    ShareAcknowledge: rewritten; ApiVersions: intersected; SaslHandshake,
+ *    SaslAuthenticate: read).
  *  - Refused APIs are dropped from ApiVersions and kc_request_allowed() is
  *    false for them: inter-broker, broker-to-controller and quorum APIs, the
  *    controller-quorum APIs (ferry fronts brokers and does not expose the
  *    controllers), and APIs whose responses carry addresses ferry does not
- *    rewrite yet.  UpdateFeatures (57) and UnregisterBroker (64) are
- *    Admin-client APIs served by brokers and carry no addresses: forwarded.
+ *    rewrite.  UpdateFeatures (57) and UnregisterBroker (64) are
+ *    Admin-client APIs served by brokers and carry no addresses: forwarded,
+ *    and so are the group APIs whose responses carry no broker address
+ *    (checked against the schemas): ConsumerGroupHeartbeat and
+ *    ConsumerGroupDescribe (68, 69; KIP-848), ShareGroupHeartbeat and
+ *    ShareGroupDescribe (76, 77) and the share-group offset APIs (90-92).
+ *    Their member ClientHost is the client's address as the broker saw it
+ *    (the proxy's), not a broker's.
  *  - Keys above KC_API_KEY_MAX_KNOWN (newer than the codec's table) are
  *    refused and dropped too: nothing has vetted what their responses carry.
  *  - Every other key is forwarded with the broker's range.
