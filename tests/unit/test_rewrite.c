@@ -1555,9 +1555,16 @@ Test(rewrite, needs_rewrite_table)
 	for (v = 0; v <= 2; v++)
 		cr_assert(kc_response_needs_rewrite(60, (int16_t)v));
 	cr_assert_not(kc_response_needs_rewrite(60, 3));
-	/* ShareFetch / ShareAcknowledge stay refused, not rewritten */
+	/* KIP-932 NodeEndpoints: ShareFetch / ShareAcknowledge v1-2; v0 (the
+	 * early access of Kafka 4.0) is refused, not parsed */
 	cr_assert_not(kc_response_needs_rewrite(78, 0));
 	cr_assert_not(kc_response_needs_rewrite(79, 0));
+	for (v = 1; v <= 2; v++) {
+		cr_assert(kc_response_needs_rewrite(78, (int16_t)v));
+		cr_assert(kc_response_needs_rewrite(79, (int16_t)v));
+	}
+	cr_assert_not(kc_response_needs_rewrite(78, 3));
+	cr_assert_not(kc_response_needs_rewrite(79, 3));
 	cr_assert_not(kc_response_needs_rewrite(2, 0));
 	cr_assert_not(kc_response_needs_rewrite(3, -1));
 	cr_assert_not(kc_response_needs_rewrite(0, -1));
