@@ -1,8 +1,10 @@
 """
 The older broker line behind ferry: one node of Kafka 3.9 (KRaft; the pom's
 kafka.older.version, installed by scripts/install-kafka), started for this
-package only and stopped right after it, so it never runs beside the
-package's 3-node Kafka 4.4 cluster for long and adds little to the suite.
+package only and stopped right after it. pytest runs this package after the
+parent's tests, so the 3-node Kafka 4.4 cluster is idle beside it; the
+scenario is short (a few hundred records per client) to add little to the
+suite.
 Its fixtures mirror the parent's: older_cluster, older_ferry (ferry in
 front of it); client_runner(older_cluster, ...) runs the clients.
 """

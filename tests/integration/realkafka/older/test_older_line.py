@@ -23,7 +23,7 @@ from ..conftest import CLUSTER, client_runner, kcluster, report, unique_name
 from ..ops import kwire
 from ..test_clients import produce_then_consume
 
-COUNT = 2000
+COUNT = 500
 UNSUPPORTED_VERSION = 35
 
 
