@@ -39,6 +39,10 @@ static const char *const ipc_names[IPC_TYPE_COUNT] = {
 	[IPC_NODES] = "nodes",
 	[IPC_TICKET_KEYS] = "ticket-keys",
 	[IPC_NODE_LEARNED] = "node-learned",
+	[IPC_ADMIN_SETUP] = "admin-setup",
+	[IPC_ADMIN_CREDS] = "admin-creds",
+	[IPC_ADMIN_REQUEST] = "admin-request",
+	[IPC_ADMIN_ANSWER] = "admin-answer",
 };
 
 const char *
@@ -90,6 +94,12 @@ ipc_payload_ok(uint32_t type, uint32_t len)
 		return len == sizeof(struct tlskeys);
 	case IPC_FAILED:
 		return len <= 1024;
+	/* the admin channel: exact rules in supervisor/adminproto.c */
+	case IPC_ADMIN_SETUP:
+	case IPC_ADMIN_CREDS:
+	case IPC_ADMIN_REQUEST:
+	case IPC_ADMIN_ANSWER:
+		return len >= 8 && len <= IPC_MAX_PAYLOAD;
 	case IPC_ACCEPT:
 	case IPC_STOP:
 	case IPC_READY:

@@ -148,6 +148,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		memcpy(&k, msg.payload, sizeof k);
 		break;
 	}
+	/* the admin channel: bounded here, checked by supervisor/adminproto.c */
+	case IPC_ADMIN_SETUP:
+	case IPC_ADMIN_CREDS:
+	case IPC_ADMIN_REQUEST:
+	case IPC_ADMIN_ANSWER:
+		FUZZ_CHECK(msg.hdr.len >= 8, "%s of %u bytes", ipc_type_str((enum ipc_type)msg.hdr.type),
+		    msg.hdr.len);
+		break;
 	default:
 		FUZZ_CHECK(msg.hdr.len == 0, "%s with %u payload bytes",
 		    ipc_type_str((enum ipc_type)msg.hdr.type), msg.hdr.len);
