@@ -188,18 +188,19 @@ def _reap_if_ours(pid):
         pass
 
 
+def is_admin_process(pid):
+    """Is pid a ferry-admin (ferryd's admin process, not a worker)?"""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv0 = f.read().split(b"\0")[0]
+    except OSError:
+        return False
+    return os.path.basename(argv0) == b"ferry-admin"
+
+
 def admin_pids_of(ferryd_pid):
     """The live admin processes (ferry-admin) ferryd ferryd_pid started."""
-    out = []
-    for k in children_of(ferryd_pid):
-        try:
-            with open(f"/proc/{k}/cmdline", "rb") as f:
-                argv0 = f.read().split(b"\0")[0]
-        except OSError:
-            continue
-        if os.path.basename(argv0) == b"ferry-admin" and pid_alive(k):
-            out.append(k)
-    return out
+    return [k for k in children_of(ferryd_pid) if is_admin_process(k) and pid_alive(k)]
 
 
 def admin_pid_of(ferryd_pid, timeout=10.0, not_pid=None):
@@ -1084,8 +1085,9 @@ class ReloadFerry(Ferry):
         return json.loads(data)
 
     def live_workers(self):
-        """pids of ferryd's live children (its workers)."""
-        return sorted(p for p in children_of(self.proc.pid) if pid_alive(p))
+        """pids of ferryd's live workers (its children but the admin process)."""
+        return sorted(p for p in children_of(self.proc.pid)
+                      if pid_alive(p) and not is_admin_process(p))
 
     def log_text(self):
         return Path(self.log_path).read_text(errors="replace")
