@@ -773,8 +773,7 @@ def admin_section(rows, add):
         d["after_minus_before_ms"] = statistics.median(pairs) if pairs else None
         out[via] = d
     add("")
-    add("### Admin API: `ferryctl status`
-")
+    add("### Admin API: `ferryctl status`\n")
     add("A whole client run (exec, connect, request, answer, exit), median of 50 runs per round, "
         "then the median over rounds; after − before paired within each round.\n")
     add("| transport | after p50 ms | before p50 ms | after − before ms | failed runs |")
