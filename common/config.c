@@ -333,7 +333,10 @@ cfgp_add_cluster(struct cfgp *p, const char *name)
 	void *np;
 
 	if (c->n_clusters == p->cap) {
-		ncap = p->cap ? p->cap * 2 : 4;
+		/* from 1: a parse of one cluster's canonical text (kept for
+		 * every cluster configuration in use) holds one, not four
+		 * (a cluster is ~8.6 KiB) */
+		ncap = p->cap ? p->cap * 2 : 1;
 		np = realloc(c->clusters, ncap * sizeof *c->clusters);
 		if (np == NULL)
 			return -1;

@@ -10,18 +10,26 @@
  * (atomic, relaxed); gauges are add/sub pairs.
  *
  * The layout is versioned by METRICS_MAGIC; both sides are the same binary.
+ *
+ * Cost: the block holds pages only where something was written (see
+ * shmblock.h). The header, the api_seen map and the METRICS_FIELDS
+ * counters are the first page; the per-API slots (96 of them, ~13 KiB)
+ * take pages only for the APIs a worker has seen. Readers that go over
+ * the API slots ask metrics_api_seen() first, or they would allocate
+ * every page of every block they read (a read allocates too).
  */
 #ifndef FERRY_COMMON_METRICS_H
 #define FERRY_COMMON_METRICS_H
 
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/shmblock.h"
 
-#define METRICS_MAGIC 0x66657272790004ULL /* "ferry" v4: upstream TLS resumption */
+#define METRICS_MAGIC 0x66657272790005ULL /* "ferry" v5: api_seen */
 
 /* X-macro: name, type ("counter"/"gauge"), help. Order is ABI. */
 #define METRICS_FIELDS(X) \
@@ -81,9 +89,14 @@ struct metrics_api {
 	_Atomic uint64_t bucket[METRICS_BUCKETS]; /* observations <= bound (not cumulative) */
 };
 
+#define METRICS_API_WORDS ((METRICS_APIS + 63) / 64)
+
 struct metrics {
 	uint64_t magic;
 	uint64_t generation;
+	/* bit s set once api[s] was first counted (metrics_request,
+	 * metrics_observe): readers skip the slots of APIs never seen */
+	_Atomic uint64_t api_seen[METRICS_API_WORDS];
 #define METRICS_DECL(name, type, help) _Atomic uint64_t name;
 	METRICS_FIELDS(METRICS_DECL)
 #undef METRICS_DECL
@@ -97,9 +110,16 @@ metrics_api_slot(int api_key)
 	return api_key >= 0 && api_key < METRICS_APIS - 1 ? (unsigned)api_key : METRICS_APIS - 1;
 }
 
+/* Count one request forwarded for api_key (requests of its slot; marks the
+ * slot seen). The block's one writer is its process: relaxed, no lock. */
+void metrics_request(struct metrics *m, int api_key);
 /* Count one response's upstream latency (µs) for api_key: cheap (a short
- * scan of 14 bounds and three relaxed adds), made per response. */
+ * scan of 14 bounds and three relaxed adds), made per response; marks the
+ * slot seen. */
 void metrics_observe(struct metrics *m, int api_key, uint64_t latency_us);
+/* Was anything counted in slot (metrics_api_slot) of m? Reads only the
+ * first page. */
+bool metrics_api_seen(const struct metrics *m, unsigned slot);
 
 /* Seals every block carries: its size can never change (a mapping of a
  * truncated file faults with SIGBUS), nor can its seals. */
@@ -115,7 +135,10 @@ int metrics_map(int fd, struct metrics **out);
 void metrics_unmap(struct metrics *m);
 /* Add src's counters (the METRICS_FIELDS counters and every per-API
  * counter and bucket) into dst: what a process counted stays in its
- * cluster's totals after the process is gone. Gauges are not folded. */
+ * cluster's totals after the process is gone. Gauges are not folded. Only
+ * non-zero values are added (a slot src never counted leaves dst's pages
+ * untouched) and their slots are marked seen in dst. src is read whole:
+ * it is the block of a process that has exited, about to be unmapped. */
 void metrics_retire(struct metrics *dst, const struct metrics *src);
 
 #define METRIC_ADD(m, f, v) atomic_fetch_add_explicit(&(m)->f, (uint64_t)(v), memory_order_relaxed)

@@ -51,7 +51,8 @@ static void
 fx_requests(struct metrics *m, int api, uint64_t n)
 {
 	METRIC_ADD(m, requests, n);
-	atomic_fetch_add(&m->api[metrics_api_slot(api)].requests, n);
+	for (uint64_t i = 0; i < n; i++)
+		metrics_request(m, api);
 }
 
 /*

@@ -552,8 +552,40 @@ def gen_clientinfo():
     put(t, "tok-oauth", b"\x84\x20" + b"n,,\x01auth=Bearer abc\x01\x01")
 
 
+# ---- fuzz_conn: [limits] [client length, 2 bytes] client stream, upstream stream
+
+def conn_seed(name, sel, client, upstream):
+    put("fuzz_conn", name, bytes([sel]) + struct.pack(">H", len(client)) + client + upstream)
+
+
+def response(corr, body):
+    return frame(i32(corr) + body)
+
+
+def gen_conn():
+    sel = 2 | (3 << 5)  # 1024-byte buffers, max_frame 4096, max_inflight 1024
+    md = request(3, 1, 7, "c", i32(-1))
+    av_body = string(True, "ferry") + string(True, "1.0") + b"\x00"
+    conn_seed("metadata", sel, md, metadata(1, BROKERS))
+    conn_seed("metadata-v12", sel, request(3, 12, 7, "c", uv(1) + b"\x00\x00\x00"),
+              metadata(12, BROKERS))
+    conn_seed("apiversions", sel, request(18, 3, 5, "c", av_body), api_versions(3, AV_KEYS))
+    conn_seed("apiversions-too-new", sel, request(18, 9, 5, "c", av_body) + md,
+              metadata(1, BROKERS))
+    conn_seed("produce-acks", sel, request(0, 7, 1, "p", produce_body(7, None, 0))
+              + request(0, 7, 2, "p", produce_body(7, None, 1)), response(2, i32(0) + i32(0)))
+    conn_seed("sasl-v0-plain", sel, request(17, 0, 3, "k", string(False, "PLAIN"))
+              + i32(13) + b"\x00alice\x00secret" + md,
+              response(3, i16(0) + arr(False, 1) + string(False, "PLAIN")) + i32(0)
+              + metadata(1, BROKERS))
+    conn_seed("inflight-1-small-buffer", 0 | (0 << 5), md + md, metadata(1, BROKERS) * 2)
+    conn_seed("sasl-limit", sel | 0x10, request(17, 1, 3, "k", string(False, "PLAIN"))
+              + request(36, 1, 4, "k", bytes(80)), b"")
+
+
 gen_rewrite()
 gen_frame()
+gen_conn()
 gen_config()
 gen_http()
 gen_ipc()
