@@ -21,32 +21,16 @@
  * whose request we refused early (413) still gets the response instead of
  * a reset.
  *
- * Budgets and eviction (limits in admin_http.h). Each listener counts its
- * own connections, up to ADMIN_LISTEN_MAX_CONNS, or less when the
- * descriptor limit cannot hold two full listeners (admin_http_budget): then
- * neither listener can use up the descriptors the other needs. Every loop
- * iteration in which both listening sockets are readable accepts up to
- * ADMIN_ACCEPT_BATCH from each, so a flood on one never delays the other by
- * more than one batch. A newly accepted connection is read at once: a
- * client that sent its request with the connect is submitted before
- * anything else can happen to it.
- *
- * When a listener is full, accepting continues and each new connection
- * evicts one old connection of the same listener, chosen in O(1) by the
- * queues of evict.h: first one whose response is already sent, then the
- * reading connection that has sent least and waited longest, then one whose
- * client does not read its response. A reading victim is sent a best-effort
- * 503. Queued and waiting connections are in no queue and are never
- * evicted; if nothing is evictable the new connection is answered 503 and
- * closed.
- *
- * When accept() runs out of descriptors the listener stops watching and a
- * timer re-arms it, so the loop never spins on a readable listening socket.
+ * The listeners, budgets and eviction are admin_accept.c's; this file
+ * keeps each connection's place in its listener's eviction queues up to
+ * date (evict.h): by bytes received while reading, none once the request
+ * is complete (queued and waiting connections are never evicted),
+ * writing, lingering.
  *
  * Nothing here blocks the loop: every socket is non-blocking; send() of the
  * small 100-continue and 503 messages uses MSG_DONTWAIT and is best effort.
  */
-#include "supervisor/admin_http.h"
+#include "supervisor/admin_http_priv.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -56,89 +40,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common/http.h"
-#include "common/log.h"
 #include "common/tls.h"
-#include "common/transport.h"
-#include "supervisor/evict.h"
 #include "supervisor/statuspage.h"
 
 #define ADMIN_LINGER_TIMEOUT 2.0    /* seconds to drain input after the response */
-#define ADMIN_ACCEPT_BACKOFF 1.0    /* seconds to pause accept() after EMFILE */
-#define ADMIN_ACCEPT_BATCH   64     /* per listener per loop iteration */
-#define ADMIN_PARAM_MAX      256
-#define ADMIN_EVICT_LOG_S    10     /* at most one eviction warning per this */
-#define ADMIN_FD_RESERVE     64     /* descriptors left for everything but connections */
-#define ADMIN_MIN_CONNS      16
-
-enum admin_conn_state {
-	ADMIN_CONN_READING = 0,
-	ADMIN_CONN_QUEUED,              /* complete, waiting for an in-flight slot */
-	ADMIN_CONN_WAITING,             /* submitted, waiting for the answer */
-	ADMIN_CONN_WRITING,
-	ADMIN_CONN_LINGERING,
-};
-
-struct admin_server {
-	struct admin *admin;
-	enum adminproto_listener kind;
-	int fd;
-	ev_io io;
-	ev_timer backoff;
-	bool backing_off;
-	unsigned n_conns;
-	unsigned max_conns;             /* admin_http_budget() */
-	size_t body_buffered;           /* bytes charged by large bodies */
-	unsigned long long evicted;     /* connections evicted, ever */
-	unsigned long long refused;     /* full with nothing evictable */
-	uint64_t evict_logged_ms;       /* last eviction warning */
-	struct log_ratelimit rl_body;   /* body-budget refusals */
-	struct evict_set evict;         /* evictable connections (evict.h) */
-};
-
-struct admin_conn {
-	struct admin_server *srv;
-	int fd;
-	struct transport tp;            /* plain, or TLS on an HTTPS admin_listen */
-	enum admin_conn_state state;
-	ev_io io;
-	ev_timer timer;
-	struct http_parser parser;
-	bool continue_sent;
-	bool head_only;                 /* HEAD: headers without the body */
-	bool in_body;                   /* head complete: body deadline armed */
-	size_t body_charged;            /* bytes counted in srv->body_buffered */
-	const struct adminproto_route_def *route; /* the matched route, once complete */
-	char param[ADMIN_PARAM_MAX];    /* the '*' segment of the route */
-	uint64_t id;                    /* names the call to the supervisor */
-	char *out;
-	size_t out_len, out_off;
-	struct adminproto_caller caller; /* who is at the other end */
-	bool cert_verified;             /* TLS: a client certificate verified */
-	struct admin_conn *prev, *next; /* all connections (admin->conns) */
-	struct admin_conn *qnext;       /* queued: the next in line */
-	struct evict_node evict;        /* its place in srv->evict */
-};
-
-struct admin {
-	struct ev_loop *loop;
-	admin_submit_fn submit;
-	void *submit_ctx;
-	uint64_t next_id;               /* names of calls (admin_call.id) */
-	unsigned inflight;              /* calls submitted and not answered */
-	struct admin_conn *waiting[ADMINPROTO_MAX_INFLIGHT]; /* those calls' connections */
-	struct admin_conn *queue, *queue_tail; /* complete, waiting for a slot */
-	struct admin_server control;
-	struct admin_server http;
-	struct admin_conn *conns;
-	struct adminauth auth;          /* admin_listen's credentials */
-	struct adminproto_counters *counters; /* shared with the supervisor */
-	struct log_ratelimit rl_auth;   /* refusals */
-};
 
 struct admin_response {
 	int status;
@@ -148,11 +56,9 @@ struct admin_response {
 	char extra_headers[256];        /* complete "Name: value\r\n" lines */
 };
 
-static void admin_conn_close(struct admin_conn *c);
-static void admin_server_update(struct admin_server *srv);
 static void admin_pump(struct admin *a);
 
-static const char *
+const char *
 admin_conn_state_str(enum admin_conn_state s)
 {
 	switch (s) {
@@ -323,7 +229,7 @@ admin_dispatch(struct admin_conn *c, struct admin_response *resp)
 
 /* --- eviction queues (evict.h) ----------------------------------------- */
 
-static struct admin_conn *
+struct admin_conn *
 admin_conn_of(struct evict_node *n)
 {
 	return (struct admin_conn *)(void *)((char *)n - offsetof(struct admin_conn, evict));
@@ -380,7 +286,7 @@ admin_conn_settle(struct admin_conn *c)
 		}
 }
 
-static void
+void
 admin_conn_close(struct admin_conn *c)
 {
 	struct admin_server *srv = c->srv;
@@ -825,219 +731,57 @@ admin_conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	admin_conn_close(c);
 }
 
-/* --- listeners ---------------------------------------------------------- */
+/* --- the servers ----------------------------------------------------------- */
 
-/* Watch the listening socket unless accept() is backing off. A full
- * listener keeps accepting: each new connection evicts an old one. */
-static void
-admin_server_update(struct admin_server *srv)
+bool
+admin_conn_new(struct admin_server *srv, int fd)
 {
-	struct ev_loop *loop = srv->admin->loop;
-
-	if (srv->fd == -1)
-		return;
-	if (!srv->backing_off)
-		ev_io_start(loop, &srv->io);
-	else
-		ev_io_stop(loop, &srv->io);
-}
-
-/* Best-effort one-shot answer on a socket we are about to close. */
-static void
-admin_send_busy(int fd)
-{
-	static const char body[] = "{\"error\":\"admin API busy: too many connections\"}\n";
-	char msg[256];
-	int n;
-
-	n = snprintf(msg, sizeof msg, "HTTP/1.1 503 Service Unavailable\r\n"
-	    "Content-Type: application/json\r\nContent-Length: %zu\r\n"
-	    "Retry-After: 1\r\nConnection: close\r\n\r\n%s", sizeof body - 1, body);
-	if (n > 0 && (size_t)n < sizeof msg)
-		(void)send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
-}
-
-static void
-admin_server_log_evictions(struct admin_server *srv)
-{
-	uint64_t now = clock_mono_ms();
-
-	if (srv->evict_logged_ms != 0 && now - srv->evict_logged_ms < ADMIN_EVICT_LOG_S * 1000)
-		return;
-	srv->evict_logged_ms = now;
-	log_warn("admin listener full, dropping the slowest connections", "listener=%s "
-	    "max_connections=%u evicted_total=%llu refused_total=%llu",
-	    adminproto_listener_str(srv->kind), srv->max_conns, srv->evicted, srv->refused);
-}
-
-/* Make room for one connection: close the cheapest victim (see the header
- * comment). Returns false when nothing can be evicted. */
-static bool
-admin_server_evict(struct admin_server *srv)
-{
-	struct evict_node *n = evict_victim(&srv->evict);
-	struct admin_conn *victim;
-
-	if (n == NULL)
-		return false;
-	victim = admin_conn_of(n);
-	log_debug("admin connection evicted", "listener=%s state=%s bytes=%zu",
-	    adminproto_listener_str(srv->kind), admin_conn_state_str(victim->state),
-	    victim->parser.len);
-	if (victim->state == ADMIN_CONN_READING && !transport_is_tls(&victim->tp))
-		admin_send_busy(victim->fd);
-	admin_conn_close(victim);
-	srv->evicted++;
-	return true;
-}
-
-static void
-admin_backoff_cb(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	struct admin_server *srv = w->data;
-
-	(void)loop;
-	(void)revents;
-	srv->backing_off = false;
-	admin_server_update(srv);
-}
-
-/* Does srv speak HTTPS (admin_listen with admin_tls_cert)? */
-static bool
-admin_server_tls(const struct admin_server *srv)
-{
-	return srv == &srv->admin->http && srv->admin->auth.tls_ctx != NULL;
-}
-
-static void
-admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
-{
-	struct admin_server *srv = w->data;
 	struct admin *a = srv->admin;
+	struct ev_loop *loop = a->loop;
 	struct admin_conn *c;
-	int fd, i;
 
-	(void)revents;
-	for (i = 0; i < ADMIN_ACCEPT_BATCH && !srv->backing_off; i++) {
-		fd = accept4(srv->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd == -1) {
-			if (errno == EINTR || errno == ECONNABORTED)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				break;
-			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-			    errno == ENOMEM) {
-				log_warn("admin accept paused", "listener=%s error=\"%s\" retry_s=%g",
-				    adminproto_listener_str(srv->kind), strerror(errno),
-				    ADMIN_ACCEPT_BACKOFF);
-				srv->backing_off = true;
-				ev_timer_set(&srv->backoff, ADMIN_ACCEPT_BACKOFF, 0.);
-				ev_timer_start(loop, &srv->backoff);
-				break;
-			}
-			log_warn("admin accept failed", "listener=%s error=\"%s\"",
-			    adminproto_listener_str(srv->kind), strerror(errno));
-			break;
-		}
-		if (srv->n_conns >= srv->max_conns) {
-			bool room = admin_server_evict(srv);
-
-			if (!room)
-				srv->refused++;
-			admin_server_log_evictions(srv);
-			if (!room) {
-				if (!admin_server_tls(srv))
-					admin_send_busy(fd);
-				close(fd);
-				continue;
-			}
-		}
-		if ((c = calloc(1, sizeof *c)) == NULL) {
-			if (!admin_server_tls(srv))
-				admin_send_busy(fd);
-			close(fd);
-			break;
-		}
-		c->srv = srv;
-		c->fd = fd;
-		c->state = ADMIN_CONN_READING;
-		if (admin_server_tls(srv)) {
-			int one = 1;
-
-			/* the response and the close_notify after it are two
-			 * small writes: without this, Nagle holds the second
-			 * until the client's delayed ACK (40 ms a request) */
-			(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-			if (transport_tls_server_init(&c->tp, fd, a->auth.tls_ctx) == -1) {
-				close(fd);
-				free(c);
-				break;
-			}
-		} else {
-			transport_plain_init(&c->tp, fd);
-		}
-		adminauth_identify(&c->caller, fd, srv->kind == ADMINPROTO_L_CONTROL);
-		evict_node_init(&c->evict);
-		http_parser_init(&c->parser);
-		ev_io_init(&c->io, admin_conn_io_cb, fd, EV_READ);
-		c->io.data = c;
-		ev_timer_init(&c->timer, admin_conn_timer_cb, ADMIN_HEAD_TIMEOUT, 0.);
-		c->timer.data = c;
-		ev_io_start(loop, &c->io);
-		ev_timer_start(loop, &c->timer);
-		c->next = a->conns;
-		if (a->conns)
-			a->conns->prev = c;
-		a->conns = c;
-		srv->n_conns++;
-		admin_queue_put(c, evict_reading_queue(0));
-		/* a request sent with the connect is submitted now (may close c) */
-		admin_conn_readable(c);
+	if ((c = calloc(1, sizeof *c)) == NULL) {
+		if (!admin_server_tls(srv))
+			admin_send_busy(fd);
+		close(fd);
+		return false;
 	}
-	admin_server_update(srv);
-}
+	c->srv = srv;
+	c->fd = fd;
+	c->state = ADMIN_CONN_READING;
+	if (admin_server_tls(srv)) {
+		int one = 1;
 
-/* Connections per listener: ADMIN_LISTEN_MAX_CONNS when RLIMIT_NOFILE (the
- * supervisor raised it to its hard limit) leaves room for both listeners
- * after ADMIN_FD_RESERVE; otherwise half of what is left, at least
- * ADMIN_MIN_CONNS. */
-static unsigned
-admin_http_budget(void)
-{
-	struct rlimit rl;
-	unsigned long long room;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) == -1 || rl.rlim_cur == RLIM_INFINITY)
-		return ADMIN_LISTEN_MAX_CONNS;
-	room = rl.rlim_cur > ADMIN_FD_RESERVE ? (rl.rlim_cur - ADMIN_FD_RESERVE) / 2 : 0;
-	if (room >= ADMIN_LISTEN_MAX_CONNS)
-		return ADMIN_LISTEN_MAX_CONNS;
-	if (room < ADMIN_MIN_CONNS)
-		room = ADMIN_MIN_CONNS;
-	log_warn("file descriptor limit lowers the admin connection budget",
-	    "limit=%llu per_listener=%llu wanted=%u hint=\"raise LimitNOFILE (ulimit -n)\"",
-	    (unsigned long long)rl.rlim_cur, room, ADMIN_LISTEN_MAX_CONNS);
-	return (unsigned)room;
-}
-
-static void
-admin_server_init(struct admin *a, struct admin_server *srv, enum adminproto_listener kind)
-{
-	evict_set_init(&srv->evict);
-	srv->admin = a;
-	srv->kind = kind;
-	srv->fd = -1;
-	ev_timer_init(&srv->backoff, admin_backoff_cb, ADMIN_ACCEPT_BACKOFF, 0.);
-	srv->backoff.data = srv;
-}
-
-static void
-admin_server_start(struct admin_server *srv, int fd)
-{
-	srv->fd = fd;
-	ev_io_init(&srv->io, admin_accept_cb, fd, EV_READ);
-	srv->io.data = srv;
-	admin_server_update(srv);
+		/* the response and the close_notify after it are two
+		 * small writes: without this, Nagle holds the second
+		 * until the client's delayed ACK (40 ms a request) */
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+		if (transport_tls_server_init(&c->tp, fd, a->auth.tls_ctx) == -1) {
+			close(fd);
+			free(c);
+			return false;
+		}
+	} else {
+		transport_plain_init(&c->tp, fd);
+	}
+	adminauth_identify(&c->caller, fd, srv->kind == ADMINPROTO_L_CONTROL);
+	evict_node_init(&c->evict);
+	http_parser_init(&c->parser);
+	ev_io_init(&c->io, admin_conn_io_cb, fd, EV_READ);
+	c->io.data = c;
+	ev_timer_init(&c->timer, admin_conn_timer_cb, ADMIN_HEAD_TIMEOUT, 0.);
+	c->timer.data = c;
+	ev_io_start(loop, &c->io);
+	ev_timer_start(loop, &c->timer);
+	c->next = a->conns;
+	if (a->conns)
+		a->conns->prev = c;
+	a->conns = c;
+	srv->n_conns++;
+	admin_queue_put(c, evict_reading_queue(0));
+	/* a request sent with the connect is submitted now (may close c) */
+	admin_conn_readable(c);
+	return true;
 }
 
 void
@@ -1056,6 +800,7 @@ admin_http_start(struct ev_loop *loop, int control_fd, int http_fd, struct admin
 		 char *err, size_t errlen)
 {
 	struct admin *a;
+	unsigned budget;
 
 	if ((a = calloc(1, sizeof *a)) == NULL) {
 		snprintf(err, errlen, "out of memory");
@@ -1065,27 +810,14 @@ admin_http_start(struct ev_loop *loop, int control_fd, int http_fd, struct admin
 	a->submit = submit;
 	a->submit_ctx = ctx;
 	a->counters = counters;
-	admin_server_init(a, &a->control, ADMINPROTO_L_CONTROL);
-	admin_server_init(a, &a->http, ADMINPROTO_L_HTTP);
-	a->control.max_conns = a->http.max_conns = admin_http_budget();
+	budget = admin_http_budget();
+	admin_server_init(a, &a->control, ADMINPROTO_L_CONTROL, budget);
+	admin_server_init(a, &a->http, ADMINPROTO_L_HTTP, budget);
 	admin_http_set_auth(a, auth);
 	admin_server_start(&a->control, control_fd);
 	if (http_fd != -1)
 		admin_server_start(&a->http, http_fd);
 	return a;
-}
-
-static void
-admin_server_close(struct admin_server *srv)
-{
-	struct ev_loop *loop = srv->admin->loop;
-
-	ev_timer_stop(loop, &srv->backoff);
-	if (srv->fd == -1)
-		return;
-	ev_io_stop(loop, &srv->io);
-	close(srv->fd);
-	srv->fd = -1;
 }
 
 void

@@ -53,10 +53,11 @@ NINJA = shutil.which("ninja")
 # eviction queues, the status page.
 ADMIN_ONLY_SYMBOLS = ["http_parser_feed", "http_parser_init", "http_format_response",
                       "http_request_header", "admin_http_start", "admin_http_answer",
+                      "admin_conn_new",
                       "adminauth_check", "adminauth_bearer", "evict_victim",
                       "statuspage_text"]
-ADMIN_ONLY_HEADERS = ["common/http.h", "supervisor/admin_http.h", "supervisor/adminauth.h",
-                      "supervisor/evict.h", "supervisor/statuspage.h"]
+ADMIN_ONLY_HEADERS = ["common/http.h", "supervisor/admin_http.h", "supervisor/admin_http_priv.h",
+                      "supervisor/adminauth.h", "supervisor/evict.h", "supervisor/statuspage.h"]
 
 
 def defined_symbols(binary):
@@ -167,8 +168,8 @@ def test_ferryd_objects_include_no_admin_http_header():
     objs = _link_inputs("supervisor/ferryd")
     assert any(o.endswith("main.c.o") for o in objs), objs
     assert any("sup_io.c.o" in o for o in objs) and any("adminproc.c.o" in o for o in objs)
-    assert not [o for o in objs if re.search(r"/(http|admin_http|adminauth|evict|statuspage)"
-                                             r"\.c\.o$", o)], objs
+    assert not [o for o in objs if re.search(r"/(http|admin_http|admin_accept|admin_main|"
+                                             r"adminauth|evict|statuspage)\.c\.o$", o)], objs
     r = subprocess.run([NINJA, "-C", str(BUILD), "-t", "deps", *objs], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0, r.stderr
