@@ -57,17 +57,23 @@ admin_server_update(struct admin_server *srv)
 }
 
 void
-admin_send_busy(int fd)
+admin_send_raw(int fd, const char *status_line, const char *extra_headers, const char *body)
 {
-	static const char body[] = "{\"error\":\"admin API busy: too many connections\"}\n";
-	char msg[256];
+	char msg[768];
 	int n;
 
-	n = snprintf(msg, sizeof msg, "HTTP/1.1 503 Service Unavailable\r\n"
-	    "Content-Type: application/json\r\nContent-Length: %zu\r\n"
-	    "Retry-After: 1\r\nConnection: close\r\n\r\n%s", sizeof body - 1, body);
+	n = snprintf(msg, sizeof msg, "HTTP/1.1 %s\r\nContent-Type: application/json\r\n"
+	    "Content-Length: %zu\r\n%sConnection: close\r\n\r\n%s", status_line, strlen(body),
+	    extra_headers, body);
 	if (n > 0 && (size_t)n < sizeof msg)
 		(void)send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+void
+admin_send_busy(int fd)
+{
+	admin_send_raw(fd, "503 Service Unavailable", "Retry-After: 1\r\n",
+	    "{\"error\":\"admin API busy: too many connections\"}\n");
 }
 
 static void

@@ -533,20 +533,14 @@ admin_http_answer(struct admin *a, uint64_t id, int status, const char *content_
 static void
 admin_send_plain_refusal(int fd)
 {
-	static const char body[] = "{\"error\":\"this admin listener speaks HTTPS: use "
-	    "https:// (ferryctl -a https://HOST:PORT --cacert FILE)\"}\n";
-	char msg[512], sink[4096];
-	int n;
+	char sink[4096];
 
 	/* what the client sent is unread: taking it first keeps the close
 	 * from turning into a reset that could discard our answer */
 	for (int i = 0; i < 4 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++)
 		;
-	n = snprintf(msg, sizeof msg, "HTTP/1.1 400 Bad Request\r\n"
-	    "Content-Type: application/json\r\nContent-Length: %zu\r\n"
-	    "Connection: close\r\n\r\n%s", sizeof body - 1, body);
-	if (n > 0 && (size_t)n < sizeof msg)
-		(void)send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	admin_send_raw(fd, "400 Bad Request", "", "{\"error\":\"this admin listener speaks "
+	    "HTTPS: use https:// (ferryctl -a https://HOST:PORT --cacert FILE)\"}\n");
 }
 
 /* The TLS handshake of an HTTPS connection, one step; it runs under the

@@ -103,7 +103,11 @@ void admin_server_close(struct admin_server *srv);
 void admin_server_update(struct admin_server *srv);
 /* Does srv speak HTTPS (admin_listen with admin_tls_cert)? */
 bool admin_server_tls(const struct admin_server *srv);
-/* Best-effort one-shot 503 on a socket about to be closed. */
+/* Best-effort one-shot answers on a plain socket about to be closed: a
+ * whole response (JSON body, "Connection: close"), and the 503 of a full
+ * listener. */
+void admin_send_raw(int fd, const char *status_line, const char *extra_headers,
+		    const char *body);
 void admin_send_busy(int fd);
 /* Connections per listener under the descriptor limit. */
 unsigned admin_http_budget(void);

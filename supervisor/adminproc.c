@@ -333,29 +333,31 @@ adminproc_send_answer(struct adminproc *ap, uint64_t id, struct admin_answer *a)
 	return 0;
 }
 
-static struct adminproc_deferred *
-adminproc_deferred_of(struct adminproc *ap, uint64_t waiter)
+/* The admin process's request id of the deferred request the engine calls
+ * waiter, forgotten from now on; false when its admin process has gone
+ * since (nobody waits for the answer any more). */
+static bool
+adminproc_deferred_take(struct adminproc *ap, uint64_t waiter, uint64_t *id)
 {
 	if (ap == NULL || waiter == 0)
-		return NULL;
+		return false;
 	for (size_t i = 0; i < ADMINPROTO_MAX_INFLIGHT; i++)
-		if (ap->deferred[i].waiter == waiter)
-			return &ap->deferred[i];
-	return NULL;
+		if (ap->deferred[i].waiter == waiter) {
+			*id = ap->deferred[i].id;
+			memset(&ap->deferred[i], 0, sizeof ap->deferred[i]);
+			return true;
+		}
+	return false;
 }
 
 void
 adminproc_answer_reload(struct adminproc *ap, uint64_t waiter, const struct sup_reload_record *rec)
 {
-	struct adminproc_deferred *d = adminproc_deferred_of(ap, waiter);
-	struct admin_answer a;
+	struct admin_answer a = { 0 };
 	uint64_t id;
 
-	if (d == NULL)
-		return;  /* its admin process has gone since */
-	id = d->id;
-	memset(d, 0, sizeof *d);
-	memset(&a, 0, sizeof a);
+	if (!adminproc_deferred_take(ap, waiter, &id))
+		return;
 	admin_api_reload_answer(ap->s, rec, &a);
 	adminproc_send_answer(ap, id, &a);
 }
@@ -363,15 +365,11 @@ adminproc_answer_reload(struct adminproc *ap, uint64_t waiter, const struct sup_
 void
 adminproc_answer_op(struct adminproc *ap, uint64_t waiter, const struct sup_answer *ans)
 {
-	struct adminproc_deferred *d = adminproc_deferred_of(ap, waiter);
-	struct admin_answer a;
+	struct admin_answer a = { 0 };
 	uint64_t id;
 
-	if (d == NULL)
+	if (!adminproc_deferred_take(ap, waiter, &id))
 		return;
-	id = d->id;
-	memset(d, 0, sizeof *d);
-	memset(&a, 0, sizeof a);
 	admin_api_op_answer(ans, &a);
 	adminproc_send_answer(ap, id, &a);
 }

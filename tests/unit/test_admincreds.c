@@ -14,35 +14,9 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "tests/unit/ferry_section.h"
 #include "supervisor/admincreds.h"
 #include "supervisor/plan.h"
-
-#define CL "[cluster a]\nupstream = 127.0.0.1:9092\nbootstrap = 127.0.0.1:19092\n" \
-	"broker_ports = 19093-19094\n"
-
-struct res {
-	int rc;
-	struct cfg c;
-	struct cfg_errors e;
-};
-
-static void
-parse(struct res *r, const char *ferry)
-{
-	char text[4096];
-
-	snprintf(text, sizeof text, "[ferry]\n%s" CL, ferry);
-	memset(r, 0, sizeof *r);
-	cfg_errors_init(&r->e);
-	r->rc = cfg_parse_string("t.ini", text, strlen(text), &r->c, &r->e);
-}
-
-static void
-done(struct res *r)
-{
-	cfg_free(&r->c);
-	cfg_errors_free(&r->e);
-}
 
 static void
 setup(void)
