@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -434,6 +435,17 @@ adminproc_on_request(struct adminproc *ap, const struct ipc_msg *msg, char *err,
 }
 
 static void
+adminproc_ready(struct adminproc *ap)
+{
+	ev_timer_stop(ap->loop, &ap->deadline);
+	adminproc_set_state(ap, ADMINPROC_RUNNING);
+	ap->last_pong_ms = clock_mono_ms();
+	ev_timer_again(ap->loop, &ap->ping);
+	log_info("admin process ready", "pid=%d user_uid=%d", (int)ap->pid,
+	    ap->creds.drop ? (int)ap->creds.uid : (int)geteuid());
+}
+
+static void
 adminproc_read(struct adminproc *ap)
 {
 	struct sup *s = ap->s;
@@ -471,12 +483,7 @@ adminproc_read(struct adminproc *ap)
 				bad = adminproc_on_request(ap, &msg, err, sizeof err) == -1;
 			}
 		} else if (msg.hdr.type == IPC_READY && ap->state == ADMINPROC_STARTING) {
-			ev_timer_stop(ap->loop, &ap->deadline);
-			adminproc_set_state(ap, ADMINPROC_RUNNING);
-			ap->last_pong_ms = clock_mono_ms();
-			ev_timer_again(ap->loop, &ap->ping);
-			log_info("admin process ready", "pid=%d user_uid=%d", (int)ap->pid,
-			    ap->creds.drop ? (int)ap->creds.uid : (int)geteuid());
+			adminproc_ready(ap);
 		} else if (msg.hdr.type == IPC_PONG) {
 			ap->last_pong_ms = clock_mono_ms();
 		} else {
@@ -604,19 +611,106 @@ retry:
 	ev_timer_start(ap->loop, &ap->deadline);
 }
 
+/* The first start, before the loop runs: wait for READY here, so that a
+ * missing or broken ferry-admin (not executable as `user`, of another
+ * build) stops ferryd with the reason instead of a restart loop. Blocking
+ * is fine: nothing else is served yet. 0, or -1 with err (the process is
+ * gone). */
+static int
+adminproc_wait_ready(struct adminproc *ap, char *err, size_t errlen)
+{
+	uint64_t until = clock_mono_ms() + ADMINPROC_START_TIMEOUT_MS;
+	bool eof = false;
+	int status;
+
+	for (;;) {
+		uint64_t now = clock_mono_ms();
+		struct pollfd p = { .fd = ap->chan, .events = POLLIN };
+		struct ipc_msg msg;
+		char why[160] = "";
+		int r;
+
+		if (now >= until) {
+			snprintf(err, errlen, "%s did not start within %d ms", ap->exe,
+			    ADMINPROC_START_TIMEOUT_MS);
+			kill(ap->pid, SIGKILL);
+			break;
+		}
+		if (ipcq_pending(&ap->q) && ipcq_flush(&ap->q, ap->chan) == -1)
+			eof = true;
+		if (ipcq_pending(&ap->q))
+			p.events |= POLLOUT;
+		if (!eof && poll(&p, 1, (int)(until - now < 20 ? until - now : 20)) > 0 &&
+		    (p.revents & (POLLIN | POLLHUP | POLLERR))) {
+			r = ipc_recv(ap->chan, ap->buf, sizeof ap->buf, &msg, why, sizeof why);
+			if (r == 1) {
+				bool ready = msg.hdr.type == IPC_READY && msg.nfds == 0 &&
+				    msg.hdr.generation == 0;
+
+				ipc_close_fds(&msg);
+				if (ready) {
+					ev_io_start(ap->loop, &ap->rio);
+					if (ipcq_pending(&ap->q))
+						ev_io_start(ap->loop, &ap->wio);
+					adminproc_ready(ap);
+					return 0;
+				}
+				snprintf(err, errlen, "%s sent %s before READY", ap->exe,
+				    ipc_type_str(msg.hdr.type));
+				kill(ap->pid, SIGKILL);
+				break;
+			}
+			if (r == 0 || (errno != EAGAIN && errno != EINTR))
+				eof = true;
+		}
+		if (eof) {
+			/* its end of the channel closed: it is exiting; say why */
+			if (waitpid(ap->pid, &status, WNOHANG) == ap->pid) {
+				char how[64];
+
+				adminproc_exit_text(status, how, sizeof how);
+				snprintf(err, errlen, "%s exited before it was ready (%s)%s", ap->exe, how,
+				    WIFEXITED(status) && WEXITSTATUS(status) == CHILDPROC_EXIT_EXEC ?
+				    ": it cannot be executed as the workers' user" :
+				    WIFEXITED(status) && WEXITSTATUS(status) == CHILDPROC_EXIT_CREDS ?
+				    ": bad setup or credentials (see its log line above)" : "");
+				ap->pid = 0;
+				break;
+			}
+			struct timespec ts = { .tv_sec = 0, .tv_nsec = 5 * 1000 * 1000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+	/* reaped here, not by the loop */
+	ev_child_stop(ap->loop, &ap->child);
+	if (ap->pid > 0)
+		waitpid(ap->pid, &status, 0);
+	ap->pid = 0;
+	adminproc_chan_close(ap);
+	return -1;
+}
+
 int
-adminproc_start(struct adminproc *ap, char *err, size_t errlen)
+adminproc_start(struct adminproc *ap, bool wait, char *err, size_t errlen)
 {
 	ap->started = true;
 	adminproc_spawn(ap);
+	if (ap->pid > 0 && wait) {
+		ev_io_stop(ap->loop, &ap->rio);
+		ev_io_stop(ap->loop, &ap->wio);
+		if (adminproc_wait_ready(ap, err, errlen) == -1)
+			goto fail;
+	}
 	if (ap->pid <= 0) {
-		ap->started = false;
-		ev_timer_stop(ap->loop, &ap->deadline);
-		adminproc_set_state(ap, ADMINPROC_STOPPED);
 		snprintf(err, errlen, "cannot start the admin process: %s", strerror(errno));
-		return -1;
+		goto fail;
 	}
 	return 0;
+fail:
+	ap->started = false;
+	ev_timer_stop(ap->loop, &ap->deadline);
+	adminproc_set_state(ap, ADMINPROC_STOPPED);
+	return -1;
 }
 
 void

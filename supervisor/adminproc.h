@@ -75,8 +75,11 @@ struct adminproc *adminproc_new(struct sup *s, struct ev_loop *loop,
 				const struct adminproc_adopt *adopt, char *err, size_t errlen);
 
 /* Start the process (and restart it whenever it exits, until
- * adminproc_stop). 0, or -1 with err when it cannot be forked. */
-int adminproc_start(struct adminproc *ap, char *err, size_t errlen);
+ * adminproc_stop). With wait (ferryd's start, before its loop runs), wait
+ * up to ADMINPROC_START_TIMEOUT_MS for READY: a ferry-admin that cannot
+ * run fails ferryd's start with the reason. 0, or -1 with err (nothing
+ * left running). */
+int adminproc_start(struct adminproc *ap, bool wait, char *err, size_t errlen);
 
 /* Stop the process: SIGTERM, SIGKILL after ADMINPROC_STOP_GRACE_MS, reaped
  * before this returns. Requests it had sent are dropped. The sockets stay. */

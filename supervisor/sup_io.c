@@ -920,7 +920,7 @@ sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 	log_info("ferryd starting", "version=%s clusters=%zu config=%s config_version=%s",
 	    FERRY_VERSION, s->cfg.n_clusters, s->config_path, s->config_version);
 	io->admin = adminproc_new(s, io->loop, &io->creds, NULL, err, sizeof err);
-	if (!io->admin || adminproc_start(io->admin, err, sizeof err) == -1) {
+	if (!io->admin || adminproc_start(io->admin, true, err, sizeof err) == -1) {
 		log_error("cannot start admin API", "error=\"%s\"", err);
 		adminproc_free(io->admin);
 		io->admin = NULL;

@@ -40,8 +40,8 @@ import time
 
 import pytest
 
-from conftest import (BUILD, FERRYD, REPO, UnixHTTPConnection, http_request, pid_alive,
-                      proc_starttime, serving_pids, wait_for)
+from conftest import (BUILD, FERRYD, REPO, UnixHTTPConnection, admin_pid_of, http_request,
+                      pid_alive, proc_starttime, serving_pids, wait_for)
 from core_helpers import _c_source, ipc_header, ipc_type_values, take_worker_channel
 
 FERRY_ADMIN = BUILD / "supervisor" / "ferry-admin"
@@ -231,6 +231,37 @@ def test_admin_process_runs_as_the_workers_user(one):
     wait_for(lambda: f"pid={os.getpid()}" in f.log_path.read_text(), 5, what="caller logged")
     line = [x for x in f.log_path.read_text().splitlines() if 'msg="admin call"' in x][-1]
     assert "proc=supervisor" in line and f"uid={os.getuid()} gid={os.getgid()}" in line, line
+
+
+def test_ferryd_does_not_start_without_a_working_ferry_admin(mock_factory, ferry_factory,
+                                                            workdir):
+    """ferryd looks for ferry-admin next to itself first: a copy of ferryd
+    beside a ferry-admin that the workers' user may not execute refuses to
+    start, saying so, instead of restarting it in a loop."""
+    if os.geteuid() != 0:
+        pytest.skip("the admin process changes user only when ferryd runs as root")
+    m = mock_factory("A", 3)
+    f = ferry_factory({"A": m}, start=False)
+    bindir = workdir / "bin"
+    bindir.mkdir()
+    shutil.copy(FERRYD, bindir / "ferryd")
+    shutil.copy(FERRY_ADMIN, bindir / "ferry-admin")
+    os.chmod(bindir / "ferry-admin", 0o700)           # root only: not `nobody`
+    r = subprocess.run([str(bindir / "ferryd"), "-c", str(f.config_path)], capture_output=True,
+                       text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 1, (r.returncode, r.stderr[-2000:])
+    assert f"{bindir / 'ferry-admin'} exited before it was ready (exit 127): it cannot be " \
+        "executed as the workers' user" in r.stderr, r.stderr[-2000:]
+    assert not os.path.exists(f.sock), "the control socket was left behind"
+    # beside a working one, the same copy starts
+    os.chmod(bindir / "ferry-admin", 0o755)
+    f.keeper.procs.append(("ferryd-copy", subprocess.Popen(
+        [str(bindir / "ferryd"), "-c", str(f.config_path)], stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=open(workdir / "copy.log", "wb"))))
+    p = f.keeper.procs[-1][1]
+    wait_for(lambda: f.ctl("ready", check=False).returncode == 0, 30, what="copy ready")
+    with open(f"/proc/{admin_pid_of(p.pid)}/cmdline", "rb") as fh:
+        assert fh.read().split(b"\0")[0] == b"ferry-admin"
 
 
 # --------------------------------------------------------------------------
