@@ -388,6 +388,9 @@ main(int argc, char **argv)
 		fprintf(stderr, "ferry-admin is started by ferryd itself\n");
 		return 2;
 	}
+	/* nothing but fd 0-2 and the channel: ferryd may have left the file
+	 * it executed open (an interpreter would need it) */
+	close_range(ADMIN_CHAN_FD + 1, ~0u, 0);
 	log_init("admin", NULL, LOG_INFO, false);
 	/* the credential change happened before exec; PDEATHSIG survives it */
 	prctl(PR_SET_PDEATHSIG, SIGTERM);

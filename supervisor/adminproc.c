@@ -162,6 +162,17 @@ adminproc_find_exe(char *out, size_t len, char *err, size_t errlen)
 	return -1;
 }
 
+/* fd moved to 4 or above (closed either way); -1 with errno. */
+static int
+adminproc_fd_above3(int fd)
+{
+	int nfd = fcntl(fd, F_DUPFD_CLOEXEC, 4), e = errno;
+
+	close(fd);
+	errno = e;
+	return nfd;
+}
+
 /* ---- the process's end --------------------------------------------------------------- */
 
 static void
@@ -859,7 +870,9 @@ adminproc_new(struct sup *s, struct ev_loop *loop, const struct childproc_creds 
 
 	if (adminproc_find_exe(ap->exe, sizeof ap->exe, err, errlen) == -1)
 		goto fail;
-	if ((ap->exe_fd = open(ap->exe, O_PATH | O_CLOEXEC)) == -1) {
+	/* above fd 3, which a child's channel takes before the exec */
+	if ((ap->exe_fd = open(ap->exe, O_PATH | O_CLOEXEC)) == -1 ||
+	    (ap->exe_fd < 4 && (ap->exe_fd = adminproc_fd_above3(ap->exe_fd)) == -1)) {
 		snprintf(err, errlen, "%s: %s", ap->exe, strerror(errno));
 		goto fail;
 	}

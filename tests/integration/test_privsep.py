@@ -220,6 +220,13 @@ def test_admin_process_runs_as_the_workers_user(one):
         assert st["Groups"].split() == [str(nobody.pw_gid)], st["Groups"]
         # and the supervisor is root
         assert proc_status(f.proc.pid)["Uid"].split()[0] == "0"
+    # what it holds: sockets, its loop's descriptors, the log; no file of
+    # ferryd's (the executable it was started from, a config, a key)
+    fds = {int(n): os.readlink(f"/proc/{pid}/fd/{n}") for n in os.listdir(f"/proc/{pid}/fd")}
+    files = {n: t for n, t in fds.items() if t.startswith("/") and n > 2 and
+             not t.startswith("/dev/")}
+    assert not files, f"the admin process holds files: {files}"
+    assert sum(t.startswith("socket:") for t in fds.values()) == 3, fds  # channel, 2 listeners
     h = health(f)
     assert h["admin"]["pid"] == pid and h["admin"]["state"] == "running"
     assert h["admin"]["restarts"] == 0
