@@ -50,7 +50,7 @@ admin_server_update(struct admin_server *srv)
 
 	if (srv->fd == -1)
 		return;
-	if (!srv->backing_off)
+	if (!srv->backing_off && !srv->admin->paused)
 		ev_io_start(loop, &srv->io);
 	else
 		ev_io_stop(loop, &srv->io);

@@ -22,6 +22,7 @@
 #include "common/tlsmat.h"
 #include "common/units.h"
 #include "supervisor/admincreds.h"
+#include "supervisor/connlist.h"
 #include "supervisor/status.h"
 #include "supervisor/supervisor.h"
 
@@ -147,8 +148,12 @@ admin_h_metrics(const struct admin_api_req *req, struct admin_answer *out)
 		admin_answer_error(out, 500, "out of memory");
 		return ADMIN_API_ANSWERED;
 	}
-	/* the admin API's own counters (adminproto.h) and its process */
-	n = adminproto_metrics_text(p->counters, extra, sizeof extra);
+	/* the admin API's own counters (adminproto.h), with those an upgrade
+	 * carried over, and its process */
+	uint64_t counts[4];
+
+	admin_api_counters(p->counters, req->s, counts);
+	n = adminproto_metrics_text(counts, extra, sizeof extra);
 	m = n < 0 ? -1 : snprintf(extra + n, sizeof extra - (size_t)n,
 	    "# HELP ferry_admin_process_up Whether the admin process (ferry-admin) runs and "
 	    "has answered its setup\n"
@@ -323,7 +328,8 @@ admin_h_reload(const struct admin_api_req *req, struct admin_answer *out)
 
 		clock_fmt_rfc3339(rec->timestamp_ms, since, sizeof since);
 		admin_answer_json(out, 409, json_pack("{s:b, s:s, s:s}", "success", 0,
-		    "error", "a reload is in progress", "inProgressSince", since));
+		    "error", rec->errors && rec->errors[0] ? rec->errors[0] :
+		    "a reload is in progress", "inProgressSince", since));
 		return ADMIN_API_ANSWERED;
 	}
 	case SUP_UNAVAILABLE:
@@ -365,6 +371,77 @@ admin_h_restart(const struct admin_api_req *req, struct admin_answer *out)
 	return ADMIN_API_ANSWERED;
 }
 
+/* ---- upgrade (docs/design.md §11), connections ----------------------------- */
+
+void
+admin_api_counters(const struct adminproto_counters *k, const struct sup *s, uint64_t out[4])
+{
+	uint64_t now[4] = { 0, 0, 0, 0 };
+
+	if (k != NULL)
+		adminproto_counters_read(k, now);
+	for (int i = 0; i < 4; i++)
+		out[i] = s->admin_carried[i] + now[i];
+}
+
+void
+admin_api_upgrade_answer(struct sup *s, const struct sup_upgrade_record *rec,
+			 struct admin_answer *out)
+{
+	admin_answer_json(out, rec->status == SUP_UPGRADE_SUCCESS ? 200 : 500,
+	    status_upgrade_reply_json(s, rec));
+}
+
+/* The executable is never chosen by the API: ferryd runs the file it was
+ * started from (a package upgrade replaces it), so a body is refused. */
+static enum admin_api_result
+admin_h_upgrade(const struct admin_api_req *req, struct admin_answer *out)
+{
+	const struct sup_upgrade_record *rec = NULL;
+	char err[256], since[40];
+	enum sup_result r;
+
+	if (req->rq->flags & ADMINPROTO_REQ_HAD_BODY) {
+		admin_answer_error(out, 400, "POST /admin/upgrade takes no body: ferryd always "
+		    "executes the file it was started from (%s)",
+		    req->s->exec_path ? req->s->exec_path : "unknown");
+		return ADMIN_API_ANSWERED;
+	}
+	admin_clock(req->s);
+	r = sup_upgrade_start(req->s, "api", req->waiter, &rec, err, sizeof err);
+	switch (r) {
+	case SUP_DEFERRED:
+		return ADMIN_API_DEFERRED;
+	case SUP_CONFLICT:
+		clock_fmt_rfc3339(req->s->reload ? sup_reload_since(req->s) :
+		    sup_upgrade_since(req->s) ? sup_upgrade_since(req->s) : clock_wall_ms(),
+		    since, sizeof since);
+		admin_answer_json(out, 409, json_pack("{s:b, s:s, s:s}", "success", 0,
+		    "error", err, "inProgressSince", since));
+		return ADMIN_API_ANSWERED;
+	case SUP_UNAVAILABLE:
+		admin_answer_error(out, 503, "%s", err);
+		return ADMIN_API_ANSWERED;
+	default:
+		admin_api_upgrade_answer(req->s, rec, out);
+		return ADMIN_API_ANSWERED;
+	}
+}
+
+/* GET /admin/clusters/NAME/connections: the admin process read the query
+ * string into req->rq->query (connquery.h). */
+static enum admin_api_result
+admin_h_connections(const struct admin_api_req *req, struct admin_answer *out)
+{
+	const struct sup_cluster *c = sup_find_cluster(req->s, req->rq->name);
+
+	if (c == NULL)
+		admin_answer_error(out, 404, "no cluster named '%s'", req->rq->name);
+	else
+		admin_answer_json(out, 200, connlist_json(c, &req->rq->query, clock_wall_ms()));
+	return ADMIN_API_ANSWERED;
+}
+
 /* The handler of each route the supervisor answers (adminproto.c has the
  * paths); the status page is the admin process's own. */
 static const admin_api_fn admin_api_handlers[ADMINPROTO_R_COUNT] = {
@@ -378,6 +455,8 @@ static const admin_api_fn admin_api_handlers[ADMINPROTO_R_COUNT] = {
 	[ADMINPROTO_R_DRAIN] = admin_h_drain,
 	[ADMINPROTO_R_RESTART] = admin_h_restart,
 	[ADMINPROTO_R_METRICS] = admin_h_metrics,
+	[ADMINPROTO_R_CONNECTIONS] = admin_h_connections,
+	[ADMINPROTO_R_UPGRADE] = admin_h_upgrade,
 };
 
 /* Every POST changes something (reload, drain, restart) or records

@@ -66,5 +66,14 @@ enum admin_api_result admin_api_handle(struct sup *s, const struct adminproto_re
 void admin_api_reload_answer(struct sup *s, const struct sup_reload_record *rec,
 			     struct admin_answer *out);
 void admin_api_op_answer(const struct sup_answer *ans, struct admin_answer *out);
+struct sup_upgrade_record;
+void admin_api_upgrade_answer(struct sup *s, const struct sup_upgrade_record *rec,
+			      struct admin_answer *out);
+
+/* The admin API's counts (refused missing, malformed, wrong-token; TLS
+ * handshake failures): those of the counters block k (NULL: none) and
+ * those earlier ferryds carried over an upgrade (s->admin_carried). */
+void admin_api_counters(const struct adminproto_counters *k, const struct sup *s,
+			uint64_t out[4]);
 
 #endif

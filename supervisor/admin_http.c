@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "common/tls.h"
+#include "supervisor/connquery.h"
 #include "supervisor/statuspage.h"
 
 #define ADMIN_LINGER_TIMEOUT 2.0    /* seconds to drain input after the response */
@@ -182,7 +183,7 @@ admin_dispatch(struct admin_conn *c, struct admin_response *resp)
 {
 	const struct http_request *hr = &c->parser.req;
 	const char *method = hr->method;
-	char allow[128] = "";
+	char allow[128] = "", err[200];
 	bool path_known = false;
 	size_t i;
 
@@ -205,6 +206,11 @@ admin_dispatch(struct admin_conn *c, struct admin_response *resp)
 			if ((r->flags & ADMINPROTO_RF_NAME) && !cfg_cluster_name_ok(c->param)) {
 				/* no cluster can have it: nothing to ask */
 				admin_response_error(resp, 404, "no cluster named '%s'", c->param);
+				return false;
+			}
+			if ((r->flags & ADMINPROTO_RF_QUERY) &&
+			    connquery_parse(hr->query, &c->query, err, sizeof err) == -1) {
+				admin_response_error(resp, 400, "%s", err);
 				return false;
 			}
 			c->route = r;
@@ -447,6 +453,8 @@ admin_conn_submit(struct admin_conn *c)
 		.name = (c->route->flags & ADMINPROTO_RF_NAME) ? c->param : NULL,
 		.body = (c->route->flags & ADMINPROTO_RF_BODY) ? hr->body : NULL,
 		.body_len = (c->route->flags & ADMINPROTO_RF_BODY) ? hr->body_len : 0,
+		.had_body = !(c->route->flags & ADMINPROTO_RF_BODY) && hr->body_len > 0,
+		.query = (c->route->flags & ADMINPROTO_RF_QUERY) ? &c->query : NULL,
 		.caller = &c->caller,
 	};
 
@@ -825,4 +833,50 @@ admin_http_stop(struct admin *a)
 		admin_conn_close(a->conns);
 	adminauth_clear(&a->auth);
 	free(a);
+}
+
+void
+admin_http_accepting(struct admin *a, bool on)
+{
+	a->paused = !on;
+	if (on) {
+		admin_server_update(&a->control);
+		admin_server_update(&a->http);
+		return;
+	}
+	if (a->control.fd != -1)
+		ev_io_stop(a->loop, &a->control.io);
+	if (a->http.fd != -1)
+		ev_io_stop(a->loop, &a->http.io);
+}
+
+void
+admin_http_close_listeners(struct admin *a)
+{
+	admin_server_close(&a->control);
+	admin_server_close(&a->http);
+}
+
+void
+admin_http_quiesce(struct admin *a)
+{
+	struct admin_conn *c, *next;
+
+	admin_http_close_listeners(a);
+	/* nothing new is submitted: the line goes first */
+	while (a->queue != NULL)
+		admin_conn_fail(a->queue, 503, "ferryd is stopping");
+	for (c = a->conns; c != NULL; c = next) {
+		next = c->next;
+		if (c->state == ADMIN_CONN_WAITING)
+			admin_conn_fail(c, 503, "ferryd is stopping");
+		else if (c->state == ADMIN_CONN_READING)
+			admin_conn_close(c);
+	}
+}
+
+bool
+admin_http_busy(const struct admin *a)
+{
+	return a->conns != NULL;
 }

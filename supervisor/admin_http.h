@@ -28,6 +28,7 @@
 #define FERRY_SUPERVISOR_ADMIN_HTTP_H
 
 #include <ev.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -72,6 +73,8 @@ struct admin_call {
 	const char *name;               /* RF_NAME routes: the cluster; else NULL */
 	const char *body;               /* RF_BODY routes: the request body */
 	size_t body_len;
+	bool had_body;                  /* another route was sent a body (not passed) */
+	const struct adminproto_conn_query *query; /* RF_QUERY routes; else NULL */
 	const struct adminproto_caller *caller;
 };
 
@@ -98,5 +101,18 @@ void admin_http_answer(struct admin *a, uint64_t id, int status, const char *con
 /* New credentials (a reload applied): *auth is taken over. Connections in
  * progress keep their TLS session; new ones use the new certificate. */
 void admin_http_set_auth(struct admin *a, struct adminauth *auth);
+
+/* The listening sockets, as an upgrade moves them to another ferryd: stop
+ * (false) or resume accepting on them, connections in progress going on;
+ * close them for good. */
+void admin_http_accepting(struct admin *a, bool on);
+void admin_http_close_listeners(struct admin *a);
+
+/* Leaving (ferryd stops, or stops this process): the listeners close,
+ * requests still being read are dropped, those waiting for ferryd are
+ * answered 503; responses being written go on. admin_http_busy() says
+ * whether a connection is left. */
+void admin_http_quiesce(struct admin *a);
+bool admin_http_busy(const struct admin *a);
 
 #endif

@@ -59,6 +59,7 @@ struct admin_conn {
 	size_t body_charged;            /* bytes counted in srv->body_buffered */
 	const struct adminproto_route_def *route; /* the matched route, once complete */
 	char param[ADMIN_PARAM_MAX];    /* the '*' segment of the route */
+	struct adminproto_conn_query query; /* RF_QUERY routes: the query string, read */
 	uint64_t id;                    /* names the call to the supervisor */
 	char *out;
 	size_t out_len, out_off;
@@ -83,6 +84,7 @@ struct admin {
 	struct adminauth auth;          /* admin_listen's credentials */
 	struct adminproto_counters *counters; /* shared with the supervisor */
 	struct log_ratelimit rl_auth;   /* refusals */
+	bool paused;                    /* not accepting (an upgrade moves the sockets) */
 };
 
 /* admin_http.c */

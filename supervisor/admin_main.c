@@ -1,5 +1,5 @@
 /*
- * admin_main — ferry-admin, the admin process (docs/design.md §2, §11): the
+ * admin_main — ferry-admin, the admin process (docs/design.md §2, §12): the
  * only process of ferry that parses what admin clients send. ferryd starts
  * it (adminproc.c) already under the workers' `user`, with no new
  * privileges, its control channel on fd 3; it gets the listening sockets
@@ -16,6 +16,10 @@
  * It holds no state worth keeping: when its channel ends (ferryd gone or
  * done with it) or the supervisor sends something malformed, it exits, and
  * ferryd starts another one if it still runs.
+ *
+ * STOP (ferryd leaving, or done with it) is a graceful end: nothing new is
+ * read or submitted, waiting requests are answered 503, responses being
+ * written are finished (within ADMIN_LEAVE_MS), then it exits.
  *
  * Exit statuses: 0 channel closed or STOP; 1 setup failed or the channel
  * broke; 2 usage; 78 the setup messages were not what this build expects.
@@ -45,6 +49,7 @@
 #define ADMIN_CHAN_FD        3
 #define ADMIN_SETUP_TIMEOUT_MS 10000
 #define ADMIN_EXIT_SETUP     78
+#define ADMIN_LEAVE_MS       900    /* STOP: responses being written get this long */
 
 struct admin_proc {
 	struct ev_loop *loop;
@@ -53,6 +58,8 @@ struct admin_proc {
 	ev_io rio, wio;
 	struct admin *http;
 	struct adminproto_counters *counters;
+	ev_timer leave;                 /* STOP: waits for the last responses */
+	uint64_t leave_by_ms;
 	int exit_code;
 	uint8_t buf[sizeof(struct ipc_hdr) + IPC_MAX_PAYLOAD];
 };
@@ -62,6 +69,31 @@ admin_quit(struct admin_proc *ap, int code)
 {
 	ap->exit_code = code;
 	ev_break(ap->loop, EVBREAK_ALL);
+}
+
+static void
+admin_leave_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct admin_proc *ap = w->data;
+
+	(void)loop;
+	(void)revents;
+	if (!admin_http_busy(ap->http) || clock_mono_ms() >= ap->leave_by_ms)
+		admin_quit(ap, 0);
+}
+
+/* STOP: no new request; what is being written is finished (an upgrade's
+ * own answer, typically), for at most ADMIN_LEAVE_MS; then exit. */
+static void
+admin_leave(struct admin_proc *ap)
+{
+	admin_http_quiesce(ap->http);
+	ev_io_stop(ap->loop, &ap->rio);
+	ap->leave_by_ms = clock_mono_ms() + ADMIN_LEAVE_MS;
+	ev_timer_init(&ap->leave, admin_leave_cb, 0., 0.01);
+	ap->leave.data = ap;
+	ev_timer_again(ap->loop, &ap->leave);
+	admin_leave_cb(ap->loop, &ap->leave, 0);
 }
 
 /* ---- sending ------------------------------------------------------------------------ */
@@ -141,6 +173,10 @@ admin_submit(void *ctx, const struct admin_call *call)
 	rq.caller = *call->caller;
 	if (call->name != NULL)
 		snprintf(rq.name, sizeof rq.name, "%s", call->name);
+	if (call->query != NULL)
+		rq.query = *call->query;
+	if (call->had_body)
+		rq.flags = ADMINPROTO_REQ_HAD_BODY;
 	if (call->body_len == 0)
 		return admin_send(ap, IPC_ADMIN_REQUEST, &rq, sizeof rq, NULL, 0);
 
@@ -267,8 +303,20 @@ admin_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 					log_set_level((enum log_level)ll.level);
 				break;
 			}
+			case IPC_ADMIN_LISTEN: {
+				struct adminproto_listen l;
+
+				if ((bad = adminproto_listen_check(msg.payload, msg.hdr.len, &l, err,
+				    sizeof err) == -1))
+					break;
+				if (l.state == ADMINPROTO_LISTEN_CLOSE)
+					admin_http_close_listeners(ap->http);
+				else
+					admin_http_accepting(ap->http, l.state == ADMINPROTO_LISTEN_ACCEPT);
+				break;
+			}
 			case IPC_STOP:
-				admin_quit(ap, 0);
+				admin_leave(ap);
 				ipc_close_fds(&msg);
 				return;
 			default:
@@ -426,13 +474,16 @@ main(int argc, char **argv)
 	ev_io_start(ap->loop, &ap->rio);
 	ev_io_init(&ap->wio, admin_write_cb, ap->fd, EV_WRITE);
 	ap->wio.data = ap;
-	if (admin_send(ap, IPC_READY, NULL, 0, NULL, 0) == 0) {
+	struct ipc_ready ready = { .ipc_version = IPC_PROTOCOL_VERSION };
+
+	if (admin_send(ap, IPC_READY, &ready, sizeof ready, NULL, 0) == 0) {
 		log_debug("admin process ready", "ppid=%d https=%s", (int)ppid,
 		    http_fd != -1 ? "maybe" : "off");
 		ev_run(ap->loop, 0);
 	} else {
 		ap->exit_code = 1;
 	}
+	ev_timer_stop(ap->loop, &ap->leave);
 	admin_http_stop(ap->http);
 	ipcq_clear(&ap->q);
 	close(ap->fd);

@@ -96,6 +96,7 @@ struct adminproc {
 	/* the process */
 	enum adminproc_state state;
 	bool started;                   /* adminproc_start called, not stopped */
+	enum adminproto_listen_state listen_state; /* what its accepting should be */
 	pid_t pid;
 	int chan;                       /* our end of its channel, -1 */
 	struct ipcq q;
@@ -386,6 +387,18 @@ adminproc_answer_op(struct adminproc *ap, uint64_t waiter, const struct sup_answ
 	adminproc_send_answer(ap, id, &a);
 }
 
+void
+adminproc_answer_upgrade(struct adminproc *ap, uint64_t waiter, const struct sup_upgrade_record *rec)
+{
+	struct admin_answer a = { 0 };
+	uint64_t id;
+
+	if (!adminproc_deferred_take(ap, waiter, &id))
+		return;
+	admin_api_upgrade_answer(ap->s, rec, &a);
+	adminproc_send_answer(ap, id, &a);
+}
+
 /* ---- requests ----------------------------------------------------------------------------- */
 
 void
@@ -445,6 +458,20 @@ adminproc_on_request(struct adminproc *ap, const struct ipc_msg *msg, char *err,
 	return 0;
 }
 
+/* A READY of this protocol's version (ipc_decode checked its size). */
+static bool
+adminproc_ready_ok(const struct ipc_msg *msg, char *err, size_t errlen)
+{
+	struct ipc_ready r;
+
+	memcpy(&r, msg->payload, sizeof r);
+	if (r.ipc_version == IPC_PROTOCOL_VERSION)
+		return true;
+	snprintf(err, errlen, "READY of protocol version %u, not %d", r.ipc_version,
+	    IPC_PROTOCOL_VERSION);
+	return false;
+}
+
 static void
 adminproc_ready(struct adminproc *ap)
 {
@@ -494,7 +521,10 @@ adminproc_read(struct adminproc *ap)
 				bad = adminproc_on_request(ap, &msg, err, sizeof err) == -1;
 			}
 		} else if (msg.hdr.type == IPC_READY && ap->state == ADMINPROC_STARTING) {
-			adminproc_ready(ap);
+			if (adminproc_ready_ok(&msg, err, sizeof err))
+				adminproc_ready(ap);
+			else
+				bad = 1;
 		} else if (msg.hdr.type == IPC_PONG) {
 			ap->last_pong_ms = clock_mono_ms();
 		} else {
@@ -562,6 +592,12 @@ adminproc_send_setup(struct adminproc *ap)
 		sodium_memzero(creds, len);  /* a queued copy is wiped as it leaves */
 		free(creds);
 	}
+	/* paused meanwhile (an upgrade commits) */
+	if (rc == 0 && ap->listen_state != ADMINPROTO_LISTEN_ACCEPT) {
+		struct adminproto_listen l = { .state = (uint32_t)ap->listen_state };
+
+		rc = ipcq_send(&ap->q, ap->chan, IPC_ADMIN_LISTEN, 0, &l, sizeof l, NULL, 0);
+	}
 	if (ipcq_pending(&ap->q))
 		ev_io_start(ap->loop, &ap->wio);
 	return rc;
@@ -572,6 +608,12 @@ adminproc_spawn(struct adminproc *ap)
 {
 	int sv[2], bufsz = 2 * (int)(sizeof(struct ipc_hdr) + IPC_MAX_PAYLOAD);
 	pid_t ppid = getpid(), pid;
+
+	if (ap->control_fd < 0) {
+		/* its sockets went to another ferryd: nothing to serve */
+		adminproc_set_state(ap, ADMINPROC_STOPPED);
+		return;
+	}
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1)
 		goto retry;
@@ -656,7 +698,8 @@ adminproc_wait_ready(struct adminproc *ap, char *err, size_t errlen)
 			r = ipc_recv(ap->chan, ap->buf, sizeof ap->buf, &msg, why, sizeof why);
 			if (r == 1) {
 				bool ready = msg.hdr.type == IPC_READY && msg.nfds == 0 &&
-				    msg.hdr.generation == 0;
+				    msg.hdr.generation == 0 && adminproc_ready_ok(&msg, why,
+				    sizeof why);
 
 				ipc_close_fds(&msg);
 				if (ready) {
@@ -666,8 +709,11 @@ adminproc_wait_ready(struct adminproc *ap, char *err, size_t errlen)
 					adminproc_ready(ap);
 					return 0;
 				}
-				snprintf(err, errlen, "%s sent %s before READY", ap->exe,
-				    ipc_type_str(msg.hdr.type));
+				if (msg.hdr.type == IPC_READY)
+					snprintf(err, errlen, "%s: %s", ap->exe, why);
+				else
+					snprintf(err, errlen, "%s sent %s before READY", ap->exe,
+					    ipc_type_str(msg.hdr.type));
 				kill(ap->pid, SIGKILL);
 				break;
 			}
@@ -712,7 +758,8 @@ adminproc_start(struct adminproc *ap, bool wait, char *err, size_t errlen)
 		if (adminproc_wait_ready(ap, err, errlen) == -1)
 			goto fail;
 	}
-	if (ap->pid <= 0) {
+	if (ap->pid <= 0 && wait) {
+		/* later starts retry after the backoff (adminproc_spawn) */
 		snprintf(err, errlen, "cannot start the admin process: %s", strerror(errno));
 		goto fail;
 	}
@@ -736,20 +783,31 @@ adminproc_stop(struct adminproc *ap)
 		adminproc_set_state(ap, ADMINPROC_STOPPED);
 		return;
 	}
-	/* reaped here, not by the loop */
+	/* reaped here, not by the loop; what is queued for it (an answer)
+	 * goes first, then STOP: it finishes writing and exits */
 	ev_child_stop(ap->loop, &ap->child);
-	adminproc_chan_close(ap);
-	kill(ap->pid, SIGTERM);
+	if (ap->chan >= 0 && ipcq_send(&ap->q, ap->chan, IPC_STOP, 0, NULL, 0, NULL, 0) == -1)
+		kill(ap->pid, SIGTERM);
 	until = clock_mono_ms() + ADMINPROC_STOP_GRACE_MS;
 	while (waitpid(ap->pid, &status, WNOHANG) == 0) {
-		if (clock_mono_ms() >= until) {
+		uint64_t now = clock_mono_ms();
+
+		if (now >= until) {
 			kill(ap->pid, SIGKILL);
 			waitpid(ap->pid, &status, 0);
 			break;
 		}
+		if (ap->chan >= 0 && ipcq_pending(&ap->q)) {
+			struct pollfd p = { .fd = ap->chan, .events = POLLOUT };
+
+			if (poll(&p, 1, 5) > 0 && ipcq_flush(&ap->q, ap->chan) == -1)
+				adminproc_chan_close(ap);
+			continue;
+		}
 		struct timespec ts = { .tv_sec = 0, .tv_nsec = 5 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
 	}
+	adminproc_chan_close(ap);
 	ap->pid = 0;
 	adminproc_set_state(ap, ADMINPROC_STOPPED);
 }
@@ -831,15 +889,66 @@ adminproc_reload_end(struct adminproc *ap, bool apply, int log_level)
 /* ---- setting up ---------------------------------------------------------------------------- */
 
 void
-adminproc_listeners(const struct adminproc *ap, int *control_fd, int *http_fd)
+adminproc_listeners(const struct adminproc *ap, struct admin_listeners *out)
 {
-	*control_fd = ap->control_fd;
-	*http_fd = ap->http_fd;
+	out->control_fd = ap->control_fd;
+	out->control_dev = ap->socket_dev;
+	out->control_ino = ap->socket_ino;
+	out->tcp_fd = ap->http_fd;
+}
+
+/* Tell the admin process what to do with its listening sockets. */
+static void
+adminproc_send_listen(struct adminproc *ap, enum adminproto_listen_state st)
+{
+	struct adminproto_listen l = { .state = (uint32_t)st };
+
+	ap->listen_state = st;
+	if (ap->chan < 0)
+		return;  /* the next one is told with its setup */
+	if (ipcq_send(&ap->q, ap->chan, IPC_ADMIN_LISTEN, 0, &l, sizeof l, NULL, 0) == -1) {
+		if (errno != EPIPE && errno != ECONNRESET)
+			adminproc_kill(ap, "cannot send to it");
+	} else if (ipcq_pending(&ap->q)) {
+		ev_io_stop(ap->loop, &ap->rio);
+		ev_io_start(ap->loop, &ap->wio);
+	}
+}
+
+void
+adminproc_accepting(struct adminproc *ap, bool on)
+{
+	if (ap->listen_state != ADMINPROTO_LISTEN_CLOSE)
+		adminproc_send_listen(ap, on ? ADMINPROTO_LISTEN_ACCEPT : ADMINPROTO_LISTEN_PAUSE);
+}
+
+void
+adminproc_close_listeners(struct adminproc *ap)
+{
+	adminproc_send_listen(ap, ADMINPROTO_LISTEN_CLOSE);
+	if (ap->control_fd >= 0)
+		close(ap->control_fd);
+	if (ap->http_fd >= 0)
+		close(ap->http_fd);
+	ap->control_fd = ap->http_fd = -1;
+	ap->socket_path[0] = '\0';  /* the file is the successor's now */
+}
+
+bool
+adminproc_busy(const struct adminproc *ap)
+{
+	return ap->chan >= 0 && (ap->session.outstanding > 0 || ipcq_pending(&ap->q));
+}
+
+void
+adminproc_counters(const struct adminproc *ap, const struct sup *s, uint64_t out[4])
+{
+	admin_api_counters(ap ? ap->counters : NULL, s, out);
 }
 
 struct adminproc *
 adminproc_new(struct sup *s, struct ev_loop *loop, const struct childproc_creds *creds,
-	      const struct adminproc_adopt *adopt, char *err, size_t errlen)
+	      const struct admin_listeners *inherit, char *err, size_t errlen)
 {
 	const struct cfg *cfg = &s->cfg;
 	struct adminproc *ap = calloc(1, sizeof *ap);
@@ -854,6 +963,7 @@ adminproc_new(struct sup *s, struct ev_loop *loop, const struct childproc_creds 
 	ap->creds = *creds;
 	ap->exe_fd = ap->control_fd = ap->http_fd = ap->counters_fd = ap->chan = -1;
 	ap->log_level = (uint32_t)cfg->log_level;
+	ap->listen_state = ADMINPROTO_LISTEN_ACCEPT;
 	ap->log_json = cfg->log_format == CFG_LOG_JSON;
 	ipcq_init(&ap->q, 0, 0);
 	ev_child_init(&ap->child, adminproc_child_cb, 0, 0);
@@ -885,16 +995,19 @@ adminproc_new(struct sup *s, struct ev_loop *loop, const struct childproc_creds 
 		goto fail;
 	}
 	ap->counters->magic = ADMINPROTO_COUNTERS_MAGIC;
-	if (adopt != NULL) {
-		ap->control_fd = adopt->control_fd;
-		ap->http_fd = adopt->http_fd;
+	snprintf(ap->socket_path, sizeof ap->socket_path, "%s", cfg->control_socket);
+	if (inherit != NULL) {
+		/* an upgrade: the predecessor's sockets, never bound again */
+		ap->control_fd = inherit->control_fd;
+		ap->socket_dev = inherit->control_dev;
+		ap->socket_ino = inherit->control_ino;
+		ap->http_fd = inherit->tcp_fd;
 		return ap;
 	}
 	if ((ap->control_fd = admin_listen_control(cfg->control_socket,
 	    (mode_t)cfg->control_socket_mode, cfg->control_socket_group, &ap->socket_dev,
 	    &ap->socket_ino, err, errlen)) == -1)
 		goto fail;
-	snprintf(ap->socket_path, sizeof ap->socket_path, "%s", cfg->control_socket);
 	log_info("control socket listening", "path=\"%s\" mode=%04o group=%s",
 	    cfg->control_socket, cfg->control_socket_mode,
 	    cfg->control_socket_group[0] ? cfg->control_socket_group : "-");

@@ -29,10 +29,11 @@
  * kills it too. While its outgoing queue holds answers, no new request is
  * read from it: a client that reads slowly slows only the admin process.
  *
- * The start/stop API is small on purpose: a ferryd that hands its sockets
- * to a new one (binary upgrade) stops the admin process, passes
- * adminproc_listeners(), and the new ferryd adopts them (adminproc_new
- * with adopt) and starts its own.
+ * The API an upgrade uses is small on purpose: the old ferryd pauses its
+ * admin process's accepting, passes adminproc_listeners() to the new one,
+ * which takes them over (adminproc_new with inherit) and starts its own
+ * admin process; the old one closes its copies, answers the upgrade
+ * request and leaves, its admin process finishing that answer first.
  */
 #ifndef FERRY_SUPERVISOR_ADMINPROC_H
 #define FERRY_SUPERVISOR_ADMINPROC_H
@@ -41,6 +42,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "supervisor/admin_api.h"
 #include "supervisor/childproc.h"
@@ -59,20 +61,24 @@ struct adminproc;
 #define ADMINPROC_STABLE_MS        10000  /* a run this long resets the backoff */
 #define ADMINPROC_EXE_NAME         "ferry-admin"
 
-/* Listening sockets taken over from another ferryd instead of binding. */
-struct adminproc_adopt {
-	int control_fd;                 /* listening, non-blocking */
-	int http_fd;                    /* -1 when admin_listen is off */
+/* The admin API's listening sockets as an upgrade hands them to the
+ * successor (docs/design.md §11); -1 where there is none. */
+struct admin_listeners {
+	int control_fd;
+	dev_t control_dev;              /* the socket file's, to unlink only ours */
+	ino_t control_ino;
+	int tcp_fd;
 };
 
 /* Set up the admin process of s (its configuration s->cfg): read the admin
- * credentials, bind the control socket and admin_listen (or take adopt's
- * sockets), create the counters block and find ferry-admin: next to
- * ferryd's own executable first (a build tree), then in FERRY_LIBEXECDIR.
- * Nothing is started yet. NULL with a message in err. */
+ * credentials, bind the control socket and admin_listen (or take over
+ * inherit's: an upgrade; they are ap's once this succeeds), create the
+ * counters block and find ferry-admin: next to ferryd's own executable
+ * first (a build tree), then in FERRY_LIBEXECDIR. Nothing is started yet.
+ * NULL with a message in err. */
 struct adminproc *adminproc_new(struct sup *s, struct ev_loop *loop,
 				const struct childproc_creds *creds,
-				const struct adminproc_adopt *adopt, char *err, size_t errlen);
+				const struct admin_listeners *inherit, char *err, size_t errlen);
 
 /* Start the process (and restart it whenever it exits, until
  * adminproc_stop). With wait (ferryd's start, before its loop runs), wait
@@ -81,13 +87,27 @@ struct adminproc *adminproc_new(struct sup *s, struct ev_loop *loop,
  * left running). */
 int adminproc_start(struct adminproc *ap, bool wait, char *err, size_t errlen);
 
-/* Stop the process: SIGTERM, SIGKILL after ADMINPROC_STOP_GRACE_MS, reaped
- * before this returns. Requests it had sent are dropped. The sockets stay. */
+/* Stop the process: STOP (it finishes writing the responses it has, an
+ * upgrade's own answer included), SIGKILL if it is not gone after
+ * ADMINPROC_STOP_GRACE_MS; reaped before this returns. Requests not yet
+ * answered are dropped. The sockets stay. */
 void adminproc_stop(struct adminproc *ap);
 
-/* The listening sockets (still owned here): control socket, admin_listen
- * (-1 when off). */
-void adminproc_listeners(const struct adminproc *ap, int *control_fd, int *http_fd);
+/* The listening sockets (still owned here). */
+void adminproc_listeners(const struct adminproc *ap, struct admin_listeners *out);
+
+/* An upgrade: stop (false) or resume the admin process's accepting, its
+ * connections going on; close the sockets for good, here and there,
+ * without removing the control socket file (the successor's now); whether
+ * requests are still unanswered. */
+void adminproc_accepting(struct adminproc *ap, bool on);
+void adminproc_close_listeners(struct adminproc *ap);
+bool adminproc_busy(const struct adminproc *ap);
+
+/* The admin API's counts (refused missing, malformed, wrong-token; TLS
+ * handshake failures) with those earlier ferryds carried over (an
+ * upgrade). ap may be NULL. */
+void adminproc_counters(const struct adminproc *ap, const struct sup *s, uint64_t out[4]);
 
 /* Stop it, close the sockets, remove the control socket file, free ap.
  * NULL is allowed. */
@@ -98,6 +118,9 @@ void adminproc_free(struct adminproc *ap);
 void adminproc_answer_reload(struct adminproc *ap, uint64_t waiter,
 			     const struct sup_reload_record *rec);
 void adminproc_answer_op(struct adminproc *ap, uint64_t waiter, const struct sup_answer *ans);
+struct sup_upgrade_record;
+void adminproc_answer_upgrade(struct adminproc *ap, uint64_t waiter,
+			      const struct sup_upgrade_record *rec);
 
 /* A reload's admin credentials (sup_ops.admin_prepare / reload_end): read
  * and checked into a pending set; applied (sent to the admin process, and

@@ -31,6 +31,10 @@ const struct adminproto_route_def adminproto_routes[] = {
 	  ADMINPROTO_RF_NAME | ADMINPROTO_RF_MUTATES },
 	{ ADMINPROTO_R_RESTART, "POST", "/admin/clusters/*/restart",
 	  ADMINPROTO_RF_NAME | ADMINPROTO_RF_MUTATES | ADMINPROTO_RF_WAITS },
+	{ ADMINPROTO_R_UPGRADE, "POST", "/admin/upgrade",
+	  ADMINPROTO_RF_MUTATES | ADMINPROTO_RF_WAITS },
+	{ ADMINPROTO_R_CONNECTIONS, "GET", "/admin/clusters/*/connections",
+	  ADMINPROTO_RF_NAME | ADMINPROTO_RF_QUERY },
 	{ ADMINPROTO_R_METRICS, "GET", "/metrics", 0 },
 	{ ADMINPROTO_R_PAGE, "GET", "/", ADMINPROTO_RF_LOCAL },        /* the HTML status page */
 	{ ADMINPROTO_R_PAGE, "GET", "/admin/", ADMINPROTO_RF_LOCAL },
@@ -62,6 +66,8 @@ adminproto_route_str(enum adminproto_route r)
 		[ADMINPROTO_R_RESTART] = "restart",
 		[ADMINPROTO_R_METRICS] = "metrics",
 		[ADMINPROTO_R_PAGE] = "page",
+		[ADMINPROTO_R_CONNECTIONS] = "connections",
+		[ADMINPROTO_R_UPGRADE] = "upgrade",
 	};
 
 	return (unsigned)r < ADMINPROTO_R_COUNT ? names[r] : "unknown";
@@ -227,6 +233,24 @@ adminproto_caller_check(const struct adminproto_caller *c, char *err, size_t err
 	return adminproto_fail(err, errlen, "caller: unknown listener %u", c->listener);
 }
 
+/* The connections listing's query: bounds, flags, filter texts. */
+static int
+adminproto_query_check(const struct adminproto_conn_query *q, char *err, size_t errlen)
+{
+	if (q->limit < 1 || q->limit > ADMINPROTO_CONN_LIMIT_MAX ||
+	    q->offset > ADMINPROTO_CONN_OFFSET_MAX)
+		return adminproto_fail(err, errlen, "query: limit %u, offset %u", q->limit,
+		    q->offset);
+	if (q->by_client_id > 1 || q->by_principal > 1 ||
+	    !adminproto_terminated(q->client_id, sizeof q->client_id) ||
+	    !adminproto_terminated(q->principal, sizeof q->principal))
+		return adminproto_fail(err, errlen, "query: malformed filter");
+	if ((!q->by_client_id && !adminproto_zero(q->client_id, sizeof q->client_id)) ||
+	    (!q->by_principal && !adminproto_zero(q->principal, sizeof q->principal)))
+		return adminproto_fail(err, errlen, "query: a value without its filter");
+	return 0;
+}
+
 int
 adminproto_request_check(const void *payload, size_t len, size_t nfds,
 			 struct adminproto_request_view *out, char *err, size_t errlen)
@@ -245,12 +269,19 @@ adminproto_request_check(const void *payload, size_t len, size_t nfds,
 	if (d->flags & ADMINPROTO_RF_LOCAL)
 		return adminproto_fail(err, errlen, "request: route %s is the admin process's own",
 		    adminproto_route_str(d->id));
-	if ((rq->flags & ~(ADMINPROTO_REQ_BODY | ADMINPROTO_REQ_REJECTED)) != 0 ||
+	if ((rq->flags & ~(ADMINPROTO_REQ_BODY | ADMINPROTO_REQ_REJECTED |
+	    ADMINPROTO_REQ_HAD_BODY)) != 0 ||
 	    rq->flags == (ADMINPROTO_REQ_BODY | ADMINPROTO_REQ_REJECTED))
 		return adminproto_fail(err, errlen, "request: flags %#x", rq->flags);
-	if (rq->flags != 0 && !(d->flags & ADMINPROTO_RF_BODY))
+	if ((rq->flags & (ADMINPROTO_REQ_BODY | ADMINPROTO_REQ_REJECTED)) &&
+	    !(d->flags & ADMINPROTO_RF_BODY))
 		return adminproto_fail(err, errlen, "request: %s takes no body",
 		    adminproto_route_str(d->id));
+	if (rq->flags == ADMINPROTO_REQ_HAD_BODY && (d->flags & ADMINPROTO_RF_BODY))
+		return adminproto_fail(err, errlen, "request: %s passes its body",
+		    adminproto_route_str(d->id));
+	if ((rq->flags & ADMINPROTO_REQ_HAD_BODY) && rq->flags != ADMINPROTO_REQ_HAD_BODY)
+		return adminproto_fail(err, errlen, "request: flags %#x", rq->flags);
 	if (!adminproto_terminated(rq->name, sizeof rq->name) ||
 	    !adminproto_terminated(rq->version, sizeof rq->version))
 		return adminproto_fail(err, errlen, "request: unterminated text");
@@ -264,6 +295,13 @@ adminproto_request_check(const void *payload, size_t len, size_t nfds,
 	}
 	if (adminproto_caller_check(&rq->caller, err, errlen) == -1)
 		return -1;
+	if (d->flags & ADMINPROTO_RF_QUERY) {
+		if (adminproto_query_check(&rq->query, err, errlen) == -1)
+			return -1;
+	} else if (!adminproto_zero(&rq->query, sizeof rq->query)) {
+		return adminproto_fail(err, errlen, "request: %s takes no query",
+		    adminproto_route_str(d->id));
+	}
 	if (rq->flags & ADMINPROTO_REQ_BODY) {
 		if (nfds != 1 || len != sizeof *rq || rq->body_len == 0 ||
 		    rq->body_len > CFG_MAX_FILE_BYTES || rq->n_errors != 0 || rq->version[0] != '\0')
@@ -389,6 +427,18 @@ adminproto_creds_check(const void *payload, size_t len, struct adminproto_creds_
 }
 
 int
+adminproto_listen_check(const void *payload, size_t len, struct adminproto_listen *out,
+			char *err, size_t errlen)
+{
+	if (len != sizeof *out)
+		return adminproto_fail(err, errlen, "listen: %zu bytes", len);
+	memcpy(out, payload, sizeof *out);
+	if (out->state > ADMINPROTO_LISTEN_CLOSE || out->pad != 0)
+		return adminproto_fail(err, errlen, "listen: state %u", out->state);
+	return 0;
+}
+
+int
 adminproto_session_accept(struct adminproto_session *s, uint64_t id, char *err, size_t errlen)
 {
 	if (id <= s->last_id)
@@ -411,8 +461,16 @@ adminproto_session_done(struct adminproto_session *s)
 
 /* ---- counters, errors ------------------------------------------------------------------- */
 
+void
+adminproto_counters_read(const struct adminproto_counters *k, uint64_t out[4])
+{
+	for (int i = 0; i < 3; i++)
+		out[i] = atomic_load_explicit(&k->refused[i], memory_order_relaxed);
+	out[3] = atomic_load_explicit(&k->tls_failures, memory_order_relaxed);
+}
+
 int
-adminproto_metrics_text(const struct adminproto_counters *k, char *buf, size_t len)
+adminproto_metrics_text(const uint64_t v[4], char *buf, size_t len)
 {
 	int n = snprintf(buf, len,
 	    "# HELP ferry_admin_requests_refused_total Admin API requests on admin_listen "
@@ -425,13 +483,10 @@ adminproto_metrics_text(const struct adminproto_counters *k, char *buf, size_t l
 	    "admin_listen (plain HTTP, untrusted client certificates, garbage)\n"
 	    "# TYPE ferry_admin_tls_handshake_failures_total counter\n"
 	    "ferry_admin_tls_handshake_failures_total %llu\n",
-	    adminproto_auth_str(ADMINPROTO_AUTH_MISSING),
-	    (unsigned long long)atomic_load_explicit(&k->refused[0], memory_order_relaxed),
-	    adminproto_auth_str(ADMINPROTO_AUTH_MALFORMED),
-	    (unsigned long long)atomic_load_explicit(&k->refused[1], memory_order_relaxed),
-	    adminproto_auth_str(ADMINPROTO_AUTH_WRONG),
-	    (unsigned long long)atomic_load_explicit(&k->refused[2], memory_order_relaxed),
-	    (unsigned long long)atomic_load_explicit(&k->tls_failures, memory_order_relaxed));
+	    adminproto_auth_str(ADMINPROTO_AUTH_MISSING), (unsigned long long)v[0],
+	    adminproto_auth_str(ADMINPROTO_AUTH_MALFORMED), (unsigned long long)v[1],
+	    adminproto_auth_str(ADMINPROTO_AUTH_WRONG), (unsigned long long)v[2],
+	    (unsigned long long)v[3]);
 
 	return n < 0 || (size_t)n >= len ? -1 : n;
 }

@@ -1,6 +1,6 @@
 /*
  * adminproto — the typed messages between ferryd (the supervisor, root) and
- * its admin process (ferry-admin, unprivileged), docs/design.md §2 and §11.
+ * its admin process (ferry-admin, unprivileged), docs/design.md §2 and §12.
  *
  * The admin process accepts on the control socket and admin_listen, does
  * TLS, parses HTTP, decides access and enforces the limits; what reaches
@@ -60,6 +60,8 @@ enum adminproto_route {
 	ADMINPROTO_R_RESTART,
 	ADMINPROTO_R_METRICS,
 	ADMINPROTO_R_PAGE,
+	ADMINPROTO_R_CONNECTIONS,
+	ADMINPROTO_R_UPGRADE,
 	ADMINPROTO_R_COUNT,
 };
 
@@ -67,7 +69,8 @@ enum adminproto_route {
 #define ADMINPROTO_RF_BODY    0x2u  /* takes the request body (a config text) */
 #define ADMINPROTO_RF_MUTATES 0x4u  /* POST: the supervisor logs who asked */
 #define ADMINPROTO_RF_LOCAL   0x8u  /* answered by the admin process itself */
-#define ADMINPROTO_RF_WAITS   0x10u /* may be answered later (reload, restart) */
+#define ADMINPROTO_RF_WAITS   0x10u /* may be answered later (reload, restart, upgrade) */
+#define ADMINPROTO_RF_QUERY   0x20u /* takes the connections listing's query (connquery.h) */
 
 struct adminproto_route_def {
 	enum adminproto_route id;
@@ -142,6 +145,24 @@ void adminproto_sanitize(const char *in, char *out, size_t len);
 #define ADMINPROTO_REQ_BODY     0x1u  /* the body is fds[0], body_len bytes */
 #define ADMINPROTO_REQ_REJECTED 0x2u  /* the admin process's own parse refused the
                                          body: version names it, n_errors texts follow */
+#define ADMINPROTO_REQ_HAD_BODY 0x4u  /* a route that takes no body was sent one
+                                         (not passed on; /admin/upgrade refuses it) */
+
+/* The connections listing's query (GET /admin/clusters/NAME/connections),
+ * read from the query string by the admin process (connquery.h). */
+#define ADMINPROTO_CONN_LIMIT_DEFAULT 100
+#define ADMINPROTO_CONN_LIMIT_MAX     1000
+#define ADMINPROTO_CONN_OFFSET_MAX    100000000
+#define ADMINPROTO_CONN_VALUE_MAX     256   /* a filter value, NUL included */
+
+struct adminproto_conn_query {
+	uint32_t limit;                 /* 1..ADMINPROTO_CONN_LIMIT_MAX */
+	uint32_t offset;                /* 0..ADMINPROTO_CONN_OFFSET_MAX */
+	uint32_t by_client_id;          /* 1: only client_id; 0: no filter ("") */
+	uint32_t by_principal;          /* 1: only principal; 0: no filter ("") */
+	char client_id[ADMINPROTO_CONN_VALUE_MAX];
+	char principal[ADMINPROTO_CONN_VALUE_MAX];
+};
 
 /* IPC_ADMIN_REQUEST, admin -> supervisor. Request ids grow strictly. */
 struct adminproto_request {
@@ -153,6 +174,7 @@ struct adminproto_request {
 	char name[CFG_NAME_MAX];        /* RF_NAME routes: the cluster; else "" */
 	char version[ADMINPROTO_VERSION_LEN]; /* REJECTED: "sha256:<hex>" of the body */
 	struct adminproto_caller caller;
+	struct adminproto_conn_query query; /* RF_QUERY routes; else all zero */
 };
 
 enum adminproto_ctype {
@@ -202,6 +224,19 @@ struct adminproto_creds {
 	uint32_t cert_len, key_len, ca_len, pad;
 };
 
+/* IPC_ADMIN_LISTEN, supervisor -> admin: what to do with the listening
+ * sockets (an upgrade hands them to another ferryd). */
+enum adminproto_listen_state {
+	ADMINPROTO_LISTEN_PAUSE = 0,    /* stop accepting; connections go on */
+	ADMINPROTO_LISTEN_ACCEPT,       /* accept again */
+	ADMINPROTO_LISTEN_CLOSE,        /* close them for good (another ferryd has them) */
+};
+
+struct adminproto_listen {
+	uint32_t state;                 /* enum adminproto_listen_state */
+	uint32_t pad;
+};
+
 /* Checked views of received messages; the pointers point into the payload. */
 struct adminproto_request_view {
 	struct adminproto_request rq;
@@ -221,6 +256,8 @@ int adminproto_setup_check(const void *payload, size_t len, size_t nfds,
 			   struct adminproto_setup *out, char *err, size_t errlen);
 int adminproto_creds_check(const void *payload, size_t len,
 			   struct adminproto_creds_view *out, char *err, size_t errlen);
+int adminproto_listen_check(const void *payload, size_t len, struct adminproto_listen *out,
+			    char *err, size_t errlen);
 
 /* The request stream of one admin process as the supervisor sees it: ids
  * must grow, and at most ADMINPROTO_MAX_INFLIGHT may be unanswered. */
@@ -249,10 +286,15 @@ struct adminproto_counters {
 	_Atomic uint64_t tls_failures;  /* admin HTTPS handshakes that failed */
 };
 
+/* The block's counts in the order an upgrade carries them: refused
+ * missing, malformed, wrong-token; TLS handshake failures. */
+void adminproto_counters_read(const struct adminproto_counters *k, uint64_t out[4]);
+
 /* The families ferry_admin_requests_refused_total{reason} and
- * ferry_admin_tls_handshake_failures_total in Prometheus text format into
- * buf (NUL-terminated); the length, or -1 when buf is too small. */
-int adminproto_metrics_text(const struct adminproto_counters *k, char *buf, size_t len);
+ * ferry_admin_tls_handshake_failures_total of counts v (in the order of
+ * adminproto_counters_read) in Prometheus text format into buf
+ * (NUL-terminated); the length, or -1 when buf is too small. */
+int adminproto_metrics_text(const uint64_t v[4], char *buf, size_t len);
 
 /* Compact JSON and a newline (what every admin answer carries), malloc'd,
  * its length in *len; NULL when j is NULL or out of memory. */

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "common/config.h"
+#include "common/conntab.h"
 #include "common/genshm.h"
 #include "common/ipc.h"
 #include "common/ipcq.h"
@@ -99,6 +100,10 @@ struct worker {
 	/* sessions of tls_client per upstream (name + address dialled), so
 	 * the next connection to a broker resumes; NULL without upstream TLS */
 	struct tlscache *tls_sessions;
+	/* upstream_sasl_*: ferry's own password (from IPC_TLS_MATERIAL) in
+	 * guarded, read-only memory; NULL without upstream_sasl_mechanism */
+	uint8_t *sasl_password;
+	size_t sasl_password_len;
 
 	struct worker_listener *listeners;
 	size_t n_listeners;
@@ -128,6 +133,9 @@ struct worker {
 
 	struct conn *conns;         /* doubly linked list of live connections */
 	uint64_t n_conns;
+	uint64_t conn_serial;       /* ids of this worker's connections (conntab rows) */
+	/* the connections as the supervisor lists them (common/conntab.h) */
+	struct conntab_writer ct;
 
 	/* buffer pool: WORKER_BUF_SIZE blocks */
 	void *pool[WORKER_BUF_POOL];
@@ -146,6 +154,15 @@ struct worker {
 	 * client traffic. */
 	ev_timer upstream_probe;
 	uint64_t probe_delay_ms;
+	/* The last own fetch failed to authenticate (a wrong password, a
+	 * mechanism the broker does not enable): the condition stays
+	 * unreachable with that reason, whatever clients manage on their own,
+	 * until a fetch authenticates (probes go on). */
+	bool upstream_auth_failed;
+	/* The upstream answered ApiVersions and closed the connection on
+	 * Metadata: it requires SASL and ferry has no upstream_sasl_*. It
+	 * counts as reachable; brokers are learned from clients' metadata. */
+	bool upstream_sasl_required;
 
 	bool draining;
 	ev_timer drain_timer;

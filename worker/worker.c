@@ -18,6 +18,8 @@
 
 #include <sodium.h>
 
+#include "common/fault.h"
+#include "common/conntab.h"
 #include "common/ipc.h"
 #include "common/nodemap.h"
 #include "common/tls.h"
@@ -452,6 +454,31 @@ worker_signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
 	worker_drain(w, WORKER_ORPHAN_DRAIN_MS, s->signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
+/* upstream_sasl_*: ferry's own password, from the material's bytes into
+ * guarded memory (sodium_malloc: guard pages, no core dumps, read-only
+ * from here on), for the metadata fetch's SASL exchange. */
+static void
+worker_sasl_setup(struct worker *w, const struct cfg_tls_files *f)
+{
+	size_t n = f->len[CFG_TLS_F_UPSTREAM_SASL_PASSWORD];
+	if (n == 0 || n > CFG_SASL_PASSWORD_MAX)
+		worker_fail(w, "upstream_sasl_mechanism is set but no password came from the "
+		    "supervisor");
+	if (sodium_init() < 0)
+		worker_fail(w, "libsodium initialisation failed (upstream SASL)");
+	if ((w->sasl_password = sodium_malloc(n)) == NULL)
+		worker_fail(w, "out of memory for the upstream SASL password");
+	memcpy(w->sasl_password, f->data[CFG_TLS_F_UPSTREAM_SASL_PASSWORD], n);
+	w->sasl_password_len = n;
+	sodium_mprotect_readonly(w->sasl_password);
+	log_info("upstream SASL ready", "mechanism=%s username=\"%s\" used_for=\"ferry's own metadata "
+	    "fetch and probes\"", cfg_sasl_mech_str(w->cl->upstream_sasl_mechanism),
+	    w->cl->upstream_sasl_username);
+	if (w->cl->upstream_sasl_mechanism == CFG_SASL_PLAIN && !w->cl->upstream_tls)
+		log_warn("upstream_sasl_mechanism = PLAIN without upstream_tls: ferry's password "
+		    "crosses the network in clear (use SCRAM, or TLS)", "%s", "");
+}
+
 /* TLS_MATERIAL follows CONFIG: the contexts are built from the bytes, which
  * are wiped at once. Bad material is a configuration that is not viable. */
 static void
@@ -467,6 +494,8 @@ worker_tls_setup(struct worker *w)
 	int rc = tlsmat_decode(msg.payload, msg.hdr.len, &f, err, sizeof err);
 	if (rc == 0)
 		rc = tlsmat_contexts(w->cl, &f, &w->tls_server, &w->tls_client, err, sizeof err);
+	if (rc == 0 && w->cl->upstream_sasl_mechanism != CFG_SASL_NONE)
+		worker_sasl_setup(w, &f);
 	sodium_memzero(msg.payload, msg.hdr.len);
 	if (rc != 0) {
 		snprintf(reason, sizeof reason, "TLS: %s", err);
@@ -490,10 +519,11 @@ worker_tls_setup(struct worker *w)
 	if (w->cl->upstream_tls && !w->cl->upstream_tls_verify)
 		log_warn("upstream_tls_verify = off: the upstream brokers' certificates and "
 		    "names are not checked (anyone on the path can impersonate them)", "%s", "");
-	log_info("TLS ready", "clients=%s upstream=%s min_version=%s client_auth=%s",
-	    w->tls_server ? "on" : "off", w->tls_client ? "on" : "off",
-	    cfg_tls_version_str((enum cfg_tls_version)w->cl->tls_min_version),
-	    cfg_tls_client_auth_str(w->cl->tls_client_auth));
+	if (w->tls_server || w->tls_client)
+		log_info("TLS ready", "clients=%s upstream=%s min_version=%s client_auth=%s",
+		    w->tls_server ? "on" : "off", w->tls_client ? "on" : "off",
+		    cfg_tls_version_str((enum cfg_tls_version)w->cl->tls_min_version),
+		    cfg_tls_client_auth_str(w->cl->tls_client_auth));
 }
 
 /* Receive CONFIG and LISTENERS, set everything up. -1: exit. */
@@ -507,7 +537,11 @@ worker_setup(struct worker *w)
 
 	if (worker_expect(w, IPC_CONFIG, buf, cap, &msg) == -1)
 		return -1;
-	if (msg.nfds != 2 || metrics_map(msg.fds[0], &w->m) == -1) {
+	if (fault_at("worker-fail-at-start")) {
+		ipc_close_fds(&msg);
+		worker_fail(w, "fault injection: worker-fail-at-start");
+	}
+	if (msg.nfds != 3 || metrics_map(msg.fds[0], &w->m) == -1) {
 		ipc_close_fds(&msg);
 		worker_fail(w, "no usable metrics block");
 	}
@@ -517,18 +551,26 @@ worker_setup(struct worker *w)
 	}
 	/* a replacement starts from nothing, not from its predecessor's count */
 	worker_conns_changed(w);
-	ipc_close_fds(&msg);
 	struct cfg_errors errs;
 	cfg_errors_init(&errs);
 	if (cfg_parse_string("<cluster config>", (const char *)msg.payload, msg.hdr.len, &w->cfg,
 	    &errs) == -1 || w->cfg.n_clusters != 1) {
 		snprintf(reason, sizeof reason, "%s", errs.n ? errs.msg[0] : "not one cluster");
 		cfg_errors_free(&errs);
+		ipc_close_fds(&msg);
 		worker_fail(w, reason);
 	}
 	cfg_errors_free(&errs);
 	w->cl = &w->cfg.clusters[0];
-	if (w->cl->tls || w->cl->upstream_tls)
+	/* the connection table is sized by the configuration just read */
+	struct conntab *ct = NULL;
+	uint32_t rows = conntab_rows(w->cl->max_connections);
+	if (conntab_map(msg.fds[2], rows, &ct) == -1 || conntab_writer_init(&w->ct, ct, rows) == -1) {
+		ipc_close_fds(&msg);
+		worker_fail(w, "no usable connection table");
+	}
+	ipc_close_fds(&msg);
+	if (w->cl->tls || w->cl->upstream_tls || w->cl->upstream_sasl_mechanism != CFG_SASL_NONE)
 		worker_tls_setup(w);
 	/* the client-facing context encrypts and decrypts TLS session
 	 * tickets with the supervisor's keys (IPC_TICKET_KEYS, before
@@ -594,8 +636,10 @@ worker_main(int argc, char **argv)
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "log-json", no_argument, NULL, 'j' },
 		{ "index", required_argument, NULL, 'i' },
+		{ "ipc", required_argument, NULL, 'I' },
 		{ 0, 0, 0, 0 },
 	};
+	long ipc_version = -1;
 	int level = LOG_INFO, c;
 	bool json = false;
 	optind = 1;
@@ -608,6 +652,7 @@ worker_main(int argc, char **argv)
 		case 'l': level = log_level_parse(optarg) < 0 ? LOG_INFO : log_level_parse(optarg); break;
 		case 'j': json = true; break;
 		case 'i': w->index = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'I': ipc_version = strtol(optarg, NULL, 10); break;
 		default:
 			fprintf(stderr, "ferryd --worker is started by ferryd itself\n");
 			return 2;
@@ -628,9 +673,19 @@ worker_main(int argc, char **argv)
 	/* exec of /proc/self/exe names the process "exe": let ps -C ferryd
 	 * and pkill find workers too. */
 	prctl(PR_SET_NAME, "ferryd", 0, 0, 0);
+	/* No core dump, no ptrace by its own user, no /proc/PID/mem: the
+	 * bytes a worker relays include clients' SASL passwords and tokens
+	 * (and TLS keys live here), which must never land in a core file. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (w->supervisor_pid && getppid() != w->supervisor_pid) {
 		log_error("supervisor already gone", "%s", "");
 		return 1;
+	}
+	/* never one message in a protocol this worker does not speak */
+	if (ipc_version != IPC_PROTOCOL_VERSION) {
+		log_error("the supervisor speaks another IPC protocol", "supervisor=%ld worker=%d",
+		    ipc_version, IPC_PROTOCOL_VERSION);
+		return WORKER_EXIT_CONFIG;
 	}
 	if (fcntl(w->ipc_fd, F_GETFD) == -1) {
 		fprintf(stderr, "ferryd --worker: no control channel on fd %d\n", WORKER_IPC_FD);
@@ -667,7 +722,8 @@ worker_main(int argc, char **argv)
 	ev_io_init(&w->ipc_wio, worker_ipc_write_cb, w->ipc_fd, EV_WRITE);
 	w->ipc_wio.data = w;
 
-	worker_ipc_send(w, IPC_READY, NULL, 0);
+	struct ipc_ready rd = { .ipc_version = IPC_PROTOCOL_VERSION };
+	worker_ipc_send(w, IPC_READY, &rd, sizeof rd);
 	if (w->ipc_fd < 0)
 		return 1;
 	log_info("ready", "generation=%llu bootstrap=%s:%u brokers=%zu gateway=%s",
@@ -694,7 +750,11 @@ worker_main(int argc, char **argv)
 	}
 	genshm_unmap(w->gen);
 	metrics_unmap(w->m);
+	conntab_unmap(w->ct.t, w->ct.rows);
+	conntab_writer_free(&w->ct);
 	sodium_memzero(&w->tickets, sizeof w->tickets);
+	if (w->sasl_password)
+		sodium_free(w->sasl_password);  /* (wipes it) */
 	cfg_free(&w->cfg);
 	SSL_CTX_free(w->tls_server);
 	SSL_CTX_free(w->tls_client);

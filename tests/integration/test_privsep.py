@@ -1,5 +1,5 @@
 """
-Privilege separation of the admin API (docs/design.md §11): nothing an
+Privilege separation of the admin API (docs/design.md §12): nothing an
 admin client sends is parsed by the root process.
 
 - the ferryd executable links no HTTP parser and no admin HTTP server
