@@ -220,6 +220,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(nr == 0, "accepted map ends badly: %s", nerr);
 		break;
 	}
+	case IPC_READY: {
+		struct ipc_ready rd;
+
+		/* the receiver compares the worker's protocol version; any value decodes */
+		FUZZ_CHECK(msg.hdr.len == sizeof rd, "ready size");
+		memcpy(&rd, msg.payload, sizeof rd);
+		break;
+	}
 	case IPC_TICKET_KEYS: {
 		struct tlskeys k;
 
