@@ -589,10 +589,11 @@ def _enum_values(rel, name):
 
 REQUEST_FIELDS = [("uint64_t", "id"), ("uint32_t", "route"), ("uint32_t", "flags"),
                   ("uint32_t", "body_len"), ("uint32_t", "n_errors"), ("char", "name"),
-                  ("char", "version"), ("struct adminproto_caller", "caller")]
+                  ("char", "version"), ("struct adminproto_caller", "caller"),
+                  ("struct adminproto_conn_query", "query")]
 
 
-def admin_request(req_id, route, name=b"", flags=0, body_len=0):
+def admin_request(req_id, route, name=b"", flags=0, body_len=0, limit=0):
     """struct adminproto_request (supervisor/adminproto.h) from the control
     socket, caller uid/gid/pid 0/0/1. The layout is checked against the
     header so that a change fails here."""
@@ -601,7 +602,10 @@ def admin_request(req_id, route, name=b"", flags=0, body_len=0):
     fields = re.findall(r"^\s*((?:struct\s+)?\w+)\s+(\w+)", m.group(1), re.M)
     assert fields == REQUEST_FIELDS, f"struct adminproto_request changed: {fields}"
     caller = struct.pack("=IIIIIi64s256s", 0, 0, 1, 0, 0, 1, b"", b"")
-    return struct.pack("=QIIII64s72s", req_id, route, flags, body_len, 0, name, b"") + caller
+    # the connections listing's query: limit, offset, two filters (none)
+    query = struct.pack("=IIII256s256s", limit, 0, 0, 0, b"", b"")
+    return (struct.pack("=QIIII64s72s", req_id, route, flags, body_len, 0, name, b"") +
+            caller + query)
 
 
 def test_malformed_admin_messages_kill_the_admin_process(mock_factory, ferry_factory):
@@ -627,6 +631,12 @@ def test_malformed_admin_messages_kill_the_admin_process(mock_factory, ferry_fac
          "body of 10 bytes with 0 fds"),
         ("status page", [msg(req, admin_request(10 ** 12, r["ADMINPROTO_R_PAGE"]))],
          "admin process's own"),
+        ("query out of range", [msg(req, admin_request(10 ** 12, r["ADMINPROTO_R_CONNECTIONS"],
+                                                       name=b"A", limit=0))],
+         "query: limit 0"),
+        ("query on another route", [msg(req, admin_request(10 ** 12, r["ADMINPROTO_R_HEALTH"],
+                                                           limit=5))],
+         "health takes no query"),
         ("worker message", [msg(t["IPC_CONFIG"], b"[ferry]\n")], "unexpected message config"),
         ("length lies", [ipc_header(req, 9999, 0) + good], "does not match datagram"),
     ]
