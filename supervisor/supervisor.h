@@ -298,7 +298,8 @@ struct sup_upgrade_ops {
 	 * its own): struct upg_conn + the worker's record. */
 	int (*send_conn)(struct sup *s, const void *payload, size_t len, const int *fds,
 			 size_t nfds);
-	/* Predecessor: kill the successor (when alive) and close the channel. */
+	/* Predecessor: kill the successor (when alive) and close the channel.
+	 * Successor, after BYE: close the channel. */
 	void (*end)(struct sup *s);
 	void (*admin)(struct sup *s, enum sup_upgrade_admin how);
 	void (*notify)(struct sup *s, enum sup_upgrade_notify what, int32_t pid, const char *status);
