@@ -84,6 +84,13 @@ fuzz_admin(const struct ipc_msg *msg)
 			FUZZ_CHECK((uint64_t)v.c.cert_len + v.c.key_len + v.c.ca_len + sizeof v.c ==
 			    msg->hdr.len, "credential lengths");
 	}
+	if (msg->hdr.type == IPC_ADMIN_LISTEN) {
+		struct adminproto_listen l;
+
+		if (adminproto_listen_check(msg->payload, msg->hdr.len, &l, err, sizeof err) == 0)
+			FUZZ_CHECK(msg->hdr.len == sizeof l && l.state <= ADMINPROTO_LISTEN_CLOSE,
+			    "listen state %u", l.state);
+	}
 }
 
 int

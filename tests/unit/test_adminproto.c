@@ -3,7 +3,8 @@
  * (supervisor/adminproto.c): the route table, every check the supervisor
  * applies to a request (routes, flags, cluster names, the caller, bodies,
  * the texts of a rejected config) and the admin process to an answer, a
- * setup and credentials, the session's id order and bound, the caller's
+ * setup, credentials and the listening sockets' fate, the connections
+ * listing's query and the body flag of an upgrade, the session's id order and bound, the caller's
  * log fields, and the sealed memfd that carries large bodies
  * (common/shmblock.c).
  */
@@ -429,4 +430,99 @@ Test(adminproto, sealed_bytes)
 	cr_expect_eq(shmblock_read_bytes(p[0], back, 3), -1);
 	close(p[0]);
 	close(p[1]);
+}
+
+Test(adminproto, request_connections_query)
+{
+	struct adminproto_request rq = req(ADMINPROTO_R_CONNECTIONS);
+
+	snprintf(rq.name, sizeof rq.name, "A");
+	/* a listing always carries its query: limit 0 is none */
+	cr_expect_eq(check(&rq, 0), -1);
+	cr_expect(strstr(err, "query: limit 0") != NULL, "%s", err);
+	rq.query.limit = ADMINPROTO_CONN_LIMIT_DEFAULT;
+	cr_assert_eq(check(&rq, 0), 0, "%s", err);
+	rq.query.limit = ADMINPROTO_CONN_LIMIT_MAX + 1;
+	cr_expect_eq(check(&rq, 0), -1);
+	rq.query.limit = 1;
+	rq.query.offset = ADMINPROTO_CONN_OFFSET_MAX + 1;
+	cr_expect_eq(check(&rq, 0), -1);
+	rq.query.offset = ADMINPROTO_CONN_OFFSET_MAX;
+	cr_expect_eq(check(&rq, 0), 0, "%s", err);
+	/* filters: a flag and a terminated text; no text without its flag */
+	rq.query.by_client_id = 1;
+	snprintf(rq.query.client_id, sizeof rq.query.client_id, "rdkafka");
+	cr_expect_eq(check(&rq, 0), 0, "%s", err);
+	rq.query.by_client_id = 2;
+	cr_expect_eq(check(&rq, 0), -1);
+	rq.query.by_client_id = 0;
+	cr_expect_eq(check(&rq, 0), -1);
+	cr_expect(strstr(err, "without its filter") != NULL, "%s", err);
+	rq.query.by_client_id = 1;
+	memset(rq.query.principal, 'x', sizeof rq.query.principal);
+	rq.query.by_principal = 1;
+	cr_expect_eq(check(&rq, 0), -1);
+	cr_expect(strstr(err, "malformed filter") != NULL, "%s", err);
+	/* any other route: the query is all zero */
+	struct adminproto_request h = req(ADMINPROTO_R_CLUSTERS);
+
+	h.query.offset = 1;
+	cr_expect_eq(check(&h, 0), -1);
+	cr_expect(strstr(err, "takes no query") != NULL, "%s", err);
+}
+
+Test(adminproto, request_had_body)
+{
+	/* POST /admin/upgrade sent a body: a flag, never the bytes */
+	struct adminproto_request rq = req(ADMINPROTO_R_UPGRADE);
+
+	rq.flags = ADMINPROTO_REQ_HAD_BODY;
+	cr_expect_eq(check(&rq, 0), 0, "%s", err);
+	cr_expect_eq(check(&rq, 1), -1);
+	rq.flags = ADMINPROTO_REQ_HAD_BODY | ADMINPROTO_REQ_BODY;
+	rq.body_len = 10;
+	cr_expect_eq(check(&rq, 1), -1);
+	/* a route that takes its body passes it instead */
+	struct adminproto_request v = req(ADMINPROTO_R_VALIDATE);
+
+	v.flags = ADMINPROTO_REQ_HAD_BODY;
+	cr_expect_eq(check(&v, 0), -1);
+	cr_expect(strstr(err, "passes its body") != NULL, "%s", err);
+}
+
+Test(adminproto, listen)
+{
+	struct adminproto_listen l = { .state = ADMINPROTO_LISTEN_PAUSE }, out;
+
+	cr_expect_eq(adminproto_listen_check(&l, sizeof l, &out, err, sizeof err), 0, "%s", err);
+	cr_expect_eq(out.state, ADMINPROTO_LISTEN_PAUSE);
+	l.state = ADMINPROTO_LISTEN_CLOSE;
+	cr_expect_eq(adminproto_listen_check(&l, sizeof l, &out, err, sizeof err), 0, "%s", err);
+	l.state = ADMINPROTO_LISTEN_CLOSE + 1;
+	cr_expect_eq(adminproto_listen_check(&l, sizeof l, &out, err, sizeof err), -1);
+	l.state = ADMINPROTO_LISTEN_ACCEPT;
+	l.pad = 1;
+	cr_expect_eq(adminproto_listen_check(&l, sizeof l, &out, err, sizeof err), -1);
+	l.pad = 0;
+	cr_expect_eq(adminproto_listen_check(&l, sizeof l - 1, &out, err, sizeof err), -1);
+}
+
+Test(adminproto, counters_carried_in_order)
+{
+	struct adminproto_counters k = { .magic = ADMINPROTO_COUNTERS_MAGIC };
+	uint64_t v[4];
+	char text[2048];
+
+	atomic_store(&k.refused[0], 1);
+	atomic_store(&k.refused[1], 2);
+	atomic_store(&k.refused[2], 3);
+	atomic_store(&k.tls_failures, 4);
+	adminproto_counters_read(&k, v);
+	cr_expect(v[0] == 1 && v[1] == 2 && v[2] == 3 && v[3] == 4);
+	v[2] += 10;     /* as an upgrade adds what it carried */
+	cr_assert_gt(adminproto_metrics_text(v, text, sizeof text), 0);
+	cr_expect(strstr(text, "ferry_admin_requests_refused_total{reason=\"wrong-token\"} 13\n")
+	    != NULL, "%s", text);
+	cr_expect(strstr(text, "ferry_admin_tls_handshake_failures_total 4\n") != NULL, "%s", text);
+	cr_expect_eq(adminproto_metrics_text(v, text, 16), -1);
 }
