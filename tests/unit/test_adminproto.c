@@ -2,10 +2,11 @@
  * test_adminproto — the typed messages between ferryd and its admin process
  * (supervisor/adminproto.c): the route table, every check the supervisor
  * applies to a request (routes, flags, cluster names, the caller, bodies,
- * the texts of a rejected config) and the admin process to an answer, a
- * setup, credentials and the listening sockets' fate, the connections
- * listing's query and the body flag of an upgrade, the session's id order and bound, the caller's
- * log fields, and the sealed memfd that carries large bodies
+ * the texts of a rejected config, the connections listing's query, the
+ * upgrade's body flag) and the admin process to an answer, a setup,
+ * credentials and what to do with its listening sockets, the session's id
+ * order and bound, the caller's log fields, the counters as an upgrade
+ * carries them, and the sealed memfd that carries large bodies
  * (common/shmblock.c).
  */
 #include <criterion/criterion.h>
