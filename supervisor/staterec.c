@@ -370,10 +370,13 @@ rd_keys(struct rd *r, const json_t *o, const char *path, const char *const *keys
 	return true;
 }
 
+/* "path.key" for an error message; a path too long for buf ends in "..." */
 static void
 rd_path(char *buf, size_t len, const char *path, const char *key)
 {
-	snprintf(buf, len, "%s%s%s", path, path[0] ? "." : "", key);
+	int n = snprintf(buf, len, "%s%s%s", path, path[0] ? "." : "", key);
+	if (n >= 0 && (size_t)n >= len && len > 4)
+		memcpy(buf + len - 4, "...", 4);
 }
 
 static uint64_t
