@@ -10,7 +10,9 @@ kload -n 8 run through direct, haproxy_t1/t2, ferry_w1/w2), handover (one
 bench/handover.c run per mode = on|off: a reload of a cluster carrying idle
 and busy connections) or tls (path = haproxy|ferry terminating TLS; test =
 produce|fetch: one kload run over TLS, hs_full|hs_resumed: one bench/tlshs.c
-run, idle: 1,000 idle TLS connections; test = meta / unsupported).
+run, idle: 1,000 idle TLS connections; test = meta / unsupported) or field
+(ferry, Kroxylicious and HAProxy on a real Kafka cluster: bench/field.sh,
+reported by bench/field_report.py).
 Per path the median over rounds is reported; ratios are ferry / HAProxy
 (nbthread 1). An A/B run (scripts/bench --compare-rev REV; meta compare=REV)
 has the paths ferry ("after", this tree) and ferry_b ("before", REV): the
@@ -23,6 +25,8 @@ import shutil
 import statistics
 import subprocess
 import sys
+
+from field_report import field_section
 
 PATHS = ["direct", "haproxy", "ferry_b", "ferry", "haproxy_mt"]
 LABEL = {
@@ -61,7 +65,7 @@ def counts_of(v):
 
 
 def load(path):
-    meta, tput, mem, reload, workers, handover, tls, scale = {}, [], {}, [], [], [], [], []
+    meta, tput, mem, reload, workers, handover, tls, scale, field = {}, [], {}, [], [], [], [], [], []
     with open(path) as f:
         for line in f:
             fields = line.rstrip("\n").split("\t")
@@ -86,7 +90,9 @@ def load(path):
                 tls.append(kv)
             elif kind == "scale":
                 scale.append(kv)
-    return meta, tput, mem, reload, workers, handover, tls, scale
+            elif kind == "field":
+                field.append(kv)
+    return meta, tput, mem, reload, workers, handover, tls, scale, field
 
 
 def med(xs):
@@ -159,7 +165,7 @@ def ratio(a, b):
 
 def main():
     tsv, outdir = sys.argv[1], sys.argv[2]
-    meta, tput, mem, reload, wk, ho, tl, sc = load(tsv)
+    meta, tput, mem, reload, wk, ho, tl, sc, fl = load(tsv)
     res = per_path(tput)
     # added p50: per round, path minus direct of the same round; then the median
     direct_r = res.get("direct", {}).get("rtt_p50_us", {}).get("by_round", {})
@@ -308,6 +314,7 @@ def main():
 
     # many idle clusters on one ferryd
     sres = scale_section(sc, add)
+    fres = field_section(fl, add)
 
     # targets
     targets = []
@@ -372,7 +379,7 @@ def main():
     out = {"preliminary": True, "meta": meta, "paths": res, "ratios_ferry_over_haproxy": ratios,
            "ab_after_over_before": ab,
            "ferry_minus_haproxy_rtt_p50_us": ferry_minus_haproxy_p50,
-           "memory": memo, "workers": wres, "handover": hres, "tls": tres, "scale": sres, "reload": {str(k): d for k, d in sorted(rel.items())}, "targets": targets,
+           "memory": memo, "workers": wres, "handover": hres, "tls": tres, "scale": sres, "field": fres, "reload": {str(k): d for k, d in sorted(rel.items())}, "targets": targets,
            "units": {"mbps": "10^6 bytes of payload per second", "cpu_ms_per_mb": "proxy utime+stime ms per 10^6 payload bytes",
                      "rtt": "librdkafka broker rtt window (request sent -> response), µs"}}
     with open(os.path.join(outdir, "bench.json"), "w") as f:
