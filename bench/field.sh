@@ -144,26 +144,16 @@ field_haproxy_cfg() { # FILE
 
 field_ferry_conf() { # FILE IDLE_TIMEOUT
 	write_ferry_header "$1" "$FRUN/ferry.sock"
-	cat >>"$1" <<-EOF
-
-	[cluster w1]
-	upstream        = $KBOOT
-	bootstrap       = 127.0.0.1:$F_W1
-	advertised_host = 127.0.0.1
-	broker_ports    = $((F_W1 + 1))-$((F_W1 + 3))
-	node_ids        = 1-3
-	handover        = on
-	idle_timeout    = $2
-
-	[cluster w2]
-	upstream        = $KBOOT
-	bootstrap       = 127.0.0.1:$F_W2
-	advertised_host = 127.0.0.1
-	broker_ports    = $((F_W2 + 1))-$((F_W2 + 3))
-	node_ids        = 1-3
-	workers         = 2
-	EOF
+	local spec name port extra
+	# w1: one worker, handover (the reload runs modify its idle_timeout);
+	# w2: two workers
+	for spec in "w1 $F_W1 idle_timeout=$2" "w2 $F_W2 workers=2"; do
+		read -r name port extra <<<"$spec"
+		printf '\n[cluster %s]\nupstream = %s\nbootstrap = 127.0.0.1:%d\nadvertised_host = 127.0.0.1\nbroker_ports = %d-%d\nnode_ids = 1-3\nhandover = on\n%s = %s\n' \
+			"$name" "$KBOOT" "$port" $((port + 1)) $((port + 3)) "${extra%%=*}" "${extra#*=}" >>"$1"
+	done
 }
+
 # the PIDs of ferryd and of a cluster's workers
 ferry_pids() { # CLUSTER
 	local w
