@@ -41,7 +41,8 @@
 # connection open) and connection set-up rate (idleconn churn: connect,
 # ApiVersions, close, 8 at a time). And what a reload costs clients
 # (bench/java/ReloadLoad.java: a producer paced at 5 MiB/s, acks=all,
-# latency from the intended send time, and a consumer group member): a
+# latency from the intended send time, and a consumer group member; 11 s
+# of warm-up, then 10 s before the event and 10 s from it are compared): a
 # ferry reload of the cluster (a modified idle_timeout, handover on), a
 # Kroxylicious restart (it has no reload: SIGTERM, then the same command;
 # the time until it listens again is recorded), an HAProxy reload (a new
@@ -321,10 +322,10 @@ field_part() {
 	FIELD_NODES=${BENCH_FIELD_NODES:-1}
 	if [ "$QUICK" = 1 ]; then
 		FIELD_RECORDS=${BENCH_FIELD_RECORDS:-30000} FIELD_IDLE=200 FIELD_CHURN_S=2
-		RL_DUR=14 RL_EV=6 RL_WIN=4
+		RL_DUR=20 RL_EV=10 RL_WIN=5
 	else
 		FIELD_RECORDS=${BENCH_FIELD_RECORDS:-100000} FIELD_IDLE=1000 FIELD_CHURN_S=3
-		RL_DUR=26 RL_EV=11 RL_WIN=10
+		RL_DUR=36 RL_EV=21 RL_WIN=10
 	fi
 	KROX_HEAP=${BENCH_KROX_HEAP:--Xms128m -Xmx1g}
 	# the reload runs' producer: 5 MiB/s by default, not 20: on 2 cores

@@ -178,9 +178,10 @@ def field_section(rows, add):
                 "krox_c2": "restart (SIGTERM, start again: it has no reload)",
                 "haproxy": "`haproxy -sf` (new process; the old one keeps its connections)"}
         add("")
-        add("**Reload or restart under load** (ReloadLoad: producer paced at 20 MiB/s, acks=all, latency from "
-            "the intended send time; a consumer group member; the event at the middle, windows before and "
-            "during it of equal length)")
+        rate = _num(meta.get("reload_rate_rec_s"))
+        add(f"**Reload or restart under load** (ReloadLoad: producer paced at {_fmt(rate and rate / 1024, 0)} MiB/s, "
+            "acks=all, latency from the intended send time; a consumer group member; windows of equal length "
+            "before the event and from it, after a warm-up)")
         add("")
         add("| path | event | event took ms | produce failed | p99 before ms | p99 during ms | max during ms | "
             "producer reconnects | consumer reconnects | consumer rebalances |")
