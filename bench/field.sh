@@ -89,6 +89,13 @@ field_rss() {
 	echo "$s"
 }
 
+# forget_pid PID: a process that has been waited for leaves PIDS, so that
+# cleanup can never signal another process that got its PID since
+forget_pid() {
+	local i
+	for i in "${!PIDS[@]}"; do [ "${PIDS[i]}" != "$1" ] || PIDS[i]=""; done
+}
+
 # field_java OUTFILE TIMEOUT ARGS...: one JVM of Kafka's tools or of the
 # bench's Java classes, recorded in PIDS while it runs
 field_java() {
@@ -99,6 +106,7 @@ field_java() {
 	pid=$!
 	PIDS+=("$pid")
 	wait "$pid" || true
+	forget_pid "$pid"
 }
 
 # start_krox NAME CPUS (1: pinned to core 0, with one available processor;
@@ -222,6 +230,7 @@ field_idle() {
 	sleep 1
 	after=$(field_rss "$FPIDS")
 	wait "$ipid" || true
+	forget_pid "$ipid"
 	fin=$(grep -m1 '^DONE' "$out" || echo "DONE open=0")
 	# shellcheck disable=SC2086
 	record field "test=idle" "path=$path" "n=$FIELD_IDLE" "rss_before_kb=$before" "rss_after_kb=$after" \
@@ -258,6 +267,7 @@ field_reload() {
 			;;
 		krox_c2)
 			stop_pid "$KC2_PID" 150
+			forget_pid "$KC2_PID"
 			start_krox krox_c2 2 "$K_C2"
 			KC2_PID=$KROX_PID
 			t1=$(now_ms)
@@ -275,11 +285,13 @@ field_reload() {
 		esac
 	fi
 	wait "$lpid" || true
+	forget_pid "$lpid"
 	# HAProxy's old process (soft stop): still there when its last
 	# connection has not closed
 	if [ -n "$old" ]; then
 		extra="$extra old_alive_end=$(alive "$old" && echo 1 || echo 0)"
 		stop_pid "$old"
+		forget_pid "$old"
 	fi
 	local js
 	js=$(grep -m1 '^{' "$out" || true)
@@ -446,8 +458,13 @@ for i in ids:
 
 	# stop here what this part started (cleanup would too)
 	timeout 60 /usr/bin/python3 tests/peers/kafka/kcluster.py stop --dir "$KC_DIR" >/dev/null 2>&1 || true
-	stop_pid "$KC1_PID" 100
-	stop_pid "$KC2_PID" 100
-	stop_pid "$F_PID" 100
-	stop_pid "$H_PID"
+	for pid in $(awk '{print $2}' "$KC_DIR/pids"); do
+		stop_pid "$pid" 100   # not our child: stop_pid's wait returns at once
+		forget_pid "$pid"
+	done
+	KC_DIR=""
+	for pid in "$KC1_PID" "$KC2_PID" "$F_PID" "$H_PID"; do
+		stop_pid "$pid" 100
+		forget_pid "$pid"
+	done
 }
