@@ -36,7 +36,7 @@
 # JVM with all its threads, HAProxy) over the tool's run, per MB moved, and
 # the proxy's RSS after the run.
 #
-# Then, per proxy: RSS per 1,000 idle connections (bench/idleconn.c kopen:
+# Before those, per proxy: RSS per 1,000 idle connections (bench/idleconn.c kopen:
 # each connection did one ApiVersions, so each proxy has its upstream
 # connection open) and connection set-up rate (idleconn churn: connect,
 # ApiVersions, close, 8 at a time). And what a reload costs clients
@@ -429,6 +429,12 @@ for i in ids:
 	done
 	say "field: haproxy $H_PID, ferryd $F_PID, kroxylicious $KC1_PID (1 core) $KC2_PID (2 cores)"
 
+	# idle connections first, while every proxy is fresh: a JVM's RSS after
+	# the load rounds is its grown heap, which a collection may give back
+	# in the middle of the measurement
+	say "field: idle connections and set-up rate"
+	for p in haproxy ferry_w1 krox_c2; do field_idle "$p"; done
+
 	# warm-up: every path once (JIT of the proxies and of the broker), discarded
 	say "field: warm-up"
 	local save=$FIELD_RECORDS
@@ -449,9 +455,6 @@ for i in ids:
 			for i in "${seq[@]}"; do field_run "${order[i]}" "$round" "$test"; done
 		done
 	done
-
-	say "field: idle connections and set-up rate"
-	for p in haproxy ferry_w1 krox_c2; do field_idle "$p"; done
 
 	say "field: a reload (ferry), a restart (Kroxylicious), -sf (HAProxy) under a $((RL_RATE / 1024)) MiB/s producer and a consumer group"
 	for p in direct ferry_w1 krox_c2 haproxy; do field_reload "$p"; done
