@@ -36,10 +36,12 @@
 # JVM with all its threads, HAProxy) over the tool's run, per MB moved, and
 # the proxy's RSS after the run.
 #
-# Before those, per proxy: RSS per 1,000 idle connections (bench/idleconn.c kopen:
-# each connection did one ApiVersions, so each proxy has its upstream
-# connection open) and connection set-up rate (idleconn churn: connect,
-# ApiVersions, close, 8 at a time). And what a reload costs clients
+# Before the rounds (the proxies fresh), per proxy: RSS per 1,000 idle
+# connections (bench/idleconn.c kopen: each connection did one ApiVersions,
+# so each proxy has its upstream connection open) and connection set-up
+# rate (idleconn churn: connect, ApiVersions, close, 8 at a time); then a
+# warm-up run of every path, discarded. After the rounds, what a reload
+# costs clients
 # (bench/java/ReloadLoad.java: a producer paced at 5 MiB/s, acks=all,
 # latency from the intended send time, and a consumer group member; 11 s
 # of warm-up, then 10 s before the event and 10 s from it are compared): a
