@@ -10,7 +10,9 @@ kload -n 8 run through direct, haproxy_t1/t2, ferry_w1/w2), handover (one
 bench/handover.c run per mode = on|off: a reload of a cluster carrying idle
 and busy connections) or tls (path = haproxy|ferry terminating TLS; test =
 produce|fetch: one kload run over TLS, hs_full|hs_resumed: one bench/tlshs.c
-run, idle: 1,000 idle TLS connections; test = meta / unsupported).
+run, idle: 1,000 idle TLS connections; test = meta / unsupported) or field
+(ferry, Kroxylicious and HAProxy on a real Kafka cluster: bench/field.sh,
+reported by bench/field_report.py).
 Per path the median over rounds is reported; ratios are ferry / HAProxy
 (nbthread 1). An A/B run (scripts/bench --compare-rev REV; meta compare=REV)
 has the paths ferry ("after", this tree) and ferry_b ("before", REV): the
@@ -23,6 +25,8 @@ import shutil
 import statistics
 import subprocess
 import sys
+
+from field_report import field_section
 
 PATHS = ["direct", "haproxy", "ferry_b", "ferry", "haproxy_mt"]
 LABEL = {
@@ -61,7 +65,7 @@ def counts_of(v):
 
 
 def load(path):
-    meta, tput, mem, reload, workers, handover, tls, scale, admin = {}, [], {}, [], [], [], [], [], []
+    meta, tput, mem, reload, workers, handover, tls, scale, admin, field = {}, [], {}, [], [], [], [], [], [], []
     with open(path) as f:
         for line in f:
             fields = line.rstrip("\n").split("\t")
@@ -88,7 +92,9 @@ def load(path):
                 scale.append(kv)
             elif kind == "admin":
                 admin.append(kv)
-    return meta, tput, mem, reload, workers, handover, tls, scale, admin
+            elif kind == "field":
+                field.append(kv)
+    return meta, tput, mem, reload, workers, handover, tls, scale, admin, field
 
 
 def med(xs):
@@ -161,7 +167,7 @@ def ratio(a, b):
 
 def main():
     tsv, outdir = sys.argv[1], sys.argv[2]
-    meta, tput, mem, reload, wk, ho, tl, sc, ad = load(tsv)
+    meta, tput, mem, reload, wk, ho, tl, sc, ad, fl = load(tsv)
     res = per_path(tput)
     # added p50: per round, path minus direct of the same round; then the median
     direct_r = res.get("direct", {}).get("rtt_p50_us", {}).get("by_round", {})
@@ -182,22 +188,23 @@ def main():
         f"HAProxy {meta.get('haproxy')} · load average {meta.get('loadavg_start')} → "
         f"{meta.get('loadavg_end')} · median of {int(meta.get('rounds', 0))} rounds of "
         f"{meta.get('duration_s'):g} s\n")
-    add("Per path: median over rounds. Ratios: ferry/HAProxy within each round, median over rounds.\n")
-    add("Load generator, mock cluster (3 brokers, 3 partitions, 1 KiB messages, acks=1, linger.ms=5) "
-        "and proxy share the same cores: saturation MB/s measures total CPU efficiency. "
-        "ferry's worker and `nbthread 1` HAProxy are single-threaded. MB = 10^6 bytes of payload.\n")
-    add("| path | produce MB/s | fetch MB/s | RTT p50 µs @20 MB/s | RTT p99 µs | added p50 µs | "
-        "delivery p50 / p99 ms | proxy CPU ms/MB produce | @20 MB/s | fetch | errors |")
-    add("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for p in PATHS:
-        if p not in res:
-            continue
-        add(f"| {LABEL[p]} | {fmt(v(res, p, 'produce_mbps'))} | {fmt(v(res, p, 'fetch_mbps'))} | "
-            f"{fmt(v(res, p, 'rtt_p50_us'))} | {fmt(v(res, p, 'rtt_p99_us'))} | "
-            f"{fmt(v(res, p, 'added_p50_us'))} | "
-            f"{fmt(v(res, p, 'delivery_p50_ms'), 2)} / {fmt(v(res, p, 'delivery_p99_ms'), 2)} | "
-            f"{fmt(v(res, p, 'produce_cpu_ms_per_mb'), 3)} | {fmt(v(res, p, 'rate_cpu_ms_per_mb'), 2)} | "
-            f"{fmt(v(res, p, 'fetch_cpu_ms_per_mb'), 3)} | {res[p]['errors']} |")
+    if res:  # the mock-cluster throughput table (not in a field-only run)
+        add("Per path: median over rounds. Ratios: ferry/HAProxy within each round, median over rounds.\n")
+        add("Load generator, mock cluster (3 brokers, 3 partitions, 1 KiB messages, acks=1, linger.ms=5) "
+            "and proxy share the same cores: saturation MB/s measures total CPU efficiency. "
+            "ferry's worker and `nbthread 1` HAProxy are single-threaded. MB = 10^6 bytes of payload.\n")
+        add("| path | produce MB/s | fetch MB/s | RTT p50 µs @20 MB/s | RTT p99 µs | added p50 µs | "
+            "delivery p50 / p99 ms | proxy CPU ms/MB produce | @20 MB/s | fetch | errors |")
+        add("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for p in PATHS:
+            if p not in res:
+                continue
+            add(f"| {LABEL[p]} | {fmt(v(res, p, 'produce_mbps'))} | {fmt(v(res, p, 'fetch_mbps'))} | "
+                f"{fmt(v(res, p, 'rtt_p50_us'))} | {fmt(v(res, p, 'rtt_p99_us'))} | "
+                f"{fmt(v(res, p, 'added_p50_us'))} | "
+                f"{fmt(v(res, p, 'delivery_p50_ms'), 2)} / {fmt(v(res, p, 'delivery_p99_ms'), 2)} | "
+                f"{fmt(v(res, p, 'produce_cpu_ms_per_mb'), 3)} | {fmt(v(res, p, 'rate_cpu_ms_per_mb'), 2)} | "
+                f"{fmt(v(res, p, 'fetch_cpu_ms_per_mb'), 3)} | {res[p]['errors']} |")
 
     # ferry / HAProxy: the ratio within each round (the two ran minutes apart at
     # most, so drift in the machine's load cancels), then the median of those
@@ -310,6 +317,7 @@ def main():
 
     # many idle clusters on one ferryd
     sres = scale_section(sc, add)
+    fres = field_section(fl, add)
 
     # the admin API: ferryctl status, before and after
     ares = admin_section(ad, add)
@@ -371,9 +379,10 @@ def main():
             target(f"`ferryctl status` over {ADMIN_VIA[via]} within 3 ms of before", diff,
                    diff <= 3.0, f"{fmt(d['after_p50_ms'], 2)} ms vs {fmt(d['before_p50_ms'], 2)} ms "
                    f"({'+' if diff >= 0 else ''}{fmt(diff, 2)} ms)")
-    add("")
-    add("| target | result | met |")
-    add("|---|---|---|")
+    if targets:
+        add("")
+        add("| target | result | met |")
+        add("|---|---|---|")
     for t in targets:
         add(f"| {t['target']} | {t['shown']} | {'yes' if t['met'] else '**no**'} |")
 
@@ -383,7 +392,7 @@ def main():
     out = {"preliminary": True, "meta": meta, "paths": res, "ratios_ferry_over_haproxy": ratios,
            "ab_after_over_before": ab,
            "ferry_minus_haproxy_rtt_p50_us": ferry_minus_haproxy_p50,
-           "memory": memo, "workers": wres, "handover": hres, "tls": tres, "scale": sres, "admin": ares, "reload": {str(k): d for k, d in sorted(rel.items())}, "targets": targets,
+           "memory": memo, "workers": wres, "handover": hres, "tls": tres, "scale": sres, "admin": ares, "field": fres, "reload": {str(k): d for k, d in sorted(rel.items())}, "targets": targets,
            "units": {"mbps": "10^6 bytes of payload per second", "cpu_ms_per_mb": "proxy utime+stime ms per 10^6 payload bytes",
                      "rtt": "librdkafka broker rtt window (request sent -> response), µs"}}
     with open(os.path.join(outdir, "bench.json"), "w") as f:

@@ -28,6 +28,14 @@ client can verify the broker's name. Node ids start at 1. The quorum is
 dynamic (KIP-853): the first nodes are combined broker+controller voters; a
 node added later is a broker, or a broker+controller observer.
 
+Relay listeners (`relays=("HAPROXY",)`, CLI `--relay HAPROXY`): for an L4
+proxy that cannot rewrite broker addresses (scripts/bench puts HAProxy in
+front of the brokers). Each node gets one more PLAINTEXT listener NAME on
+its own port, advertised as host:FRONT, a second free port where the relay
+is to listen and forward to the listener's: a client bootstrapped through
+the relay learns the relay's ports from the metadata, as when an operator
+points advertised.listeners at a load balancer.
+
 Users (created at format time; PLAIN ones in the listener's JAAS config):
 admin/admin-secret and alice/alice-secret for every mechanism.
 
@@ -44,7 +52,8 @@ of clusters whose owner process is gone (a crashed run).
 
 CLI:
 
-    kcluster.py start --nodes 3 --dir D [--owner PID] [--older]  # detached; prints JSON
+    kcluster.py start --nodes 3 --dir D [--owner PID] [--older] [--relay NAME] [--full-jit]
+                                                        # detached; prints JSON
     kcluster.py run --nodes 1 --dir D [--topic T:P] [--older]    # attached: prints JSON,
                                                         # stops when stdin closes (scripts/demo)
     kcluster.py stop --dir D
@@ -426,8 +435,17 @@ class Cluster:
 
     def __init__(self, dir, nodes=3, host="localhost", heap=DEFAULT_HEAP, jvm_opts=DEFAULT_JVM_OPTS,
                  overrides=None, port_alloc=free_ports, version=None, detached=False,
-                 owner=None):
+                 owner=None, relays=()):
         self.dir = Path(dir).resolve()
+        # extra PLAINTEXT listeners meant to sit behind a TCP relay (an L4
+        # proxy that cannot rewrite broker addresses, e.g. HAProxy): node
+        # N's listener NAME binds ports[NAME] and is advertised at
+        # host:ports[NAME_FRONT], the port the relay listens on
+        self.relays = tuple(relays)
+        for r in self.relays:
+            if not re.fullmatch(r"[A-Z][A-Z0-9_]*", r) or r in LISTENERS:
+                raise KafkaError(f"relay listener name {r!r}: want an upper-case name other "
+                                 f"than {', '.join(LISTENERS)}")
         self.host = host
         self.heap = tuple(heap)
         self.jvm_opts = tuple(jvm_opts)
@@ -445,7 +463,8 @@ class Cluster:
 
     # ---- configuration ----
     def _new_node(self, node_id, roles, dir_id=None):
-        ports = dict(zip(LISTENERS, self.port_alloc(len(LISTENERS))))
+        names = LISTENERS + tuple(x for r in self.relays for x in (r, f"{r}_FRONT"))
+        ports = dict(zip(names, self.port_alloc(len(names))))
         return Node(self, node_id, roles, ports, dir_id)
 
     def _setup(self):
@@ -484,12 +503,15 @@ class Cluster:
             "controller.quorum.bootstrap.servers": self.quorum_bootstrap(),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listeners": ",".join(f"{lst}://127.0.0.1:{n.ports[lst]}" for lst in LISTENERS
+            "listeners": ",".join(f"{lst}://127.0.0.1:{n.ports[lst]}"
+                                  for lst in LISTENERS + self.relays
                                   if lst != "CONTROLLER" or n.is_controller),
-            "advertised.listeners": ",".join(f"{lst}://{self.host}:{n.ports[lst]}"
-                                             for lst in CLIENT_LISTENERS),
+            "advertised.listeners": ",".join(
+                [f"{lst}://{self.host}:{n.ports[lst]}" for lst in CLIENT_LISTENERS]
+                + [f"{r}://{self.host}:{n.ports[r + '_FRONT']}" for r in self.relays]),
             "listener.security.protocol.map": ",".join(
-                f"{lst}:{PROTOCOL.get(lst, lst)}" for lst in LISTENERS),
+                [f"{lst}:{PROTOCOL.get(lst, lst)}" for lst in LISTENERS]
+                + [f"{r}:PLAINTEXT" for r in self.relays]),
             "log.dirs": n.dir / "data",
             # small: 2 cores, several brokers, the test suite beside them
             "num.network.threads": 2,
@@ -569,7 +591,7 @@ class Cluster:
     def _save(self):
         doc = {"version": self.version, "cluster_id": self.cluster_id, "host": self.host,
                "owner": {"pid": self.owner, "starttime": proc_starttime(self.owner)},
-               "detached": self.detached, "voters": self.voters,
+               "detached": self.detached, "voters": self.voters, "relays": list(self.relays),
                "nodes": [n.to_json() for n in self.nodes.values()]}
         tmp = self.dir / ".cluster.json.tmp"
         tmp.write_text(json.dumps(doc, indent=1) + "\n")
@@ -581,7 +603,7 @@ class Cluster:
         d = Path(dir).resolve()
         doc = json.loads((d / "cluster.json").read_text())
         c = cls(d, nodes=0, host=doc["host"], version=doc["version"], detached=doc["detached"],
-                owner=doc["owner"]["pid"])
+                owner=doc["owner"]["pid"], relays=doc.get("relays", ()))
         c.cluster_id = doc["cluster_id"]
         c.voters = doc["voters"]
         for nd in doc["nodes"]:
@@ -874,6 +896,8 @@ class Cluster:
                 "started_in_s": round(self.started_in, 1) if self.started_in else None,
                 "bootstrap": {lst: self.bootstrap(lst) for lst in CLIENT_LISTENERS},
                 "nodes": {i: n.to_json() for i, n in self.nodes.items()},
+                "relays": {r: {i: {"listen": n.ports[r], "advertised": n.ports[f"{r}_FRONT"]}
+                               for i, n in self.nodes.items()} for r in self.relays},
                 "tls": {"ca": str(self.dir / "tls" / "ca.crt"),
                         "client_cert": str(self.dir / "tls" / "client.crt"),
                         "client_key": str(self.dir / "tls" / "client.key")},
@@ -936,6 +960,9 @@ def main(argv=None):
                    help="broker config override (repeatable)")
     s.add_argument("--older", action="store_true",
                    help="the older line (kafka.older.version of pom.xml) instead of kafka.version")
+    s.add_argument("--relay", action="append", default=[], metavar="NAME",
+                   help="an extra PLAINTEXT listener NAME on its own port, advertised at "
+                   "another port for a TCP relay to listen on (relays in the JSON; repeatable)")
     r = sub.add_parser("run", help="start a cluster attached to this process: print its JSON, "
                        "stop it when stdin closes or on SIGINT/SIGTERM; its JVMs die with this "
                        "process")
@@ -971,7 +998,7 @@ def main(argv=None):
         overrides = dict(kv.split("=", 1) for kv in a.set)
         c = Cluster(a.dir, nodes=a.nodes, heap=(f"-Xms{min(128, int(a.heap.rstrip('m')))}m",
                                                  f"-Xmx{a.heap}"),
-                    overrides=overrides, detached=True, owner=a.owner,
+                    overrides=overrides, detached=True, owner=a.owner, relays=a.relay,
                     version=older_kafka_version() if a.older else None,
                     jvm_opts=BASE_JVM_OPTS if a.full_jit else DEFAULT_JVM_OPTS)
         try:
