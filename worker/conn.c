@@ -485,6 +485,19 @@ dir_flush(struct conn *c, struct frame_dir *d, struct transport *t, bool to_upst
 
 /* ---- reading ------------------------------------------------------------ */
 
+/* The client or the upstream sent its FIN. Not closed yet: what is owed
+ * and whole is still delivered (conn_pump decides when to close). */
+static void
+dir_eof(struct conn *c, bool from_client)
+{
+	if (from_client) {
+		c->cli_eof = true;
+		c->cli_eof_at = ev_now(c->w->loop);
+	} else {
+		c->up_eof = true;
+	}
+}
+
 /* Read what t has into d: 0 (*moved: bytes were read; nothing on EAGAIN,
  * no room, or EOF: cli_eof / up_eof set; *filled: the read filled the
  * room), or -1 to close (why set). */
@@ -517,14 +530,7 @@ dir_read(struct conn *c, struct frame_dir *d, struct transport *t, bool from_cli
 		    upstream_transport_error(t, errno));
 	}
 	if (n == 0) {
-		/* Not closed yet: what is owed and whole is still delivered
-		 * (conn_pump decides when to close). */
-		if (from_client) {
-			c->cli_eof = true;
-			c->cli_eof_at = ev_now(c->w->loop);
-		} else {
-			c->up_eof = true;
-		}
+		dir_eof(c, from_client);
 		return 0;
 	}
 	d->end += (size_t)n;
@@ -560,12 +566,7 @@ dir_splice_in(struct conn *c, struct frame_dir *d, struct transport *t, bool fro
 		    upstream_transport_error(t, errno));
 	}
 	if (n == 0) {
-		if (from_client) {
-			c->cli_eof = true;
-			c->cli_eof_at = ev_now(c->w->loop);
-		} else {
-			c->up_eof = true;
-		}
+		dir_eof(c, from_client);
 		return 0;
 	}
 	d->piped += (size_t)n;
