@@ -18,8 +18,9 @@ requests whose responses ferry rewrites, with splice on and, as the
 control, off (bytes_spliced stays 0); a reload handing the connection over
 while a request frame and a response frame are half through the pipe; a
 client that stops reading in the middle of a 64 MiB response (the worker's
-memory stays bounded, the upstream is not read ahead); a TLS listener
-falls back to the buffer copy.
+memory stays bounded, the upstream is not read ahead); the drain of a
+reload with handover = off finishing a frame half through the pipe; a TLS
+listener falls back to the buffer copy.
 """
 
 import hashlib
@@ -243,14 +244,15 @@ class SpliceRelay:
 
 @pytest.fixture
 def senv(mock_factory, reload_ferry_factory, workdir, request):
-    """S: splice on (the default), C: splice = off, both through the
-    relay, max_frame_bytes 128MiB; T (on demand): TLS clients."""
+    """S: splice on (the default), C: splice = off, D: handover = off, all
+    through the relay, max_frame_bytes 128MiB."""
     mock = mock_factory("M", 1, ["sp:1"])
     relay = SpliceRelay(mock.addresses[0])
     request.addfinalizer(relay.close)
     big = {"max_frame_bytes": "128MiB"}
-    f = reload_ferry_factory({"S": relay, "C": relay}, drain_timeout="20s",
-                             cluster_extra={"S": dict(big), "C": {**big, "splice": "off"}})
+    f = reload_ferry_factory({"S": relay, "C": relay, "D": relay}, drain_timeout="20s",
+                             cluster_extra={"S": dict(big), "C": {**big, "splice": "off"},
+                                            "D": {**big, "handover": "off"}})
     return f, relay
 
 
@@ -458,12 +460,41 @@ def test_stalled_peers_keep_the_order(senv):
         c.close()
 
 
-def _modify(f, i):
-    f.spec["S"]["extra"]["idle_timeout"] = "11m" if i % 2 == 0 else "10m"
+def _modify(f, i, cluster="S"):
+    f.spec[cluster]["extra"]["idle_timeout"] = "11m" if i % 2 == 0 else "10m"
     f.write()
     r = f.reload_ctl(json_out=True)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert json.loads(r.stdout)["clustersModified"] == ["S"]
+    assert json.loads(r.stdout)["clustersModified"] == [cluster]
+
+
+def test_drain_mid_frame(senv):
+    """handover = off: a reload while a request's records are half through
+    the pipe; the old worker finishes the frame and delivers its response
+    whole, then closes the connection at the boundary."""
+    f, relay = senv
+    old = worker_of(f, "D")
+    c = Conn(f.clusters["D"]["bootstrap"])
+    try:
+        spliced0 = metric(f, "ferry_bytes_spliced_total", "D")
+        req = produce_v3(2, "splice-16", 8 * MIB)
+        half = len(req) // 2
+        c.s.sendall(req[:half])
+        wait_for(lambda: metric(f, "ferry_bytes_spliced_total", "D") > spliced0 + MIB, 10,
+                 what="request bytes spliced")
+        t = threading.Thread(target=_modify, args=(f, 0, "D"))
+        t.start()
+        time.sleep(0.5)
+        c.s.sendall(req[half:])
+        assert read_frame(c.s) == struct.pack(">i", 2) + pattern(2, 16)
+        assert relay.seen[2] == (len(req), hashlib.sha256(req).digest())
+        c.s.settimeout(15)
+        assert c.s.recv(1) == b"", "the drained connection stays open"
+        t.join(60)
+        wait_for(lambda: not pid_alive(old), 15, what="old generation exited")
+        assert metric(f, "ferry_connections_handed_over_total", "D") == 0
+    finally:
+        c.close()
 
 
 def test_handover_mid_frame_both_ways(senv):
