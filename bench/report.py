@@ -465,11 +465,13 @@ def splice_section(rows, add):
         return None
     runs = [r for r in rows if r.get("path") in SPATHS and "mbps" in r]
     meta = next((r for r in rows if r.get("path") == "meta"), {})
-    by = {}   # (path, test) -> {round: (mbps, cpu_ms_per_mb)}
+    by = {}   # (path, test) -> {round: (mbps, cpu_ms_per_mb, syscalls_per_mb)}
     for r in runs:
         mb = r["bytes"] / 1e6 if isinstance(r.get("bytes"), float) else 0
         cpu = r["cpu_ms"] / mb if mb > 0 and isinstance(r.get("cpu_ms"), float) else None
-        by.setdefault((r["path"], r["test"]), {})[int(r.get("round", 0))] = (r["mbps"], cpu)
+        sc = r.get("syscalls")
+        scm = sc / mb if mb > 0 and isinstance(sc, float) and sc >= 0 else None
+        by.setdefault((r["path"], r["test"]), {})[int(r.get("round", 0))] = (r["mbps"], cpu, scm)
     out = {"paths": {}, "ratios": {}, "spliced": meta}
     add("")
     add("### Zero copy (splice = on) against the buffer copy, and the floor\n")
@@ -477,18 +479,22 @@ def splice_section(rows, add):
         "bench/splicerelay moves bytes and nothing else (splice: socket → pipe → socket; copy: "
         "a 64 KiB buffer). Saturating produce and fetch, order alternating over rounds; proxy CPU "
         "= utime+stime of the proxy's processes.\n")
-    add("| path | produce MB/s | CPU ms/MB produce | fetch MB/s | CPU ms/MB fetch |")
-    add("|---|---:|---:|---:|---:|")
+    add("| path | produce MB/s | CPU ms/MB produce | syscalls/MB | fetch MB/s | CPU ms/MB fetch | "
+        "syscalls/MB |")
+    add("|---|---:|---:|---:|---:|---:|---:|")
     for p in SPATHS:
         m = {}
         for t in ("saturate", "fetch"):
             d = by.get((p, t), {})
             m[t] = {"mbps": med([x[0] for x in d.values()]),
-                    "cpu_ms_per_mb": med([x[1] for x in d.values() if x[1] is not None])}
+                    "cpu_ms_per_mb": med([x[1] for x in d.values() if x[1] is not None]),
+                    "syscalls_per_mb": med([x[2] for x in d.values() if x[2] is not None])}
         out["paths"][p] = m
         if any(by.get((p, t)) for t in ("saturate", "fetch")):
             add(f"| {SLABEL[p]} | {fmt(m['saturate']['mbps'])} | {fmt(m['saturate']['cpu_ms_per_mb'], 3)} | "
-                f"{fmt(m['fetch']['mbps'])} | {fmt(m['fetch']['cpu_ms_per_mb'], 3)} |")
+                f"{fmt(m['saturate']['syscalls_per_mb'])} | "
+                f"{fmt(m['fetch']['mbps'])} | {fmt(m['fetch']['cpu_ms_per_mb'], 3)} | "
+                f"{fmt(m['fetch']['syscalls_per_mb'])} |")
     add("")
     add("Ratios within each round, then the median [range]; below 1 for CPU: the first costs less.\n")
     add("| ratio | CPU/MB produce | CPU/MB fetch | MB/s produce | MB/s fetch |")
