@@ -36,6 +36,7 @@ import pytest
 
 from conftest import pid_alive, serving_pids, wait_for
 from test_tls import PKI, tls_client_ctx
+from wire import ScriptedUpstream
 
 MIB = 1 << 20
 THRESHOLD = 64 * 1024        # SPLICE_THRESHOLD
@@ -121,7 +122,7 @@ def metadata_brokers(body):
 # the upstream
 # --------------------------------------------------------------------------
 
-class SpliceRelay:
+class SpliceRelay(ScriptedUpstream):
     """Listens on 127.0.0.1; see the module's docstring. client_id of the
     requests it answers itself:
 
@@ -131,46 +132,18 @@ class SpliceRelay:
     """
 
     def __init__(self, target):
-        host, port = target.rsplit(":", 1)
-        self.target = (host, int(port))
-        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.lsock.bind(("127.0.0.1", 0))
-        self.lsock.listen(128)
-        self.bootstrap = f"127.0.0.1:{self.lsock.getsockname()[1]}"
-        self.lock = threading.Lock()
         self.seen = {}              # corr -> (length, sha256) of request frames
         self.sent = 0               # response bytes written to ferry
         self.holding = threading.Event()   # a splice-hold response is half out
         self.release = threading.Event()
         self.gate = threading.Event()      # cleared: no request is read
         self.gate.set()
-        self.socks = []
-        self.closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(target)
 
     def close(self):
-        self.closed = True
         self.release.set()
         self.gate.set()
-        with self.lock:
-            socks, self.socks = self.socks, []
-        for s in socks + [self.lsock]:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
-
-    def _accept(self):
-        while not self.closed:
-            try:
-                s, _ = self.lsock.accept()
-            except OSError:
-                return
-            with self.lock:
-                self.socks.append(s)
-            threading.Thread(target=self._serve, args=(s,), daemon=True).start()
+        super().close()
 
     @staticmethod
     def _frame(s):
@@ -211,8 +184,7 @@ class SpliceRelay:
                 if not cid.startswith("splice"):
                     if up is None:
                         up = socket.create_connection(self.target, timeout=10)
-                        with self.lock:
-                            self.socks.append(up)
+                        self._track(up)
                     up.sendall(frame)
                     self._send(down, self._frame(up))
                     continue
@@ -468,6 +440,27 @@ def _modify(f, i, cluster="S"):
     assert json.loads(r.stdout)["clustersModified"] == [cluster]
 
 
+def _reload_mid_request(f, relay, c, cluster, i, corr, old):
+    """Sends half of an 8 MiB Produce request, starts a modifying reload of
+    cluster once its records are being spliced, checks that the old worker
+    (pid old) is still there, sends the rest; checks the response and the
+    request as the upstream got it. Returns the reload's thread."""
+    spliced0 = metric(f, "ferry_bytes_spliced_total", cluster)
+    req = produce_v3(corr, "splice-16", 8 * MIB)
+    half = len(req) // 2
+    c.s.sendall(req[:half])
+    wait_for(lambda: metric(f, "ferry_bytes_spliced_total", cluster) > spliced0 + MIB, 10,
+             what="request bytes spliced")
+    t = threading.Thread(target=_modify, args=(f, i, cluster))
+    t.start()
+    time.sleep(0.5)
+    assert pid_alive(old), "the old worker left with a request frame half read"
+    c.s.sendall(req[half:])
+    assert read_frame(c.s) == struct.pack(">i", corr) + pattern(corr, 16)
+    assert relay.seen[corr] == (len(req), hashlib.sha256(req).digest())
+    return t
+
+
 def test_drain_mid_frame(senv):
     """handover = off: a reload while a request's records are half through
     the pipe; the old worker finishes the frame and delivers its response
@@ -476,18 +469,7 @@ def test_drain_mid_frame(senv):
     old = worker_of(f, "D")
     c = Conn(f.clusters["D"]["bootstrap"])
     try:
-        spliced0 = metric(f, "ferry_bytes_spliced_total", "D")
-        req = produce_v3(2, "splice-16", 8 * MIB)
-        half = len(req) // 2
-        c.s.sendall(req[:half])
-        wait_for(lambda: metric(f, "ferry_bytes_spliced_total", "D") > spliced0 + MIB, 10,
-                 what="request bytes spliced")
-        t = threading.Thread(target=_modify, args=(f, 0, "D"))
-        t.start()
-        time.sleep(0.5)
-        c.s.sendall(req[half:])
-        assert read_frame(c.s) == struct.pack(">i", 2) + pattern(2, 16)
-        assert relay.seen[2] == (len(req), hashlib.sha256(req).digest())
+        t = _reload_mid_request(f, relay, c, "D", 0, 2, old)
         c.s.settimeout(15)
         assert c.s.recv(1) == b"", "the drained connection stays open"
         t.join(60)
@@ -508,21 +490,8 @@ def test_handover_mid_frame_both_ways(senv):
     try:
         c.s.sendall(apiversions_v0(1))
         read_frame(c.s)
-        spliced0 = metric(f, "ferry_bytes_spliced_total", "S")
         # 1. half of an 8 MiB Produce request, then the reload
-        req = produce_v3(2, "splice-16", 8 * MIB)
-        half = len(req) // 2
-        c.s.sendall(req[:half])
-        wait_for(lambda: metric(f, "ferry_bytes_spliced_total", "S") > spliced0 + MIB, 10,
-                 what="request bytes spliced")
-        t = threading.Thread(target=_modify, args=(f, 0))
-        t.start()
-        time.sleep(0.5)
-        assert pid_alive(old), "the old worker left with a request frame half read"
-        c.s.sendall(req[half:])
-        body = read_frame(c.s)
-        assert body == struct.pack(">i", 2) + pattern(2, 16)
-        assert relay.seen[2] == (len(req), hashlib.sha256(req).digest())
+        t = _reload_mid_request(f, relay, c, "S", 0, 2, old)
         t.join(60)
         wait_for(lambda: not pid_alive(old), 15, what="old generation exited")
         assert metric(f, "ferry_connections_handed_over_total", "S") == 1
