@@ -8,9 +8,11 @@ Each line of results.tsv is KIND<TAB>key=value<TAB>...; KIND is meta, tput
 workers (test = balance: per-worker connection counts; test = produce8: one
 kload -n 8 run through direct, haproxy_t1/t2, ferry_w1/w2), handover (one
 bench/handover.c run per mode = on|off: a reload of a cluster carrying idle
-and busy connections) or tls (path = haproxy|ferry terminating TLS; test =
+and busy connections) tls (path = haproxy|ferry terminating TLS; test =
 produce|fetch: one kload run over TLS, hs_full|hs_resumed: one bench/tlshs.c
-run, idle: 1,000 idle TLS connections; test = meta / unsupported) or field
+run, idle: 1,000 idle TLS connections; test = meta / unsupported), splice
+(path = ferry_splice|ferry_copy|relay_splice|relay_copy, test =
+saturate|fetch: one kload run; path = meta: what splice = on spliced) or field
 (ferry, Kroxylicious and HAProxy on a real Kafka cluster: bench/field.sh,
 reported by bench/field_report.py).
 Per path the median over rounds is reported; ratios are ferry / HAProxy
@@ -66,6 +68,7 @@ def counts_of(v):
 
 def load(path):
     meta, tput, mem, reload, workers, handover, tls, scale, admin, field = {}, [], {}, [], [], [], [], [], [], []
+    splice = []
     with open(path) as f:
         for line in f:
             fields = line.rstrip("\n").split("\t")
@@ -94,7 +97,9 @@ def load(path):
                 admin.append(kv)
             elif kind == "field":
                 field.append(kv)
-    return meta, tput, mem, reload, workers, handover, tls, scale, admin, field
+            elif kind == "splice":
+                splice.append(kv)
+    return meta, tput, mem, reload, workers, handover, tls, scale, admin, field, splice
 
 
 def med(xs):
@@ -167,7 +172,7 @@ def ratio(a, b):
 
 def main():
     tsv, outdir = sys.argv[1], sys.argv[2]
-    meta, tput, mem, reload, wk, ho, tl, sc, ad, fl = load(tsv)
+    meta, tput, mem, reload, wk, ho, tl, sc, ad, fl, spl = load(tsv)
     res = per_path(tput)
     # added p50: per round, path minus direct of the same round; then the median
     direct_r = res.get("direct", {}).get("rtt_p50_us", {}).get("by_round", {})
@@ -319,6 +324,9 @@ def main():
     sres = scale_section(sc, add)
     fres = field_section(fl, add)
 
+    # zero copy against the buffer copy, and the floor
+    spres = splice_section(spl, add)
+
     # the admin API: ferryctl status, before and after
     ares = admin_section(ad, add)
 
@@ -392,7 +400,7 @@ def main():
     out = {"preliminary": True, "meta": meta, "paths": res, "ratios_ferry_over_haproxy": ratios,
            "ab_after_over_before": ab,
            "ferry_minus_haproxy_rtt_p50_us": ferry_minus_haproxy_p50,
-           "memory": memo, "workers": wres, "handover": hres, "tls": tres, "scale": sres, "admin": ares, "field": fres, "reload": {str(k): d for k, d in sorted(rel.items())}, "targets": targets,
+           "memory": memo, "workers": wres, "handover": hres, "tls": tres, "scale": sres, "splice": spres, "admin": ares, "field": fres, "reload": {str(k): d for k, d in sorted(rel.items())}, "targets": targets,
            "units": {"mbps": "10^6 bytes of payload per second", "cpu_ms_per_mb": "proxy utime+stime ms per 10^6 payload bytes",
                      "rtt": "librdkafka broker rtt window (request sent -> response), µs"}}
     with open(os.path.join(outdir, "bench.json"), "w") as f:
@@ -454,6 +462,82 @@ def compare_section(res, meta, add):
         nd = 3 if "cpu" in k else 0
         add(f"| {name} | {fmt(v(res, 'ferry_b', k), nd)} | {fmt(v(res, 'ferry', k), nd)} | " + " | ".join(f"×{fmt(per[r], 3)}" if per[r] is not None else "–" for r in rounds) +
             f" | **×{fmt(m, 3)}** | {fmt(min(xs) if xs else None, 3)} – {fmt(max(xs) if xs else None, 3)} |")
+    return out
+
+
+SPATHS = ["ferry_splice", "ferry_copy", "relay_splice", "relay_copy"]
+SLABEL = {
+    "ferry_splice": "ferry, splice = on",
+    "ferry_copy": "ferry, splice = off",
+    "relay_splice": "splicerelay -m splice (the floor)",
+    "relay_copy": "splicerelay -m copy",
+}
+SRATIOS = [("ferry_splice", "ferry_copy", "ferry splice / copy"),
+           ("ferry_splice", "relay_splice", "ferry splice / floor"),
+           ("ferry_copy", "relay_splice", "ferry copy / floor"),
+           ("relay_splice", "relay_copy", "relay splice / copy")]
+
+
+def splice_section(rows, add):
+    """The splice part: per path the medians, then per-round ratios of
+    proxy CPU per MB and MB/s; None when it was not run."""
+    if not rows:
+        return None
+    runs = [r for r in rows if r.get("path") in SPATHS and "mbps" in r]
+    meta = next((r for r in rows if r.get("path") == "meta"), {})
+    by = {}   # (path, test) -> {round: (mbps, cpu_ms_per_mb, syscalls_per_mb)}
+    for r in runs:
+        mb = r["bytes"] / 1e6 if isinstance(r.get("bytes"), float) else 0
+        cpu = r["cpu_ms"] / mb if mb > 0 and isinstance(r.get("cpu_ms"), float) else None
+        sc = r.get("syscalls")
+        scm = sc / mb if mb > 0 and isinstance(sc, float) and sc >= 0 else None
+        by.setdefault((r["path"], r["test"]), {})[int(r.get("round", 0))] = (r["mbps"], cpu, scm)
+    out = {"paths": {}, "ratios": {}, "spliced": meta}
+    add("")
+    add("### Zero copy (splice = on) against the buffer copy, and the floor\n")
+    add("One ferryd, two clusters (splice = on / off) in front of the mock cluster; "
+        "bench/splicerelay moves bytes and nothing else (splice: socket → pipe → socket; copy: "
+        "a 64 KiB buffer). Saturating produce and fetch, order alternating over rounds; proxy CPU "
+        "= utime+stime of the proxy's processes.\n")
+    add("| path | produce MB/s | CPU ms/MB produce | syscalls/MB | fetch MB/s | CPU ms/MB fetch | "
+        "syscalls/MB |")
+    add("|---|---:|---:|---:|---:|---:|---:|")
+    for p in SPATHS:
+        m = {}
+        for t in ("saturate", "fetch"):
+            d = by.get((p, t), {})
+            m[t] = {"mbps": med([x[0] for x in d.values()]),
+                    "cpu_ms_per_mb": med([x[1] for x in d.values() if x[1] is not None]),
+                    "syscalls_per_mb": med([x[2] for x in d.values() if x[2] is not None])}
+        out["paths"][p] = m
+        if any(by.get((p, t)) for t in ("saturate", "fetch")):
+            add(f"| {SLABEL[p]} | {fmt(m['saturate']['mbps'])} | {fmt(m['saturate']['cpu_ms_per_mb'], 3)} | "
+                f"{fmt(m['saturate']['syscalls_per_mb'])} | "
+                f"{fmt(m['fetch']['mbps'])} | {fmt(m['fetch']['cpu_ms_per_mb'], 3)} | "
+                f"{fmt(m['fetch']['syscalls_per_mb'])} |")
+    add("")
+    add("Ratios within each round, then the median [range]; below 1 for CPU: the first costs less.\n")
+    add("| ratio | CPU/MB produce | CPU/MB fetch | MB/s produce | MB/s fetch |")
+    add("|---|---:|---:|---:|---:|")
+    for a, b, name in SRATIOS:
+        cells, rec = [], {}
+        for idx, (t, what) in enumerate([("saturate", 1), ("fetch", 1), ("saturate", 0), ("fetch", 0)]):
+            da, db = by.get((a, t), {}), by.get((b, t), {})
+            xs = [ratio(da[k][what], db[k][what]) for k in da if k in db]
+            xs = [x for x in xs if x is not None]
+            key = ["cpu_produce", "cpu_fetch", "mbps_produce", "mbps_fetch"][idx]
+            rec[key] = {"median": statistics.median(xs) if xs else None, "runs": xs}
+            cells.append(f"×{fmt(statistics.median(xs), 3)} [{fmt(min(xs), 2)}–{fmt(max(xs), 2)}]"
+                         if xs else "–")
+        out["ratios"][name] = rec
+        add(f"| {name} | " + " | ".join(cells) + " |")
+    if meta:
+        tot = meta.get("total_bytes") or 0
+        sp = meta.get("spliced_bytes") or 0
+        add("")
+        add(f"splice = on moved {fmt(100.0 * sp / tot if tot else None, 1)} % of its bytes with splice(2) "
+            f"({int(meta.get('fallbacks') or 0)} fallbacks to the copy); splice = off spliced "
+            f"{int(meta.get('off_spliced_bytes') or 0)} bytes.")
     return out
 
 

@@ -359,6 +359,7 @@ cfgp_add_cluster(struct cfgp *p, const char *name)
 	cl->max_inflight = 1024;
 	cl->workers = 1;
 	cl->handover = true;
+	cl->splice = true;
 	cl->sasl_max_frame_bytes = 512ULL << 10;  /* before SASL authentication */
 	cl->tls_min_version = CFG_TLS_1_2;
 	cl->upstream_tls_verify = true;

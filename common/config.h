@@ -135,6 +135,9 @@ struct cfg_cluster {
 	                                    reading stops beyond it */
 	bool handover;                   /* hand live connections to a new generation on
 	                                    reload (default on) */
+	bool splice;                     /* large pass-through frame bodies move with
+	                                    splice(2), not through a buffer, on
+	                                    plaintext connections (default on) */
 	uint32_t workers;                /* worker processes per generation, default 1;
 	                                    0 = auto (the CPUs ferryd may run on) */
 	uint64_t sasl_max_frame_bytes;   /* client frames before SASL authentication

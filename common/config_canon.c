@@ -121,6 +121,7 @@ cfg_cluster_canonical(const struct cfg_cluster *cl)
 	cfgp_sb_printf(&b, "request_timeout = %s\n", buf);
 	cfgp_sb_printf(&b, "max_inflight_per_connection = %u\n", cl->max_inflight);
 	cfgp_sb_printf(&b, "handover = %s\n", cl->handover ? "on" : "off");
+	cfgp_sb_printf(&b, "splice = %s\n", cl->splice ? "on" : "off");
 	if (cl->workers == 0)
 		cfgp_sb_printf(&b, "workers = auto\n");
 	else

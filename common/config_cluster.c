@@ -209,6 +209,12 @@ cfgp_set_handover(struct cfg_cluster *cl, const char *v, char *err, size_t len)
 	return cfgp_onoff(v, &cl->handover, err, len);
 }
 
+static int
+cfgp_set_splice(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return cfgp_onoff(v, &cl->splice, err, len);
+}
+
 /* The pre-authentication frame limit (worker/kafka/sasl.h): the
  * same range as max_frame_bytes; the smaller of the two applies. */
 static int
@@ -560,6 +566,7 @@ const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT] = {
 	[CK_PROXY_PROTOCOL_FROM] = { "proxy_protocol_from", cfgp_set_proxy_protocol_from },
 	[CK_MAX_AGE] = { "connection_max_age", cfgp_set_max_age },
 	[CK_MAX_AGE_JITTER] = { "connection_max_age_jitter", cfgp_set_max_age_jitter },
+	[CK_SPLICE] = { "splice", cfgp_set_splice },
 };
 _Static_assert(CK_COUNT <= CFG_CLUSTER_KEYS_MAX, "cfg_cluster.key_lines too small");
 

@@ -65,6 +65,7 @@ enum cfgp_ckey {
 	CK_GATEWAY, CK_SNI_BOOTSTRAP_HOST, CK_SNI_BROKER_PATTERN,	/* SNI gateway */
 	/* behind a load balancer: PROXY protocol, connection max-age */
 	CK_PROXY_PROTOCOL, CK_PROXY_PROTOCOL_FROM, CK_MAX_AGE, CK_MAX_AGE_JITTER,
+	CK_SPLICE,	/* zero copy of frame bodies */
 	CK_COUNT,
 };
 

@@ -29,7 +29,7 @@
 
 #include "common/shmblock.h"
 
-#define METRICS_MAGIC 0x66657272790006ULL /* "ferry" v6: PROXY protocol, max-age */
+#define METRICS_MAGIC 0x66657272790007ULL /* "ferry" v7: splice */
 
 /* X-macro: name, type ("counter"/"gauge"), help. Order is ABI. */
 #define METRICS_FIELDS(X) \
@@ -80,7 +80,11 @@
 	X(proxy_header_malformed, counter, "Client connections closed for a malformed or oversized PROXY protocol header") \
 	X(proxy_header_truncated, counter, "Client connections that closed in the middle of their PROXY protocol header") \
 	X(proxy_header_timeout, counter, "Client connections closed because their PROXY protocol header did not arrive within request_timeout") \
-	X(connections_expired, counter, "Client connections closed at a request boundary because they outlived connection_max_age")
+	X(connections_expired, counter, "Client connections closed at a request boundary because they outlived connection_max_age") \
+	/* zero copy: frame bodies spliced socket -> pipe -> socket (worker/splice.h) */ \
+	X(bytes_spliced, counter, "Bytes forwarded (either direction, part of ferry_bytes_total) with splice(2), never copied through the worker's memory") \
+	X(splice_pipes, gauge, "Pipes the workers hold open for splice(2), two file descriptors each") \
+	X(splice_fallbacks, counter, "Frame rests above the splice threshold copied through a buffer because no pipe could be had (limit of open pipes, descriptors, pipe-user-pages-soft)")
 
 /* Per Kafka API key (0..METRICS_APIS-2; the last slot takes any other):
  * requests forwarded and the upstream latency of their responses, from the

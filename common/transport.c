@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <sys/socket.h>
@@ -40,6 +41,30 @@ plain_writev(struct transport *t, const struct iovec *iov, int iovcnt)
 	ssize_t n;
 	do
 		n = sendmsg(t->fd, &mh, MSG_NOSIGNAL);
+	while (n == -1 && errno == EINTR);
+	return n;
+}
+
+/* splice(2) both ways, non-blocking on both ends; SPLICE_F_MOVE is a hint
+ * (pages are moved rather than copied where the kernel can). A socket whose
+ * peer is gone raises SIGPIPE here (splice has no MSG_NOSIGNAL): processes
+ * using it ignore SIGPIPE. */
+static ssize_t
+plain_splice_in(struct transport *t, int pipe_wr, size_t len)
+{
+	ssize_t n;
+	do
+		n = splice(t->fd, NULL, pipe_wr, NULL, len, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+	while (n == -1 && errno == EINTR);
+	return n;
+}
+
+static ssize_t
+plain_splice_out(struct transport *t, int pipe_rd, size_t len)
+{
+	ssize_t n;
+	do
+		n = splice(pipe_rd, NULL, t->fd, NULL, len, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 	while (n == -1 && errno == EINTR);
 	return n;
 }
@@ -117,6 +142,8 @@ static const struct transport_ops plain_ops = {
 	.peer = plain_peer,
 	.close = plain_close,
 	.movable = true,
+	.splice_in = plain_splice_in,
+	.splice_out = plain_splice_out,
 };
 
 void

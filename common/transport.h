@@ -26,6 +26,14 @@
  * The hot path (read, writev, interest, pending) costs what raw
  * recv/sendmsg cost plus one indirect call: the wrappers are inline, the
  * state is plain fields, nothing is allocated per call.
+ *
+ * Zero copy: a transport whose socket carries the stream's bytes as they
+ * are (plain TCP: no record layer in this process) also moves them
+ * between its socket and a pipe with splice(2), never through user space
+ * (transport_splice_in/out, same conventions as read/writev; EAGAIN means
+ * the socket blocked, or the pipe: the caller knows which from what it put
+ * in the pipe). TLS has no such path (no kernel TLS here): its ops are
+ * NULL and transport_can_splice() says no.
  */
 #ifndef FERRY_COMMON_TRANSPORT_H
 #define FERRY_COMMON_TRANSPORT_H
@@ -72,6 +80,11 @@ struct transport_ops {
 	/* the connection can continue in another process from its socket
 	 * alone (live handover): no state lives in this process */
 	bool movable;
+	/* up to len bytes from the socket into the pipe's write end, and from
+	 * the pipe's read end into the socket (splice(2), non-blocking);
+	 * NULL = not possible (the bytes on the socket are not the stream's) */
+	ssize_t (*splice_in)(struct transport *t, int pipe_wr, size_t len);
+	ssize_t (*splice_out)(struct transport *t, int pipe_rd, size_t len);
 };
 
 struct transport {
@@ -95,6 +108,34 @@ static inline bool
 transport_movable(const struct transport *t)
 {
 	return t->fd < 0 || !t->ops || t->ops->movable;
+}
+
+/* Whether bytes can move between this transport's socket and a pipe
+ * without passing through user space (plain TCP, handshake done). */
+static inline bool
+transport_can_splice(const struct transport *t)
+{
+	/* (SHUTDOWN: our write side is closed, the socket still reads and
+	 * its peer's bytes are still the stream's) */
+	return t->fd >= 0 && t->ops && t->ops->splice_in &&
+	    (t->state == TRANSPORT_OPEN || t->state == TRANSPORT_SHUTDOWN);
+}
+
+/* Up to len bytes from the socket into pipe_wr: > 0 moved, 0 the peer
+ * closed its write side, -1 with errno (EAGAIN: the socket has nothing,
+ * or the pipe is full; rd_want is set). Only when transport_can_splice. */
+static inline ssize_t
+transport_splice_in(struct transport *t, int pipe_wr, size_t len)
+{
+	return t->ops->splice_in(t, pipe_wr, len);
+}
+
+/* Up to len bytes from pipe_rd into the socket: > 0 moved, -1 with errno
+ * (EAGAIN: the socket's send buffer is full; wr_want is set). */
+static inline ssize_t
+transport_splice_out(struct transport *t, int pipe_rd, size_t len)
+{
+	return t->ops->splice_out(t, pipe_rd, len);
 }
 
 static inline const char *

@@ -67,6 +67,67 @@ conn_dir_release(struct worker *w, struct frame_dir *d)
 	frame_dir_free(d);
 }
 
+/* ---- zero copy (worker/splice.h) ------------------------------------------ */
+
+static struct conn_splice *
+conn_sp(struct conn *c, const struct frame_dir *d)
+{
+	return &c->sp[d == &c->fr.resp];
+}
+
+void
+conn_pipes_release(struct conn *c)
+{
+	struct frame_dir *dirs[2] = { &c->fr.req, &c->fr.resp };
+	for (int i = 0; i < 2; i++) {
+		if (dirs[i]->piped)
+			splice_pool_drop(&c->w->splice, &c->sp[i].pipe);
+		else
+			splice_pool_put(&c->w->splice, &c->sp[i].pipe);
+		dirs[i]->piped = 0;
+	}
+}
+
+/* Which way the next bytes of d go: copied through its buffer, spliced,
+ * or neither until the buffer is written (splice_decide). */
+static enum splice_way
+conn_splice_way(const struct conn *c, const struct frame_dir *d)
+{
+	bool req = d == &c->fr.req;
+	const struct conn_splice *sp = &c->sp[!req];
+	if (d->frame_left == 0 || sp->refused == d->frames)
+		return SPLICE_COPY;
+	struct splice_view v = {
+		.enabled = c->w->cl->splice,
+		.plain = transport_can_splice(&c->cli) && transport_can_splice(&c->up),
+		.holding = sp->pipe.cap && sp->frame == d->frames,
+		.frame_left = d->frame_left,
+		.buffered = (d->buf ? d->end - d->start : 0) + (d->out ? d->out_len - d->out_off : 0),
+		.threshold = SPLICE_THRESHOLD,
+	};
+	return splice_decide(&v);
+}
+
+/* Whether d can take bytes from its source now: room in its pipe when its
+ * frame is spliced, none while its buffer must be written before a splice,
+ * else room in its buffer. */
+static bool
+conn_dir_room(const struct conn *c, const struct frame_dir *d)
+{
+	switch (conn_splice_way(c, d)) {
+	case SPLICE_MOVE: {
+		const struct splice_pipe *p = &c->sp[d == &c->fr.resp].pipe;
+		/* (no pipe yet: one is taken, or the frame is copied) */
+		return !p->cap || (!p->full && d->piped < p->cap);
+	}
+	case SPLICE_WAIT:
+		return false;
+	case SPLICE_COPY:
+		break;
+	}
+	return frame_dir_has_room(&c->fr, d);
+}
+
 static bool
 conn_drain_grace(const struct conn *c)
 {
@@ -106,7 +167,7 @@ conn_may_start(const struct conn *c)
 static bool
 conn_reads_client(const struct conn *c)
 {
-	if (c->cli_eof || c->up_eof || !frame_dir_has_room(&c->fr, &c->fr.req))
+	if (c->cli_eof || c->up_eof || !conn_dir_room(c, &c->fr.req))
 		return false;
 	if (c->fr.req.frame_left || c->fr.req.skip_left)
 		return true;
@@ -187,6 +248,7 @@ conn_do(struct conn *c, unsigned a)
 		/* The pending bytes travel with the record; buffers go back. */
 		conn_dir_release(w, &c->fr.req);
 		conn_dir_release(w, &c->fr.resp);
+		conn_pipes_release(c);   /* empty: a boundary */
 		c->fr.req.start = c->fr.req.end = 0;
 		/* listed by the next generation from now on, not twice */
 		conn_peer_release(c);
@@ -268,6 +330,7 @@ conn_free(struct conn *c)
 	transport_close(&c->up);
 	conn_dir_release(w, &c->fr.req);
 	conn_dir_release(w, &c->fr.resp);
+	conn_pipes_release(c);
 	frame_free(&c->fr);
 	conn_peer_release(c);
 	free(c->pp_buf);
@@ -357,6 +420,26 @@ dir_flush(struct conn *c, struct frame_dir *d, struct transport *t, bool to_upst
 	*moved = false;
 	if (!transport_ready(t))
 		return 0;  /* handshake first: transport_interest says what it waits for */
+	/* The pipe first: its bytes came before anything in the buffer. */
+	struct conn_splice *sp = conn_sp(c, d);
+	while (d->piped) {
+		ssize_t n = transport_splice_out(t, sp->pipe.rd, d->piped);
+		if (n == -1) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+			return write_failed(c, to_upstream);
+		}
+		d->piped -= (size_t)n;
+		sp->pipe.full = false;
+		*moved = true;
+		METRIC_ADD(c->w->m, bytes_spliced, n);
+		if (to_upstream)
+			METRIC_ADD(c->w->m, bytes_client_to_upstream, n);
+		else
+			METRIC_ADD(c->w->m, bytes_upstream_to_client, n);
+	}
+	if (sp->pipe.cap && (d->frame_left == 0 || sp->frame != d->frames))
+		splice_pool_put(&c->w->splice, &sp->pipe);  /* its frame has left */
 	while (d->fwd) {
 		struct iovec iov = { d->buf + d->start, d->fwd };
 		ssize_t n = transport_writev(t, &iov, 1);
@@ -402,6 +485,19 @@ dir_flush(struct conn *c, struct frame_dir *d, struct transport *t, bool to_upst
 
 /* ---- reading ------------------------------------------------------------ */
 
+/* The client or the upstream sent its FIN. Not closed yet: what is owed
+ * and whole is still delivered (conn_pump decides when to close). */
+static void
+dir_eof(struct conn *c, bool from_client)
+{
+	if (from_client) {
+		c->cli_eof = true;
+		c->cli_eof_at = ev_now(c->w->loop);
+	} else {
+		c->up_eof = true;
+	}
+}
+
 /* Read what t has into d: 0 (*moved: bytes were read; nothing on EAGAIN,
  * no room, or EOF: cli_eof / up_eof set; *filled: the read filled the
  * room), or -1 to close (why set). */
@@ -434,20 +530,80 @@ dir_read(struct conn *c, struct frame_dir *d, struct transport *t, bool from_cli
 		    upstream_transport_error(t, errno));
 	}
 	if (n == 0) {
-		/* Not closed yet: what is owed and whole is still delivered
-		 * (conn_pump decides when to close). */
-		if (from_client) {
-			c->cli_eof = true;
-			c->cli_eof_at = ev_now(c->w->loop);
-		} else {
-			c->up_eof = true;
-		}
+		dir_eof(c, from_client);
 		return 0;
 	}
 	d->end += (size_t)n;
 	*filled = (size_t)n == room;
 	*moved = true;
 	return 0;
+}
+
+/* Splice what t has of d's current frame into d's pipe: the same
+ * returns as dir_read. */
+static int
+dir_splice_in(struct conn *c, struct frame_dir *d, struct transport *t, bool from_client,
+	      bool *moved, bool *filled)
+{
+	struct splice_pipe *p = &conn_sp(c, d)->pipe;
+	*moved = *filled = false;
+	size_t want = splice_amount(d->frame_left, p->cap, d->piped);
+	if (!want || p->full) {
+		*filled = true;   /* not tried: the socket may hold bytes */
+		return 0;
+	}
+	ssize_t n = transport_splice_in(t, p->wr, want);
+	if (n == -1) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK) {
+			/* The socket is empty, or the pipe has no slot left
+			 * (pipes count pages): with bytes in it, read again
+			 * once some were written (the writer waits on them). */
+			if (d->piped)
+				p->full = true;
+			return 0;
+		}
+		return conn_fail(c, "read from %s: %s", from_client ? "client" : "upstream",
+		    upstream_transport_error(t, errno));
+	}
+	if (n == 0) {
+		dir_eof(c, from_client);
+		return 0;
+	}
+	d->piped += (size_t)n;
+	frame_dir_bypass(&c->fr, d, (uint64_t)n);
+	*moved = true;
+	*filled = (size_t)n == want;
+	return 0;
+}
+
+/* Read what t has for d, the way splice_decide says: spliced into its pipe
+ * (taken from the worker's pool for a frame's rest), or into its buffer
+ * (also when no pipe can be had). The same returns as dir_read. */
+static int
+dir_in(struct conn *c, struct frame_dir *d, struct transport *t, bool from_client, bool *moved,
+       bool *filled)
+{
+	switch (conn_splice_way(c, d)) {
+	case SPLICE_WAIT:
+		/* nothing read: the socket may still hold bytes once the
+		 * buffer is written (the caller's loop comes back) */
+		*moved = false;
+		*filled = true;
+		return 0;
+	case SPLICE_MOVE: {
+		struct conn_splice *sp = conn_sp(c, d);
+		if (sp->pipe.cap || splice_pool_get(&c->w->splice, ev_now(c->w->loop),
+		    &sp->pipe) == 0) {
+			sp->frame = d->frames;
+			return dir_splice_in(c, d, t, from_client, moved, filled);
+		}
+		sp->refused = d->frames;   /* copied, counted splice_fallbacks */
+		break;
+	}
+	case SPLICE_COPY:
+		break;
+	}
+	return dir_read(c, d, t, from_client, moved, filled);
 }
 
 /* ---- responses: upstream -> client ------------------------------------- */
@@ -583,7 +739,7 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 		/* Bytes held inside a transport are read without waiting for
 		 * the socket (transport_pending; never any for plain TCP). */
 		if ((cli_readable || transport_pending(&c->cli)) && conn_reads_client(c)) {
-			if (dir_read(c, &c->fr.req, &c->cli, true, &moved, &filled) < 0)
+			if (dir_in(c, &c->fr.req, &c->cli, true, &moved, &filled) < 0)
 				return -1;
 			progress |= moved;
 			cli_readable = filled;
@@ -591,8 +747,8 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 				c->last_active = ev_now(w->loop);
 		}
 		if (open && (up_readable || transport_pending(&c->up)) && !c->up_eof &&
-		    frame_dir_has_room(&c->fr, &c->fr.resp)) {
-			if (dir_read(c, &c->fr.resp, &c->up, false, &moved, &filled) < 0) {
+		    conn_dir_room(c, &c->fr.resp)) {
+			if (dir_in(c, &c->fr.resp, &c->up, false, &moved, &filled) < 0) {
 				METRIC_ADD(w->m, upstream_closed, 1);
 				return -1;
 			}
@@ -619,7 +775,7 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 			return conn_drained(c);
 		return 0;
 	}
-	if (c->up_eof && !c->fr.resp.fwd && !c->fr.resp.out) {
+	if (c->up_eof && !c->fr.resp.fwd && !c->fr.resp.out && !c->fr.resp.piped) {
 		/* Every whole response received has been delivered. */
 		METRIC_ADD(w->m, upstream_closed, 1);
 		if (c->fr.sasl.phase == SASL_RAW_SERVER && !c->fr.resp.frame_left)
@@ -728,10 +884,11 @@ conn_update_watchers(struct conn *c)
 	 * wants from it: read when there is room, write when bytes are owed
 	 * (a TLS transport may turn either around, or wait on a handshake). */
 	bool cli_rd = conn_reads_client(c), up_rd = false;
-	ce = transport_interest(&c->cli, cli_rd, c->fr.resp.fwd || c->fr.resp.out);
+	ce = transport_interest(&c->cli, cli_rd,
+	    c->fr.resp.fwd || c->fr.resp.out || c->fr.resp.piped);
 	if (conn_fsm_open(c->state) && !c->up_eof) {
-		up_rd = frame_dir_has_room(&c->fr, &c->fr.resp);
-		ue = transport_interest(&c->up, up_rd, c->fr.req.fwd);
+		up_rd = conn_dir_room(c, &c->fr.resp);
+		ue = transport_interest(&c->up, up_rd, c->fr.req.fwd || c->fr.req.piped);
 	}
 	conn_set_io(c, &c->cli_io, c->cli.fd, ce);
 	conn_set_io(c, &c->up_io, c->up.fd, ue);
@@ -834,7 +991,7 @@ conn_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	}
 	if (c->fr.req_since) {
 		ev_tstamp due = c->fr.req_since + rt;
-		if (due <= now && c->fr.req.fwd) {
+		if (due <= now && (c->fr.req.fwd || c->fr.req.piped)) {
 			/* The upstream is not taking the bytes we have: that
 			 * time is not the client's. Give it a fresh period. */
 			c->fr.req_since = now;

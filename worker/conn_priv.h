@@ -21,11 +21,22 @@
 #include "worker/conn_fsm.h"
 #include "worker/frame.h"
 #include "worker/handover.h"
+#include "worker/splice.h"
 
 /* A peer identity in logs: an address, or (TLS) a certificate subject. */
 #define CONN_PEER_MAX 256
 
 #define CONN_ROW_GONE (-2)
+
+/* The zero-copy state of one direction (worker/splice.h): its pipe while
+ * it splices a frame's rest or still holds its tail, and the frame the
+ * pool refused a pipe (copied). Frames are told apart by frame_dir.frames
+ * (0 = none). */
+struct conn_splice {
+	struct splice_pipe pipe;   /* cap 0: none */
+	uint32_t frame;            /* the frame the pipe carries */
+	uint32_t refused;          /* the frame that found no pipe */
+};
 
 /* How a connection's first bytes are read (proxy_protocol). */
 enum conn_pp {
@@ -51,6 +62,7 @@ struct conn {
 	size_t upstream_try;
 	struct upstream_connect *uc;
 	struct frame fr;        /* Kafka framing of both directions (frame.h) */
+	struct conn_splice sp[2]; /* zero copy: [0] requests, [1] responses */
 	ev_tstamp last_active;  /* last read from either side */
 	ev_tstamp timer_at;     /* when `timer` fires; 0 = not armed */
 	ev_tstamp cli_eof_at;   /* when the client half-closed */
@@ -129,6 +141,9 @@ int conn_end(struct conn *c, const char *fmt, ...) __attribute__((format(printf,
 
 /* Give a direction's buffers back (the read buffer to the pool). */
 void conn_dir_release(struct worker *w, struct frame_dir *d);
+/* Give both directions' pipes back (empty ones to the worker's pool; one
+ * still holding bytes is closed: its connection closes). */
+void conn_pipes_release(struct conn *c);
 /* Draining, and requests received in time remain to be served. */
 bool conn_drain_pending(const struct conn *c);
 

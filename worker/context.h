@@ -30,6 +30,7 @@
 #include "common/metrics.h"
 #include "common/tlscache.h"
 #include "worker/sni_gate.h"
+#include "worker/splice.h"
 #include "common/tlskeys.h"
 
 #define WORKER_IPC_FD 3
@@ -140,6 +141,8 @@ struct worker {
 	/* buffer pool: WORKER_BUF_SIZE blocks */
 	void *pool[WORKER_BUF_POOL];
 	size_t n_pool;
+	/* pipes of the zero-copy path (worker/splice.h) */
+	struct splice_pool splice;
 
 	/* DNS */
 	ares_channel ares;

@@ -224,6 +224,7 @@ req_raw_token(struct frame *f, const uint8_t *p, size_t avail, uint64_t *started
 		return frame_fail(f, "malformed SASL exchange: %s", err);
 	}
 	f->req.frame_left = frame;
+	f->req.frames++;
 	*started = frame;
 	return FRAME_OK;
 }
@@ -362,6 +363,7 @@ frame_req_step(struct frame *f, double now, bool may_start, uint64_t *started)
 	atomic_fetch_add_explicit(&f->m->api[metrics_api_slot(h.api_key)].requests, 1,
 	    memory_order_relaxed);
 	d->frame_left = 4 + (uint64_t)h.size;
+	d->frames++;
 	*started = d->frame_left;
 	return FRAME_OK;
 
@@ -455,6 +457,7 @@ frame_resp_step(struct frame *f, double now)
 			return frame_upstream(f, "%s", err);
 		}
 		d->frame_left = frame;
+		d->frames++;
 		if (f->sasl.authenticated && f->sasl.phase == SASL_KAFKA)
 			log_debug("SASL raw exchange relayed", "mechanism=%s", f->sasl.mech_name);
 		return FRAME_OK;
@@ -537,6 +540,7 @@ frame_resp_step(struct frame *f, double now)
 		d->acc_ver = head->ver;
 	} else {
 		d->frame_left = 4 + (uint64_t)size;
+		d->frames++;
 	}
 	/* the upstream latency of this API (the caller's clock) */
 	double lat = now - head->sent;
@@ -561,11 +565,20 @@ frame_free(struct frame *f)
 	f->fifo_cap = f->fifo_head = 0;
 }
 
+void
+frame_dir_bypass(struct frame *f, struct frame_dir *d, uint64_t n)
+{
+	d->frame_left -= n < d->frame_left ? n : d->frame_left;
+	if (d == &f->req && d->frame_left == 0)
+		f->req_since = 0;   /* this request frame is complete */
+}
+
 bool
 frame_owes_nothing(const struct frame *f)
 {
 	return f->fifo_len == 0 && f->req.frame_left == 0 && f->req.fwd == 0 &&
 	       f->req.skip_left == 0 && f->resp.fwd == 0 && f->resp.frame_left == 0 &&
+	       f->req.piped == 0 && f->resp.piped == 0 &&
 	       !f->resp.acc && !f->resp.out &&
 	       f->sasl.phase != SASL_RAW_SERVER;  /* the broker's raw token is owed */
 }

@@ -21,6 +21,11 @@
  * bytes before it are flushed first so order is kept. skip_left counts the
  * bytes of a request the proxy answers itself, dropped as they arrive.
  *
+ * The caller may move the rest of a pass-through frame without its buffer
+ * (worker/splice.h: socket -> pipe -> socket): frame_dir_bypass() takes
+ * those bytes off frame_left, and `piped` counts the ones still in the
+ * pipe, owed like fwd bytes (they are written before anything in buf).
+ *
  * Requests (client -> upstream): a FIFO of in-flight requests {correlation
  * id, api key, version} matches every response to its request; acks=0
  * Produce requests owe none. An ApiVersions request above the version the
@@ -94,6 +99,10 @@ struct frame_dir {
 	size_t start, end, fwd;
 	uint64_t frame_left;   /* pass-through bytes not yet in the buffer */
 	uint64_t skip_left;    /* bytes to drop (request answered locally) */
+	uint32_t frames;       /* pass-through frames begun: tells the caller
+	                          one frame_left from the next */
+	size_t piped;          /* bytes of this direction in its splice pipe,
+	                          to be written before buf (the caller's) */
 	uint8_t *acc;          /* whole frame being collected for rewrite */
 	size_t acc_len, acc_need;
 	int16_t acc_key, acc_ver;
@@ -167,10 +176,17 @@ int frame_resp_step(struct frame *f, double now);
  */
 int frame_check_prefix(struct frame *f, const uint8_t *p, size_t avail);
 
+/* n bytes of d's current pass-through frame (n <= d->frame_left) were
+ * moved by the caller without the buffer (spliced): frame_left goes down
+ * by n, and a request frame that is complete stops the request clock. The
+ * caller adds them to d->piped until they are written. */
+void frame_dir_bypass(struct frame *f, struct frame_dir *d, uint64_t n);
+
 /* The oldest request owed a response, or NULL. */
 const struct frame_inflight *frame_fifo_head(const struct frame *f);
-/* Nothing owed either way: no request in flight, every buffer flushed, no
- * rewrite in progress, no raw SASL token awaited from the broker. */
+/* Nothing owed either way: no request in flight, every buffer and pipe
+ * flushed, no rewrite in progress, no raw SASL token awaited from the
+ * broker. */
 bool frame_owes_nothing(const struct frame *f);
 /* Request bytes read from the client and not parsed yet. */
 size_t frame_req_unparsed(const struct frame *f);

@@ -551,6 +551,7 @@ worker_setup(struct worker *w)
 	}
 	/* a replacement starts from nothing, not from its predecessor's count */
 	worker_conns_changed(w);
+	splice_pool_init(&w->splice, w->m);
 	struct cfg_errors errs;
 	cfg_errors_init(&errs);
 	if (cfg_parse_string("<cluster config>", (const char *)msg.payload, msg.hdr.len, &w->cfg,
@@ -742,6 +743,7 @@ worker_main(int argc, char **argv)
 	upstream_dns_free(w);
 	while (w->n_pool)
 		free(w->pool[--w->n_pool]);
+	splice_pool_free(&w->splice);
 	free(w->listeners);
 	free(w->nodes);
 	if (w->gen) {

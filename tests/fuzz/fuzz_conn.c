@@ -14,8 +14,12 @@
  *
  * Each run alternates a client phase (feed, parse, forward until nothing
  * moves) and an upstream phase (the same for responses) until neither
- * moves or a step fails. Three runs read the streams in different pieces:
- * all at once, byte by byte, and in pseudo-random pieces.
+ * moves or a step fails. Four runs read the streams in different pieces:
+ * all at once, byte by byte, in pseudo-random pieces, and in pseudo-random
+ * pieces of which those splice_decide() (worker/splice.h, with a small
+ * threshold) sends around the buffer go straight to the other side with
+ * frame_dir_bypass(), as the zero-copy path moves them, while the writer
+ * of the parsed bytes is blocked now and then.
  *
  * Oracles (besides ASan/UBSan, and leaks):
  *   - every status is a known one; a negative one carries a reason;
@@ -23,7 +27,7 @@
  *     FIFO within max_inflight, a collected frame never complete nor
  *     beside a pass-through frame, the in_flight gauge equal to the
  *     requests owed upstream (synthetic answers excluded);
- *   - split independence: the three runs end with the same status, the
+ *   - split independence: the four runs end with the same status, the
  *     same bytes forwarded upstream, the same bytes delivered to the
  *     client, the same FIFO and SASL phase;
  *   - frame_free leaves nothing in flight.
@@ -33,6 +37,7 @@
 
 #include "tests/fuzz/fuzz_common.h"
 #include "worker/frame.h"
+#include "worker/splice.h"
 
 static const size_t buf_sizes[4] = { 64, 256, 1024, 65536 };
 static const uint64_t max_frames[4] = { 4096, 64, 100u << 20, 1u << 20 };
@@ -68,7 +73,28 @@ struct run {
 	int status;           /* 0 while no step failed */
 	uint32_t rnd;         /* 0: pieces of a fixed size */
 	size_t piece;
+	bool bypass;          /* large frame rests around the buffer */
+	uint32_t held[2];     /* per direction: the frame being bypassed (frames) */
+	uint64_t bypassed;    /* bytes that went around */
 };
+
+#define BYPASS_THRESHOLD 16
+
+/* Which way the next bytes of d go (as conn.c asks splice_decide). */
+static enum splice_way
+way_of(const struct run *r, const struct frame_dir *d, bool client)
+{
+	if (!r->bypass)
+		return SPLICE_COPY;
+	struct splice_view v = {
+		.enabled = true, .plain = true,
+		.holding = r->held[!client] == d->frames && d->frames != 0,
+		.frame_left = d->frame_left,
+		.buffered = (d->buf ? d->end - d->start : 0) + (d->out ? d->out_len - d->out_off : 0),
+		.threshold = BYPASS_THRESHOLD,
+	};
+	return splice_decide(&v);
+}
 
 /* The broker map: every node id gets one proxy address; -1 drops it. */
 static int
@@ -183,7 +209,25 @@ phase(struct run *r, bool client, const uint8_t *in, size_t n)
 	size_t *at = client ? &r->cin : &r->uin;
 	bool any = false;
 	for (;;) {
-		size_t took = *at < n ? feed(r, d, in + *at, piece(r, n - *at)) : 0;
+		size_t took = 0;
+		switch (way_of(r, d, client)) {
+		case SPLICE_COPY:
+			took = *at < n ? feed(r, d, in + *at, piece(r, n - *at)) : 0;
+			break;
+		case SPLICE_WAIT:
+			break;   /* the buffer is written first */
+		case SPLICE_MOVE:
+			if (*at < n) {
+				took = piece(r, n - *at);
+				if (took > d->frame_left)
+					took = (size_t)d->frame_left;
+				sink_add(client ? &r->up : &r->cli, in + *at, took);
+				frame_dir_bypass(&r->f, d, took);
+				r->held[!client] = d->frames;
+				r->bypassed += took;
+			}
+			break;
+		}
 		*at += took;
 		bool stepped = false;
 		int st;
@@ -194,7 +238,13 @@ phase(struct run *r, bool client, const uint8_t *in, size_t n)
 			check(r, st);
 		}
 		check(r, st);
-		bool flushed = flush(d, client ? &r->up : &r->cli);
+		/* the around run's writer is blocked now and then (never when
+		 * nothing else moved, nor after a failed step, so every run
+		 * ends flushed as the others do): bytes read before a rest
+		 * that goes around must still leave first */
+		bool blocked = r->bypass && st >= 0 && (took || stepped) &&
+		    fuzz_rand(&r->rnd) % 3 == 0;
+		bool flushed = !blocked && flush(d, client ? &r->up : &r->cli);
 		if (st < 0) {
 			r->status = st;
 			return true;
@@ -276,14 +326,18 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		seed = 1;
 
 	struct run whole = { .piece = SIZE_MAX }, bytes = { .piece = 1 }, random = { .rnd = seed };
+	struct run around = { .rnd = seed, .bypass = true };
 	run(&whole, sel, cli, ncli, up, nup);
 	run(&bytes, sel, cli, ncli, up, nup);
 	run(&random, sel, cli, ncli, up, nup);
+	run(&around, sel, cli, ncli, up, nup);
 	same(&whole, &bytes, "byte by byte");
 	same(&whole, &random, "random pieces");
+	same(&whole, &around, "rests around the buffer");
 	run_free(&whole);
 	run_free(&bytes);
 	run_free(&random);
+	run_free(&around);
 	free(cli);
 	free(up);
 	return 0;

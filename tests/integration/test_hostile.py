@@ -39,7 +39,8 @@ import pytest
 
 from conftest import (REPO, RFC3339_UTC, Ferry, MockCluster, ProcessKeeper, _stat_fields,
                       kafka_metadata, register_log, serving_pids)
-from wire import CLOSE_WITHIN, client_hello, expect_closed, kframe, metadata_v0, recv_exact
+from wire import (CLOSE_WITHIN, ScriptedUpstream, client_hello, expect_closed, kframe,
+                  metadata_v0, recv_exact)
 
 TOPIC = "hostile"
 
@@ -125,7 +126,7 @@ def big_metadata_v0(approx):
     return b"".join(parts)
 
 
-class Relay:
+class Relay(ScriptedUpstream):
     """Listens on 127.0.0.1; per connection from ferry, forwards request
     frames to `target` and its bytes back, except requests whose client_id
     is one of:
@@ -144,43 +145,8 @@ class Relay:
     HOLD_QUIET = 0.15
 
     def __init__(self, target):
-        host, port = target.rsplit(":", 1)
-        self.target = (host, int(port))
-        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.lsock.bind(("127.0.0.1", 0))
-        self.lsock.listen(128)
-        self.address = f"127.0.0.1:{self.lsock.getsockname()[1]}"
-        self.bootstrap = self.address  # what Ferry puts into `upstream`
         self.batches = []
-        self.socks = []
-        self.lock = threading.Lock()
-        self.closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def close(self):
-        self.closed = True
-        with self.lock:
-            socks, self.socks = self.socks, []
-        for s in socks + [self.lsock]:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
-
-    def _track(self, s):
-        with self.lock:
-            self.socks.append(s)
-
-    def _accept(self):
-        while not self.closed:
-            try:
-                s, _ = self.lsock.accept()
-            except OSError:
-                return
-            self._track(s)
-            threading.Thread(target=self._serve, args=(s,), daemon=True).start()
+        super().__init__(target)
 
     @staticmethod
     def _read_frame(s, timeout):

@@ -1,13 +1,15 @@
 """
 Kafka wire helpers shared by the tests that speak raw bytes to ferry
-(test_hostile.py, test_tls_hostile.py, proxyproto.py): request frames, a
-real TLS ClientHello, exact reads with a deadline, and waiting for ferry to
-close a connection.
+(test_hostile.py, test_tls_hostile.py, proxyproto.py, test_splice.py):
+request frames, a real TLS ClientHello, exact reads with a deadline,
+waiting for ferry to close a connection, and a scripted upstream's
+listening and bookkeeping.
 """
 
 import socket
 import ssl
 import struct
+import threading
 import time
 
 CLOSE_WITHIN = 2.0
@@ -78,3 +80,53 @@ def client_hello(max_version=None, server_name="localhost"):
     hello = out.read()
     assert hello[:2] == b"\x16\x03" and hello[5] == 1, hello[:8]
     return hello
+
+
+class ScriptedUpstream:
+    """An upstream in Python in front of a real broker at `target`
+    ("host:port"): listens on 127.0.0.1 (bootstrap: what a Ferry puts into
+    `upstream`) and serves every connection from ferry with self._serve(s)
+    in a thread of its own. Sockets given to _track() are shut down by
+    close(). A subclass sets its own fields before calling __init__ (the
+    accepting thread starts there)."""
+
+    def __init__(self, target):
+        host, port = target.rsplit(":", 1)
+        self.target = (host, int(port))
+        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(128)
+        self.address = f"127.0.0.1:{self.lsock.getsockname()[1]}"
+        self.bootstrap = self.address
+        self.socks = []
+        self.lock = threading.Lock()
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self):
+        self.closed = True
+        with self.lock:
+            socks, self.socks = self.socks, []
+        for s in socks + [self.lsock]:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def _track(self, s):
+        with self.lock:
+            self.socks.append(s)
+
+    def _accept(self):
+        while not self.closed:
+            try:
+                s, _ = self.lsock.accept()
+            except OSError:
+                return
+            self._track(s)
+            threading.Thread(target=self._serve, args=(s,), daemon=True).start()
+
+    def _serve(self, s):
+        raise NotImplementedError

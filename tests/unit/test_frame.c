@@ -837,6 +837,73 @@ Test(frame, client_info_of_a_raw_token, .init = setup, .fini = teardown)
 	bb_free(&hs); bb_free(&tok); bb_free(&hs_resp); bb_free(&up); bb_free(&cli);
 }
 
+/* ---- the rest of a frame moved by the caller (zero copy) ---- */
+
+/* A Produce request whose records are larger than the buffer: its header
+ * is parsed from the buffer, the rest bypasses it (frame_dir_bypass), and
+ * the next request is parsed as if the rest had streamed through. */
+Test(frame, bypassed_rest_of_a_pass_through_frame, .init = setup, .fini = teardown)
+{
+	struct bb big, md, up;
+	req_head(&big, KC_API_PRODUCE, 7, 1);
+	bb_i16(&big, -1);
+	bb_i16(&big, 1);
+	bb_i32(&big, 30000);
+	uint8_t records[3000];
+	memset(records, 0xab, sizeof records);
+	bb_raw(&big, records, sizeof records);
+	bb_fix(&big);
+	req_metadata(&md, 2);
+	bb_init(&up);
+	cr_assert_eq(f.req.frames, 0);
+	feed(&f.req, big.b, 100);
+	f.req_since = 1.0;   /* (conn.c starts the request clock) */
+	cr_assert_eq(req_run(true), FRAME_NEED_MORE);
+	cr_assert_eq(f.req.frames, 1, "a pass-through frame begun");
+	cr_assert_eq(f.req.fwd, 100);
+	cr_assert_eq(f.req.frame_left, big.n - 100);
+	flush(&f.req, &up);
+	/* the caller splices the rest in two pieces */
+	frame_dir_bypass(&f, &f.req, 1000);
+	f.req.piped += 1000;
+	cr_assert_eq(f.req.frame_left, big.n - 1100);
+	cr_assert_neq(f.req_since, 0, "the frame is not complete");
+	frame_dir_bypass(&f, &f.req, big.n - 1100);
+	f.req.piped += big.n - 1100;
+	cr_assert_eq(f.req.frame_left, 0);
+	cr_assert_eq(f.req_since, 0, "complete: the request clock stops");
+	/* more than frame_left is never taken off */
+	frame_dir_bypass(&f, &f.req, 5);
+	cr_assert_eq(f.req.frame_left, 0);
+	/* the pipe's bytes are owed like the buffer's */
+	cr_assert(!frame_owes_nothing(&f));
+	/* the next request is parsed from the buffer */
+	feed(&f.req, md.b, md.n);
+	cr_assert_eq(req_run(true), FRAME_NEED_MORE);
+	cr_assert_eq(f.req.frames, 2);
+	cr_assert_eq(f.req.fwd, md.n);
+	cr_assert_eq(f.fifo_len, 2);
+	flush(&f.req, &up);
+	/* responses: a pass-through one counts a frame, a rewritten one not */
+	struct bb s1, cli;
+	resp_simple(&s1, 1);
+	bb_init(&cli);
+	feed(&f.resp, s1.b, 8);
+	cr_assert_eq(resp_run(), FRAME_NEED_MORE, "%s", f.why);
+	cr_assert_eq(f.resp.frames, 1);
+	frame_dir_bypass(&f, &f.resp, s1.n - 8);
+	cr_assert_eq(f.resp.frame_left, 0);
+	cr_assert_eq(f.req_since, 0);
+	flush(&f.resp, &cli);
+	f.req.piped = 0;
+	bb_free(&big);
+	bb_free(&md);
+	bb_free(&up);
+	bb_free(&s1);
+	bb_free(&cli);
+	/* (the Metadata request stays in flight: frame_free takes it) */
+}
+
 Test(frame, status_names)
 {
 	cr_expect_str_eq(frame_status_str(FRAME_OK), "ok");

@@ -139,6 +139,9 @@ Test(tls, handshake_read_write_and_identity)
 	cr_assert(transport_is_tls(&S));
 	cr_assert_not(transport_movable(&S));
 	cr_assert_not(transport_movable(&C));
+	/* the socket carries records, not the stream: no zero copy */
+	cr_assert_not(transport_can_splice(&S));
+	cr_assert_not(transport_can_splice(&C));
 	cr_assert(transport_ready(&S) && transport_ready(&C));
 	cr_assert_str_eq(SSL_get_servername(transport_tls_ssl(&S), TLSEXT_NAMETYPE_host_name),
 	    "kafka.test");

@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -204,4 +205,44 @@ Test(transport, peer_of_loopback_tcp)
 	cr_assert(strncmp(got, "127.0.0.1:", 10) == 0, "%s", got);
 	transport_close(&tc);
 	transport_close(&ts);
+}
+
+/* Zero copy: bytes move socket -> pipe -> socket without a buffer; an
+ * empty socket and a full pipe say EAGAIN; EOF is 0. */
+Test(transport, splice_through_a_pipe)
+{
+	int p[2];
+	cr_assert_eq(pipe2(p, O_NONBLOCK | O_CLOEXEC), 0);
+	cr_assert(transport_can_splice(&a));
+	cr_assert_eq(transport_write(&a, "hello", 5), 5);
+	cr_assert_eq(transport_splice_in(&b, p[1], 100), 5);
+	errno = 0;
+	cr_assert_eq(transport_splice_in(&b, p[1], 100), -1);
+	cr_assert_eq(errno, EAGAIN, "an empty socket");
+	/* back the other way: b's bytes into a */
+	cr_assert_eq(transport_splice_out(&b, p[0], 5), 5);
+	char buf[8];
+	cr_assert_eq(transport_read(&a, buf, sizeof buf), 5);
+	cr_assert_eq(memcmp(buf, "hello", 5), 0);
+	/* the pipe full: EAGAIN with bytes on the socket */
+	int cap = fcntl(p[1], F_GETPIPE_SZ);
+	char *big = calloc(1, (size_t)cap);
+	cr_assert_eq(write(p[1], big, (size_t)cap), cap);
+	cr_assert_eq(transport_write(&a, "x", 1), 1);
+	errno = 0;
+	cr_assert_eq(transport_splice_in(&b, p[1], 1), -1);
+	cr_assert_eq(errno, EAGAIN, "a full pipe");
+	free(big);
+	/* EOF */
+	char sink[4096];
+	while (read(p[0], sink, sizeof sink) > 0)
+		;
+	cr_assert_eq(transport_splice_in(&b, p[1], 1), 1);
+	shutdown(sp[0], SHUT_WR);
+	cr_assert_eq(transport_splice_in(&b, p[1], 1), 0);
+	/* closed: no splice */
+	transport_close(&b);
+	cr_assert_not(transport_can_splice(&b));
+	close(p[0]);
+	close(p[1]);
 }
