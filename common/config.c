@@ -59,6 +59,7 @@ enum cfgp_fkey {
 	FK_ADMIN_OPEN_PATHS, FK_ADMIN_TLS_CERT, FK_ADMIN_TLS_KEY, FK_ADMIN_TLS_CLIENT_CA,
 	FK_ADMIN_INSECURE,
 	FK_TLS_TICKET_ROTATION,
+	FK_SANDBOX,
 	FK_COUNT,
 };
 
@@ -694,6 +695,12 @@ cfgp_set_admin_insecure(struct cfg *c, const char *v, char *err, size_t len)
 	return cfgp_onoff(v, &c->admin_insecure, err, len);
 }
 
+static int
+cfgp_set_sandbox(struct cfg *c, const char *v, char *err, size_t len)
+{
+	return cfgp_onoff(v, &c->sandbox, err, len);
+}
+
 /* admin_open_paths: comma-separated absolute paths, matched exactly (no
  * query string); "none" or an empty value opens nothing. Stored as "a,b". */
 static int
@@ -819,6 +826,7 @@ static const struct cfgp_fkeydef cfgp_fkeys[FK_COUNT] = {
 	[FK_ADMIN_TLS_KEY] = { "admin_tls_key", cfgp_set_admin_tls_key },
 	[FK_ADMIN_TLS_CLIENT_CA] = { "admin_tls_client_ca", cfgp_set_admin_tls_client_ca },
 	[FK_ADMIN_INSECURE] = { "admin_insecure", cfgp_set_admin_insecure },
+	[FK_SANDBOX] = { "sandbox", cfgp_set_sandbox },
 };
 
 /* ---- [cluster NAME] keys ---- */
@@ -1868,6 +1876,7 @@ cfgp_defaults(struct cfg *c, const char *path)
 	c->tls_ticket_rotation_ms = 3600 * 1000;
 	c->drain_spread_ms = 5 * 1000;
 	c->reload_upstream_check = true;
+	c->sandbox = true;
 	c->log_level = LOG_INFO;
 	c->log_format = CFG_LOG_LOGFMT;
 	c->control_socket_mode = 0600;

@@ -17,9 +17,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/sandbox.h"
 #include "common/shmblock.h"
 
-#define METRICS_MAGIC 0x66657272790004ULL /* "ferry" v4: upstream TLS resumption */
+#define METRICS_MAGIC 0x66657272790005ULL /* "ferry" v5: sandbox report */
 
 /* X-macro: name, type ("counter"/"gauge"), help. Order is ABI. */
 #define METRICS_FIELDS(X) \
@@ -86,6 +87,10 @@ struct metrics {
 	METRICS_FIELDS(METRICS_DECL)
 #undef METRICS_DECL
 	struct metrics_api api[METRICS_APIS];
+	/* Not a counter: the process's sandbox as it reports it (what is in
+	 * force, the system call of a violation), read by the supervisor for
+	 * /admin/health and the exit reason (common/sandbox.h). */
+	struct sandbox_report sandbox;
 };
 
 /* The slot of an API key. */

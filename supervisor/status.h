@@ -26,8 +26,9 @@ json_t *status_cluster_json(struct sup_cluster *c);
 /* {"clusters":[CLUSTER,...]} in configuration order. */
 json_t *status_clusters_json(struct sup *s);
 
-/* {"status":"UP","version","uptimeSeconds","clusters":N}; now_ms and
- * s->started_at_ms are wall-clock milliseconds. */
+/* {"status":"UP","version","uptimeSeconds","clusters":N,"sandbox":{...}};
+ * now_ms and s->started_at_ms are wall-clock milliseconds; "sandbox" is
+ * sandboxstatus_json(). */
 json_t *status_health_json(const struct sup *s, uint64_t now_ms);
 
 /* {"ready":bool,"startupPolicy","clusters":{"NAME":"state",...}}. */

@@ -53,6 +53,7 @@
 #include "supervisor/listeners.h"
 #include "supervisor/nodes.h"
 #include "supervisor/notify.h"
+#include "supervisor/sandboxstatus.h"
 #include "supervisor/status.h"
 #include "supervisor/tickets.h"
 
@@ -272,6 +273,7 @@ sup_child_exec(struct sup_io *io, struct sup_proc *p, int fd, pid_t ppid)
 		"ferryd", "--worker", "--cluster", p->gen->cluster->name, "--generation", gen,
 		"--ppid", pp, "--index", idx,
 		"--log-level", (char *)log_level_str((enum log_level)s->cfg.log_level),
+		"--sandbox", s->cfg.sandbox ? "on" : "off",
 		s->cfg.log_format == CFG_LOG_JSON ? "--log-json" : NULL, NULL,
 	};
 	execv(io->self_exe, argv);
@@ -929,6 +931,7 @@ sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 
 	log_info("ferryd starting", "version=%s clusters=%zu config=%s config_version=%s",
 	    FERRY_VERSION, s->cfg.n_clusters, s->config_path, s->config_version);
+	sandboxstatus_start(s);
 	if (admin_start(s, io->loop, err, sizeof err) == -1) {
 		log_error("cannot start admin API", "error=\"%s\"", err);
 		goto out;

@@ -24,6 +24,7 @@
 #include "common/tlsmat.h"
 #include "worker/conn.h"
 #include "worker/handover.h"
+#include "worker/lockdown.h"
 #include "worker/upstream.h"
 
 /* ---- buffer pool ------------------------------------------------------------ */
@@ -815,10 +816,11 @@ worker_main(int argc, char **argv)
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "log-json", no_argument, NULL, 'j' },
 		{ "index", required_argument, NULL, 'i' },
+		{ "sandbox", required_argument, NULL, 's' },
 		{ 0, 0, 0, 0 },
 	};
 	int level = LOG_INFO, c;
-	bool json = false;
+	bool json = false, sandbox = true;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -829,6 +831,7 @@ worker_main(int argc, char **argv)
 		case 'l': level = log_level_parse(optarg) < 0 ? LOG_INFO : log_level_parse(optarg); break;
 		case 'j': json = true; break;
 		case 'i': w->index = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 's': sandbox = strcmp(optarg, "off") != 0; break;
 		default:
 			fprintf(stderr, "ferryd --worker is started by ferryd itself\n");
 			return 2;
@@ -889,6 +892,12 @@ worker_main(int argc, char **argv)
 	ev_io_init(&w->ipc_wio, worker_ipc_write_cb, w->ipc_fd, EV_WRITE);
 	w->ipc_wio.data = w;
 
+	/* Everything from outside is in: lock down before serving. */
+	char why[256], reason[300];
+	if (lockdown_worker(w, sandbox, why, sizeof why) == -1) {
+		snprintf(reason, sizeof reason, "sandbox: %s (sandbox = off runs without)", why);
+		worker_fail(w, reason);
+	}
 	worker_ipc_send(w, IPC_READY, NULL, 0);
 	if (w->ipc_fd < 0)
 		return 1;

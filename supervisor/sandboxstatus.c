@@ -1,0 +1,70 @@
+/*
+ * sandboxstatus — the sandbox in /admin/health and at start; see
+ * sandboxstatus.h.
+ */
+#include "supervisor/sandboxstatus.h"
+
+#include "common/log.h"
+#include "common/sandbox.h"
+
+static json_t *
+sandboxstatus_worker(const struct sup_cluster *c, const struct sup_gen *g,
+		     const struct sup_proc *p, uint32_t expected)
+{
+	uint32_t flags = p->metrics ? atomic_load_explicit(&p->metrics->sandbox.flags,
+	    memory_order_acquire) : 0;
+	char what[160];
+	sandbox_describe(flags, what, sizeof what);
+	bool complete = (flags & SANDBOX_F_LOCKED) && !(flags & SANDBOX_F_OFF) &&
+	    (flags & expected) == expected;
+	return json_pack("{s:s, s:s, s:I, s:I, s:I, s:s, s:b}", "role", "worker",
+	    "cluster", c->name, "generation", (json_int_t)g->generation,
+	    "index", (json_int_t)p->index, "pid", (json_int_t)p->pid,
+	    "sandbox", what, "complete", complete);
+}
+
+json_t *
+sandboxstatus_json(const struct sup *s, long supervisor_pid)
+{
+	const struct sandbox_kernel *k = &s->sandbox_kernel;
+	char missing[512];
+	sandbox_missing(k, missing, sizeof missing);
+	uint32_t expected = sandbox_expected_flags(k);
+	json_t *procs = json_array();
+	/* The supervisor runs as root to bind ports and read key files: no
+	 * sandbox (docs/security.md). */
+	json_array_append_new(procs, json_pack("{s:s, s:I, s:s}", "role", "supervisor",
+	    "pid", (json_int_t)supervisor_pid, "sandbox", "none"));
+	for (size_t i = 0; i < s->n_clusters; i++) {
+		const struct sup_cluster *c = s->clusters[i];
+		for (const struct sup_gen *g = c->gens; g; g = g->next)
+			for (size_t j = 0; j < g->n_procs; j++)
+				if (g->procs[j].alive && g->procs[j].pid > 0)
+					json_array_append_new(procs,
+					    sandboxstatus_worker(c, g, &g->procs[j], expected));
+	}
+	return json_pack("{s:s, s:{s:b, s:i}, s:o, s:o}",
+	    "setting", s->cfg.sandbox ? "on" : "off",
+	    "kernel", "seccomp", k->seccomp, "landlockAbi", k->landlock_abi,
+	    "missing", missing[0] ? json_string(missing) : json_null(),
+	    "processes", procs);
+}
+
+void
+sandboxstatus_start(struct sup *s)
+{
+	sandbox_probe(&s->sandbox_kernel);
+	char missing[512], what[160];
+	int n = sandbox_missing(&s->sandbox_kernel, missing, sizeof missing);
+	sandbox_describe(s->cfg.sandbox ? sandbox_expected_flags(&s->sandbox_kernel) :
+	    SANDBOX_F_LOCKED | SANDBOX_F_OFF, what, sizeof what);
+	if (!s->cfg.sandbox)
+		log_warn("worker sandbox off", "sandbox=off hint=\"sandbox = on in [ferry] "
+		    "confines workers (docs/security.md)\"");
+	else if (n)
+		log_warn("worker sandbox incomplete: the kernel lacks some of it", "sandbox=%s "
+		    "missing=\"%s\" landlock_abi=%d", what, missing, s->sandbox_kernel.landlock_abi);
+	else
+		log_info("worker sandbox", "sandbox=%s landlock_abi=%d", what,
+		    s->sandbox_kernel.landlock_abi);
+}

@@ -1,0 +1,115 @@
+/*
+ * lockdown — the worker's sandbox policy; see lockdown.h.
+ */
+#include "worker/lockdown.h"
+
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <openssl/x509.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+#include "common/log.h"
+#include "worker/worker.h"
+
+#define ANY(n) { n, 0, SANDBOX_ANY, 0 }
+
+static const struct sandbox_syscall lockdown_allow[] = {
+	/* the event loop: libev's epoll backend; its signal and wake-up
+	 * descriptors exist already */
+	ANY("epoll_wait"), ANY("epoll_pwait"), ANY("epoll_pwait2"), ANY("epoll_ctl"),
+	ANY("read"), ANY("write"), ANY("readv"), ANY("writev"), ANY("close"), ANY("lseek"),
+	ANY("fstat"),
+	/* time */
+	ANY("clock_gettime"), ANY("clock_getres"), ANY("gettimeofday"), ANY("time"),
+	ANY("nanosleep"), ANY("clock_nanosleep"),
+	/* memory: never executable */
+	ANY("brk"), ANY("munmap"), ANY("mremap"), ANY("madvise"),
+	{ "mmap", 2, SANDBOX_CLEAR, PROT_EXEC },
+	{ "mprotect", 2, SANDBOX_CLEAR, PROT_EXEC },
+	ANY("futex"), ANY("getrandom"),
+	/* sockets: accepted, adopted (SCM_RIGHTS), created to connect
+	 * (upstream TCP, c-ares UDP/TCP); never bound, never listening */
+	{ "socket", 0, SANDBOX_EQ, AF_INET },
+	{ "socket", 0, SANDBOX_EQ, AF_INET6 },
+	ANY("connect"), ANY("accept4"), ANY("accept"), ANY("shutdown"),
+	ANY("getsockopt"), ANY("setsockopt"), ANY("getsockname"), ANY("getpeername"),
+	ANY("sendto"), ANY("recvfrom"), ANY("sendmsg"), ANY("recvmsg"),
+	ANY("dup"),
+	{ "fcntl", 1, SANDBOX_EQ, F_GETFD }, { "fcntl", 1, SANDBOX_EQ, F_SETFD },
+	{ "fcntl", 1, SANDBOX_EQ, F_GETFL }, { "fcntl", 1, SANDBOX_EQ, F_SETFL },
+	{ "fcntl", 1, SANDBOX_EQ, F_DUPFD_CLOEXEC },
+	{ "ioctl", 1, SANDBOX_EQ, FIONBIO }, { "ioctl", 1, SANDBOX_EQ, FIONREAD },
+	/* signals, to this process only */
+	ANY("rt_sigaction"), ANY("rt_sigprocmask"), ANY("rt_sigreturn"), ANY("sigaltstack"),
+	ANY("restart_syscall"),
+	{ "kill", 0, SANDBOX_SELF, 0 }, { "tgkill", 0, SANDBOX_SELF, 0 },
+	/* the process itself */
+	ANY("getpid"), ANY("gettid"), ANY("getppid"),
+	ANY("getuid"), ANY("geteuid"), ANY("getgid"), ANY("getegid"),
+	ANY("exit"), ANY("exit_group"),
+};
+
+/* c-ares opens it at every lookup (the others it reads once, at start) */
+static const char *const lockdown_files[] = { "/etc/hosts", NULL };
+
+#define LOCKDOWN_DIRS 8
+static char lockdown_dir_buf[LOCKDOWN_DIRS][512];
+static const char *lockdown_dirs[LOCKDOWN_DIRS + 1];
+
+static struct sandbox_policy lockdown_pol = {
+	.allow = lockdown_allow,
+	.n_allow = sizeof lockdown_allow / sizeof lockdown_allow[0],
+	.read_files = lockdown_files,
+	.read_dirs = lockdown_dirs,
+	.deny_tcp_bind = true,
+	.scope = true,
+};
+
+/* The hashed directories of the system trust store: OpenSSL looks an
+ * issuer up there (by_dir) when the bundle loaded at start lacks it. */
+static void
+lockdown_trust_dirs(void)
+{
+	const char *env = getenv(X509_get_default_cert_dir_env());
+	const char *dirs = env && *env ? env : X509_get_default_cert_dir();
+	size_t n = 0;
+	while (dirs && *dirs && n < LOCKDOWN_DIRS) {
+		size_t len = strcspn(dirs, ":");
+		if (len > 0 && len < sizeof lockdown_dir_buf[n]) {
+			memcpy(lockdown_dir_buf[n], dirs, len);
+			lockdown_dir_buf[n][len] = '\0';
+			lockdown_dirs[n] = lockdown_dir_buf[n];
+			n++;
+		}
+		dirs += len;
+		dirs += *dirs == ':';
+	}
+	lockdown_dirs[n] = NULL;
+}
+
+const struct sandbox_policy *
+lockdown_policy(const struct cfg_cluster *cl)
+{
+	lockdown_dirs[0] = NULL;
+	if (cl->upstream_tls && cl->upstream_tls_verify && !cl->upstream_ca[0])
+		lockdown_trust_dirs();
+	return &lockdown_pol;
+}
+
+int
+lockdown_worker(struct worker *w, bool on, char *err, size_t errlen)
+{
+	const struct sandbox_policy *p = lockdown_policy(w->cl);
+	if (sandbox_lock(p, on, &w->m->sandbox, err, errlen) == -1)
+		return -1;
+	char what[160];
+	sandbox_describe(atomic_load(&w->m->sandbox.flags), what, sizeof what);
+	log_msg(on ? LOG_DEBUG : LOG_INFO, on ? "sandbox locked" : "sandbox off", "sandbox=%s",
+	    what);
+	return 0;
+}
