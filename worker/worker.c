@@ -26,6 +26,9 @@
 #include "worker/handover.h"
 #include "worker/lockdown.h"
 #include "worker/upstream.h"
+#ifdef FERRY_TEST_HOOKS
+#include "worker/testhook.h"
+#endif
 
 /* ---- buffer pool ------------------------------------------------------------ */
 
@@ -892,6 +895,9 @@ worker_main(int argc, char **argv)
 	ev_io_init(&w->ipc_wio, worker_ipc_write_cb, w->ipc_fd, EV_WRITE);
 	w->ipc_wio.data = w;
 
+#ifdef FERRY_TEST_HOOKS
+	testhook_start(w);
+#endif
 	/* Everything from outside is in: lock down before serving. */
 	char why[256], reason[300];
 	if (lockdown_worker(w, sandbox, why, sizeof why) == -1) {
