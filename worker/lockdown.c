@@ -19,9 +19,12 @@
 #define ANY(n) { n, 0, SANDBOX_ANY, 0 }
 
 static const struct sandbox_syscall lockdown_allow[] = {
-	/* the event loop: libev's epoll backend; its signal and wake-up
-	 * descriptors exist already */
+	/* the event loop: libev's epoll backend (which makes a new epoll
+	 * descriptor when a closed descriptor's number comes back under a
+	 * stale registration, as handover makes happen); its signal and
+	 * wake-up descriptors exist already */
 	ANY("epoll_wait"), ANY("epoll_pwait"), ANY("epoll_pwait2"), ANY("epoll_ctl"),
+	ANY("epoll_create1"), ANY("epoll_create"),
 	ANY("read"), ANY("write"), ANY("readv"), ANY("writev"), ANY("close"), ANY("lseek"),
 	ANY("fstat"),
 	/* time */
