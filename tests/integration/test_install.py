@@ -53,6 +53,7 @@ def installed(tmp_path_factory):
         "ferryctl": at("bindir", "ferryctl"),
         "example": at("datadir", "doc", "ferry", "ferry.ini"),
         "operations": at("datadir", "doc", "ferry", "operations.md"),
+        "security": at("datadir", "doc", "ferry", "security.md"),
         "completion": at("datadir", "bash-completion", "completions", "ferryctl"),
         "unit": dest / Path(unitdir).relative_to("/") / "ferryd.service",
         "mandir": at("mandir"),
