@@ -373,34 +373,43 @@ sb_emulate(size_t k, ucontext_t *uc)
 }
 #endif
 
-/* One line on stderr from the dying process, async-signal-safe (the
- * supervisor's log line has the syscall's name; this one also comes from a
- * process the supervisor does not wait for, e.g. a sanitizer's tracer). */
+#ifdef FERRY_SANITIZER
+/* Sanitizer builds: one line on stderr from the dying process,
+ * async-signal-safe, in the log's key=value shape. The supervisor's log
+ * line names the call; this one also comes from LeakSanitizer's tracer,
+ * which the supervisor does not wait for. */
+static size_t
+sb_num(char *at, unsigned v)
+{
+	char digits[12];
+	size_t d = 0, n = 0;
+	do
+		digits[d++] = (char)('0' + v % 10);
+	while ((v /= 10) && d < sizeof digits);
+	while (d)
+		at[n++] = digits[--d];
+	return n;
+}
+
 static void
 sb_say(int nr)
 {
-	char line[96] = "ferryd: sandbox violation: syscall ";
-	size_t n = strlen(line);
-	char digits[16];
-	size_t d = 0;
-	unsigned v = nr < 0 ? 0u : (unsigned)nr;
-	do
-		digits[d++] = (char)('0' + v % 10);
-	while ((v /= 10) && d < sizeof digits);
-	while (d && n < sizeof line - 24)
-		line[n++] = digits[--d];
-	memcpy(line + n, ", pid ", 6);
-	n += 6;
-	v = (unsigned)getpid();
-	do
-		digits[d++] = (char)('0' + v % 10);
-	while ((v /= 10) && d < sizeof digits);
-	while (d && n < sizeof line - 2)
-		line[n++] = digits[--d];
+	char line[128];
+	size_t n = 0;
+	const char *a = "level=error proc=worker pid=", *b = " msg=\"sandbox violation\" syscall=";
+	memcpy(line, a, strlen(a));
+	n += strlen(a);
+	n += sb_num(line + n, (unsigned)getpid());
+	memcpy(line + n, b, strlen(b));
+	n += strlen(b);
+	n += sb_num(line + n, nr < 0 ? 0u : (unsigned)nr);
 	line[n++] = '\n';
 	ssize_t w = write(2, line, n);
 	(void)w;
 }
+#else
+#define sb_say(nr) ((void)(nr))
+#endif
 
 static void
 sb_sigsys(int sig, siginfo_t *si, void *ucv)
