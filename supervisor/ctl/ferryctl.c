@@ -620,6 +620,30 @@ ctl_print_tls(const json_t *clusters)
 	}
 }
 
+/* Below the table, one line per cluster whose worker exited unasked
+ * (lastCrash): when, why, which worker. A crash restart replaces the
+ * generation, so the table's REASON no longer says it. */
+static void
+ctl_print_crashes(const json_t *clusters)
+{
+	size_t i;
+	const json_t *c;
+
+	json_array_foreach(clusters, i, c) {
+		const json_t *lc = json_object_get(c, "lastCrash");
+		const char *name = json_string_value(json_object_get(c, "name"));
+		const char *why = json_string_value(json_object_get(lc, "reason"));
+		char ago[32];
+
+		if (!json_is_object(lc))
+			continue;
+		ctl_since(json_object_get(lc, "time"), ago, sizeof ago);
+		printf("%s: last crash %s ago: %s (worker #%lld, pid %lld)\n", name ? name : "?", ago,
+		    why ? why : "?", (long long)json_integer_value(json_object_get(lc, "index")),
+		    (long long)json_integer_value(json_object_get(lc, "pid")));
+	}
+}
+
 static int
 ctl_cmd_status(const struct ctl_reply *r, bool one)
 {
@@ -644,6 +668,7 @@ ctl_cmd_status(const struct ctl_reply *r, bool one)
 		if (one)
 			ctl_print_gateway(j);
 		ctl_print_tls(list);
+		ctl_print_crashes(list);
 	}
 	json_decref(list);
 	json_decref(j);

@@ -175,6 +175,10 @@ def test_forbidden_call_kills_only_that_worker(upstream, ferry_factory, build_ki
     assert f.metrics().get(("ferry_worker_restarts_total", "A"), 0) == restarts0 + 1
     assert f.metrics().get(("ferry_worker_restarts_total", "B"), 0) == 0
     assert f.cluster("B").get("lastCrash") is None
+    out = f.ctl("status").stdout
+    assert re.search(rf"^A: last crash \S+ ago: sandbox violation: syscall {syscall} "
+                     rf"\(worker #0, pid {victim}\)$", out, re.M), out
+    assert not re.search(r"^B: last crash", out, re.M), out
     # the replacement is sandboxed too, and both clusters serve
     new = next(iter(serving_set(f, "A") - a_pids))
     procs = {p["pid"]: p for p in _health(f)["sandbox"]["processes"]}
