@@ -1,0 +1,85 @@
+/*
+ * test_lockdown — the worker's sandbox policy (worker/lockdown.h): what it
+ * never allows, which files it names, and the trust store only for the
+ * clusters that verify their upstream against it.
+ */
+#include <criterion/criterion.h>
+#include <openssl/x509.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+#include "worker/lockdown.h"
+
+static bool
+allows(const struct sandbox_policy *p, const char *name)
+{
+	for (size_t i = 0; i < p->n_allow; i++)
+		if (strcmp(p->allow[i].name, name) == 0)
+			return true;
+	return false;
+}
+
+Test(lockdown, never_allowed)
+{
+	struct cfg_cluster cl;
+	memset(&cl, 0, sizeof cl);
+	const struct sandbox_policy *p = lockdown_policy(&cl);
+	static const char *const never[] = {
+		"execve", "execveat", "fork", "vfork", "clone", "clone3", "bind", "listen",
+		"ptrace", "process_vm_readv", "process_vm_writev", "open", "openat", "openat2",
+		"socketpair", "memfd_create", "prctl", "setuid", "setgid", "unshare", "mount",
+		"chroot", "pivot_root", "kexec_load", "bpf", "perf_event_open", "io_uring_setup",
+		"init_module", "finit_module", "userfaultfd", "rt_sigqueueinfo", "pidfd_open",
+		"pidfd_send_signal", "unlink", "unlinkat", "rename", "renameat", "mkdir", "mkdirat",
+		"chmod", "fchmod", "chown", "fchown", "truncate", "ftruncate", "symlink", "link",
+	};
+	for (size_t i = 0; i < sizeof never / sizeof never[0]; i++)
+		cr_expect_not(allows(p, never[i]), "%s is allowed", never[i]);
+	cr_assert(p->deny_tcp_bind && p->scope);
+	/* what is allowed is bounded by arguments where it matters */
+	for (size_t i = 0; i < p->n_allow; i++) {
+		const struct sandbox_syscall *s = &p->allow[i];
+		if (!strcmp(s->name, "socket"))
+			cr_expect(s->cmp == SANDBOX_EQ && (s->value == AF_INET || s->value == AF_INET6));
+		if (!strcmp(s->name, "mmap") || !strcmp(s->name, "mprotect"))
+			cr_expect(s->cmp == SANDBOX_CLEAR && (s->value & PROT_EXEC));
+		if (!strcmp(s->name, "kill") || !strcmp(s->name, "tgkill"))
+			cr_expect(s->cmp == SANDBOX_SELF);
+		if (!strcmp(s->name, "fcntl") || !strcmp(s->name, "ioctl"))
+			cr_expect(s->cmp == SANDBOX_EQ);
+	}
+}
+
+Test(lockdown, files)
+{
+	struct cfg_cluster cl;
+	memset(&cl, 0, sizeof cl);
+	const struct sandbox_policy *p = lockdown_policy(&cl);
+	cr_assert_str_eq(p->read_files[0], "/etc/hosts");
+	cr_assert_null(p->read_files[1]);
+	cr_assert_null(p->read_dirs[0], "no trust store without upstream TLS");
+
+	cl.upstream_tls = true;
+	cl.upstream_tls_verify = true;
+	snprintf(cl.upstream_ca, sizeof cl.upstream_ca, "/etc/ferry/kafka-ca.pem");
+	p = lockdown_policy(&cl);
+	cr_assert_null(p->read_dirs[0], "upstream_ca given: its bytes came over IPC");
+
+	cl.upstream_tls_verify = false;
+	cl.upstream_ca[0] = '\0';
+	p = lockdown_policy(&cl);
+	cr_assert_null(p->read_dirs[0], "nothing verified, nothing looked up");
+
+	cl.upstream_tls_verify = true;
+	setenv(X509_get_default_cert_dir_env(), "/etc/ssl/certs:/usr/local/share/certs", 1);
+	p = lockdown_policy(&cl);
+	cr_assert_str_eq(p->read_dirs[0], "/etc/ssl/certs");
+	cr_assert_str_eq(p->read_dirs[1], "/usr/local/share/certs");
+	cr_assert_null(p->read_dirs[2]);
+	unsetenv(X509_get_default_cert_dir_env());
+	p = lockdown_policy(&cl);
+	cr_assert_str_eq(p->read_dirs[0], X509_get_default_cert_dir());
+	cr_assert_null(p->read_dirs[1]);
+}
