@@ -166,6 +166,7 @@ static const struct sandbox_syscall t_allow[] = {
 	ANY("read"), ANY("write"), ANY("close"), ANY("exit"), ANY("exit_group"),
 	ANY("rt_sigaction"), ANY("rt_sigprocmask"), ANY("rt_sigreturn"), ANY("getpid"),
 	ANY("gettid"), ANY("brk"), ANY("munmap"), ANY("futex"), ANY("fstat"), ANY("sigaltstack"),
+	ANY("madvise"),
 	{ "mmap", 2, SANDBOX_CLEAR, PROT_EXEC },
 	{ "tgkill", 0, SANDBOX_SELF, 0 },
 	{ "socket", 0, SANDBOX_EQ, AF_INET },
