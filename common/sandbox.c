@@ -635,30 +635,35 @@ sb_rule(scmp_filter_ctx ctx, const struct sandbox_syscall *s, char *err, size_t 
 	int nr = seccomp_syscall_resolve_name(s->name);
 	if (nr == __NR_SCMP_ERROR)
 		return 0;  /* not on this architecture */
-	struct scmp_arg_cmp c;
+	/* 32-bit comparisons look at the low half only (an int argument's
+	 * upper half is whatever the caller's register held) */
+	struct scmp_arg_cmp c = { .arg = s->arg, .op = SCMP_CMP_MASKED_EQ,
+				  .datum_a = 0xffffffffu, .datum_b = (uint32_t)s->value };
 	int rc;
 	switch ((enum sandbox_cmp)s->cmp) {
 	case SANDBOX_ANY:
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
 		break;
 	case SANDBOX_EQ:
-		c = SCMP_CMP32(s->arg, SCMP_CMP_EQ, (uint32_t)s->value);
-		rc = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, nr, 1, &c);
-		break;
-	case SANDBOX_EQ64:
-		c = SCMP_CMP64(s->arg, SCMP_CMP_EQ, s->value);
-		rc = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, nr, 1, &c);
-		break;
-	case SANDBOX_CLEAR:
-		c = SCMP_CMP64(s->arg, SCMP_CMP_MASKED_EQ, s->value, 0);
-		rc = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, nr, 1, &c);
-		break;
-	case SANDBOX_SET:
-		c = SCMP_CMP64(s->arg, SCMP_CMP_MASKED_EQ, s->value, s->value);
 		rc = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, nr, 1, &c);
 		break;
 	case SANDBOX_SELF:
-		c = SCMP_CMP32(s->arg, SCMP_CMP_EQ, (uint32_t)getpid());
+		c.datum_b = (uint32_t)getpid();
+		rc = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, nr, 1, &c);
+		break;
+	case SANDBOX_EQ64:
+		c.op = SCMP_CMP_EQ;
+		c.datum_a = s->value;
+		c.datum_b = 0;
+		rc = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, nr, 1, &c);
+		break;
+	case SANDBOX_CLEAR:   /* (arg & value) == 0 */
+		c.datum_a = s->value;
+		c.datum_b = 0;
+		rc = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, nr, 1, &c);
+		break;
+	case SANDBOX_SET:     /* (arg & value) == value */
+		c.datum_a = c.datum_b = s->value;
 		rc = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, nr, 1, &c);
 		break;
 	default:
@@ -700,8 +705,9 @@ sb_seccomp(const struct sandbox_policy *p, char *err, size_t errlen)
 		if (sb.path_nr[k] < 0)
 			continue;
 #if SB_HAVE_EMULATION
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, sb.path_nr[k], 1,
-		    SCMP_A5_64(SCMP_CMP_EQ, sb.cookie));
+		struct scmp_arg_cmp c = { .arg = 5, .op = SCMP_CMP_EQ, .datum_a = sb.cookie,
+					  .datum_b = 0 };
+		rc = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, sb.path_nr[k], 1, &c);
 #else
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, sb.path_nr[k], 0);
 #endif
