@@ -61,7 +61,7 @@ def counts_of(v):
 
 
 def load(path):
-    meta, tput, mem, reload, workers, handover, tls = {}, [], {}, [], [], [], []
+    meta, tput, mem, reload, workers, handover, tls, scale = {}, [], {}, [], [], [], [], []
     with open(path) as f:
         for line in f:
             fields = line.rstrip("\n").split("\t")
@@ -84,7 +84,9 @@ def load(path):
                 handover.append(kv)
             elif kind == "tls":
                 tls.append(kv)
-    return meta, tput, mem, reload, workers, handover, tls
+            elif kind == "scale":
+                scale.append(kv)
+    return meta, tput, mem, reload, workers, handover, tls, scale
 
 
 def med(xs):
@@ -157,7 +159,7 @@ def ratio(a, b):
 
 def main():
     tsv, outdir = sys.argv[1], sys.argv[2]
-    meta, tput, mem, reload, wk, ho, tl = load(tsv)
+    meta, tput, mem, reload, wk, ho, tl, sc = load(tsv)
     res = per_path(tput)
     # added p50: per round, path minus direct of the same round; then the median
     direct_r = res.get("direct", {}).get("rtt_p50_us", {}).get("by_round", {})
@@ -247,27 +249,28 @@ def main():
     errs = mem.get("ferry_many_errors", {})
     memo["many"] = many
     memo["many_errors"] = errs
-    add("")
-    add("| memory | value |")
-    add("|---|---:|")
-    add(f"| ferry worker RSS, fresh (anon) | {fmt(fresh and fresh / MIB, 2)} MiB "
-        f"({fmt(memo['ferry_worker_fresh_anon_kb'], 0)} KiB anon) |")
-    add(f"| ferry worker RSS after the load runs (buffer pool kept) | "
-        f"{fmt(memo['ferry_worker_after_load_kb'] and memo['ferry_worker_after_load_kb'] / MIB, 2)} MiB |")
-    add(f"| HAProxy RSS (fresh, nbthread 1) | {fmt(memo['haproxy_rss_kb'] and memo['haproxy_rss_kb'] / MIB, 1)} MiB |")
-    add(f"| per 1,000 idle client connections (each with its upstream connection): HAProxy | "
-        f"{fmt(memo['haproxy_mib_per_1k'], 2)} MiB |")
-    add(f"| same, ferry worker, 1,000 held | {fmt(memo['ferry_mib_per_1k'], 2)} MiB |")
-    if many:
-        add(f"| same, ferry worker, {int(many['n']):,} held | {fmt(memo['ferry_mib_per_1k_at_many'], 2)} MiB |")
-        add(f"| {int(many['n']):,} connections to one worker | opened {int(many.get('opened', 0))}, "
-            f"failed {int(many.get('failed', 0))}, closed by ferry {int(many.get('closed', 0))}, "
-            f"upstream conns {int(many.get('upstream_conns', 0))}, ferry active {fmt(many.get('proxy_conns'))}, "
-            f"rejected {fmt(errs.get('rejected'))}, accept pauses {fmt(errs.get('accept_paused'))} |")
-        if errs.get("wanted") and errs["wanted"] > many["n"]:
-            add(f"| {int(errs['wanted']):,} connections | not run: they need {int(2 * errs['wanted'] + 100):,} "
-                f"descriptors in the worker (client + upstream side), the hard `ulimit -n` here is "
-                f"{int(errs['nofile']):,} |")
+    if mem:
+        add("")
+        add("| memory | value |")
+        add("|---|---:|")
+        add(f"| ferry worker RSS, fresh (anon) | {fmt(fresh and fresh / MIB, 2)} MiB "
+            f"({fmt(memo['ferry_worker_fresh_anon_kb'], 0)} KiB anon) |")
+        add(f"| ferry worker RSS after the load runs (buffer pool kept) | "
+            f"{fmt(memo['ferry_worker_after_load_kb'] and memo['ferry_worker_after_load_kb'] / MIB, 2)} MiB |")
+        add(f"| HAProxy RSS (fresh, nbthread 1) | {fmt(memo['haproxy_rss_kb'] and memo['haproxy_rss_kb'] / MIB, 1)} MiB |")
+        add(f"| per 1,000 idle client connections (each with its upstream connection): HAProxy | "
+            f"{fmt(memo['haproxy_mib_per_1k'], 2)} MiB |")
+        add(f"| same, ferry worker, 1,000 held | {fmt(memo['ferry_mib_per_1k'], 2)} MiB |")
+        if many:
+            add(f"| same, ferry worker, {int(many['n']):,} held | {fmt(memo['ferry_mib_per_1k_at_many'], 2)} MiB |")
+            add(f"| {int(many['n']):,} connections to one worker | opened {int(many.get('opened', 0))}, "
+                f"failed {int(many.get('failed', 0))}, closed by ferry {int(many.get('closed', 0))}, "
+                f"upstream conns {int(many.get('upstream_conns', 0))}, ferry active {fmt(many.get('proxy_conns'))}, "
+                f"rejected {fmt(errs.get('rejected'))}, accept pauses {fmt(errs.get('accept_paused'))} |")
+            if errs.get("wanted") and errs["wanted"] > many["n"]:
+                add(f"| {int(errs['wanted']):,} connections | not run: they need {int(2 * errs['wanted'] + 100):,} "
+                    f"descriptors in the worker (client + upstream side), the hard `ulimit -n` here is "
+                    f"{int(errs['nofile']):,} |")
 
     # reload
     rel = {}
@@ -302,6 +305,9 @@ def main():
 
     # TLS termination, ferry against HAProxy
     tres = tls_section(tl, add)
+
+    # many idle clusters on one ferryd
+    sres = scale_section(sc, add)
 
     # targets
     targets = []
@@ -366,7 +372,7 @@ def main():
     out = {"preliminary": True, "meta": meta, "paths": res, "ratios_ferry_over_haproxy": ratios,
            "ab_after_over_before": ab,
            "ferry_minus_haproxy_rtt_p50_us": ferry_minus_haproxy_p50,
-           "memory": memo, "workers": wres, "handover": hres, "tls": tres, "reload": {str(k): d for k, d in sorted(rel.items())}, "targets": targets,
+           "memory": memo, "workers": wres, "handover": hres, "tls": tres, "scale": sres, "reload": {str(k): d for k, d in sorted(rel.items())}, "targets": targets,
            "units": {"mbps": "10^6 bytes of payload per second", "cpu_ms_per_mb": "proxy utime+stime ms per 10^6 payload bytes",
                      "rtt": "librdkafka broker rtt window (request sent -> response), µs"}}
     with open(os.path.join(outdir, "bench.json"), "w") as f:
@@ -734,6 +740,132 @@ def tls_section(rows, add):
             f"{TLS_LABEL[p]}: opened {int(d.get('opened') or 0)}, failed {int(d.get('failed') or 0)}, "
             f"closed by the proxy {int(d.get('closed') or 0)}, upstream connections {int(d.get('upstream_conns') or 0)}"
             for p, d in idle.items()) + ".")
+    return out
+
+
+# Below this many clusters the scaled budgets are not judged (the
+# supervisor's fixed cost would dominate them).
+SCALE_JUDGE_MIN = 100
+
+
+def scale_section(rows, add):
+    """Per number of clusters, the measured costs against the budget (set
+    for 1,000 clusters; the absolute ones scale with N/1000). Returns the
+    figures for bench.json (None when the part was not run)."""
+    if not rows:
+        return None
+    out = {}
+    for n in sorted({int(r["n"]) for r in rows}):
+        rs = [r for r in rows if int(r["n"]) == n]
+
+        def one(test, **match):
+            for r in rs:
+                if r.get("test") == test and all(r.get(k) == v for k, v in match.items()):
+                    return r
+            return {}
+
+        def all_of(test, **match):
+            return [r for r in rs if r.get("test") == test and all(r.get(k) == v for k, v in match.items())]
+
+        k = n / 1000.0
+        judge = n >= SCALE_JUDGE_MIN
+        st, p0 = one("start"), one("procs", phase="started")
+        pa, ps = one("procs", phase="after_reload"), one("procs", phase="settled")
+        r1 = all_of("reload_one")
+        ra, oc = one("reload_all"), one("outcome")
+        mt = all_of("metrics", phase="started")
+        mt_after = one("metrics", phase="after_reload")
+        stt, stop = one("status"), one("stop")
+        ad0, ad1 = one("admin_start"), one("admin_reload")
+
+        def num_(r, key):
+            x = r.get(key)
+            return x if isinstance(x, float) and x >= 0 else None
+
+        def kib2mib(x):
+            return None if x is None else x / MIB
+
+        rows_out = []
+
+        def row(label, budget, value, shown, ok):
+            rows_out.append({"measure": label, "budget": budget, "value": value, "shown": shown,
+                             "met": None if ok is None or not judge else bool(ok)})
+
+        def le(v, lim):
+            return None if v is None else v <= lim
+
+        a = num_(st, "all_ms")
+        row("every bootstrap accepting after start", f"≤ {fmt(10000 * k)} ms", a,
+            f"{fmt(a)} ms (median {fmt(num_(st, 'p50_ms'))} ms, {fmt(st.get('failed'))} failed)",
+            le(a, 10000 * k) if st else None)
+        m0 = num_(ad0, "max_ms")
+        row("admin API during start, slowest of GET /admin/health every 20 ms", "≤ 100 ms", m0,
+            f"{fmt(m0, 1)} ms (p99 {fmt(num_(ad0, 'p99_ms'), 1)}, {fmt(ad0.get('requests'))} requests, "
+            f"{fmt(ad0.get('failed'))} failed)", le(m0, 100))
+        for label, p in (("after start", p0), ("right after the reload of all", pa),
+                         ("5 s after the reload of all", ps)):
+            rss, fds = kib2mib(num_(p, "sup_rss_kb")), num_(p, "sup_fds")
+            strict = p is ps
+            row(f"supervisor RSS, {label}", f"≤ {fmt(64 * k)} MiB" if strict else "", rss,
+                f"{fmt(rss, 1)} MiB (anon {fmt(kib2mib(num_(p, 'sup_anon_kb')), 1)}, shmem "
+                f"{fmt(kib2mib(num_(p, 'sup_shmem_kb')), 1)})", le(rss, 64 * k) if strict else None)
+            row(f"supervisor descriptors, {label}", f"≤ {16 * n:,} (16 per cluster)" if strict else "",
+                fds, f"{fmt(fds)} ({fmt(fds / n if fds else None, 1)} per cluster: "
+                f"{str(p.get('sup_fd_kinds', '')).replace(',', ', ')})",
+                le(fds, 16 * n) if strict else None)
+        wmax, wmed = kib2mib(num_(p0, "w_rss_kb_max")), kib2mib(num_(p0, "w_rss_kb_med"))
+        row("idle worker RSS, max (median)", "≤ 2 MiB", wmax,
+            f"{fmt(wmax, 2)} MiB ({fmt(wmed, 2)}); PSS median {fmt(kib2mib(num_(p0, 'w_pss_kb_med')), 2)}, "
+            f"max {fmt(kib2mib(num_(p0, 'w_pss_kb_max')), 2)} MiB; anon median "
+            f"{fmt(kib2mib(num_(p0, 'w_anon_kb_med')), 2)} MiB; {fmt(p0.get('workers'))} workers, "
+            f"{fmt(p0.get('w_fds_med'))} descriptors each", le(wmax, 2))
+        s_med, s_max = num_(stt, "med"), num_(stt, "max")
+        row("`ferryctl status` wall, median of 3 (max)", "≤ 200 ms", s_med,
+            f"{fmt(s_med)} ms ({fmt(s_max)})", le(s_med, 200))
+        w1 = [x["wall_ms"] for x in r1 if isinstance(x.get("wall_ms"), float)]
+        d1 = [x["duration_ms"] for x in r1 if isinstance(x.get("duration_ms"), float)]
+        ok1 = all(int(x.get("success", 0)) == 1 and int(x.get("modified", 0)) == 1 for x in r1)
+        # judged on the wall time: ferryd's durationMs reads the clock of
+        # the loop's wake-up and misses the work of the same turn
+        row("reload modifying 1 cluster, `ferryctl reload` wall, median of 3", "≤ 50 ms", med(w1),
+            f"{fmt(med(w1))} ms (durationMs {fmt(med(d1))} ms); "
+            f"{'each modified 1, success' if ok1 and r1 else 'not all succeeded'}",
+            (le(med(w1), 50) and ok1) if r1 else None)
+        da, wa = num_(ra, "duration_ms"), num_(ra, "wall_ms")
+        okc = (int(ra.get("success", 0)) == 1 and int(ra.get("modified", -1)) == n
+               and int(oc.get("advanced", -1)) == n and oc.get("states") == f"accepting:{n}")
+        row(f"reload modifying all {n:,}: completes, outcome per cluster", "all modified and accepting",
+            da, f"{fmt(da)} ms in ferryd ({fmt(wa)} ms wall); success {fmt(ra.get('success'))}, "
+                f"modified {fmt(ra.get('modified'))}, errors {fmt(ra.get('errors'))}; afterwards "
+                f"{oc.get('states', '?')}, new generation {fmt(oc.get('advanced'))}", okc if ra else None)
+        m1 = num_(ad1, "max_ms")
+        row("admin API during the reload of all, slowest", "≤ 100 ms", m1,
+            f"{fmt(m1, 1)} ms (p99 {fmt(num_(ad1, 'p99_ms'), 1)}, {fmt(ad1.get('requests'))} requests, "
+            f"{fmt(ad1.get('failed'))} failed, {fmt(ad1.get('over_100ms'))} over 100 ms)", le(m1, 100))
+        mts = [x["ms"] for x in mt if isinstance(x.get("ms"), float)]
+        mb = num_(mt[-1], "bytes") if mt else None
+        row("/metrics scrape, median of 3", "≤ 1,000 ms", med(mts),
+            f"{fmt(med(mts))} ms, {fmt(mb and mb / 1e6, 2)} MB, {fmt(mt[-1].get('lines') if mt else None)} "
+            f"lines ({fmt(mb and mb / n)} bytes per cluster); after the reload of all "
+            f"{fmt(num_(mt_after, 'ms'))} ms, {fmt(num_(mt_after, 'bytes') and num_(mt_after, 'bytes') / 1e6, 2)} MB",
+            le(med(mts), 1000))
+        sm = num_(stop, "ms")
+        row("SIGTERM → ferryd exited", "≤ 10,000 ms", sm,
+            f"{fmt(sm)} ms, {fmt(stop.get('left'))} of its processes left", le(sm, 10000) and
+            int(stop.get("left", 1)) == 0 if stop else None)
+        fw = one("fdlimit_warnings").get("lines")
+        out[n] = {"rows": rows_out, "fdlimit_warnings": fw}
+        add("")
+        add(f"Scale: {n:,} idle clusters on one ferryd (each `workers = 1`, plaintext, a bootstrap and "
+            f"one broker port, upstream a one-broker mock cluster). Budgets are the issue's for 1,000 clusters, "
+            f"absolute ones scaled by {k:g}"
+            f"{'' if judge else f' (not judged below {SCALE_JUDGE_MIN} clusters: a fixed cost dominates)'}. Start-up warnings \"file descriptor limit below "
+            f"max_connections\": {fmt(fw)}.\n")
+        add("| measure | budget | measured | met |")
+        add("|---|---|---|---|")
+        for r in rows_out:
+            met = "" if r["met"] is None else ("yes" if r["met"] else "**no**")
+            add(f"| {r['measure']} | {r['budget']} | {r['shown']} | {met} |")
     return out
 
 

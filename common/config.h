@@ -28,7 +28,7 @@
  * uploading one cannot exhaust memory by themselves. */
 #define CFG_MAX_FILE_BYTES (4u << 20)
 
-/* ---- TLS [tls] ---- */
+/* ---- TLS ---- */
 #define CFG_PATH_MAX 1024  /* certificate/key file paths; "" = unset */
 #define CFG_TLS_CIPHERS_MAX 512
 /* A TLS file (certificate, key, CA bundle) the supervisor reads for a
@@ -53,7 +53,7 @@ enum cfg_tls_client_auth {
 enum cfg_policy_startup { CFG_STARTUP_FAIL_FAST = 0, CFG_STARTUP_BEST_EFFORT };
 enum cfg_policy_reload { CFG_RELOAD_ALL_OR_NOTHING = 0, CFG_RELOAD_PER_CLUSTER };
 enum cfg_log_format { CFG_LOG_LOGFMT = 0, CFG_LOG_JSON };
-/* [sni] How clients reach the brokers: one port per broker (broker_ports,
+/* How clients reach the brokers: one port per broker (broker_ports,
  * the default) or one TLS port where the ClientHello server name says
  * which broker (sni_bootstrap_host, sni_broker_pattern; see common/sni.h). */
 enum cfg_gateway { CFG_GATEWAY_PORTS = 0, CFG_GATEWAY_SNI };
@@ -118,11 +118,10 @@ struct cfg_cluster {
 	                                    reload (default on) */
 	uint32_t workers;                /* worker processes per generation, default 1;
 	                                    0 = auto (the CPUs ferryd may run on) */
-	/* [sasl] */
 	uint64_t sasl_max_frame_bytes;   /* client frames before SASL authentication
 	                                    (worker/kafka/sasl.h); default 512 KiB */
 
-	/* ---- TLS [tls]: client-facing (tls) and upstream (upstream_tls). The
+	/* ---- TLS: client-facing (tls) and upstream (upstream_tls). The
 	 * files are read by the supervisor only (IPC_TLS_MATERIAL carries their
 	 * bytes to the worker); paths are absolute, "" = unset. */
 	bool tls;                        /* tls_cert (and tls_key) set */
@@ -148,7 +147,7 @@ struct cfg_cluster {
 	/* Line where each cluster key was set (0 = default); see
 	 * cfg_cluster_key_line(). */
 	int key_lines[CFG_CLUSTER_KEYS_MAX];
-	/* [sni] SNI gateway. With CFG_GATEWAY_SNI the cluster has the bootstrap
+	/* SNI gateway. With CFG_GATEWAY_SNI the cluster has the bootstrap
 	 * listener only: no broker_ports, node_ids or advertised_host (n_brokers
 	 * is 0, node_ids NULL, broker_port_first/last 0); any node id the
 	 * upstream names is reached as sni_broker_pattern with the id, on the
@@ -298,7 +297,7 @@ bool cfg_addr_is_loopback(const char *host);
 
 const char *cfg_policy_startup_str(enum cfg_policy_startup p);
 const char *cfg_policy_reload_str(enum cfg_policy_reload p);
-/* [sni] "ports" / "sni" */
+/* "ports" / "sni" */
 const char *cfg_gateway_str(enum cfg_gateway g);
 
 #endif

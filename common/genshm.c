@@ -12,6 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The header (workers' entries and the written-map) is the first page: a
+ * generation whose workers publish nothing costs that page alone. */
+_Static_assert(offsetof(struct genshm, nodes) <= 4096, "genshm header beyond its first page");
 
 int
 genshm_create(uint32_t n_workers, struct genshm **out)
@@ -68,6 +71,7 @@ genshm_node_put(struct genshm *g, size_t i, int32_t node_id, const char *host, i
 	n->port = port;
 	snprintf(n->host, sizeof n->host, "%s", host);
 	atomic_store_explicit(&n->seq, s + 2, memory_order_release);
+	atomic_fetch_or_explicit(&g->written[i / 64], 1ULL << (i % 64), memory_order_release);
 }
 
 bool
@@ -75,6 +79,11 @@ genshm_node_get(struct genshm *g, size_t i, int32_t *node_id, char *host, size_t
 		int32_t *port)
 {
 	if (!g || i >= GENSHM_NODES)
+		return false;
+	/* never published: do not read the entry (a read would allocate its
+	 * page in every process that looks) */
+	if (!(atomic_load_explicit(&g->written[i / 64], memory_order_acquire) &
+	    (1ULL << (i % 64))))
 		return false;
 	struct genshm_node *n = &g->nodes[i];
 	for (int tries = 0; tries < 4; tries++) {

@@ -13,6 +13,14 @@
  * Every field is written with relaxed atomics or under a per-entry sequence
  * lock; a torn or stale read costs at most a less even accept or a metadata
  * fetch, never correctness.
+ *
+ * Cost: the block is sized for GENSHM_NODES brokers (~270 KiB) but holds
+ * pages only where something was written (shmblock.h): the header with the
+ * workers' entries and the written-map is the first page, and a broker
+ * entry's page is touched only once that entry is published. Lookups read
+ * the written-map before the entry, so a miss (the SNI scan over every
+ * entry) touches no page. A generation with a few brokers costs one or two
+ * pages in every process that maps it.
  */
 #ifndef FERRY_COMMON_GENSHM_H
 #define FERRY_COMMON_GENSHM_H
@@ -24,7 +32,7 @@
 
 #include "common/config.h"
 
-#define GENSHM_MAGIC 0x6665727279670001ULL /* "ferryg" v1 */
+#define GENSHM_MAGIC 0x6665727279670002ULL /* "ferryg" v2: written-map */
 #define GENSHM_NODES 1024                 /* brokers shared (by broker index) */
 
 struct genshm_worker {
@@ -45,6 +53,9 @@ struct genshm {
 	uint32_t n_workers;
 	uint32_t pad;
 	struct genshm_worker workers[CFG_MAX_WORKERS];
+	/* bit i set once nodes[i] was published (release, after the entry):
+	 * what a lookup reads before it touches nodes[i] */
+	_Atomic uint64_t written[GENSHM_NODES / 64];
 	struct genshm_node nodes[GENSHM_NODES];
 };
 

@@ -1,6 +1,6 @@
 /*
  * http — a small, pure HTTP/1.1 message parser and formatter for the admin
- * API (supervisor/admin.c) and its client (ferryctl). No sockets here.
+ * API (supervisor/admin_http.c) and its client (ferryctl). No sockets here.
  *
  * The request parser is incremental: bytes are fed as they arrive with
  * http_parser_feed(), which copies them into the parser's own buffer, and

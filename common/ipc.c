@@ -35,7 +35,7 @@ static const char *const ipc_names[IPC_TYPE_COUNT] = {
 	[IPC_TLS_MATERIAL] = "tls-material",
 	[IPC_CONN_OUT] = "conn-out",
 	[IPC_CONN_TAKEN] = "conn-taken",
-	/* [tickets] */
+	/* brokers learned across generations, TLS session ticket keys */
 	[IPC_NODES] = "nodes",
 	[IPC_TICKET_KEYS] = "ticket-keys",
 	[IPC_NODE_LEARNED] = "node-learned",
@@ -82,7 +82,7 @@ ipc_payload_ok(uint32_t type, uint32_t len)
 		return len == 0;
 	case IPC_TLS_MATERIAL:
 		return len >= sizeof(struct ipc_tls_material) && len <= IPC_MAX_PAYLOAD;
-	/* [tickets] the node map's records are checked by nodemap_check */
+	/* node maps: their records are checked by nodemap_check */
 	case IPC_NODES:
 	case IPC_NODE_LEARNED:
 		return len >= sizeof(struct nodemap_hdr) && len <= IPC_MAX_PAYLOAD;

@@ -29,7 +29,8 @@
 enum ipc_type {
 	IPC_NONE = 0,
 	/* supervisor -> worker */
-	IPC_CONFIG,      /* payload: canonical cluster text; fds: [metrics memfd] */
+	IPC_CONFIG,      /* payload: canonical cluster text; fds: [the worker's metrics
+	                    memfd, the generation's shared block (genshm.h)] */
 	IPC_LISTENERS,   /* payload: struct ipc_listeners; fds: a batch of listeners */
 	IPC_ACCEPT,      /* start accepting on the listeners */
 	IPC_DRAIN,       /* payload: struct ipc_drain */
@@ -45,7 +46,8 @@ enum ipc_type {
 	IPC_TLS_MATERIAL, /* payload: struct ipc_tls_material + the bytes of the
 	                    cluster's TLS files; right after CONFIG, before
 	                    LISTENERS, when the cluster has TLS keys */
-	/* [tickets] sup -> worker, after CONFIG and before LISTENERS: */
+	/* sup -> worker, after CONFIG and before LISTENERS: learned brokers
+	   and TLS session ticket keys */
 	IPC_NODES,       /* payload: a node map (common/nodemap.h): the upstream
 	                    brokers the cluster's earlier generations learned */
 	IPC_TICKET_KEYS, /* payload: struct tlskeys (common/tlskeys.h) exactly; also
@@ -59,7 +61,7 @@ enum ipc_type {
 	IPC_CONN_OUT,    /* payload: struct ipc_conn_record + pending bytes; fds:
 	                    [client] or [client, upstream]: hand this one over */
 	IPC_CONN_TAKEN,  /* payload: struct ipc_conn_ack: a CONN_IN was adopted (or not) */
-	/* [tickets] worker -> sup: */
+	/* worker -> supervisor: brokers learned */
 	IPC_NODE_LEARNED, /* payload: a node map (common/nodemap.h): upstream brokers
 	                     this worker learned or saw move */
 	IPC_TYPE_COUNT,

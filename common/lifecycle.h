@@ -1,5 +1,5 @@
 /*
- * lifecycle — the state machine of one worker generation (DESIGN §3).
+ * lifecycle — the state machine of one worker generation (docs/design.md §3).
  *
  *   initializing ──► accepting ──► draining ──► stopped
  *         │              │                         ▲

@@ -1,5 +1,5 @@
 /*
- * metrics — create and map the per-generation shared counter block.
+ * metrics — create and map the shared counter block of a worker process.
  *
  * The block is a memfd sealed against resizing (F_SEAL_SHRINK, F_SEAL_GROW)
  * and against further seal changes (F_SEAL_SEAL) before it leaves the
@@ -53,23 +53,59 @@ metrics_unmap(struct metrics *m)
 		munmap(m, sizeof(struct metrics));
 }
 
+/* The block's first page: what every process that maps it holds anyway. */
+_Static_assert(offsetof(struct metrics, api) <= 4096, "metrics header beyond its first page");
+
+static void
+metrics_mark_seen(struct metrics *m, unsigned slot)
+{
+	_Atomic uint64_t *w = &m->api_seen[slot / 64];
+	uint64_t bit = 1ULL << (slot % 64);
+	if (!(atomic_load_explicit(w, memory_order_relaxed) & bit))
+		atomic_fetch_or_explicit(w, bit, memory_order_relaxed);
+}
+
+bool
+metrics_api_seen(const struct metrics *m, unsigned slot)
+{
+	if (slot >= METRICS_APIS)
+		return false;
+	struct metrics *mm = (struct metrics *)m;  /* read with an atomic load only */
+	return (atomic_load_explicit(&mm->api_seen[slot / 64], memory_order_relaxed) >>
+	    (slot % 64)) & 1;
+}
+
+/* dst += v when v is not zero: an add of zero would still write (and
+ * allocate) dst's page. */
+static bool
+metrics_fold(_Atomic uint64_t *dst, _Atomic uint64_t *src)
+{
+	uint64_t v = atomic_load_explicit(src, memory_order_relaxed);
+	if (v)
+		atomic_fetch_add_explicit(dst, v, memory_order_relaxed);
+	return v != 0;
+}
+
 void
 metrics_retire(struct metrics *dst, const struct metrics *src)
 {
 	struct metrics *m = (struct metrics *)src;  /* read with atomic loads only */
 #define METRICS_RETIRE(name, type, help) \
 	if (strcmp(#type, "counter") == 0) \
-		METRIC_ADD(dst, name, METRIC_GET(m, name));
+		metrics_fold(&dst->name, &m->name);
 	METRICS_FIELDS(METRICS_RETIRE)
 #undef METRICS_RETIRE
+	/* Every slot of src, not only those marked seen: a writer that
+	 * counted without marking loses nothing here. */
 	for (unsigned a = 0; a < METRICS_APIS; a++) {
 		struct metrics_api *x = &m->api[a], *y = &dst->api[a];
-		METRIC_ADD(y, requests, METRIC_GET(x, requests));
-		METRIC_ADD(y, responses, METRIC_GET(x, responses));
-		METRIC_ADD(y, latency_sum_us, METRIC_GET(x, latency_sum_us));
+		bool any = metrics_fold(&y->requests, &x->requests);
+		any |= metrics_fold(&y->responses, &x->responses);
+		any |= metrics_fold(&y->latency_sum_us, &x->latency_sum_us);
 		for (unsigned b = 0; b < METRICS_BUCKETS; b++)
-			atomic_fetch_add_explicit(&y->bucket[b], atomic_load_explicit(&x->bucket[b],
-			    memory_order_relaxed), memory_order_relaxed);
+			any |= metrics_fold(&y->bucket[b], &x->bucket[b]);
+		if (any || metrics_api_seen(m, a))
+			metrics_mark_seen(dst, a);
 	}
 }
 
@@ -89,9 +125,19 @@ metrics_bump(_Atomic uint64_t *c, uint64_t v)
 }
 
 void
+metrics_request(struct metrics *m, int api_key)
+{
+	unsigned slot = metrics_api_slot(api_key);
+	metrics_mark_seen(m, slot);
+	metrics_bump(&m->api[slot].requests, 1);
+}
+
+void
 metrics_observe(struct metrics *m, int api_key, uint64_t latency_us)
 {
-	struct metrics_api *a = &m->api[metrics_api_slot(api_key)];
+	unsigned slot = metrics_api_slot(api_key);
+	metrics_mark_seen(m, slot);
+	struct metrics_api *a = &m->api[slot];
 	unsigned b = 0;
 	while (b < METRICS_BUCKETS && latency_us > metrics_latency_bounds_us[b])
 		b++;

@@ -1,26 +1,36 @@
 /*
- * metrics — the shared-memory counter block of one worker generation.
+ * metrics — the shared-memory counter block of one worker process.
  *
- * The supervisor creates the block (memfd + mmap, sealed so its size can
- * never change), passes the memfd to the worker over IPC, and reads it for /metrics and cluster status without any
- * message round trip. Counters survive a worker crash because the
- * supervisor keeps its mapping. Workers only ever add (atomic, relaxed);
- * gauges are add/sub pairs.
+ * The supervisor creates one block per worker process (memfd + mmap, sealed
+ * so its size can never change), passes the memfd to the worker with its
+ * configuration (IPC_CONFIG), and reads it for /metrics and cluster status
+ * without any message round trip. Counters survive a worker crash because
+ * the supervisor keeps its mapping, and metrics_retire() folds an ended
+ * process's counters into its cluster's totals. Workers only ever add
+ * (atomic, relaxed); gauges are add/sub pairs.
  *
  * The layout is versioned by METRICS_MAGIC; both sides are the same binary.
+ *
+ * Cost: the block holds pages only where something was written (see
+ * shmblock.h). The header, the api_seen map, the METRICS_FIELDS
+ * counters and the sandbox report are the first page; the per-API slots
+ * (96 of them, ~13 KiB) take pages only for the APIs a worker has seen. Readers that go over
+ * the API slots ask metrics_api_seen() first, or they would allocate
+ * every page of every block they read (a read allocates too).
  */
 #ifndef FERRY_COMMON_METRICS_H
 #define FERRY_COMMON_METRICS_H
 
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/sandbox.h"
 #include "common/shmblock.h"
 
-#define METRICS_MAGIC 0x66657272790005ULL /* "ferry" v5: sandbox report */
+#define METRICS_MAGIC 0x66657272790006ULL /* "ferry" v6: sandbox report */
 
 /* X-macro: name, type ("counter"/"gauge"), help. Order is ABI. */
 #define METRICS_FIELDS(X) \
@@ -51,7 +61,7 @@
 	X(inflight_paused, counter, "Times a client request had to wait because max_inflight_per_connection requests were in flight (backpressure: the client is not read meanwhile)") \
 	X(accept_paused, counter, "Times accepting paused for 100 ms because the worker ran out of file descriptors or memory") \
 	X(responses_trailing_bytes, counter, "Rewritten upstream responses that carried bytes after the complete message (dropped; clients ignore them too)") \
-	/* [sasl] */ \
+	/* SASL, TLS and SNI at the client edge; upstream TLS failures */ \
 	X(sasl_frame_too_large, counter, "Client connections closed for a frame above sasl_max_frame_bytes before SASL authentication") \
 	X(sasl_refused, counter, "Client connections closed for a legacy SaslHandshake v0 whose mechanism ferry does not relay (GSSAPI, OAUTHBEARER, unknown)") \
 	X(plaintext_on_tls, counter, "Client connections closed because they sent plaintext (a Kafka frame, not a TLS record) to a TLS listener") \
@@ -60,7 +70,7 @@
 	X(tls_resumed, counter, "TLS handshakes with clients that resumed a session (ticket)") \
 	X(upstream_tls_failures, counter, "TLS handshakes with the upstream that failed (certificate, name, protocol)") \
 	X(sni_unknown, counter, "Client TLS handshakes refused on a gateway = sni port because the ClientHello named no server or one that is neither sni_bootstrap_host nor a broker name of sni_broker_pattern (alert unrecognized_name)") \
-	/* [upresume] */ \
+	/* upstream TLS handshakes and their session resumption */ \
 	X(upstream_tls_handshakes, counter, "TLS handshakes completed with the upstream (client connections' and the worker's own metadata fetches)") \
 	X(upstream_tls_resumed, counter, "TLS handshakes with the upstream that resumed a cached session (no certificate exchange)")
 
@@ -80,17 +90,24 @@ struct metrics_api {
 	_Atomic uint64_t bucket[METRICS_BUCKETS]; /* observations <= bound (not cumulative) */
 };
 
+#define METRICS_API_WORDS ((METRICS_APIS + 63) / 64)
+
 struct metrics {
 	uint64_t magic;
 	uint64_t generation;
+	/* bit s set once api[s] was first counted (metrics_request,
+	 * metrics_observe): readers skip the slots of APIs never seen */
+	_Atomic uint64_t api_seen[METRICS_API_WORDS];
 #define METRICS_DECL(name, type, help) _Atomic uint64_t name;
 	METRICS_FIELDS(METRICS_DECL)
 #undef METRICS_DECL
-	struct metrics_api api[METRICS_APIS];
 	/* Not a counter: the process's sandbox as it reports it (what is in
 	 * force, the system call of a violation), read by the supervisor for
-	 * /admin/health and the exit reason (common/sandbox.h). */
+	 * /admin/health and the exit reason (common/sandbox.h). In the first
+	 * page, before the API slots: every worker writes it once it has
+	 * locked down, and /admin/health reads it from every live block. */
 	struct sandbox_report sandbox;
+	struct metrics_api api[METRICS_APIS];
 };
 
 /* The slot of an API key. */
@@ -100,9 +117,16 @@ metrics_api_slot(int api_key)
 	return api_key >= 0 && api_key < METRICS_APIS - 1 ? (unsigned)api_key : METRICS_APIS - 1;
 }
 
+/* Count one request forwarded for api_key (requests of its slot; marks the
+ * slot seen). The block's one writer is its process: relaxed, no lock. */
+void metrics_request(struct metrics *m, int api_key);
 /* Count one response's upstream latency (µs) for api_key: cheap (a short
- * scan of 14 bounds and three relaxed adds), made per response. */
+ * scan of 14 bounds and three relaxed adds), made per response; marks the
+ * slot seen. */
 void metrics_observe(struct metrics *m, int api_key, uint64_t latency_us);
+/* Was anything counted in slot (metrics_api_slot) of m? Reads only the
+ * first page. */
+bool metrics_api_seen(const struct metrics *m, unsigned slot);
 
 /* Seals every block carries: its size can never change (a mapping of a
  * truncated file faults with SIGBUS), nor can its seals. */
@@ -118,7 +142,10 @@ int metrics_map(int fd, struct metrics **out);
 void metrics_unmap(struct metrics *m);
 /* Add src's counters (the METRICS_FIELDS counters and every per-API
  * counter and bucket) into dst: what a process counted stays in its
- * cluster's totals after the process is gone. Gauges are not folded. */
+ * cluster's totals after the process is gone. Gauges are not folded. Only
+ * non-zero values are added (a slot src never counted leaves dst's pages
+ * untouched) and their slots are marked seen in dst. src is read whole:
+ * it is the block of a process that has exited, about to be unmapped. */
 void metrics_retire(struct metrics *dst, const struct metrics *src);
 
 #define METRIC_ADD(m, f, v) atomic_fetch_add_explicit(&(m)->f, (uint64_t)(v), memory_order_relaxed)

@@ -4,7 +4,6 @@
 #include "common/shmblock.h"
 
 #include <errno.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,10 +16,12 @@ shmblock_create(const char *name, size_t size, void **out)
 		return -1;
 	if (ftruncate(fd, (off_t)size) == -1 || fcntl(fd, F_ADD_SEALS, SHMBLOCK_SEALS) == -1)
 		goto fail;
+	/* A new memfd reads as zeros and holds no page until one is
+	 * touched: no memset (it would make every page of every block
+	 * resident in the supervisor for as long as it keeps the block). */
 	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
 		goto fail;
-	memset(p, 0, size);
 	*out = p;
 	return fd;
 fail:;

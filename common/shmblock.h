@@ -6,6 +6,12 @@
  * metrics block (metrics.h) and the generation block (genshm.h) are both
  * one.
  *
+ * A block costs memory only for the pages someone touched: it starts as
+ * zeros without a page allocated. A read of a page never written
+ * allocates it too (a shared memfd mapping has no zero page), so readers
+ * that scan a block look at a written-map in its first page first (see
+ * genshm_node_get, metrics_api_seen).
+ *
  * Return convention: the fd (O_CLOEXEC) or 0, -1 with errno; a block
  * without the seals or of another size is refused with EINVAL.
  */
@@ -17,7 +23,8 @@
 
 #define SHMBLOCK_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 
-/* Create, size, seal and map a zeroed block; returns its fd. */
+/* Create, size, seal and map a zero-filled block (no page touched);
+ * returns its fd. */
 int shmblock_create(const char *name, size_t size, void **out);
 /* Map a received block after checking its seals and size. */
 int shmblock_map(int fd, size_t size, void **out);

@@ -58,7 +58,7 @@ tlsctx_use_cert_key(SSL_CTX *ctx, struct tlsctx_pem cert, struct tlsctx_pem key,
 	X509 *x = NULL;
 	EVP_PKEY *pk = NULL;
 	int rc = -1;
-	char what[96];
+	char what[512];
 
 	if (b == NULL || (x = PEM_read_bio_X509_AUX(b, NULL, NULL, NULL)) == NULL) {
 		snprintf(what, sizeof what, "%s: no PEM certificate", cert_key);
@@ -125,7 +125,7 @@ tlsctx_load_cas(X509_STORE *store, STACK_OF(X509_NAME) *names, struct tlsctx_pem
 {
 	BIO *b = tlsctx_bio(pem);
 	int n = 0;
-	char what[96];
+	char what[512];
 
 	if (b == NULL) {
 		snprintf(err, errlen, "%s: out of memory", key);
@@ -256,17 +256,22 @@ tlsctx_client_new(const struct tlsctx_client_opts *o, char *err, size_t errlen)
 	ERR_clear_error();
 	if ((ctx = tlsctx_common(TLS_client_method(), o->min_version, err, errlen)) == NULL)
 		return NULL;
+	const char *ca_name = o->ca_name ? o->ca_name : "upstream_ca";
 	if (o->ca.len) {
-		if (tlsctx_load_cas(SSL_CTX_get_cert_store(ctx), NULL, o->ca, "upstream_ca",
+		if (tlsctx_load_cas(SSL_CTX_get_cert_store(ctx), NULL, o->ca, ca_name,
 		    err, errlen) < 0)
 			goto fail;
 	} else if (o->verify && SSL_CTX_set_default_verify_paths(ctx) != 1) {
-		tlsctx_fail(err, errlen, "upstream_ca: cannot load the system trust store");
+		char what[512];
+
+		snprintf(what, sizeof what, "%s: cannot load the system trust store", ca_name);
+		tlsctx_fail(err, errlen, what);
 		goto fail;
 	}
 	if (o->cert.len || o->key.len) {
-		if (tlsctx_use_cert_key(ctx, o->cert, o->key, "upstream_cert", "upstream_key",
-		    err, errlen) != 0)
+		if (tlsctx_use_cert_key(ctx, o->cert, o->key,
+		    o->cert_name ? o->cert_name : "upstream_cert",
+		    o->key_name ? o->key_name : "upstream_key", err, errlen) != 0)
 			goto fail;
 	}
 	SSL_CTX_set_verify(ctx, o->verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);

@@ -6,8 +6,9 @@
  * what it was sent (IPC_TLS_MATERIAL), and validation (`ferryd -t`, reload)
  * builds the same contexts to find a bad PEM, a key that does not match its
  * certificate or an unknown cipher before anything serving is touched. The
- * admin API's HTTPS uses the server side too. Role-free: no config, no log,
- * no I/O.
+ * admin API's HTTPS uses the server side too, ferryctl's HTTPS the client
+ * side (with the files it read through common/file.h). Role-free: no
+ * config, no log, no I/O.
  *
  * Every context refuses renegotiation (SSL_OP_NO_RENEGOTIATION) and
  * compression, accepts TLS 1.2 or later (tls_min_version may raise it to
@@ -76,6 +77,10 @@ struct tlsctx_client_opts {
 	bool verify;                     /* verify the server's chain (the name is
 	                                    set per connection: tls.h) */
 	int min_version;                 /* enum tlsctx_version */
+	/* how errors name ca, cert and key; NULL = the config keys
+	 * upstream_ca, upstream_cert, upstream_key (ferryctl passes its
+	 * options: "--cacert FILE") */
+	const char *ca_name, *cert_name, *key_name;
 };
 
 SSL_CTX *tlsctx_server_new(const struct tlsctx_server_opts *o, char *err, size_t errlen);

@@ -1,7 +1,7 @@
 /*
  * adminauth — who may use the admin API: the decision taken for every
- * request before it is routed (supervisor/admin.c asks), and the credentials
- * that decision needs, loaded from the [ferry] keys.
+ * request before it is routed (supervisor/admin_http.c asks), and the
+ * credentials that decision needs, loaded from the [ferry] keys.
  *
  * The model (docs/operations.md, "Securing the admin API"):
  *   - the control socket is trusted by its file permissions

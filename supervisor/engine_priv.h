@@ -1,15 +1,17 @@
 /*
- * engine_priv — what engine.c and reload.c share inside the engine; nothing
- * outside supervisor/engine.c, supervisor/reload.c and their unit tests
- * includes this.
+ * engine_priv — what the files of the engine share: engine.c (event queue,
+ * dispatch, I/O events, deadlines, reaper, start and stop), engine_gen.c
+ * (generations), engine_cluster.c (clusters, operator requests),
+ * engine_relay.c (live handover) and reload.c. Nothing outside them
+ * includes this; everyone else uses the engine through supervisor.h.
  */
 #ifndef FERRY_SUPERVISOR_ENGINE_PRIV_H
 #define FERRY_SUPERVISOR_ENGINE_PRIV_H
 
 #include "supervisor/supervisor.h"
 
-/* Queue an event for the current chain (runs when sup_dispatch() gets to
- * it, never inside the caller). */
+/* The event queue (engine.c). Queue an event for the current chain (runs
+ * when sup_dispatch() gets to it, never inside the caller). */
 void sup_post_gen(struct sup *s, struct sup_gen *g, enum fsm_gevent e, const char *why);
 /* ... about one process of the generation */
 void sup_post_proc(struct sup *s, struct sup_proc *p, enum fsm_gevent e, const char *why);
@@ -18,7 +20,7 @@ void sup_post_item(struct sup *s, struct sup_reload_item *it, enum fsm_ievent e,
 /* Run queued events until none is left (re-entrant calls return at once). */
 void sup_dispatch(struct sup *s);
 
-/* Cluster configurations and their listening sockets. */
+/* Cluster configurations and their listening sockets (engine_cluster.c). */
 struct sup_ccfg *sup_ccfg_new(const struct cfg_cluster *cl, char *err, size_t errlen);
 /* Bind (or share a dup from `reuse`) every listener of cc that is not open.
  * 0, or -1 with err (what was opened stays open: release or free cc). */
@@ -34,16 +36,45 @@ void sup_cluster_unlist(struct sup *s, struct sup_cluster *c);
 /* List a cluster from limbo (a committed addition). */
 void sup_cluster_list(struct sup *s, struct sup_cluster *c);
 
+/* The cluster machine (engine_cluster.c): one event of c's table, and what
+ * a generation the cluster started means for it once it accepts or ends. */
+void sup_cluster_event(struct sup *s, struct sup_cluster *c, enum fsm_cevent e, const char *why);
+void sup_cluster_gen_accepting(struct sup *s, struct sup_gen *g);
+void sup_cluster_gen_ended(struct sup *s, struct sup_gen *g, bool crashed, const char *why);
+
+/* Generations (engine_gen.c). */
 /* Start a generation of c with cc. Always returns a generation (a failed
  * one when it could not start), NULL only when out of memory. */
 struct sup_gen *sup_gen_start(struct sup *s, struct sup_cluster *c, const struct sup_ccfg *cc,
 			      enum sup_owner owner, struct sup_reload_item *it,
 			      uint64_t init_timeout_ms, const char *why);
+/* A generation of c with cc, not started yet (its init deadline runs). */
+struct sup_gen *sup_gen_new(struct sup *s, struct sup_cluster *c, const struct sup_ccfg *cc,
+			    enum sup_owner owner, struct sup_reload_item *it,
+			    uint64_t init_timeout_ms, const char *why);
+/* g could not start: a FAILED report and an exit, as if it had said so. */
+void sup_gen_fail_now(struct sup *s, struct sup_gen *g, const char *why);
 /* Send to every live process of g (a full queue becomes QUEUE_FULL). */
 void sup_gen_send(struct sup *s, struct sup_gen *g, enum ipc_type type, const void *payload,
 		  size_t len);
+/* SIGKILL every live process of g. */
+void sup_gen_kill(struct sup *s, struct sup_gen *g);
+/* One event of g's table (ep: the process it is about, or NULL). */
+void sup_gen_event(struct sup *s, struct sup_gen *g, struct sup_proc *ep, enum fsm_gevent e,
+		   const char *why);
+/* g's deadlines that passed: process restarts, init, stop, the watchdog. */
+void sup_gen_tick(struct sup *s, struct sup_gen *g);
+/* A worker of c crashed: the crash policy says after what delay it is
+ * restarted (false), or (true) that c is in a crash loop: then c fails. */
+bool sup_crash_policy(struct sup *s, struct sup_cluster *c, const char *why, uint64_t *delay,
+		      uint32_t *n);
 
-/* reload.c, called by the engine: */
+/* Live handover (engine_relay.c): relays of a process that exited end now;
+ * relays past their deadline end as not adopted. */
+void sup_relays_proc_gone(struct sup *s, struct sup_proc *p);
+void sup_relays_tick(struct sup *s);
+
+/* Reloads (reload.c), called by the rest of the engine: */
 struct sup_reload_item;
 void reload_item_event(struct sup *s, struct sup_reload_item *it, enum fsm_ievent e,
 		       const char *why);

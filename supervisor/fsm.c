@@ -30,7 +30,8 @@
 
 /* Before ACCEPT (starting and held): a worker that fails, exits, breaks the
  * protocol or misses its init deadline is failed; asked to go, it is
- * draining until it has exited (DESIGN §3: not `stopped` while it lives)
+ * draining until it has exited (docs/design.md §3: not `stopped` while it
+ * lives)
  * and keeps its init deadline as the moment it is killed. */
 #define G_PREACCEPT_COMMON \
 	[FSM_GE_FAILED] = G(FAILED, DI | GRACE | END), \

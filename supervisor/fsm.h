@@ -4,10 +4,10 @@
  *
  * Three machines, each a table (state × event) → (next state, actions):
  *
- *   generation  one worker generation of a cluster (a set of worker
- *               processes; one today). Its states refine the contract
- *               lifecycle of DESIGN §3: starting and held are both shown as
- *               `initializing` (fsm_gen_lc()).
+ *   generation  one worker generation of a cluster (a set of `workers`
+ *               worker processes). Its states refine the contract
+ *               lifecycle of docs/design.md §3: starting and held are both
+ *               shown as `initializing` (fsm_gen_lc()).
  *   cluster     what the supervisor does for a cluster as a whole: serve,
  *               wait out a crash back-off, stay failed, stay parked after an
  *               operator drain, or leave (removed, or ferryd stopping).

@@ -15,7 +15,7 @@
 #include "common/tlsmat.h"
 #include "common/log.h"
 #include "supervisor/adminauth.h"
-#include "supervisor/supervisor.h"
+#include "supervisor/sup_io.h"
 #include "worker/worker.h"
 
 static void

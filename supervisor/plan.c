@@ -104,7 +104,7 @@ bool
 plan_same_listeners(const struct cfg_cluster *a, const struct cfg_cluster *b)
 {
 	return plan_addr_eq(&a->bootstrap, &b->bootstrap) &&
-	       a->gateway == b->gateway &&   /* [sni] */
+	       a->gateway == b->gateway &&   /* per-broker ports or one SNI port */
 	       a->broker_port_first == b->broker_port_first &&
 	       a->broker_port_last == b->broker_port_last;
 }
@@ -275,7 +275,7 @@ plan_listens_on(const struct cfg_cluster *cl, const struct cfg_addr *a)
 		return false;
 	if (cl->bootstrap.port == a->port)
 		return true;
-	/* [sni] gateway = sni: the bootstrap port only (n_brokers 0) */
+	/* gateway = sni: the bootstrap port only (n_brokers 0) */
 	return cl->n_brokers > 0 && a->port >= cl->broker_port_first && a->port <= cl->broker_port_last;
 }
 

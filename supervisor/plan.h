@@ -12,7 +12,7 @@
  * errors naming the key.
  *
  * No I/O, no processes: the supervisor feeds it the running state and the
- * parsed new config and carries out the result (supervisor.c).
+ * parsed new config and carries out the result (reload.c).
  */
 #ifndef FERRY_SUPERVISOR_PLAN_H
 #define FERRY_SUPERVISOR_PLAN_H

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "worker/kafka/codec.h"
+#include "common/kafka_api.h"
 
 void
 promfam_label(FILE *f, const char *v)
@@ -52,7 +52,7 @@ promfam_api_name(unsigned slot, char *buf, size_t len)
 	if (slot == METRICS_APIS - 1)
 		snprintf(buf, len, "other");
 	else
-		snprintf(buf, len, "%s", kc_api_name((int16_t)slot));
+		snprintf(buf, len, "%s", kafka_api_name((int16_t)slot));
 }
 
 static void
@@ -139,7 +139,8 @@ promfam_write(FILE *f, struct sup *s)
 			{ "tls_on_plaintext", offsetof(struct metrics, tls_on_plaintext) },
 			{ "plaintext_on_tls", offsetof(struct metrics, plaintext_on_tls) },
 			{ "tls_handshake", offsetof(struct metrics, tls_handshake_failures) },
-			{ "sni_unknown", offsetof(struct metrics, sni_unknown) },	/* [sni] */
+			/* SNI gateway: a name that matches no broker */
+			{ "sni_unknown", offsetof(struct metrics, sni_unknown) },
 		}, 5 },
 		{ "ferry_frames_rejected_total",
 		  "Connections closed for a frame ferry refused, by reason", "reason", {
@@ -148,7 +149,7 @@ promfam_write(FILE *f, struct sup *s)
 			{ "too_large", offsetof(struct metrics, frame_too_large) },
 			{ "correlation_mismatch", offsetof(struct metrics, correlation_mismatch) },
 			{ "request_timeout", offsetof(struct metrics, request_timeouts) },
-			/* [sasl] */
+			/* SASL frames before authentication */
 			{ "sasl_frame_too_large", offsetof(struct metrics, sasl_frame_too_large) },
 			{ "sasl_mechanism_refused", offsetof(struct metrics, sasl_refused) },
 		}, 7 },
@@ -158,7 +159,8 @@ promfam_write(FILE *f, struct sup *s)
 			{ "forced", offsetof(struct metrics, connections_forced) },
 		}, 2 },
 	};
-	/* [tickets] TLS clusters whose certificate's expiry is known (certs.h) */
+	/* certificate expiry: TLS clusters whose certificate's notAfter is known
+	 * (certs.h) */
 	promfam_head(f, "ferry_tls_cert_not_after_seconds", "gauge",
 	    "notAfter of the certificate a TLS cluster serves, unix seconds");
 	for (size_t i = 0; i < s->n_clusters; i++)

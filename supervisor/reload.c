@@ -1,8 +1,9 @@
 /*
- * reload — carrying out a configuration change in a running ferryd (DESIGN
- * §4) as part of the engine: pure like engine.c (every effect through
- * s->ops), and producing a record (struct sup_reload_record), never an
- * HTTP answer: the admin layer renders records.
+ * reload — carrying out a configuration change in a running ferryd
+ * (docs/design.md §4) as part of the engine: pure like engine.c (every
+ * effect through s->ops), and producing a record (struct
+ * sup_reload_record), never an HTTP answer: the admin layer renders
+ * records.
  *
  * A reload parses and validates the new text with no side effects, diffs it
  * (plan.h), then prepares: one item per cluster (fsm.h item table); added
@@ -54,20 +55,6 @@ struct sup_reload {
 	char resolve_error[256];
 	struct sup_reload *next_free; /* finished, freed by reload_reap() */
 };
-
-
-const char *
-sup_reload_status_str(enum sup_reload_status st)
-{
-	switch (st) {
-	case SUP_RELOAD_SUCCESS: return "SUCCESS";
-	case SUP_RELOAD_FAILED: return "FAILED";
-	case SUP_RELOAD_REJECTED: return "REJECTED";
-	case SUP_RELOAD_UNCHANGED: return "UNCHANGED";
-	case SUP_RELOAD_NONE: break;
-	}
-	return "NONE";
-}
 
 /* ---- records ----------------------------------------------------------------------- */
 

@@ -1,7 +1,8 @@
 /*
- * status — the serving-generation and readiness rules declared in
- * supervisor.h, and the JSON and Prometheus renderings of the process table
- * served by the admin API (see status.h).
+ * status — the JSON and Prometheus renderings of the process table served
+ * by the admin API (see status.h). The rules it renders (which generation
+ * serves, what state a cluster shows, readiness) are the model's
+ * (supervisor.c).
  *
  * Metrics blocks are read with relaxed atomic loads: workers keep adding to
  * them while we sum, and a scrape only needs each counter to be monotonic.
@@ -19,103 +20,6 @@
 
 #include "common/log.h"
 #include "common/units.h"
-
-/* --- the rules of supervisor.h ----------------------------------------- */
-
-static const struct sup_gen *
-status_serving(const struct sup_cluster *c)
-{
-	const struct sup_gen *g;
-
-	for (g = c->gens; g != NULL; g = g->next)
-		if (g->lc.state == LC_ACCEPTING || g->lc.state == LC_DRAINING)
-			return g;
-	/* else the newest, not counting generations a reload rolled back */
-	for (g = c->gens; g != NULL; g = g->next)
-		if (g->owner != SUP_OWNER_NONE)
-			return g;
-	return c->gens;
-}
-
-struct sup_gen *
-sup_cluster_serving(struct sup_cluster *c)
-{
-	return (struct sup_gen *)status_serving(c);
-}
-
-/* The state a cluster shows: its serving generation's, except that a
- * cluster the supervisor gave up on (crash loop, cannot start) is failed. */
-static enum lc_state
-status_cluster_state(const struct sup_cluster *c)
-{
-	const struct sup_gen *g = status_serving(c);
-
-	if (c->st == FSM_C_FAILED && (g == NULL || g->lc.state != LC_ACCEPTING))
-		return LC_FAILED;
-	return g ? g->lc.state : LC_INITIALIZING;
-}
-
-/*
- * fail-fast: every cluster's serving generation is accepting and answers
- * its watchdog.
- * best-effort: at least one is and none is still initializing (a failed
- * cluster does not hold readiness back once the others are up).
- * A supervisor that is stopping is not ready; one without clusters is.
- */
-bool
-sup_ready(const struct sup *s)
-{
-	size_t i, accepting = 0, initializing = 0, counted = 0;
-
-	if (s->stopping)
-		return false;
-	for (i = 0; i < s->n_clusters; i++) {
-		const struct sup_cluster *c = s->clusters[i];
-		const struct sup_gen *g = status_serving(c);
-		enum lc_state st = status_cluster_state(c);
-
-		/* Clusters drained on purpose by an operator, or leaving, do not
-		 * make ferryd unready. */
-		if (c->st == FSM_C_PARKED || c->st == FSM_C_LEAVING || c->st == FSM_C_GONE)
-			continue;
-		counted++;
-		if (st == LC_INITIALIZING || c->st == FSM_C_BACKOFF)
-			initializing++;
-		else if (st == LC_ACCEPTING && g != NULL && !g->unresponsive)
-			accepting++;
-	}
-	if (counted == 0)
-		return true;
-	if (s->cfg.startup_policy == CFG_STARTUP_BEST_EFFORT)
-		return accepting > 0 && initializing == 0;
-	return accepting == counted;
-}
-
-const char *
-sup_listener_role_str(enum sup_listener_role r)
-{
-	switch (r) {
-	case SUP_LISTENER_BOOTSTRAP:
-		return "bootstrap";
-	case SUP_LISTENER_BROKER:
-		return "broker";
-	}
-	return "unknown";
-}
-
-const char *
-sup_upstream_state_str(enum sup_upstream_state s)
-{
-	switch (s) {
-	case SUP_UPSTREAM_UNKNOWN:
-		return "unknown";
-	case SUP_UPSTREAM_REACHABLE:
-		return "reachable";
-	case SUP_UPSTREAM_UNREACHABLE:
-		return "unreachable";
-	}
-	return "unknown";
-}
 
 /* --- JSON --------------------------------------------------------------- */
 
@@ -186,14 +90,14 @@ status_listener_json(const struct sup_listener *l)
 json_t *
 status_cluster_json(struct sup_cluster *c)
 {
-	const struct sup_gen *serving = status_serving(c), *g;
+	const struct sup_gen *serving = sup_cluster_serving(c), *g;
 	json_t *o, *up, *ls, *ws;
 	size_t i;
 
 	if ((o = json_object()) == NULL)
 		return NULL;
 	json_object_set_new(o, "name", json_string(c->name));
-	json_object_set_new(o, "state", json_string(lc_state_str(status_cluster_state(c))));
+	json_object_set_new(o, "state", json_string(lc_state_str(sup_cluster_state(c))));
 	if (serving != NULL) {
 		char reason[300];
 		const char *r = serving->lc.reason;
@@ -241,7 +145,7 @@ status_cluster_json(struct sup_cluster *c)
 	for (i = 0; i < c->n_listeners; i++)
 		json_array_append_new(ls, status_listener_json(&c->listeners[i]));
 	json_object_set_new(o, "listeners", ls);
-	/* [sni] how clients reach the brokers */
+	/* how clients reach the brokers: a port per broker, or SNI names */
 	json_object_set_new(o, "gateway", json_string(cfg_gateway_str(c->cfg.gateway)));
 	if (c->cfg.gateway == CFG_GATEWAY_SNI)
 		json_object_set_new(o, "sni", json_pack("{s:s, s:s}",
@@ -261,9 +165,9 @@ status_cluster_json(struct sup_cluster *c)
 	}
 	json_object_set_new(o, "unknownNodes", un);
 
-	/* [tickets] Upstream brokers learned by the workers and handed to every
-	 * new generation (nodes.h): a broker port is served at once after a
-	 * restart or reload, with no metadata fetch. */
+	/* Learned brokers: upstream brokers learned by the workers and handed
+	 * to every new generation (nodes.h): a broker port is served at once
+	 * after a restart or reload, with no metadata fetch. */
 	json_t *kb = json_array();
 	for (i = 0; i < c->nodes.n; i++) {
 		char addr[300];
@@ -348,9 +252,9 @@ status_ready_json(struct sup *s)
 	json_object_set_new(o, "startupPolicy",
 	    json_string(cfg_policy_startup_str(s->cfg.startup_policy)));
 	for (i = 0; i < s->n_clusters; i++) {
-		w = status_serving(s->clusters[i]);
+		w = sup_cluster_serving(s->clusters[i]);
 		json_object_set_new(cl, s->clusters[i]->name, json_string(w && w->unresponsive ?
-		    "unresponsive" : lc_state_str(status_cluster_state(s->clusters[i]))));
+		    "unresponsive" : lc_state_str(sup_cluster_state(s->clusters[i]))));
 	}
 	json_object_set_new(o, "clusters", cl);
 	return o;
@@ -433,7 +337,7 @@ status_metrics_text(struct sup *s, size_t *len)
 	fputs("# HELP ferry_cluster_state Lifecycle state of the serving generation (1 = current)\n"
 	    "# TYPE ferry_cluster_state gauge\n", f);
 	for (i = 0; i < s->n_clusters; i++) {
-		enum lc_state cur = status_cluster_state(s->clusters[i]);
+		enum lc_state cur = sup_cluster_state(s->clusters[i]);
 
 		for (st = 0; st < LC_STATE_COUNT; st++) {
 			fputs("ferry_cluster_state{cluster=\"", f);
@@ -495,7 +399,7 @@ status_metrics_text(struct sup *s, size_t *len)
 	fputs("# HELP ferry_cluster_generation Generation number of the serving worker generation\n"
 	    "# TYPE ferry_cluster_generation gauge\n", f);
 	for (i = 0; i < s->n_clusters; i++) {
-		const struct sup_gen *g = status_serving(s->clusters[i]);
+		const struct sup_gen *g = sup_cluster_serving(s->clusters[i]);
 
 		fputs("ferry_cluster_generation{cluster=\"", f);
 		promfam_label(f, s->clusters[i]->name);
@@ -668,10 +572,10 @@ status_summary_append(struct sup *s, char *buf, size_t len, size_t *at)
 		if (s->clusters[i]->st == FSM_C_LEAVING || s->clusters[i]->st == FSM_C_GONE)
 			continue;
 		total++;
-		if (status_serving(s->clusters[i]) == NULL)
+		if (sup_cluster_serving(s->clusters[i]) == NULL)
 			none++;
 		else
-			counts[status_cluster_state(s->clusters[i])]++;
+			counts[sup_cluster_state(s->clusters[i])]++;
 	}
 	if (total == 0) {
 		status_appendf(buf, len, at, "no clusters");

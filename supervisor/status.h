@@ -1,9 +1,9 @@
 /*
  * status — read-only views of the supervisor's process table for the admin
- * API: JSON documents (DESIGN §7) built with jansson and the Prometheus text
- * exposition of the shared-memory counters. Pure functions over the model in
- * supervisor.h: no I/O, no clock reads (callers pass `now`), so the unit
- * tests can build a fake table in memory.
+ * API: JSON documents (docs/design.md §7) built with jansson and the
+ * Prometheus text exposition of the shared-memory counters. Pure functions
+ * over the model in supervisor.h: no I/O, no clock reads (callers pass
+ * `now`), so the unit tests can build a fake table in memory.
  *
  * Each builder returns a new reference (json_decref it) or a malloc'd string,
  * NULL only when out of memory.

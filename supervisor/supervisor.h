@@ -3,21 +3,23 @@
  * what happens to it.
  *
  * The model: clusters (struct sup_cluster), each with its generations
- * (struct sup_gen, newest first), each generation a set of worker processes
- * (struct sup_proc; one today), plus the reload in progress and the records
- * of the last reload and validation. The admin API reads it (status.c).
+ * (struct sup_gen, newest first), each generation a set of worker
+ * processes (struct sup_proc, `workers` of them), plus the reload in
+ * progress and the records of the last reload and validation. Its rules (which generation serves a
+ * cluster, what state a cluster shows, when ferryd is ready) and the names
+ * of its enums are supervisor.c's; the admin API renders it (status.c).
  *
- * The engine (engine.c, reload.c) is pure: no sockets, no fork, no libev.
+ * The engine (engine*.c, reload.c) is pure: no sockets, no fork, no libev.
  * Everything that happens arrives as an event through one of the sup_on_*()
  * entry points below; events are queued and dispatched one at a time
  * through the tables of fsm.h, whose actions the engine carries out with the
- * I/O operations in struct sup_ops (supervisor.c implements them for real,
+ * I/O operations in struct sup_ops (sup_io.c implements them for real,
  * the unit tests with fakes). Timers are deadlines in the model (monotonic
  * ms); the I/O layer sleeps until sup_next_deadline() and calls sup_tick().
  *
  * Lifetimes: nothing is freed inside an event chain. Objects that ended are
  * marked and freed by sup_reap(), which the I/O layer calls after every
- * chain (libev ev_check) — so no handler can touch freed memory.
+ * chain (an ev_prepare watcher) — so no handler can touch freed memory.
  */
 #ifndef FERRY_SUPERVISOR_SUPERVISOR_H
 #define FERRY_SUPERVISOR_SUPERVISOR_H
@@ -127,12 +129,13 @@ struct sup_gen {
 	struct sup_gen *next;         /* older */
 };
 
-/* [tickets] The upstream brokers a cluster's workers learned (node id ->
- * host:port), kept across its generations and handed to every new worker
- * at start (supervisor/nodes.h). Valid for one upstream: upstream_key is
- * the plan_upstream_key of the generations it was learned by; a generation
- * with another upstream gets nothing and its reports start a new map. At
- * most one entry per node id of the cluster's configuration. */
+/* Learned brokers: the upstream brokers a cluster's workers learned (node
+ * id -> host:port), kept across its generations and handed to every new
+ * worker at start (supervisor/nodes.h). Valid for one upstream:
+ * upstream_key is the plan_upstream_key of the generations it was learned
+ * by; a generation with another upstream gets nothing and its reports
+ * start a new map. At most one entry per node id of the cluster's
+ * configuration. */
 struct sup_nodes {
 	char upstream_key[PLAN_VERSION_LEN];
 	uint64_t generation;          /* newest generation that reported into it */
@@ -174,7 +177,7 @@ struct sup_cluster {
 	uint64_t upstream_since_ms;
 	char upstream_error[192];
 	bool listed;                  /* in sup->clusters (else limbo) */
-	/* [tickets] */
+	/* kept across generations */
 	struct sup_nodes nodes;       /* learned upstream brokers (nodes.h) */
 	struct tlskeys *tickets;      /* TLS clusters: session-ticket keys (tickets.h);
 	                                 NULL for plaintext ones */
@@ -300,12 +303,9 @@ struct sup_event {
 	char why[192];
 };
 
-struct admin;
-
 struct sup {
 	const struct sup_ops *ops;
 	void *io;                     /* the I/O layer's own state */
-	struct admin *admin;          /* admin API servers (admin.c) */
 	uint64_t now_ms;              /* monotonic, set by the I/O layer per event */
 	uint64_t now_wall_ms;
 	struct cfg cfg;               /* running config */
@@ -350,11 +350,17 @@ struct sup {
 	uint64_t next_relay;
 };
 
-/* ---- model queries (status.c, admin, tests) ---- */
+/* ---- the model's rules (supervisor.c; asked by the engine, status.c, the
+ * admin API and the tests) ---- */
 
-/* The generation that represents the cluster (DESIGN §3): the newest that
- * reached accepting (and is not stopped), else the newest. NULL if none. */
-struct sup_gen *sup_cluster_serving(struct sup_cluster *c);
+/* The generation that represents the cluster (docs/design.md §3): the
+ * newest that accepts or drains, else the newest a reload did not roll
+ * back, else the newest. NULL if none. */
+struct sup_gen *sup_cluster_serving(const struct sup_cluster *c);
+/* The state the cluster shows: its serving generation's, except that a
+ * cluster the supervisor gave up on (crash loop, cannot start) is failed
+ * unless that generation still accepts. */
+enum lc_state sup_cluster_state(const struct sup_cluster *c);
 /* The newest generation the cluster itself started (not a reload's). */
 struct sup_gen *sup_cluster_current(struct sup_cluster *c);
 bool sup_cluster_alive(const struct sup_cluster *c);
@@ -364,8 +370,11 @@ bool sup_gen_alive(const struct sup_gen *g);
  * initializing. */
 bool sup_ready(const struct sup *s);
 struct sup_cluster *sup_find_cluster(struct sup *s, const char *name);
+/* A configuration's version: "sha256:<hex>" of data, into out. */
+void sup_hash_hex(const void *data, size_t len, char *out, size_t outlen);
 
-/* ---- engine entry points (engine.c) ---- */
+/* ---- engine entry points (engine.c; drain and restart in engine_cluster.c,
+ * sup_cluster_send in engine_gen.c, the handover relay in engine_relay.c) ---- */
 
 /* Set up s with cfg (taken over). 0, or -1 (startup failed; logged). */
 int sup_init(struct sup *s, const struct sup_ops *ops, struct cfg *cfg,
@@ -405,6 +414,13 @@ void sup_kill_all(struct sup *s);
 size_t sup_cluster_send(struct sup *s, struct sup_cluster *c, enum ipc_type type,
 			const void *payload, size_t len);
 
+/* Every tls_ticket_rotation (the I/O layer's timer): rotate the
+ * session-ticket keys of every cluster that has some (tickets.h) and send
+ * them to every live worker of its alive generations (a full channel is
+ * that worker's fault like any other message); keys of a cluster a reload
+ * turned TLS off for are wiped instead. */
+void sup_tickets_rotate(struct sup *s);
+
 /* Operator requests. */
 enum sup_result sup_cluster_drain(struct sup *s, const char *name, struct sup_answer *a);
 enum sup_result sup_cluster_restart(struct sup *s, const char *name, uint64_t waiter,
@@ -426,11 +442,6 @@ uint64_t sup_reload_since(const struct sup *s);
 void sup_record_validation(struct sup *s, bool valid, const char *version);
 void sup_record_clear(struct sup_reload_record *rec);
 
-/* The I/O layer (supervisor.c): run ferryd with cfg (taken over) until it
- * stops. Returns the process exit code. */
-int sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
-	    size_t config_len, const char *self_exe);
-
 /* Engine entry points read the clock from the model: callers set it first. */
 static inline void
 sup_set_clock(struct sup *s, uint64_t mono_ms, uint64_t wall_ms)
@@ -438,8 +449,5 @@ sup_set_clock(struct sup *s, uint64_t mono_ms, uint64_t wall_ms)
 	s->now_ms = mono_ms;
 	s->now_wall_ms = wall_ms;
 }
-
-/* "sha256:<hex>" of data, into out. */
-void sup_hash_hex(const void *data, size_t len, char *out, size_t outlen);
 
 #endif

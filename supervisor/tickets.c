@@ -49,33 +49,6 @@ tickets_of(struct sup_cluster *c)
 	return k;
 }
 
-static void
-tickets_rotate_cluster(struct sup *s, struct sup_cluster *c)
-{
-	if (!c->tickets)
-		return;
-	if (!c->ccfg || !c->ccfg->cl || !c->ccfg->cl->tls) {
-		/* a reload turned TLS off: its workers need no keys any more */
-		tickets_free(c);
-		log_info("session-ticket keys wiped: the cluster has no TLS now", "cluster=%s",
-		    c->name);
-		return;
-	}
-	tickets_rotate(c->tickets);
-	size_t workers = sup_cluster_send(s, c, IPC_TICKET_KEYS, c->tickets, sizeof *c->tickets);
-	log_info("session-ticket keys rotated", "cluster=%s serial=%llu keys=%u workers=%zu",
-	    c->name, (unsigned long long)c->tickets->serial, c->tickets->n, workers);
-}
-
-void
-tickets_rotate_all(struct sup *s)
-{
-	for (size_t i = 0; i < s->n_clusters; i++)
-		tickets_rotate_cluster(s, s->clusters[i]);
-	for (size_t i = 0; i < s->n_limbo; i++)
-		tickets_rotate_cluster(s, s->limbo[i]);
-}
-
 void
 tickets_free(struct sup_cluster *c)
 {

@@ -18,10 +18,11 @@
  * reload turned the cluster's TLS off.
  *
  * Every worker of a TLS cluster gets the keys at start (IPC_TICKET_KEYS
- * right after CONFIG, supervisor.c) and every live worker of the cluster
- * again at each rotation (tickets_rotate_all). The rotation timer is the
- * I/O layer's (an ev_timer in supervisor.c); this module only changes the
- * model and asks the engine to send.
+ * right after CONFIG, sup_io.c) and every live worker of the cluster
+ * again at each rotation (sup_tickets_rotate, an engine entry point in
+ * engine_cluster.c). The rotation timer is the I/O layer's (an ev_timer in
+ * sup_io.c). This module only keeps the keys in the model: it calls
+ * nothing of the engine.
  */
 #ifndef FERRY_SUPERVISOR_TICKETS_H
 #define FERRY_SUPERVISOR_TICKETS_H
@@ -39,11 +40,6 @@ const struct tlskeys *tickets_of(struct sup_cluster *c);
  * is wiped), a fresh random key becomes key[0], serial rises. Pure but for
  * the random bytes. */
 void tickets_rotate(struct tlskeys *k);
-
-/* Rotate the keys of every cluster that has some and send them to every
- * live worker of its alive generations (through the engine: a full channel
- * is that worker's fault like any other message). */
-void tickets_rotate_all(struct sup *s);
 
 /* Wipe and free the cluster's keys. */
 void tickets_free(struct sup_cluster *c);

@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 
 #include "common/log.h"
-#include "worker/worker.h"
+#include "worker/context.h"
 
 #define ANY(n) { n, 0, SANDBOX_ANY, 0 }
 

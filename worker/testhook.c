@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "worker/worker.h"
+#include "worker/context.h"
 
 static const char *const testhook_names[TESTHOOK_SIGNALS] = {
 	"open /etc/passwd", "execve", "fork", "bind", "leak", "heap overflow",

@@ -19,7 +19,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "worker/conn.h"
 #include "worker/kafka/apiversions.h"
 #include "worker/kafka/codec.h"
 #include "worker/kafka/rewrite.h"
@@ -523,6 +522,28 @@ upstream_probe_stop(struct worker *w)
 	w->probe_delay_ms = WORKER_PROBE_MIN_MS;
 }
 
+void
+upstream_report(struct worker *w, bool reachable, const char *error)
+{
+	int now = reachable ? 1 : 0;
+	if (reachable)
+		upstream_probe_stop(w);
+	else
+		upstream_probe_schedule(w);
+	if (w->upstream_reachable == now &&
+	    (reachable || strcmp(w->upstream_error, error ? error : "") == 0))
+		return;
+	if (w->upstream_reachable != now)
+		log_msg(reachable ? LOG_INFO : LOG_WARN,
+		    reachable ? "upstream reachable" : "upstream unreachable",
+		    "error=\"%s\"", error ? error : "");
+	w->upstream_reachable = now;
+	struct ipc_upstream u = { .reachable = (uint32_t)now };
+	snprintf(u.error, sizeof u.error, "%s", error ? error : "");
+	snprintf(w->upstream_error, sizeof w->upstream_error, "%s", u.error);
+	worker_ipc_send(w, IPC_UPSTREAM, &u, sizeof u);
+}
+
 /* ---- learning broker addresses -------------------------------------------- */
 
 void
@@ -577,7 +598,7 @@ upstream_node_find(struct worker *w, int32_t node_id)
 		return idx;
 	if (w->cl->gateway != CFG_GATEWAY_SNI || node_id < 0)
 		return -1;
-	/* [sni] a sibling may have learned it in a slot this worker has not
+	/* gateway = sni: a sibling may have learned it in a slot this worker has not
 	 * taken: look for the id in the whole shared block (a miss path) */
 	for (size_t i = 0; i < GENSHM_NODES; i++) {
 		int32_t id, port;
@@ -681,15 +702,15 @@ fetch_end(struct upstream_fetch *f, bool ok)
 			log_warn("metadata fetch failed", "error=\"%s\" suppressed=%llu", f->err,
 			    (unsigned long long)sup);
 		if (!local)
-			worker_upstream_report(w, false, f->err);
+			upstream_report(w, false, f->err);
 	} else {
-		worker_upstream_report(w, true, NULL);
+		upstream_report(w, true, NULL);
 	}
 	fetch_discard(f);
 	w->fetch = NULL;
 	if (!ok)
 		upstream_probe_schedule(w);  /* (a local failure is retried too) */
-	conn_metadata_ready(w);
+	worker_metadata_ready(w);
 }
 
 /* This fetch failed against one bootstrap server: try the next one. */
@@ -770,7 +791,8 @@ fetch_handle(struct upstream_fetch *f)
 		int16_t min = 0, max = 0;
 		int r = kc_apiversions_find(f->buf, f->len, 0, 3, &min, &max);
 		if (r != KC_OK) {
-			fetch_protocol_error(f, "%s", r == -2 ? "ApiVersions response lists no Metadata"
+			fetch_protocol_error(f, "%s", r == KC_APIVERSIONS_ABSENT
+			    ? "ApiVersions response lists no Metadata"
 			    : "malformed response to ApiVersions");
 			return;
 		}
@@ -965,7 +987,7 @@ upstream_fetch_metadata(struct worker *w)
 		return;
 	struct upstream_fetch *f = calloc(1, sizeof *f);
 	if (!f) {
-		conn_metadata_ready(w);
+		worker_metadata_ready(w);
 		return;
 	}
 	f->w = w;

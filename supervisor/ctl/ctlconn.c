@@ -4,6 +4,7 @@
 #include "ctlconn.h"
 
 #include "common/file.h"
+#include "common/tlsctx.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,7 +25,9 @@
 #include <unistd.h>
 #include <fcntl.h>
 
-#define CTLCONN_TOKEN_FILE_MAX 4096
+/* a PEM file of --cacert, --cert or --key: the limit ferryd applies to its
+ * own certificate and key files (CFG_TLS_FILE_MAX) */
+#define CTLCONN_PEM_MAX (1u << 20)
 
 long
 ctlconn_now_ms(void)
@@ -204,53 +207,75 @@ ctlconn_ssl_error(char *buf, size_t len)
 	ERR_clear_error();
 }
 
+/* A PEM file named by --cacert, --cert or --key, read through the one
+ * bounded, regular-files-only read (common/file.h). An empty file is an
+ * error: to tlsctx an empty buffer means "absent". 0, or -1 with err. */
+static int
+ctlconn_pem(const char *opt, const char *path, struct tlsctx_pem *out, char *err,
+	    size_t errlen)
+{
+	char why[1200];
+	size_t len;
+	char *buf;
+
+	out->data = NULL;
+	out->len = 0;
+	if (path == NULL)
+		return 0;
+	if ((buf = file_read_all(path, CTLCONN_PEM_MAX, &len, why, sizeof why)) == NULL) {
+		snprintf(err, errlen, "%s %s", opt, why);
+		return -1;
+	}
+	if (len == 0) {
+		free(buf);
+		snprintf(err, errlen, "%s %s: the file is empty", opt, path);
+		return -1;
+	}
+	out->data = buf;
+	out->len = len;
+	return 0;
+}
+
+static void
+ctlconn_pem_free(struct tlsctx_pem *p)
+{
+	if (p->data != NULL) {
+		/* the private key among them */
+		OPENSSL_cleanse((void *)p->data, p->len);
+		free((void *)p->data);
+	}
+	p->data = NULL;
+	p->len = 0;
+}
+
+/* The client context, built by common/tlsctx from the files' bytes as the
+ * workers build theirs: TLS 1.2 or later, the server verified against
+ * --cacert or the system's trust store, --cert/--key presented. */
 static int
 ctlconn_tls_ctx(struct ctlconn *c, const struct ctlconn_opts *o, char *err, size_t errlen)
 {
-	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
-	char why[256];
+	char ca_name[320], cert_name[320], key_name[320];
+	struct tlsctx_client_opts co = { .verify = true, .min_version = TLSCTX_TLS_1_2 };
+	int rc = -1;
 
-	if (ctx == NULL) {
-		snprintf(err, errlen, "cannot set up TLS: out of memory");
-		return -1;
-	}
-	c->ssl_ctx = ctx;
-	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-	/* ferryd closes after its response: a missing close_notify is not a
-	 * truncation we could miss (the reply carries Content-Length) */
-	SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
-	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-	if (o->cacert != NULL) {
-		if (SSL_CTX_load_verify_locations(ctx, o->cacert, NULL) != 1) {
-			ctlconn_ssl_error(why, sizeof why);
-			snprintf(err, errlen, "--cacert %s: cannot load CA certificates: %s",
-			    o->cacert, why);
-			return -1;
-		}
-	} else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
-		ctlconn_ssl_error(why, sizeof why);
-		snprintf(err, errlen, "cannot load the system's CA certificates: %s (use --cacert)",
-		    why);
-		return -1;
-	}
-	if (o->cert != NULL &&
-	    SSL_CTX_use_certificate_chain_file(ctx, o->cert) != 1) {
-		ctlconn_ssl_error(why, sizeof why);
-		snprintf(err, errlen, "--cert %s: cannot load the certificate: %s", o->cert, why);
-		return -1;
-	}
-	if (o->key != NULL &&
-	    SSL_CTX_use_PrivateKey_file(ctx, o->key, SSL_FILETYPE_PEM) != 1) {
-		ctlconn_ssl_error(why, sizeof why);
-		snprintf(err, errlen, "--key %s: cannot load the private key: %s", o->key, why);
-		return -1;
-	}
-	if (o->cert != NULL && o->key != NULL && SSL_CTX_check_private_key(ctx) != 1) {
-		ctlconn_ssl_error(why, sizeof why);
-		snprintf(err, errlen, "--key %s does not match --cert %s: %s", o->key, o->cert, why);
-		return -1;
-	}
-	return 0;
+	snprintf(ca_name, sizeof ca_name, "--cacert%s%s", o->cacert ? " " : "",
+	    o->cacert ? o->cacert : "");
+	snprintf(cert_name, sizeof cert_name, "--cert %s", o->cert ? o->cert : "");
+	snprintf(key_name, sizeof key_name, "--key %s", o->key ? o->key : "");
+	co.ca_name = ca_name;
+	co.cert_name = cert_name;
+	co.key_name = key_name;
+	if (ctlconn_pem("--cacert", o->cacert, &co.ca, err, errlen) == -1 ||
+	    ctlconn_pem("--cert", o->cert, &co.cert, err, errlen) == -1 ||
+	    ctlconn_pem("--key", o->key, &co.key, err, errlen) == -1)
+		goto out;
+	if ((c->ssl_ctx = tlsctx_client_new(&co, err, errlen)) != NULL)
+		rc = 0;
+out:
+	ctlconn_pem_free(&co.ca);
+	ctlconn_pem_free(&co.cert);
+	ctlconn_pem_free(&co.key);
+	return rc;
 }
 
 static int

@@ -7,7 +7,10 @@
  * HTTPS verifies the server's certificate against --cacert (or the
  * system's trust store) and its name against the HOST of -a (an IP address
  * is checked against the certificate's IP addresses), and presents a client
- * certificate with --cert/--key. The bearer token (FERRY_TOKEN or
+ * certificate with --cert/--key. The three PEM files are read through
+ * common/file.h (regular files only, bounded) and the context is built from
+ * their bytes by common/tlsctx.h, as a worker builds its upstream context.
+ * The bearer token (FERRY_TOKEN or
  * --token-file, see ctlconn_token) is sent by the caller on TCP only: the
  * control socket is authorised by its file permissions.
  *

@@ -62,7 +62,7 @@ check_cluster(const struct cfg *c, const struct cfg_cluster *cl)
 		    "upstream %zu", j);
 	FUZZ_CHECK(cl->bootstrap.host[0] != '\0' && cl->bootstrap.port != 0, "bootstrap");
 	if (cl->gateway == CFG_GATEWAY_SNI) {
-		/* [sni] one listener; names checked by the parser */
+		/* gateway = sni: one listener; names checked by the parser */
 		FUZZ_CHECK(cl->n_brokers == 0 && cl->node_ids == NULL && cl->broker_port_first == 0 &&
 		    cl->broker_port_last == 0 && cl->advertised_host[0] == '\0', "sni with broker ports");
 		FUZZ_CHECK(cl->sni_bootstrap_host[0] != '\0' &&
@@ -90,7 +90,6 @@ limits:
 	FUZZ_CHECK(cl->max_frame_bytes >= 1024 && cl->max_frame_bytes <= (1ULL << 30), "max_frame_bytes");
 	FUZZ_CHECK(cl->request_timeout_ms > 0, "request_timeout");
 	FUZZ_CHECK(cl->max_inflight >= 1 && cl->max_inflight <= 65536, "max_inflight");
-	/* [sasl] */
 	FUZZ_CHECK(cl->sasl_max_frame_bytes >= 1024 && cl->sasl_max_frame_bytes <= (1ULL << 30),
 	    "sasl_max_frame_bytes");
 }
@@ -134,7 +133,6 @@ same_cluster(const struct cfg_cluster *a, const struct cfg_cluster *b, const cha
 		DIFF("request_timeout");
 	if (a->max_inflight != b->max_inflight)
 		DIFF("max_inflight_per_connection");
-	/* [sasl] */
 	if (a->sasl_max_frame_bytes != b->sasl_max_frame_bytes)
 		DIFF("sasl_max_frame_bytes");
 #undef DIFF

@@ -124,7 +124,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		break;
 	}
-	/* [tickets] */
+	/* node maps: learned brokers */
 	case IPC_NODES:
 	case IPC_NODE_LEARNED: {
 		/* decode checked the whole map: every record reads back */

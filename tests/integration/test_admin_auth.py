@@ -644,7 +644,7 @@ def _raise_nofile():
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
-ADMIN_MAX_CONNS = 1024           # supervisor/admin.h
+ADMIN_MAX_CONNS = 1024           # ADMIN_LISTEN_MAX_CONNS, supervisor/admin_listen.h
 
 
 def test_https_full_listener_evicts_stalled_handshakes(mock_factory, ferry_factory, workdir, pki):

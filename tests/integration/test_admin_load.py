@@ -632,7 +632,7 @@ def test_ferryctl_missing_daemon_exits_3_promptly(workdir):
 # deadlines and eviction order, one listener at a time
 # --------------------------------------------------------------------------
 
-ADMIN_MAX_CONNS = 1024           # supervisor/admin.h
+ADMIN_MAX_CONNS = 1024           # ADMIN_LISTEN_MAX_CONNS, supervisor/admin_listen.h
 
 
 def recv_all(s, timeout):

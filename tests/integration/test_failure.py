@@ -482,7 +482,7 @@ def test_crash_loop_fails_cluster_and_restart_recovers(upstream, ferry_factory):
 
 
 def test_crash_loop_failed_cluster_refuses_clients(upstream, ferry_factory):
-    """A cluster failed by a crash loop has released its resources (DESIGN
+    """A cluster failed by a crash loop has released its resources (docs/design.md
     §3 `failed`): a client is refused at once instead of being queued on a
     listening socket that no worker will ever accept from -- with
     workers = 2 too, where the killed worker's sibling still holds the

@@ -3,7 +3,8 @@ ferryctl as an operator meets it: every command's table and --json output,
 the per-worker rows of a cluster with several workers, colour only on a
 terminal (never with NO_COLOR), the live views `status -w` and `top` driven
 in a real terminal (tmux: send-keys, capture-pane, q quits), and the exit
-codes of DESIGN §8 (0 ok, 1 failed or rejected, 2 usage, 3 unreachable).
+codes of docs/design.md §8 (0 ok, 1 failed or rejected, 2 usage,
+3 unreachable).
 
     FERRY_BUILD=$PWD/build /usr/bin/python3 -m pytest -q tests/integration/test_ferryctl.py
 

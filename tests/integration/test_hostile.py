@@ -39,7 +39,7 @@ import pytest
 
 from conftest import (RFC3339_UTC, Ferry, MockCluster, ProcessKeeper, _stat_fields,
                       kafka_metadata, register_log, serving_pids)
-from wire import CLOSE_WITHIN, expect_closed, kframe, metadata_v0, recv_exact
+from wire import CLOSE_WITHIN, client_hello, expect_closed, kframe, metadata_v0, recv_exact
 
 TOPIC = "hostile"
 
@@ -85,21 +85,6 @@ class Client:
 
     def close(self):
         self.s.close()
-
-
-def tls_client_hello():
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
-    obj = ctx.wrap_bio(inc, out, server_hostname="ferry.example")
-    try:
-        obj.do_handshake()
-    except ssl.SSLWantReadError:
-        pass
-    hello = out.read()
-    assert hello[:2] == b"\x16\x03" and hello[5] == 1, hello[:8]
-    return hello
 
 
 def kcat_list(bootstrap, timeout=20):
@@ -432,7 +417,7 @@ def test_tls_client_hello_on_plaintext(env):
     by = Client(env.port("H"))
     assert by.metadata() == 3
     before = env.metrics()
-    hello = tls_client_hello()
+    hello = client_hello(server_name="ferry.example")
     # On the bootstrap port and on a broker port.
     for port in (env.port("H"), env.ferry.clusters["H"]["brokers"][1]):
         s = connect(port)

@@ -1,8 +1,8 @@
 """
-Reconfiguration without downtime (DESIGN §3, §4, §7, §8): live reloads
-under load, reloads that fail in preparation and are rolled back, rejected
-and concurrent reloads, SIGHUP, per-connection drain, per-cluster drain and
-restart, and persistence of a posted config.
+Reconfiguration without downtime (docs/design.md §3, §4, §7, §8): live
+reloads under load, reloads that fail in preparation and are rolled back,
+rejected and concurrent reloads, SIGHUP, per-connection drain, per-cluster
+drain and restart, and persistence of a posted config.
 
 Every test starts its own librdkafka mock cluster "M" (3 brokers, topic
 `reload` with 3 partitions and topic `reload-empty` with 1) and one ferryd
@@ -457,8 +457,8 @@ def test_30_reloads_under_load(renv):
     assert not extra, f"unexpected messages {extra[:5]}"
     print(f"  consumed {sum(got.values())} messages, each once")
 
-    # Failed ApiVersions exchanges (printed above). The drain contract (DESIGN
-    # §4: stop reading new requests, answer what was forwarded, close) lets
+    # Failed ApiVersions exchanges (printed above). The drain contract
+    # (docs/design.md §4: stop reading new requests, answer what was forwarded, close) lets
     # one kind through: a connection the old generation accepted in the last
     # moments before DRAIN, whose request it had not forwarded yet, is closed
     # as "drained" without an answer -- EOF, or RST when the request was

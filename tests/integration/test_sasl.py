@@ -232,7 +232,8 @@ def test_wrong_password_is_refused_by_the_broker_and_the_client_sees_it(senv):
     assert any("Invalid username or password" in e.str() for e in errors), errors
     p.purge()
     p.flush(1)
-    assert "AUTH fail user=alice mech=PLAIN" in peer.log_text()
+    # the peer logs the failure after it has answered: wait for the line
+    peer.wait_log("AUTH fail user=alice mech=PLAIN")
     assert "PRODUCE" not in peer.log_text()
 
 

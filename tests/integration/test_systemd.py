@@ -9,7 +9,7 @@ from ferryd's main pid (NotifyAccess=main), none from a worker.
     FERRY_BUILD=$PWD/build /usr/bin/python3 -m pytest -q tests/integration/test_systemd.py
 
 supervisor/notify.c speaks the protocol (unit-tested in tests/unit/
-test_notify.c); supervisor/supervisor.c calls it from the engine's
+test_notify.c); supervisor/sup_io.c calls it from the engine's
 lifecycle hooks (ready, reload begin/end, stopping) and after every event
 chain for STATUS=.
 """

@@ -38,7 +38,7 @@ import pytest
 
 from conftest import (Ferry, MockCluster, ProcessKeeper, register_log, serving_pids,
                       tail_file)
-from wire import CLOSE_WITHIN, expect_closed, recv_exact
+from wire import CLOSE_WITHIN, client_hello, expect_closed, recv_exact
 from wire import metadata_v0 as _metadata_v0
 
 TOPIC = "tlshostile"
@@ -82,24 +82,6 @@ def connect(port):
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return s
-
-
-def client_hello(max_version=None, server_name="localhost"):
-    """The bytes of a real ClientHello (Python's ssl, memory BIOs)."""
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    if max_version is not None:
-        ctx.maximum_version = max_version
-    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
-    obj = ctx.wrap_bio(inc, out, server_hostname=server_name)
-    try:
-        obj.do_handshake()
-    except ssl.SSLWantReadError:
-        pass
-    hello = out.read()
-    assert hello[:2] == b"\x16\x03" and hello[5] == 1, hello[:8]
-    return hello
 
 
 def tls10_hello():

@@ -1,5 +1,6 @@
 """
-Upstream health means Kafka health (DESIGN §3: the `upstream` condition).
+Upstream health means Kafka health (docs/design.md §3: the `upstream`
+condition).
 
 A cluster's upstream is pointed at something that accepts TCP connections
 but is not a Kafka broker: a TLS server (`openssl s_server` with a

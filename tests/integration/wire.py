@@ -1,10 +1,12 @@
 """
 Kafka wire helpers shared by the tests that speak raw bytes to ferry
-(test_hostile.py, test_tls_hostile.py): request frames, exact reads with a
-deadline, and waiting for ferry to close a connection.
+(test_hostile.py, test_tls_hostile.py, proxyproto.py): request frames, a
+real TLS ClientHello, exact reads with a deadline, and waiting for ferry to
+close a connection.
 """
 
 import socket
+import ssl
 import struct
 import time
 
@@ -58,3 +60,21 @@ def expect_closed(s, within=CLOSE_WITHIN):
     except socket.timeout:
         raise AssertionError(f"connection still open after {within}s ({len(data)} bytes received)")
     return data, time.monotonic() - t0
+
+
+def client_hello(max_version=None, server_name="localhost"):
+    """The bytes of a real ClientHello (Python's ssl, memory BIOs)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    if max_version is not None:
+        ctx.maximum_version = max_version
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(inc, out, server_hostname=server_name)
+    try:
+        obj.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    hello = out.read()
+    assert hello[:2] == b"\x16\x03" and hello[5] == 1, hello[:8]
+    return hello

@@ -5,6 +5,7 @@
  * port-conflict rules and the canonical text round trip.
  */
 #include <criterion/criterion.h>
+#include <malloc.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -261,6 +262,8 @@ Test(config, worker_cluster_only_text)
 	cr_assert_eq(r.c.n_clusters, 1);
 	cr_assert_str_eq(r.c.clusters[0].name, "w");
 	cr_assert_eq(r.c.clusters[0].n_brokers, 2);
+	/* the supervisor keeps such a parse per cluster: one cluster's room */
+	cr_assert_lt(malloc_usable_size(r.c.clusters), 2 * sizeof r.c.clusters[0]);
 	done(&r);
 }
 
@@ -893,7 +896,8 @@ Test(config_canonical, exact_text)
 	done(&r);
 }
 
-/* [sasl] the pre-authentication frame limit: validated, canonical */
+/* sasl_max_frame_bytes, the frame limit before SASL authentication:
+ * validated, canonical */
 Test(config_sasl, sasl_max_frame_bytes)
 {
 	struct res r;
@@ -1164,7 +1168,7 @@ Test(config, workers_key)
 	done(&r);
 }
 
-/* ---- [tls] keys ---- */
+/* ---- TLS keys ---- */
 
 #define TLS_BASE \
 	"[cluster t]\n" \

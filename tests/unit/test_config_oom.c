@@ -5,7 +5,7 @@
  *
  * This binary is linked with -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,
  * --wrap=strdup,--wrap=free (tests/unit/meson.build), so every call to those from
- * ferry's own objects (common/config.c, units.c, file.c and this file) goes
+ * ferry's own objects (common/config*.c, units.c, file.c and this file) goes
  * through the __wrap_ functions below. When armed, they fail either the Nth
  * call only (one failure, then memory "comes back") or every call from the
  * Nth on (memory stays exhausted). Each test first counts the calls of a

@@ -1,5 +1,5 @@
 /*
- * Unit tests for the supervisor engine (engine.c, reload.c) with fake I/O:
+ * Unit tests for the supervisor engine (engine*.c, reload.c) with fake I/O:
  * no sockets, no processes, no libev. A small simulated world answers the
  * engine's operations (fake pids, fake listening sockets with their
  * addresses, a clock) and delivers worker events.
@@ -836,7 +836,7 @@ Test(engine, changed_upstream_must_answer_before_commit)
 	w_finish();
 }
 
-/* ---- [tickets] what the supervisor keeps across generations ----------------------- */
+/* ---- learned brokers and ticket keys: what is kept across generations --------- */
 
 static size_t
 w_learn(struct sup_proc *p, int32_t id, const char *host, int32_t port)
@@ -902,7 +902,7 @@ Test(engine, ticket_keys_and_learned_brokers_outlive_generations)
 
 	/* rotation: every live worker of t, none of p */
 	t->ccfg->cl->tls = true;  /* (the reloaded configuration, as above) */
-	tickets_rotate_all(&W.s);
+	sup_tickets_rotate(&W.s);
 	cr_assert_eq(k->serial, 2);
 	struct w_proc *wt = w_find(&g2->procs[0]), *wp = w_find(&sup_cluster_serving(pl)->procs[0]);
 	cr_assert_eq(wt->got_tickets, 1);
@@ -927,7 +927,7 @@ Test(engine, ticket_keys_and_learned_brokers_outlive_generations)
 	cr_assert_str_eq(t->nodes.v[0].host, "new-2.up");
 	cr_assert_eq(t->tickets, k, "keys kept");
 	/* this configuration has no TLS: the next rotation wipes the keys */
-	tickets_rotate_all(&W.s);
+	sup_tickets_rotate(&W.s);
 	cr_assert_null(t->tickets);
 	w_finish();
 }

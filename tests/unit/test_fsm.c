@@ -1,7 +1,7 @@
 /*
  * Unit tests for supervisor/fsm: every (state, event) pair of the three
  * tables (generation, cluster, reload item) against an expectation written
- * here from the semantics of fsm.h, DESIGN §3 and issue 9 (not copied from
+ * here from the semantics of fsm.h, docs/design.md §3 (not copied from
  * fsm.c), plus properties that must hold whatever the table says:
  * lifecycle edges, terminal states, external events, faults that kill,
  * ENDED on entering a terminal state, and a small model of the deadlines
@@ -332,7 +332,7 @@ Test(fsm_gen, ended_exactly_on_entering_a_terminal_state)
 
 /*
  * A model of one generation with the deadlines and the watchdog as the
- * engine runs them (engine.c: sup_gen_event, sup_gen_tick): every event
+ * engine runs them (engine_gen.c: sup_gen_event, sup_gen_tick): every event
  * that can arrive in a model state is delivered, every reachable model
  * state is visited once, and these hold everywhere:
  *   - an event that can arrive is allowed (no armed timer fires into a

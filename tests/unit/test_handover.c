@@ -349,7 +349,7 @@ Test(adopt, a_bad_record_is_refused)
 	cr_expect_eq(plan(REC / 2, 2, 0, &a, err), -1, "short");
 }
 
-/* [sasl] an authenticated connection moves with its SASL state; a raw
+/* An authenticated connection moves with its SASL state; a raw
  * exchange in progress never does */
 Test(adopt, sasl_state_travels)
 {

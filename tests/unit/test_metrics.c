@@ -3,7 +3,10 @@
  * is a sealed memfd (its size can never change, so a mapping of it cannot
  * SIGBUS), a worker-side mapping sees the supervisor's counters, and
  * metrics_map refuses a block without the seals, of the wrong size or with
- * the wrong magic.
+ * the wrong magic; and the block's cost: a new block holds one page, the
+ * per-API slots take pages only for the APIs counted, folding a process's
+ * block into the cluster's totals touches only what was counted, and the
+ * sandbox report a worker writes at lock-down is in the first page.
  */
 #include <criterion/criterion.h>
 
@@ -15,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/metrics.h"
+#include "shm_pages.h"
 
 Test(metrics, created_block_is_sealed)
 {
@@ -160,4 +164,118 @@ Test(metrics, sealed_block_of_wrong_size_or_magic_is_refused)
 	cr_expect_eq(errno, EINVAL);
 	cr_expect_null(m);
 	close(fd);
+}
+
+/* An API key whose slot lies beyond the first page (Fetch and Metadata are
+ * in it). */
+static int
+far_api(void)
+{
+	for (int k = 0; k < METRICS_APIS - 1; k++)
+		if (shm_page_of(offsetof(struct metrics, api) + (size_t)k * sizeof(struct metrics_api)) >= 2)
+			return k;
+	cr_assert_fail("no API slot beyond page 1");
+	return -1;
+}
+
+Test(metrics, a_new_block_holds_only_its_first_page)
+{
+	struct metrics *sup = NULL, *wk = NULL;
+	struct stat st;
+	int fd = metrics_create(1, &sup);
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(fstat(fd, &st), 0);
+	cr_assert_eq((size_t)st.st_size, sizeof(struct metrics));
+	cr_assert_leq(offsetof(struct metrics, api), shm_page_size(),
+	    "header, api_seen and the counters share the first page");
+	cr_assert_eq(shm_pages_resident(sup, sizeof *sup), 1, "no page but the header at creation");
+
+	int wfd = dup(fd);
+	cr_assert_eq(metrics_map(wfd, &wk), 0);
+	METRIC_ADD(wk, connections_accepted, 1);
+	METRIC_ADD(wk, bytes_client_to_upstream, 100);
+	metrics_request(wk, 3);                     /* Metadata: slot in the first page */
+	metrics_observe(wk, 3, 700);
+	cr_assert_eq(shm_pages_resident(sup, sizeof *sup), 1);
+	for (unsigned a = 0; a < METRICS_APIS; a++)
+		cr_assert_eq(metrics_api_seen(sup, a), a == 3, "slot %u", a);
+
+	/* an API further on: its slot's page, no other */
+	int k = far_api();
+	metrics_request(wk, k);
+	cr_assert(metrics_api_seen(sup, (unsigned)k));
+	cr_assert_eq(METRIC_GET(&sup->api[k], requests), 1);
+	cr_assert_eq(shm_pages_resident(sup, sizeof *sup), 2);
+	/* keys beyond the table share the last slot */
+	metrics_request(wk, 30000);
+	cr_assert(metrics_api_seen(sup, METRICS_APIS - 1));
+	cr_assert_not(metrics_api_seen(sup, METRICS_APIS), "out of range");
+	metrics_unmap(wk);
+	close(wfd);
+	metrics_unmap(sup);
+	close(fd);
+}
+
+Test(metrics, the_sandbox_report_shares_the_first_page)
+{
+	struct metrics *sup = NULL, *wk = NULL;
+	int fd = metrics_create(1, &sup);
+
+	cr_assert_geq(fd, 0);
+	cr_assert_leq(offsetof(struct metrics, sandbox) + sizeof(struct sandbox_report),
+	    shm_page_size(), "the sandbox report is in the first page");
+	cr_assert_leq(offsetof(struct metrics, sandbox), offsetof(struct metrics, api));
+	int wfd = dup(fd);
+	cr_assert_eq(metrics_map(wfd, &wk), 0);
+	/* what a worker writes when it locks down and when it is killed */
+	atomic_store(&wk->sandbox.flags, SANDBOX_F_LOCKED | SANDBOX_F_SECCOMP);
+	atomic_store(&wk->sandbox.syscall_nr, 59);
+	atomic_store(&wk->sandbox.violated, 1);
+	memcpy(wk->sandbox.path, "/etc/passwd", 12);
+	cr_assert_eq(atomic_load(&sup->sandbox.flags), SANDBOX_F_LOCKED | SANDBOX_F_SECCOMP);
+	cr_assert_eq(atomic_load(&sup->sandbox.syscall_nr), 59);
+	cr_assert_str_eq(sup->sandbox.path, "/etc/passwd");
+	cr_assert_eq(shm_pages_resident(sup, sizeof *sup), 1, "no page beyond the first");
+	metrics_unmap(wk);
+	close(wfd);
+	metrics_unmap(sup);
+	close(fd);
+}
+
+Test(metrics, retiring_a_block_touches_only_what_was_counted)
+{
+	struct metrics *totals = NULL, *gone = NULL;
+	int tfd = metrics_create(0, &totals), gfd = metrics_create(2, &gone);
+	int k = far_api();
+
+	cr_assert_geq(tfd, 0);
+	cr_assert_geq(gfd, 0);
+	/* nothing counted: the totals' pages stay as they were */
+	metrics_retire(totals, gone);
+	cr_assert_eq(shm_pages_resident(totals, sizeof *totals), 1);
+	for (unsigned a = 0; a < METRICS_APIS; a++)
+		cr_assert_not(metrics_api_seen(totals, a));
+
+	METRIC_ADD(gone, connections_accepted, 4);
+	METRIC_ADD(gone, connections_active, 2);     /* a gauge: not folded */
+	metrics_request(gone, 1);
+	metrics_observe(gone, 1, 300);
+	/* a writer that counted without marking the slot seen loses nothing */
+	atomic_fetch_add(&gone->api[k].requests, 2);
+	metrics_retire(totals, gone);
+	cr_assert_eq(METRIC_GET(totals, connections_accepted), 4);
+	cr_assert_eq(METRIC_GET(totals, connections_active), 0);
+	cr_assert_eq(METRIC_GET(&totals->api[1], requests), 1);
+	cr_assert_eq(METRIC_GET(&totals->api[1], responses), 1);
+	cr_assert_eq(METRIC_GET(&totals->api[1], bucket[1]), 1, "300 µs: the 500 µs bucket");
+	cr_assert_eq(METRIC_GET(&totals->api[k], requests), 2);
+	cr_assert(metrics_api_seen(totals, 1));
+	cr_assert(metrics_api_seen(totals, (unsigned)k));
+	cr_assert_eq(shm_pages_resident(totals, sizeof *totals), 2,
+	    "the first page and the far slot's");
+	metrics_unmap(gone);
+	close(gfd);
+	metrics_unmap(totals);
+	close(tfd);
 }

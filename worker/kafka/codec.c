@@ -15,6 +15,8 @@
 
 #include <string.h>
 
+#include "common/kafka_api.h"
+
 /*
  * First flexible version of every known API key, -1 = never flexible.
  * apache/kafka message schemas (Kafka 4.x, key numbers from ApiKeys).
@@ -78,40 +80,6 @@ static const int8_t kc_flex_from[KC_API_KEY_MAX_KNOWN + 1] = {
 	/* 55 .. 92: flexible from v0 (zero-initialised) */
 };
 
-static const char *const kc_names[KC_API_KEY_MAX_KNOWN + 1] = {
-	"Produce", "Fetch", "ListOffsets", "Metadata", "LeaderAndIsr",
-	"StopReplica", "UpdateMetadata", "ControlledShutdown", "OffsetCommit",
-	"OffsetFetch", "FindCoordinator", "JoinGroup", "Heartbeat",
-	"LeaveGroup", "SyncGroup", "DescribeGroups", "ListGroups",
-	"SaslHandshake", "ApiVersions", "CreateTopics", "DeleteTopics",
-	"DeleteRecords", "InitProducerId", "OffsetForLeaderEpoch",
-	"AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "WriteTxnMarkers",
-	"TxnOffsetCommit", "DescribeAcls", "CreateAcls", "DeleteAcls",
-	"DescribeConfigs", "AlterConfigs", "AlterReplicaLogDirs",
-	"DescribeLogDirs", "SaslAuthenticate", "CreatePartitions",
-	"CreateDelegationToken", "RenewDelegationToken",
-	"ExpireDelegationToken", "DescribeDelegationToken", "DeleteGroups",
-	"ElectLeaders", "IncrementalAlterConfigs",
-	"AlterPartitionReassignments", "ListPartitionReassignments",
-	"OffsetDelete", "DescribeClientQuotas", "AlterClientQuotas",
-	"DescribeUserScramCredentials", "AlterUserScramCredentials", "Vote",
-	"BeginQuorumEpoch", "EndQuorumEpoch", "DescribeQuorum",
-	"AlterPartition", "UpdateFeatures", "Envelope", "FetchSnapshot",
-	"DescribeCluster", "DescribeProducers", "BrokerRegistration",
-	"BrokerHeartbeat", "UnregisterBroker", "DescribeTransactions",
-	"ListTransactions", "AllocateProducerIds", "ConsumerGroupHeartbeat",
-	"ConsumerGroupDescribe", "ControllerRegistration",
-	"GetTelemetrySubscriptions", "PushTelemetry", "AssignReplicasToDirs",
-	"ListConfigResources", "DescribeTopicPartitions",
-	"ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch",
-	"ShareAcknowledge", "AddRaftVoter", "RemoveRaftVoter",
-	"UpdateRaftVoter", "InitializeShareGroupState", "ReadShareGroupState",
-	"WriteShareGroupState", "DeleteShareGroupState",
-	"ReadShareGroupStateSummary", "StreamsGroupHeartbeat",
-	"StreamsGroupDescribe", "DescribeShareGroupOffsets",
-	"AlterShareGroupOffsets", "DeleteShareGroupOffsets",
-};
-
 void
 kc_set_err(char *err, size_t errlen, const char *why)
 {
@@ -126,12 +94,13 @@ kc_set_err(char *err, size_t errlen, const char *why)
 	err[n] = '\0';
 }
 
+_Static_assert(KC_API_KEY_MAX_KNOWN == KAFKA_API_KEY_MAX_KNOWN,
+	       "common/kafka_api.h names the keys the codec knows");
+
 const char *
 kc_api_name(int16_t api_key)
 {
-	if (api_key < 0 || api_key > KC_API_KEY_MAX_KNOWN)
-		return "Unknown";
-	return kc_names[api_key];
+	return kafka_api_name(api_key);
 }
 
 const char *

@@ -5,10 +5,14 @@
  * extraction.  No sockets, no event loop, no logging, no configuration:
  * every function works on caller-supplied byte buffers and never allocates.
  *
- * Return conventions: functions returning int use enum kc_status (KC_OK,
- * KC_NEED_MORE when the bytes present do not yet cover what is needed,
- * KC_MALFORMED when the frame can never parse).  On failure a short static
- * reason is copied into err (err may be NULL).
+ * Return conventions: functions returning int use enum kc_status (KC_OK = 0,
+ * KC_NEED_MORE = 1 when the bytes present do not yet cover what is needed,
+ * KC_MALFORMED = -1 when the frame can never parse).  On failure a short
+ * static reason is copied into err (err may be NULL).  Every parser of the
+ * worker follows it: sasl.h (SASL_OK, SASL_NEED_MORE, SASL_MALFORMED and
+ * more negative reasons) and worker/frame.h (FRAME_OK, FRAME_NEED_MORE,
+ * FRAME_MALFORMED, ...) spell their values from these; 0 is always "done,
+ * go on", 1 "wait for more bytes", negative "never".
  *
  * The bounded reader (struct kc_reader) is shared with rewrite.c and
  * apiversions.c: it knows the end of the frame (reading past it is

@@ -377,7 +377,7 @@ def gen_config():
         "[ferry]\nadmin_listen = 0.0.0.0:9000\n[cluster a]\nupstream = h:1\nbootstrap = [::1]:9000\n"
         "broker_ports = 9001-9002\n[cluster b]\nupstream = h:1\nbootstrap = [0:0::1]:9001\n"
         "broker_ports = 8999-9003\n")
-    # [sni] one TLS port, brokers by server name; and the refused mixes
+    # gateway = sni: one TLS port, brokers by server name; and the refused mixes
     put("fuzz_config", "sni-gateway",
         "[cluster s]\nupstream = h:1\nbootstrap = 0.0.0.0:9443\ntls_cert = /c.pem\n"
         "tls_key = /k.pem\ngateway = sni\nsni_bootstrap_host = Kafka.example.com\n"
@@ -443,7 +443,7 @@ def gen_ipc():
     put("fuzz_ipc", "tls-material", msg(12, 4, struct.pack("=8I", len(pem), 4, 0, 0, 0, 0, 1, 0)
                                        + pem + b"KEY!"))
 
-    # [tickets] IPC_NODES (13) / IPC_NODE_LEARNED (22): count, flags, then
+    # learned brokers: IPC_NODES (13) / IPC_NODE_LEARNED (22): count, flags, then
     # records int32 node id, uint16 port, uint8 host length, host
     def nodemap(flags, *nodes):
         b = struct.pack("=II", len(nodes), flags)
@@ -457,8 +457,103 @@ def gen_ipc():
     put("fuzz_ipc", "ticket-keys", msg(14, 5, struct.pack("=IIQ", 2, 0, 7) + bytes(range(240))))
 
 
+# ---- fuzz_proxyproto: [mode] + PROXY header bytes | proxy_protocol_from ----
+
+def gen_proxyproto():
+    # The header builders of the integration tests (haproxy's spec, byte by byte).
+    sys.path.insert(0, os.path.join(root, "tests", "integration"))
+    from proxyproto import tlv as pp_tlv, v2 as pp_v2
+
+    t = "fuzz_proxyproto"
+    kafka = i32(12) + i16(18) + i16(0) + i32(1) + string(False, "c")
+    put(t, "v1-tcp4", b"\x00PROXY TCP4 192.168.0.1 192.168.0.11 56324 443\r\n" + kafka)
+    put(t, "v1-tcp6", b"\x00PROXY TCP6 2001:db8::1 ::ffff:10.0.0.1 40000 9092\r\n")
+    put(t, "v1-unknown", b"\x00PROXY UNKNOWN\r\n\x16\x03\x01")
+    put(t, "v1-unknown-long", b"\x00PROXY UNKNOWN " + b"f" * 90 + b"\r\n")
+    put(t, "v1-bad-port", b"\x00PROXY TCP4 1.2.3.4 5.6.7.8 65536 1\r\n")
+    put(t, "v1-no-crlf", b"\x00PROXY TCP4 1.2.3.4 5.6.7.8 1 2\n")
+    ip4 = ("203.0.113.7", "10.0.0.1", 51000, 9092)
+    put(t, "v2-tcp4", b"\x00" + pp_v2(*ip4) + kafka)
+    put(t, "v2-tcp6", b"\x00" + pp_v2("::1", "::ffff:10.0.0.1", 40000, 9092))
+    put(t, "v2-unix", b"\x00" + pp_v2(b"/run/client.sock", b"\0abstract"))
+    put(t, "v2-local", b"\x00" + pp_v2(command=0))
+    put(t, "v2-udp", b"\x00" + pp_v2(*ip4, fam=0x12))
+    put(t, "v2-tlvs", b"\x00" + pp_v2(*ip4, tlvs=[(1, b"kafka"), (2, b"b.example"), (4, b"\0\0"),
+        (0x20, b"\x01\0\0\0\0" + pp_tlv(0x21, b"TLSv1.3"))]))
+    put(t, "v2-crc", b"\x00" + pp_v2(*ip4, tlvs=[(5, b"conn-1")], crc=True))
+    put(t, "v2-64k", b"\x00" + pp_v2(*ip4, length=0xFFFF))
+    put(t, "v2-max", b"\x00" + pp_v2(*ip4, tlvs=[(4, bytes(4096 - 16 - 12 - 3))]))
+    put(t, "kafka", b"\x00" + kafka)
+    put(t, "tls", b"\x00\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
+    put(t, "cidr-issue", b"\x8010.0.0.0/8, 192.168.1.0/24, ::1/128, 2001:db8::/32")
+    put(t, "cidr-mapped", b"\x80::ffff:10.0.0.0/104, 0.0.0.0/0, ::/0, 192.0.2.7")
+    put(t, "cidr-bad", b"\x8010.0.0.1/8,,fe80::1%eth0")
+
+
+# ---- fuzz_clientinfo: [mode] + request frames | [mode][cap] + SASL token ----
+
+def gen_clientinfo():
+    t = "fuzz_clientinfo"
+    apiv = request(18, 3, 1, "adminclient-1", string(True, "apache-kafka-java") + string(True, "3.7.0")
+                   + b"\x00")
+    hs_plain = request(17, 1, 2, "adminclient-1", string(False, "PLAIN"))
+    au_plain = request(36, 1, 3, "adminclient-1", i32(19) + b"admin\x00alice\x00secret")
+    hs_scram = request(17, 1, 2, "rdkafka", string(False, "SCRAM-SHA-256"))
+    first = b"n,,n=al=2Cice,r=fyko+d2lbbFgONRv9qkxdawL"
+    au_scram = request(36, 2, 3, "rdkafka", uv(len(first) + 1) + first + b"\x00")
+    final = b"c=biws,r=fyko+d2lbbFgONRv9qkxdawL3rfcNHYJY1ZVvWVs7j,p=v0X8v3Bz2T0CJGbJQyF0X+HI4Ts="
+    au_final = request(36, 2, 4, "rdkafka", uv(len(final) + 1) + final + b"\x00")
+    hs_v0 = request(17, 0, 2, "kafka-python", string(False, "PLAIN"))
+    meta = request(3, 1, 9, None, i32(-1))
+    put(t, "plain-session", b"\x00" + apiv + hs_plain + au_plain + meta)
+    put(t, "scram-session", b"\x00" + apiv + hs_scram + au_scram + au_final + meta)
+    put(t, "v0-raw-plain", b"\x40" + hs_v0 + i32(13) + b"\x00bob\x00pw-bob1" + meta)
+    put(t, "oauth", b"\x00" + request(17, 1, 2, "c", string(False, "OAUTHBEARER"))
+        + request(36, 2, 3, "c", uv(30) + b"n,a=x,\x01auth=Bearer eyJ0\x01\x01".ljust(29, b"A") + b"\x00"))
+    put(t, "apiversions-v0", b"\x00" + request(18, 0, 1, "old", b""))
+    put(t, "tok-plain", b"\x81\x40" + b"authz\x00authc\x00password")
+    put(t, "tok-plain-small", b"\x81\x03" + b"\x00authcid-long\x00pw")
+    put(t, "tok-scram", b"\x82\xff" + b"n,a=b=3Dob,n=alice,r=abc,ext=1")
+    put(t, "tok-scram-p", b"\x83\x10" + b"p=tls-unique,,n=x,r=y")
+    put(t, "tok-oauth", b"\x84\x20" + b"n,,\x01auth=Bearer abc\x01\x01")
+
+
+# ---- fuzz_conn: [limits] [client length, 2 bytes] client stream, upstream stream
+
+def conn_seed(name, sel, client, upstream):
+    put("fuzz_conn", name, bytes([sel]) + struct.pack(">H", len(client)) + client + upstream)
+
+
+def response(corr, body):
+    return frame(i32(corr) + body)
+
+
+def gen_conn():
+    sel = 2 | (3 << 5)  # 1024-byte buffers, max_frame 4096, max_inflight 1024
+    md = request(3, 1, 7, "c", i32(-1))
+    av_body = string(True, "ferry") + string(True, "1.0") + b"\x00"
+    conn_seed("metadata", sel, md, metadata(1, BROKERS))
+    conn_seed("metadata-v12", sel, request(3, 12, 7, "c", uv(1) + b"\x00\x00\x00"),
+              metadata(12, BROKERS))
+    conn_seed("apiversions", sel, request(18, 3, 5, "c", av_body), api_versions(3, AV_KEYS))
+    conn_seed("apiversions-too-new", sel, request(18, 9, 5, "c", av_body) + md,
+              metadata(1, BROKERS))
+    conn_seed("produce-acks", sel, request(0, 7, 1, "p", produce_body(7, None, 0))
+              + request(0, 7, 2, "p", produce_body(7, None, 1)), response(2, i32(0) + i32(0)))
+    conn_seed("sasl-v0-plain", sel, request(17, 0, 3, "k", string(False, "PLAIN"))
+              + i32(13) + b"\x00alice\x00secret" + md,
+              response(3, i16(0) + arr(False, 1) + string(False, "PLAIN")) + i32(0)
+              + metadata(1, BROKERS))
+    conn_seed("inflight-1-small-buffer", 0 | (0 << 5), md + md, metadata(1, BROKERS) * 2)
+    conn_seed("sasl-limit", sel | 0x10, request(17, 1, 3, "k", string(False, "PLAIN"))
+              + request(36, 1, 4, "k", bytes(80)), b"")
+
+
 gen_rewrite()
 gen_frame()
+gen_conn()
 gen_config()
 gen_http()
 gen_ipc()
+gen_proxyproto()
+gen_clientinfo()

@@ -1,15 +1,13 @@
 /*
- * admin — HTTP servers of the admin API on the supervisor's libev loop; see
- * admin.h for the model.
+ * admin_http — the HTTP servers of the admin API on the supervisor's libev
+ * loop; see admin_http.h for the model. The routes and handlers are
+ * admin_api.c's.
  *
- * Listeners: the control socket is created owner-only in a directory made
- * on demand (0755), then given control_socket_group and control_socket_mode
- * before it listens. A socket file left behind by a dead ferryd is
- * replaced only when connecting to it is refused; if something answers, we
- * refuse to start rather than steal a live daemon's socket.
+ * Listeners are bound by admin_listen.c (the control socket's permissions,
+ * a stale socket file, admin_listen's TCP socket).
  *
- * Access (adminauth.h) is decided before a request is routed; admin.c only
- * asks and logs. Connection I/O goes through the transport of
+ * Access (adminauth.h) is decided before a request is routed; this file
+ * only asks and logs. Connection I/O goes through the transport of
  * common/transport.h: plain TCP / Unix, or TLS (common/tls.h) on an
  * admin_listen with admin_tls_cert. The TLS handshake runs in the reading
  * state under the head deadline and in the same eviction queue as a client
@@ -23,11 +21,11 @@
  * drained for a moment before close(), so a client whose request we refused
  * early (413) still gets the response instead of a reset.
  *
- * Budgets and eviction (limits in admin.h). Each listener counts its own
- * connections, up to ADMIN_MAX_CONNS, or less when the descriptor limit
- * cannot hold two full listeners beside the workers' descriptors
- * (admin_conn_budget): then neither listener can use up the descriptors
- * the other needs. Every loop iteration in which both
+ * Budgets and eviction (limits in admin_http.h). Each listener counts its
+ * own connections, up to ADMIN_LISTEN_MAX_CONNS, or less when the
+ * descriptor limit cannot hold two full listeners beside the workers'
+ * descriptors (admin_listen_budget): then neither listener can use up the
+ * descriptors the other needs. Every loop iteration in which both
  * listening sockets are readable accepts up to ADMIN_ACCEPT_BATCH from each,
  * so a flood on one never delays the other by more than one batch. A newly
  * accepted connection is read at once: a client that sent its request with
@@ -45,13 +43,11 @@
  * timer re-arms it, so the loop never spins on a readable listening socket.
  *
  * Nothing here blocks the loop: every socket is non-blocking; send() of the
- * small 100-continue and 503 messages uses MSG_DONTWAIT and is best effort;
- * the only file read (admin_h_validate with an empty body) goes through
- * file_read_all, which refuses anything but a bounded regular file (file.h
- * says what remains: a hung network file system). getaddrinfo() runs once in
- * admin_start, before the loop, and with a numeric service.
+ * small 100-continue and 503 messages uses MSG_DONTWAIT and is best effort.
+ * getaddrinfo() runs once in admin_http_start, before the loop, and with a
+ * numeric service.
  */
-#include "supervisor/admin.h"
+#include "supervisor/admin_http.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -73,23 +69,18 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/units.h"
-#include "common/file.h"
 #include "common/tls.h"
 #include "common/transport.h"
-#include "common/tlsmat.h"
+#include "supervisor/admin_listen.h"
 #include "supervisor/adminauth.h"
 #include "supervisor/evict.h"
 #include "supervisor/status.h"
-#include "supervisor/statuspage.h"
-#include "supervisor/supervisor.h"
 
 #define ADMIN_LINGER_TIMEOUT 2.0    /* seconds to drain input after the response */
 #define ADMIN_ACCEPT_BACKOFF 1.0    /* seconds to pause accept() after EMFILE */
 #define ADMIN_ACCEPT_BATCH   64     /* per listener per loop iteration */
 #define ADMIN_PARAM_MAX      256
 #define ADMIN_EVICT_LOG_S    10     /* at most one eviction warning per this */
-#define ADMIN_FD_RESERVE     256    /* descriptors left for everything else */
-#define ADMIN_MIN_CONNS      16
 
 enum admin_conn_state {
 	ADMIN_CONN_READING = 0,
@@ -106,7 +97,7 @@ struct admin_server {
 	ev_timer backoff;
 	bool backing_off;
 	unsigned n_conns;
-	unsigned max_conns;             /* ADMIN_MAX_CONNS or less, admin_conn_budget */
+	unsigned max_conns;             /* admin_listen_budget() */
 	size_t body_buffered;           /* bytes charged by large bodies */
 	unsigned long long evicted;     /* connections evicted, ever */
 	unsigned long long refused;     /* full with nothing evictable */
@@ -136,9 +127,11 @@ struct admin_conn {
 };
 
 struct admin {
-	struct sup *sup;
+	struct sup *sup;                /* for the handlers (admin_request.sup) */
 	struct ev_loop *loop;
-	uint64_t next_id;               /* waiter ids of deferred requests */
+	const struct admin_route *routes;
+	size_t n_routes;
+	uint64_t next_id;               /* names of requests (admin_request.id) */
 	struct admin_server control;
 	struct admin_server http;
 	char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -152,44 +145,8 @@ struct admin {
 	struct adminauth_counters counters; /* refusals, for /metrics */
 };
 
-struct admin_route {
-	const char *method;
-	const char *pattern;
-	admin_handler_fn handler;
-};
-
-static enum admin_handler_result admin_h_health(struct admin_request *, struct admin_response *);
-static enum admin_handler_result admin_h_ready(struct admin_request *, struct admin_response *);
-static enum admin_handler_result admin_h_clusters(struct admin_request *, struct admin_response *);
-static enum admin_handler_result admin_h_cluster(struct admin_request *, struct admin_response *);
-static enum admin_handler_result admin_h_validate(struct admin_request *, struct admin_response *);
-static enum admin_handler_result admin_h_metrics(struct admin_request *, struct admin_response *);
-static enum admin_handler_result admin_h_page(struct admin_request *, struct admin_response *);
-static enum admin_handler_result admin_h_reload(struct admin_request *, struct admin_response *);
-static enum admin_handler_result admin_h_config_status(struct admin_request *, struct admin_response *);
-static enum admin_handler_result admin_h_drain(struct admin_request *, struct admin_response *);
-static enum admin_handler_result admin_h_restart(struct admin_request *, struct admin_response *);
-
-/* The routes of DESIGN §7. */
-static const struct admin_route admin_routes[] = {
-	{ "GET", "/admin/health", admin_h_health },
-	{ "GET", "/admin/ready", admin_h_ready },
-	{ "GET", "/admin/clusters", admin_h_clusters },
-	{ "GET", "/admin/clusters/*", admin_h_cluster },
-	{ "POST", "/admin/config/validate", admin_h_validate },
-	{ "POST", "/admin/config/reload", admin_h_reload },
-	{ "GET", "/admin/config/status", admin_h_config_status },
-	{ "POST", "/admin/clusters/*/drain", admin_h_drain },
-	{ "POST", "/admin/clusters/*/restart", admin_h_restart },
-	{ "GET", "/metrics", admin_h_metrics },
-	{ "GET", "/", admin_h_page },         /* the HTML status page */
-	{ "GET", "/admin/", admin_h_page },
-};
-
 static void admin_conn_close(struct admin_conn *c);
 static void admin_server_update(struct admin_server *srv);
-static void admin_seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
 
 static const char *
 admin_conn_state_str(enum admin_conn_state s)
@@ -205,16 +162,6 @@ admin_conn_state_str(enum admin_conn_state s)
 		return "lingering";
 	}
 	return "unknown";
-}
-
-static void
-admin_seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
 }
 
 /* --- responses ---------------------------------------------------------- */
@@ -316,8 +263,9 @@ admin_authorize(struct admin_conn *c, struct admin_response *resp)
 static enum admin_handler_result
 admin_dispatch(struct admin_conn *c, struct admin_response *resp)
 {
+	struct admin *a = c->srv->admin;
 	const struct http_request *hr = &c->parser.req;
-	struct admin_request req = { c->srv->admin->sup, c, hr, NULL };
+	struct admin_request req = { .sup = a->sup, .admin = a, .conn = c, .http = hr };
 	const char *method = hr->method;
 	char param[ADMIN_PARAM_MAX], allow[128] = "";
 	size_t i;
@@ -329,8 +277,9 @@ admin_dispatch(struct admin_conn *c, struct admin_response *resp)
 	}
 	if (!admin_authorize(c, resp))
 		return ADMIN_RESPOND;
-	for (i = 0; i < sizeof admin_routes / sizeof admin_routes[0]; i++) {
-		const struct admin_route *r = &admin_routes[i];
+	req.id = c->id = ++a->next_id;
+	for (i = 0; i < a->n_routes; i++) {
+		const struct admin_route *r = &a->routes[i];
 
 		if (!admin_route_match(r->pattern, hr->path, param, sizeof param))
 			continue;
@@ -352,153 +301,6 @@ admin_dispatch(struct admin_conn *c, struct admin_response *resp)
 		return ADMIN_RESPOND;
 	}
 	admin_response_error(resp, 404, "no such endpoint: %s", hr->path);
-	return ADMIN_RESPOND;
-}
-
-/* --- handlers ----------------------------------------------------------- */
-
-static enum admin_handler_result
-admin_h_health(struct admin_request *req, struct admin_response *resp)
-{
-	admin_response_json(resp, 200, status_health_json(req->sup, clock_wall_ms()));
-	return ADMIN_RESPOND;
-}
-
-static enum admin_handler_result
-admin_h_ready(struct admin_request *req, struct admin_response *resp)
-{
-	admin_response_json(resp, sup_ready(req->sup) ? 200 : 503, status_ready_json(req->sup));
-	return ADMIN_RESPOND;
-}
-
-static enum admin_handler_result
-admin_h_clusters(struct admin_request *req, struct admin_response *resp)
-{
-	admin_response_json(resp, 200, status_clusters_json(req->sup));
-	return ADMIN_RESPOND;
-}
-
-static enum admin_handler_result
-admin_h_cluster(struct admin_request *req, struct admin_response *resp)
-{
-	struct sup_cluster *c = sup_find_cluster(req->sup, req->param);
-
-	if (c == NULL)
-		admin_response_error(resp, 404, "no cluster named '%s'", req->param);
-	else
-		admin_response_json(resp, 200, status_cluster_json(c));
-	return ADMIN_RESPOND;
-}
-
-static enum admin_handler_result
-admin_h_metrics(struct admin_request *req, struct admin_response *resp)
-{
-	char extra[1024];
-	int n;
-	char *body;
-
-	resp->body = status_metrics_text(req->sup, &resp->body_len);
-	if (resp->body == NULL) {
-		admin_response_error(resp, 500, "out of memory");
-		return ADMIN_RESPOND;
-	}
-	/* the admin API's own counters (adminauth.h) */
-	n = adminauth_metrics_text(&req->sup->admin->counters, extra, sizeof extra);
-	if (n > 0 && (body = realloc(resp->body, resp->body_len + (size_t)n + 1)) != NULL) {
-		memcpy(body + resp->body_len, extra, (size_t)n + 1);
-		resp->body = body;
-		resp->body_len += (size_t)n;
-	}
-	resp->status = 200;
-	resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
-	return ADMIN_RESPOND;
-}
-
-static enum admin_handler_result
-admin_h_page(struct admin_request *req, struct admin_response *resp)
-{
-	size_t len;
-	const char *page = statuspage_text(&len);
-
-	(void)req;
-	if ((resp->body = malloc(len)) == NULL) {
-		admin_response_error(resp, 500, "out of memory");
-		return ADMIN_RESPOND;
-	}
-	memcpy(resp->body, page, len);
-	resp->body_len = len;
-	resp->status = 200;
-	resp->content_type = "text/html; charset=utf-8";
-	snprintf(resp->extra_headers, sizeof resp->extra_headers, "%s", STATUSPAGE_HEADERS);
-	return ADMIN_RESPOND;
-}
-
-static json_t *
-admin_invalid(const char *msg)
-{
-	json_t *errs = json_array();
-
-	if (json_array_append_new(errs, json_string(msg)) == -1)
-		json_array_append_new(errs, json_string("invalid configuration"));
-	return json_pack("{s:b, s:o}", "valid", 0, "errors", errs);
-}
-
-static enum admin_handler_result
-admin_h_validate(struct admin_request *req, struct admin_response *resp)
-{
-	const struct http_request *hr = req->http;
-	const char *name = "<request>", *text = hr->body;
-	size_t len = hr->body_len, i;
-	char *file = NULL, err[512];
-	unsigned char hash[crypto_hash_sha256_BYTES];
-	char version[8 + 2 * crypto_hash_sha256_BYTES + 1];
-	struct cfg_errors errs;
-	struct cfg cfg;
-	json_t *a;
-
-	if (len == 0) {
-		name = req->sup->config_path;
-		if (name == NULL) {
-			admin_response_json(resp, 400, admin_invalid("no configuration file to validate"));
-			return ADMIN_RESPOND;
-		}
-		if ((file = file_read_all(name, HTTP_MAX_BODY, &len, err, sizeof err)) == NULL) {
-			admin_response_json(resp, 400, admin_invalid(err));
-			return ADMIN_RESPOND;
-		}
-		text = file;
-	}
-	crypto_hash_sha256(hash, (const unsigned char *)text, len);
-	memcpy(version, "sha256:", 7);
-	sodium_bin2hex(version + 7, sizeof version - 7, hash, sizeof hash);
-
-	cfg_errors_init(&errs);
-	memset(&cfg, 0, sizeof cfg);
-	if (cfg_parse_string(name, text, len, &cfg, &errs) == 0 &&
-	    tlsmat_read(&cfg, &errs) == 0 && adminauth_check_cfg(&cfg, &errs) == 0) {
-		sup_record_validation(req->sup, true, version);
-		admin_response_json(resp, 200, json_pack("{s:b, s:s, s:I}",
-		    "valid", 1, "configVersion", version,
-		    "clusters", (json_int_t)cfg.n_clusters));
-		cfg_free(&cfg);
-	} else {
-		cfg_free(&cfg);
-		sup_record_validation(req->sup, false, version);
-		a = json_array();
-		for (i = 0; i < errs.n; i++) {
-			json_t *m = json_string(errs.msg[i]);
-
-			/* posted text may not be UTF-8; keep the message visible */
-			if (m == NULL)
-				m = json_string("(error message is not valid UTF-8)");
-			json_array_append_new(a, m);
-		}
-		if (errs.n == 0)
-			json_array_append_new(a, json_string("invalid configuration"));
-		admin_response_json(resp, 400, json_pack("{s:b, s:o}", "valid", 0, "errors", a));
-	}
-	cfg_errors_free(&errs);
-	free(file);
 	return ADMIN_RESPOND;
 }
 
@@ -1084,222 +886,9 @@ admin_server_start(struct admin_server *srv, int fd)
 	admin_server_update(srv);
 }
 
-/* mkdir -p of the directory part of path, new directories 0755. */
-static int
-admin_mkdir_parent(const char *path, char *err, size_t errlen)
-{
-	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	char *p;
-	struct stat st;
-
-	snprintf(dir, sizeof dir, "%s", path);
-	if ((p = strrchr(dir, '/')) == NULL || p == dir)
-		return 0;
-	*p = '\0';
-	if (stat(dir, &st) == 0)
-		return 0;
-	for (p = dir + 1; ; p++) {
-		if (*p != '/' && *p != '\0')
-			continue;
-		char save = *p;
-
-		*p = '\0';
-		if (mkdir(dir, 0755) == -1 && errno != EEXIST) {
-			admin_seterr(err, errlen, "cannot create directory %s: %s", dir,
-			    strerror(errno));
-			return -1;
-		}
-		*p = save;
-		if (save == '\0')
-			break;
-	}
-	return 0;
-}
-
-/* Is a daemon answering on this Unix socket? 1 yes, 0 stale, -1 unknown. */
-static int
-admin_socket_live(const struct sockaddr_un *sun)
-{
-	int fd, rc;
-
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) == -1)
-		return -1;
-	rc = connect(fd, (const struct sockaddr *)sun, sizeof *sun);
-	if (rc == 0 || errno == EAGAIN || errno == EINPROGRESS)
-		rc = 1;
-	else if (errno == ECONNREFUSED)
-		rc = 0;
-	else
-		rc = -1;
-	close(fd);
-	return rc;
-}
-
-/* Bind the control socket at path: created with no permission for anyone
- * but the owner (umask around bind), then given its group and widened to
- * mode before listen(), so nobody else can connect before it is final. */
-static int
-admin_bind_control(struct admin *a, const char *path, mode_t mode, const char *group,
-		   char *err, size_t errlen)
-{
-	gid_t gid;
-	struct sockaddr_un sun;
-	struct stat st;
-	mode_t old_umask;
-	int fd, rc, live;
-
-	memset(&sun, 0, sizeof sun);
-	sun.sun_family = AF_UNIX;
-	if (path[0] == '\0' || strlen(path) >= sizeof sun.sun_path) {
-		admin_seterr(err, errlen, "control socket path '%s' is empty or too long", path);
-		return -1;
-	}
-	memcpy(sun.sun_path, path, strlen(path) + 1);
-	if (adminauth_socket_gid(group, &gid, err, errlen) == -1)
-		return -1;
-	if (admin_mkdir_parent(path, err, errlen) == -1)
-		return -1;
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) == -1) {
-		admin_seterr(err, errlen, "control socket: %s", strerror(errno));
-		return -1;
-	}
-	/* no window where the socket exists with looser permissions */
-	old_umask = umask(0177);
-	rc = bind(fd, (struct sockaddr *)&sun, sizeof sun);
-	if (rc == -1 && errno == EADDRINUSE) {
-		live = admin_socket_live(&sun);
-		if (live == 1) {
-			admin_seterr(err, errlen, "control socket %s: another ferryd is "
-			    "already listening there", path);
-			goto fail_umask;
-		}
-		if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
-			admin_seterr(err, errlen, "control socket %s: exists and is not a socket",
-			    path);
-			goto fail_umask;
-		}
-		if (live == -1) {
-			admin_seterr(err, errlen, "control socket %s: in use and cannot be "
-			    "probed", path);
-			goto fail_umask;
-		}
-		log_info("removing stale control socket", "path=\"%s\"", path);
-		if (unlink(path) == -1 && errno != ENOENT) {
-			admin_seterr(err, errlen, "control socket %s: cannot remove stale "
-			    "socket: %s", path, strerror(errno));
-			goto fail_umask;
-		}
-		rc = bind(fd, (struct sockaddr *)&sun, sizeof sun);
-	}
-	umask(old_umask);
-	if (rc == -1) {
-		admin_seterr(err, errlen, "control socket %s: bind: %s", path, strerror(errno));
-		goto fail;
-	}
-	if (gid != (gid_t)-1 && lchown(path, (uid_t)-1, gid) == -1) {
-		admin_seterr(err, errlen, "control socket %s: cannot give it group %s: %s%s", path,
-		    group, strerror(errno), errno == EPERM ? " (ferryd must run as root or be "
-		    "a member of that group)" : "");
-		unlink(path);
-		goto fail;
-	}
-	if (chmod(path, mode) == -1 || lstat(path, &st) == -1) {
-		admin_seterr(err, errlen, "control socket %s: %s", path, strerror(errno));
-		unlink(path);
-		goto fail;
-	}
-	if (listen(fd, ADMIN_BACKLOG) == -1) {
-		admin_seterr(err, errlen, "control socket %s: listen: %s", path, strerror(errno));
-		unlink(path);
-		goto fail;
-	}
-	memcpy(a->socket_path, path, strlen(path) + 1);
-	a->socket_dev = st.st_dev;
-	a->socket_ino = st.st_ino;
-	admin_server_start(&a->control, fd);
-	return 0;
-fail_umask:
-	umask(old_umask);
-fail:
-	close(fd);
-	return -1;
-}
-
-static int
-admin_bind_tcp(struct admin *a, const struct cfg_addr *addr, char *err, size_t errlen)
-{
-	struct addrinfo hints, *res = NULL, *ai;
-	char port[8], name[CFG_HOST_MAX + 16];
-	int fd = -1, one = 1, gai, e = 0;
-
-	units_fmt_addr(addr, name, sizeof name);
-	memset(&hints, 0, sizeof hints);
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV | AI_NUMERICHOST; /* never a DNS lookup */
-	snprintf(port, sizeof port, "%u", (unsigned)addr->port);
-	if ((gai = getaddrinfo(addr->host[0] ? addr->host : NULL, port, &hints, &res)) != 0) {
-		admin_seterr(err, errlen, "admin_listen %s: %s", name, gai_strerror(gai));
-		return -1;
-	}
-	for (ai = res; ai != NULL; ai = ai->ai_next) {
-		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-		    ai->ai_protocol);
-		if (fd == -1) {
-			e = errno;
-			continue;
-		}
-		if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
-		    bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-		    listen(fd, ADMIN_BACKLOG) == 0)
-			break;
-		e = errno;
-		close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(res);
-	if (fd == -1) {
-		admin_seterr(err, errlen, "admin_listen %s: bind: %s", name,
-		    strerror(e ? e : EADDRNOTAVAIL));
-		return -1;
-	}
-	admin_server_start(&a->http, fd);
-	return 0;
-}
-
-/* Connections per listener: ADMIN_MAX_CONNS when RLIMIT_NOFILE (already
- * raised to its hard limit by the supervisor) leaves room for both
- * listeners after ADMIN_FD_RESERVE and the listening sockets and control
- * channels of two generations of every configured cluster; otherwise half
- * of what is left, at least ADMIN_MIN_CONNS. Clusters added by a later
- * reload come out of the reserve. */
-static unsigned
-admin_conn_budget(const struct sup *s)
-{
-	struct rlimit rl;
-	unsigned long long reserve = ADMIN_FD_RESERVE, room;
-	size_t i;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) == -1 || rl.rlim_cur == RLIM_INFINITY)
-		return ADMIN_MAX_CONNS;
-	for (i = 0; i < s->cfg.n_clusters; i++)
-		reserve += 2 * (s->cfg.clusters[i].n_brokers + 1 + 2);
-	room = rl.rlim_cur > reserve ? (rl.rlim_cur - reserve) / 2 : 0;
-	if (room >= ADMIN_MAX_CONNS)
-		return ADMIN_MAX_CONNS;
-	if (room < ADMIN_MIN_CONNS)
-		room = ADMIN_MIN_CONNS;
-	log_warn("file descriptor limit lowers the admin connection budget",
-	    "limit=%llu per_listener=%llu wanted=%u hint=\"raise LimitNOFILE (ulimit -n)\"",
-	    (unsigned long long)rl.rlim_cur, room, ADMIN_MAX_CONNS);
-	return (unsigned)room;
-}
-
 int
-admin_reload_prepare(struct sup *s, const struct cfg *next, char *err, size_t errlen)
+admin_http_reload_prepare(struct admin *a, const struct cfg *next, char *err, size_t errlen)
 {
-	struct admin *a = s->admin;
-
 	if (a == NULL)
 		return 0;
 	adminauth_clear(&a->pending);
@@ -1311,9 +900,8 @@ admin_reload_prepare(struct sup *s, const struct cfg *next, char *err, size_t er
 }
 
 void
-admin_reload_end(struct sup *s, bool apply)
+admin_http_reload_end(struct admin *a, bool apply)
 {
-	struct admin *a = s->admin;
 	bool changed;
 
 	if (a == NULL || !a->have_pending)
@@ -1336,54 +924,56 @@ admin_reload_end(struct sup *s, bool apply)
 	adminauth_log_tls(&a->auth);
 }
 
-int
-admin_start(struct sup *s, struct ev_loop *loop, char *err, size_t errlen)
+struct admin *
+admin_http_start(const struct cfg *cfg, struct sup *sup, struct ev_loop *loop,
+		 const struct admin_route *routes, size_t n_routes, char *err, size_t errlen)
 {
 	struct admin *a;
 	char name[CFG_HOST_MAX + 16];
+	int fd;
 
-	if (s->admin != NULL) {
-		admin_seterr(err, errlen, "admin API already started");
-		return -1;
-	}
 	if (sodium_init() == -1) {
-		admin_seterr(err, errlen, "libsodium initialisation failed");
-		return -1;
+		snprintf(err, errlen, "libsodium initialisation failed");
+		return NULL;
 	}
 	if ((a = calloc(1, sizeof *a)) == NULL) {
-		admin_seterr(err, errlen, "out of memory");
-		return -1;
+		snprintf(err, errlen, "out of memory");
+		return NULL;
 	}
-	a->sup = s;
+	a->sup = sup;
 	a->loop = loop;
+	a->routes = routes;
+	a->n_routes = n_routes;
 	admin_server_init(a, &a->control, "control");
 	admin_server_init(a, &a->http, "http");
-	a->control.max_conns = a->http.max_conns = admin_conn_budget(s);
-	s->admin = a;
-	if (adminauth_load_cfg(&a->auth, &s->cfg, err, errlen) == -1)
+	a->control.max_conns = a->http.max_conns = admin_listen_budget(cfg);
+	if (adminauth_load_cfg(&a->auth, cfg, err, errlen) == -1)
 		goto fail;
-	if (admin_bind_control(a, s->cfg.control_socket, (mode_t)s->cfg.control_socket_mode,
-	    s->cfg.control_socket_group, err, errlen) == -1)
+	if ((fd = admin_listen_control(cfg->control_socket, (mode_t)cfg->control_socket_mode,
+	    cfg->control_socket_group, &a->socket_dev, &a->socket_ino, err, errlen)) == -1)
 		goto fail;
+	memcpy(a->socket_path, cfg->control_socket, strlen(cfg->control_socket) + 1);
+	admin_server_start(&a->control, fd);
 	log_info("control socket listening", "path=\"%s\" mode=%04o group=%s",
-	    s->cfg.control_socket, s->cfg.control_socket_mode,
-	    s->cfg.control_socket_group[0] ? s->cfg.control_socket_group : "-");
-	if (s->cfg.admin_enabled) {
-		if (admin_bind_tcp(a, &s->cfg.admin_listen, err, errlen) == -1)
+	    cfg->control_socket, cfg->control_socket_mode,
+	    cfg->control_socket_group[0] ? cfg->control_socket_group : "-");
+	if (cfg->admin_enabled) {
+		if ((fd = admin_listen_tcp(&cfg->admin_listen, err, errlen)) == -1)
 			goto fail;
-		units_fmt_addr(&s->cfg.admin_listen, name, sizeof name);
+		admin_server_start(&a->http, fd);
+		units_fmt_addr(&cfg->admin_listen, name, sizeof name);
 		log_info("admin API listening", "address=%s auth=%s https=%s", name,
 		    adminauth_summary(&a->auth), a->auth.tls_ctx ? "on" : "off");
 		adminauth_log_tls(&a->auth);
 		if (!a->auth.token_set && !a->auth.client_certs &&
-		    !cfg_addr_is_loopback(s->cfg.admin_listen.host))
+		    !cfg_addr_is_loopback(cfg->admin_listen.host))
 			log_warn("admin API open to the network without credentials",
 			    "address=%s reason=\"admin_insecure = on\"", name);
 	}
-	return 0;
+	return a;
 fail:
-	admin_stop(s);
-	return -1;
+	admin_http_stop(a);
+	return NULL;
 }
 
 static void
@@ -1400,9 +990,8 @@ admin_server_close(struct admin_server *srv)
 }
 
 void
-admin_stop(struct sup *s)
+admin_http_stop(struct admin *a)
 {
-	struct admin *a = s->admin;
 	struct stat st;
 
 	if (a == NULL)
@@ -1417,30 +1006,10 @@ admin_stop(struct sup *s)
 	adminauth_clear(&a->auth);
 	adminauth_clear(&a->pending);
 	free(a);
-	s->admin = NULL;
 }
 
-/* ---- reload, config status, drain, restart: the engine decides, we render ---- */
-
-static int
-admin_reload_http_status(const struct sup_reload_record *rec)
-{
-	switch (rec->status) {
-	case SUP_RELOAD_SUCCESS:
-	case SUP_RELOAD_UNCHANGED:
-		return 200;
-	case SUP_RELOAD_REJECTED:
-		return 400;
-	case SUP_RELOAD_FAILED:
-		return rec->aborted ? 503 : 500;
-	case SUP_RELOAD_NONE:
-		break;
-	}
-	return 500;
-}
-
-static struct admin_conn *
-admin_find_deferred(struct admin *a, uint64_t id)
+struct admin_conn *
+admin_http_deferred(struct admin *a, uint64_t id)
 {
 	for (struct admin_conn *c = a->conns; c != NULL; c = c->next)
 		if (c->id == id && c->state == ADMIN_CONN_DEFERRED)
@@ -1448,138 +1017,8 @@ admin_find_deferred(struct admin *a, uint64_t id)
 	return NULL;
 }
 
-void
-admin_answer_reload(struct sup *s, uint64_t waiter, const struct sup_reload_record *rec)
+const struct adminauth_counters *
+admin_http_counters(const struct admin *a)
 {
-	struct admin_conn *c;
-	struct admin_response resp;
-
-	if (s->admin == NULL || (c = admin_find_deferred(s->admin, waiter)) == NULL)
-		return;  /* the client went away meanwhile */
-	memset(&resp, 0, sizeof resp);
-	admin_response_json(&resp, admin_reload_http_status(rec), status_reload_reply_json(s, rec));
-	admin_conn_respond(c, &resp);
-}
-
-static int
-admin_result_http_status(enum sup_result r)
-{
-	switch (r) {
-	case SUP_OK:
-		return 200;
-	case SUP_DEFERRED:
-		return 202;
-	case SUP_NOT_FOUND:
-		return 404;
-	case SUP_CONFLICT:
-		return 409;
-	case SUP_UNAVAILABLE:
-		return 503;
-	case SUP_INVALID:
-		return 400;
-	case SUP_FAILED:
-		break;
-	}
-	return 500;
-}
-
-static void
-admin_render_answer(struct admin_response *resp, const struct sup_answer *ans)
-{
-	int code = admin_result_http_status(ans->result);
-
-	if (ans->result == SUP_NOT_FOUND || ans->result == SUP_CONFLICT ||
-	    ans->result == SUP_UNAVAILABLE) {
-		admin_response_error(resp, code, "%s", ans->error);
-		return;
-	}
-	admin_response_json(resp, code, json_pack("{s:b, s:s, s:I, s:s, s:s?}",
-	    "success", ans->result == SUP_OK || ans->result == SUP_DEFERRED, "name", ans->name,
-	    "generation", (json_int_t)ans->generation, "state", lc_state_str(ans->state),
-	    "error", ans->error[0] ? ans->error : NULL));
-}
-
-void
-admin_answer_op(struct sup *s, uint64_t waiter, const struct sup_answer *ans)
-{
-	struct admin_conn *c;
-	struct admin_response resp;
-
-	if (s->admin == NULL || (c = admin_find_deferred(s->admin, waiter)) == NULL)
-		return;
-	memset(&resp, 0, sizeof resp);
-	admin_render_answer(&resp, ans);
-	admin_conn_respond(c, &resp);
-}
-
-static void
-admin_clock(struct sup *s)
-{
-	sup_set_clock(s, clock_mono_ms(), clock_wall_ms());
-}
-
-static enum admin_handler_result
-admin_h_reload(struct admin_request *req, struct admin_response *resp)
-{
-	const struct http_request *h = req->http;
-	const struct sup_reload_record *rec = NULL;
-	struct admin *a = req->sup->admin;
-	uint64_t id = ++a->next_id;
-	enum sup_result r;
-
-	admin_clock(req->sup);
-	r = sup_reload_start(req->sup, h->body_len ? h->body : NULL, h->body_len, "api", id, &rec);
-	switch (r) {
-	case SUP_DEFERRED:
-		req->conn->id = id;
-		return ADMIN_DEFERRED;
-	case SUP_CONFLICT: {
-		char since[40];
-
-		clock_fmt_rfc3339(rec->timestamp_ms, since, sizeof since);
-		admin_response_json(resp, 409, json_pack("{s:b, s:s, s:s}", "success", 0,
-		    "error", "a reload is in progress", "inProgressSince", since));
-		return ADMIN_RESPOND;
-	}
-	case SUP_UNAVAILABLE:
-		admin_response_error(resp, 503, "ferryd is stopping");
-		return ADMIN_RESPOND;
-	default:
-		admin_response_json(resp, admin_reload_http_status(rec),
-		    status_reload_reply_json(req->sup, rec));
-		return ADMIN_RESPOND;
-	}
-}
-
-static enum admin_handler_result
-admin_h_config_status(struct admin_request *req, struct admin_response *resp)
-{
-	admin_response_json(resp, 200, status_config_json(req->sup));
-	return ADMIN_RESPOND;
-}
-
-static enum admin_handler_result
-admin_h_drain(struct admin_request *req, struct admin_response *resp)
-{
-	struct sup_answer ans;
-
-	admin_clock(req->sup);
-	sup_cluster_drain(req->sup, req->param, &ans);
-	admin_render_answer(resp, &ans);
-	return ADMIN_RESPOND;
-}
-
-static enum admin_handler_result
-admin_h_restart(struct admin_request *req, struct admin_response *resp)
-{
-	struct sup_answer ans;
-	uint64_t id = ++req->sup->admin->next_id;
-
-	admin_clock(req->sup);
-	if (sup_cluster_restart(req->sup, req->param, id, &ans) == SUP_DEFERRED) {
-		req->conn->id = id;
-		return ADMIN_DEFERRED;
-	}
-	admin_render_answer(resp, &ans);
-	return ADMIN_RESPOND;
+	return &a->counters;
 }

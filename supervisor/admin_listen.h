@@ -1,0 +1,43 @@
+/*
+ * admin_listen — the admin API's listening sockets: the control socket
+ * (Unix) and admin_listen's TCP socket, bound once at start, before the
+ * loop, and how many connections each listener may hold. The HTTP server
+ * that accepts on them is admin_http.c.
+ *
+ * The control socket is created owner-only in a directory made on demand
+ * (0755), then given control_socket_group and control_socket_mode before it
+ * listens, so nobody else can connect before it is final. A socket file
+ * left behind by a dead ferryd is replaced only when connecting to it is
+ * refused; if something answers, we refuse to start rather than steal a
+ * live daemon's socket.
+ *
+ * admin_listen is bound without a DNS lookup (numeric host and service).
+ */
+#ifndef FERRY_SUPERVISOR_ADMIN_LISTEN_H
+#define FERRY_SUPERVISOR_ADMIN_LISTEN_H
+
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "common/config.h"
+
+#define ADMIN_LISTEN_BACKLOG    SOMAXCONN
+#define ADMIN_LISTEN_MAX_CONNS  1024    /* per listener; less under a low fd limit */
+
+/* Bind and listen on the control socket at path with mode and group ("" =
+ * the process's). Returns the non-blocking fd, the socket file's device and
+ * inode (to unlink only our own socket later), or -1 with err. */
+int admin_listen_control(const char *path, mode_t mode, const char *group, dev_t *dev,
+			 ino_t *ino, char *err, size_t errlen)
+	__attribute__((nonnull(1, 3, 4, 5)));
+
+/* Bind and listen on admin_listen's address. The non-blocking fd, or -1
+ * with err ("admin_listen 127.0.0.1:9300: bind: ..."). */
+int admin_listen_tcp(const struct cfg_addr *addr, char *err, size_t errlen);
+
+/* Connections per listener under the descriptor limit (see admin_listen.c);
+ * logs a warning when it is below ADMIN_LISTEN_MAX_CONNS. */
+unsigned admin_listen_budget(const struct cfg *cfg);
+
+#endif

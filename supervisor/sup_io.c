@@ -1,0 +1,976 @@
+/*
+ * sup_io — ferryd's I/O layer: the libev loop, worker processes and their
+ * control channels, signals, the one deadline timer and the reaper (see
+ * sup_io.h). It carries out what the engine (engine.c, reload.c) asks
+ * through struct sup_ops and turns everything that happens into engine
+ * events; it decides nothing.
+ *
+ * Event sources, all on the default libev loop: SIGTERM/SIGINT/SIGHUP
+ * (ev_signal), each worker's exit (ev_child), each worker's control channel
+ * (ev_io, read always, write while its queue is not empty), one ev_timer
+ * set to the engine's earliest deadline, and the admin API. No work is done
+ * in a signal handler. An ev_prepare watcher runs after every iteration's
+ * callbacks, outside any event chain: it frees what ended (sup_reap) and
+ * re-arms the deadline timer.
+ *
+ * Why nothing here blocks the loop: control channels are non-blocking and
+ * queued (ipcq.h); waitpid runs inside libev's SIGCHLD handling for exited
+ * children only (WNOHANG); fork+exec of a worker costs a fork of a small
+ * process; binds use numeric addresses (no DNS: the config parser requires
+ * IP literals for listeners); config files are read with file_read_all()
+ * (common/file.h: regular files only, bounded); persisting a posted config
+ * runs in a child process that the loop waits for at most
+ * SUP_PERSIST_TIMEOUT_MS.
+ */
+#include "supervisor/sup_io.h"
+
+#include <errno.h>
+#include <ev.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <libgen.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/genshm.h"
+#include "common/ipc.h"
+#include "common/ipcq.h"
+#include "common/log.h"
+#include "common/tlsmat.h"
+#include "supervisor/admin_api.h"
+#include "supervisor/admin_http.h"
+#include "supervisor/certs.h"
+#include "supervisor/listeners.h"
+#include "supervisor/nodes.h"
+#include "supervisor/notify.h"
+#include "supervisor/sandboxstatus.h"
+#include "supervisor/status.h"
+#include "supervisor/supervisor.h"
+#include "supervisor/tickets.h"
+
+#define SUP_PERSIST_TIMEOUT_MS 5000
+#define SUP_BACKSTOP_S 10.0     /* beyond drain_timeout + grace: leave anyway */
+
+struct sup_io {
+	struct sup *s;
+	struct ev_loop *loop;
+	struct admin *admin;          /* the admin API's servers (admin_http.h) */
+	char *self_exe;
+	uid_t worker_uid;
+	gid_t worker_gid;
+	bool drop_privileges;
+	ev_signal sig_term, sig_int, sig_hup;
+	ev_timer deadline;
+	ev_timer backstop;
+	ev_timer tickets;             /* session-ticket key rotation */
+	ev_timer certs;               /* daily certificate expiry check */
+	ev_prepare prepare;
+	bool notified_ready;          /* READY=1 sent once serving */
+	char last_status[256];        /* last STATUS= sent */
+	uint8_t buf[sizeof(struct ipc_hdr) + IPC_MAX_PAYLOAD];
+	uint8_t nodes_buf[IPC_MAX_PAYLOAD]; /* IPC_NODES being encoded (buf may
+	                                       hold the message being handled) */
+};
+
+/* One worker process's control channel and exit watcher. */
+struct sup_chan {
+	struct sup_io *io;
+	struct sup_proc *p;
+	int fd;
+	ev_io rio, wio;
+	ev_child child;
+	struct ipcq q;
+	int metrics_fd;
+};
+
+static void
+sup_clock(struct sup *s)
+{
+	s->now_ms = clock_mono_ms();
+	s->now_wall_ms = clock_wall_ms();
+}
+
+/* ---- control channels -------------------------------------------------------------- */
+
+static void
+sup_chan_stop(struct sup_chan *ch)
+{
+	ev_io_stop(ch->io->loop, &ch->rio);
+	ev_io_stop(ch->io->loop, &ch->wio);
+}
+
+/* Read every message waiting on the channel. Returns false when the
+ * channel is finished (EOF, error, or a fault that killed the worker). */
+static bool
+sup_chan_read(struct sup_chan *ch)
+{
+	struct sup_io *io = ch->io;
+	struct sup *s = io->s;
+	struct sup_proc *p = ch->p;
+	bool reset_seen = false;
+	for (;;) {
+		struct ipc_msg msg;
+		char err[128] = "";
+		sup_clock(s);
+		int r = ipc_recv(ch->fd, io->buf, sizeof io->buf, &msg, err, sizeof err);
+		if (r == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return true;
+		if (r == -1 && errno == ECONNRESET && !reset_seen) {
+			/* The worker died with our messages unread: the socket
+			 * reports that once, before what the worker did send. */
+			reset_seen = true;
+			continue;
+		}
+		if (r == 0 || (r == -1 && errno == ECONNRESET)) {
+			/* The worker closed its end (exiting, possibly right after a
+			 * FAILED report): the exit arrives through ev_child. */
+			sup_chan_stop(ch);
+			return false;
+		}
+		if (r == -1 || msg.hdr.generation != p->gen->generation ||
+		    (msg.nfds && msg.hdr.type != IPC_CONN_OUT)) {
+			if (r == 1)
+				ipc_close_fds(&msg);
+			sup_chan_stop(ch);
+			sup_on_malformed(s, p, r == -1 ? (err[0] ? err : strerror(errno)) :
+			    "wrong generation or unexpected file descriptors");
+			return false;
+		}
+		switch (msg.hdr.type) {
+		case IPC_READY:
+			sup_on_ready(s, p);
+			break;
+		case IPC_FAILED: {
+			char reason[192];
+			size_t n = msg.hdr.len < sizeof reason - 1 ? msg.hdr.len : sizeof reason - 1;
+			memcpy(reason, msg.payload, n);
+			reason[n] = 0;
+			for (size_t i = 0; i < n; i++)
+				if ((unsigned char)reason[i] < 0x20 || reason[i] == '"')
+					reason[i] = '?';
+			sup_on_failed(s, p, reason);
+			break;
+		}
+		case IPC_UPSTREAM: {
+			struct ipc_upstream u;
+			memcpy(&u, msg.payload, sizeof u);
+			u.error[sizeof u.error - 1] = 0;
+			sup_on_upstream(s, p, &u);
+			break;
+		}
+		case IPC_UNKNOWN_NODE: {
+			struct ipc_unknown_node u;
+			memcpy(&u, msg.payload, sizeof u);
+			u.host[sizeof u.host - 1] = 0;
+			sup_on_unknown_node(s, p, &u);
+			break;
+		}
+		case IPC_PONG: {
+			struct ipc_ping pong;
+			memcpy(&pong, msg.payload, sizeof pong);
+			sup_on_pong(s, p, pong.seq);
+			break;
+		}
+		case IPC_CONN_OUT: {
+			/* the engine closes the fds whatever it decides */
+			size_t nfds = msg.nfds;
+			ipc_msg_take_fds(&msg);
+			sup_on_conn_out(s, p, msg.payload, msg.hdr.len, msg.fds, nfds);
+			break;
+		}
+		case IPC_NODE_LEARNED:
+			sup_on_node_learned(s, p, msg.payload, msg.hdr.len);
+			break;
+		case IPC_CONN_TAKEN: {
+			struct ipc_conn_ack ack;
+			memcpy(&ack, msg.payload, sizeof ack);
+			sup_on_conn_taken(s, p, &ack);
+			break;
+		}
+		default: {
+			char what[64];
+			snprintf(what, sizeof what, "unexpected message %s", ipc_type_str(msg.hdr.type));
+			sup_chan_stop(ch);
+			sup_on_malformed(s, p, what);
+			return false;
+		}
+		}
+	}
+}
+
+static void
+sup_chan_read_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	sup_chan_read(w->data);
+}
+
+static void
+sup_chan_write_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	(void)revents;
+	struct sup_chan *ch = w->data;
+	int r = ipcq_flush(&ch->q, ch->fd);
+	if (r != 0)
+		ev_io_stop(loop, w);  /* empty, or broken: the exit follows */
+}
+
+static void
+sup_child_cb(struct ev_loop *loop, ev_child *w, int revents)
+{
+	(void)revents;
+	struct sup_chan *ch = w->data;
+	struct sup *s = ch->io->s;
+	ev_child_stop(loop, w);
+	/* What it said before it died still counts (a FAILED report). */
+	if (ev_is_active(&ch->rio))
+		sup_chan_read(ch);
+	sup_chan_stop(ch);
+	ipcq_clear(&ch->q);
+	sup_clock(s);
+	sup_on_exit(s, ch->p, w->rstatus);
+}
+
+/* ---- ops ----------------------------------------------------------------------------- */
+
+static void
+sup_child_exec(struct sup_io *io, struct sup_proc *p, int fd, pid_t ppid)
+{
+	struct sup *s = io->s;
+	/* In the child: fd 3 is the control channel, everything else is
+	 * CLOEXEC. Reset the signal mask libev may have changed. */
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	if (fd != 3) {
+		if (dup2(fd, 3) == -1)
+			_exit(126);
+	} else {
+		fcntl(3, F_SETFD, 0);
+	}
+	if (io->drop_privileges) {
+		if (setgroups(1, &io->worker_gid) == -1 || setgid(io->worker_gid) == -1 ||
+		    setuid(io->worker_uid) == -1)
+			_exit(WORKER_EXIT_CONFIG);
+		if (setuid(0) == 0)
+			_exit(WORKER_EXIT_CONFIG);  /* privileges not really dropped */
+	}
+	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+	char gen[24], pp[24], idx[16];
+	snprintf(gen, sizeof gen, "%llu", (unsigned long long)p->gen->generation);
+	snprintf(pp, sizeof pp, "%d", (int)ppid);
+	snprintf(idx, sizeof idx, "%u", p->index);
+	char *argv[] = {
+		"ferryd", "--worker", "--cluster", p->gen->cluster->name, "--generation", gen,
+		"--ppid", pp, "--index", idx,
+		"--log-level", (char *)log_level_str((enum log_level)s->cfg.log_level),
+		"--sandbox", s->cfg.sandbox ? "on" : "off",
+		s->cfg.log_format == CFG_LOG_JSON ? "--log-json" : NULL, NULL,
+	};
+	execv(io->self_exe, argv);
+	_exit(127);
+}
+
+/* What the I/O layer keeps per generation: its shared block (genshm.h),
+ * passed to every worker of the generation. */
+struct sup_genio {
+	int fd;
+	struct genshm *map;
+};
+
+static struct sup_genio *
+sup_genio(struct sup_gen *g, char *err, size_t errlen)
+{
+	if (g->shared)
+		return g->shared;
+	struct sup_genio *gi = calloc(1, sizeof *gi);
+	if (!gi) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	gi->fd = genshm_create((uint32_t)g->n_procs, &gi->map);
+	if (gi->fd == -1) {
+		snprintf(err, errlen, "generation block: %s", strerror(errno));
+		free(gi);
+		return NULL;
+	}
+	g->shared = gi;
+	return gi;
+}
+
+static void
+sup_io_gen_free(struct sup *s, struct sup_gen *g)
+{
+	(void)s;
+	struct sup_genio *gi = g->shared;
+	if (!gi)
+		return;
+	close(gi->fd);
+	genshm_unmap(gi->map);
+	free(gi);
+	g->shared = NULL;
+}
+
+static int
+sup_io_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char *err,
+	     size_t errlen)
+{
+	struct sup_io *io = s->io;
+	struct sup_genio *gi = sup_genio(p->gen, err, errlen);
+	if (!gi)
+		return -1;
+	struct sup_chan *ch = calloc(1, sizeof *ch);
+	if (!ch) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	ch->io = io;
+	ch->p = p;
+	ch->fd = -1;
+	ipcq_init(&ch->q, 0, 0);
+	int sv[2] = { -1, -1 };
+	ch->metrics_fd = metrics_create(p->gen->generation, &p->metrics);
+	if (ch->metrics_fd == -1) {
+		snprintf(err, errlen, "metrics block: %s", strerror(errno));
+		goto fail;
+	}
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1) {
+		snprintf(err, errlen, "socketpair: %s", strerror(errno));
+		goto fail;
+	}
+	int bufsz = 2 * (int)(sizeof(struct ipc_hdr) + IPC_MAX_PAYLOAD);
+	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &bufsz, sizeof bufsz);
+	setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof bufsz);
+	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+
+	pid_t ppid = getpid();
+	pid_t pid = fork();
+	if (pid == -1) {
+		snprintf(err, errlen, "fork: %s", strerror(errno));
+		goto fail;
+	}
+	if (pid == 0)
+		sup_child_exec(io, p, sv[1], ppid);
+	close(sv[1]);
+	sv[1] = -1;
+	p->pid = pid;
+	p->chan = ch;
+	ch->fd = sv[0];
+	ev_child_init(&ch->child, sup_child_cb, pid, 0);
+	ch->child.data = ch;
+	ev_child_start(io->loop, &ch->child);
+	ev_io_init(&ch->rio, sup_chan_read_cb, ch->fd, EV_READ);
+	ch->rio.data = ch;
+	ev_io_init(&ch->wio, sup_chan_write_cb, ch->fd, EV_WRITE);
+	ch->wio.data = ch;
+	ev_io_start(io->loop, &ch->rio);
+
+	/* Config text + metrics block, then the listening sockets, queued in
+	 * order like every other message. */
+	uint64_t g = p->gen->generation;
+	int cfds[2] = { ch->metrics_fd, gi->fd };
+	int rc = ipcq_send(&ch->q, ch->fd, IPC_CONFIG, g, cc->canonical, strlen(cc->canonical),
+	    cfds, 2);
+	close(ch->metrics_fd);  /* the mapping keeps the block; the worker gets its fd */
+	ch->metrics_fd = -1;
+	/* The TLS files' bytes (the worker never opens them), wiped here once
+	 * sent or queued (a queued copy is wiped when it leaves the queue). */
+	if (rc == 0 && cc->cl->files) {
+		uint8_t *tm = NULL;
+		size_t tmlen = 0;
+		rc = tlsmat_encode(cc->cl->files, &tm, &tmlen);
+		if (rc == 0) {
+			rc = ipcq_send(&ch->q, ch->fd, IPC_TLS_MATERIAL, g, tm, tmlen, NULL, 0);
+			sodium_memzero(tm, tmlen);
+			free(tm);
+		}
+	}
+	/* learned brokers: what earlier generations learned (nodes.h) */
+	for (size_t from = 0; rc == 0;) {
+		size_t n = sup_nodes_payload(p->gen->cluster, p->gen, cc->cl, &from,
+		    io->nodes_buf, sizeof io->nodes_buf);
+		if (!n)
+			break;
+		rc = ipcq_send(&ch->q, ch->fd, IPC_NODES, g, io->nodes_buf, n, NULL, 0);
+	}
+	/* TLS clusters: the session-ticket keys (tickets.h) */
+	if (rc == 0 && cc->cl->tls) {
+		const struct tlskeys *k = tickets_of(p->gen->cluster);
+		if (k)
+			rc = ipcq_send(&ch->q, ch->fd, IPC_TICKET_KEYS, g, k, sizeof *k, NULL, 0);
+	}
+	for (size_t first = 0; rc == 0 && first < cc->n_listeners; first += IPC_MAX_FDS) {
+		int fds[IPC_MAX_FDS];
+		size_t nfds = cc->n_listeners - first;
+		if (nfds > IPC_MAX_FDS)
+			nfds = IPC_MAX_FDS;
+		for (size_t i = 0; i < nfds; i++)
+			fds[i] = cc->listeners[first + i].fd;
+		struct ipc_listeners li = { .count = (uint32_t)nfds, .first = (uint32_t)first,
+					    .total = (uint32_t)cc->n_listeners };
+		rc = ipcq_send(&ch->q, ch->fd, IPC_LISTENERS, g, &li, sizeof li, fds, nfds);
+	}
+	if (ipcq_pending(&ch->q))
+		ev_io_start(io->loop, &ch->wio);
+	if (rc == -1) {
+		/* The process runs; it will never get its configuration. */
+		snprintf(err, errlen, "sending configuration: %s", strerror(errno));
+		kill(pid, SIGKILL);  /* its exit is reported like any other */
+		return 0;
+	}
+	return 0;
+fail:
+	if (sv[0] >= 0)
+		close(sv[0]);
+	if (sv[1] >= 0)
+		close(sv[1]);
+	if (ch->metrics_fd >= 0)
+		close(ch->metrics_fd);
+	if (p->metrics) {
+		metrics_unmap(p->metrics);
+		p->metrics = NULL;
+	}
+	free(ch);
+	return -1;
+}
+
+static int
+sup_io_send_fds(struct sup *s, struct sup_proc *p, enum ipc_type type, const void *payload,
+		size_t len, const int *fds, size_t nfds)
+{
+	struct sup_io *io = s->io;
+	struct sup_chan *ch = p->chan;
+	if (!ch || ch->fd < 0) {
+		errno = EBADF;
+		return -1;
+	}
+	if (ipcq_send(&ch->q, ch->fd, type, p->gen->generation, payload, len, fds, nfds) == -1)
+		return -1;
+	if (ipcq_pending(&ch->q))
+		ev_io_start(io->loop, &ch->wio);
+	return 0;
+}
+
+static int
+sup_io_send(struct sup *s, struct sup_proc *p, enum ipc_type type, const void *payload,
+	    size_t len)
+{
+	if (sup_io_send_fds(s, p, type, payload, len, NULL, 0) == 0)
+		return 0;
+	/* a worker that is exiting: its exit is the news, not a fault */
+	return errno == EPIPE || errno == ECONNRESET ? 0 : -1;
+}
+
+static void
+sup_io_kill(struct sup *s, struct sup_proc *p, int sig)
+{
+	(void)s;
+	if (p->alive && p->pid > 0)
+		kill(p->pid, sig);
+}
+
+static void
+sup_io_proc_free(struct sup *s, struct sup_proc *p)
+{
+	struct sup_io *io = s->io;
+	struct sup_chan *ch = p->chan;
+	if (ch) {
+		ev_io_stop(io->loop, &ch->rio);
+		ev_io_stop(io->loop, &ch->wio);
+		ev_child_stop(io->loop, &ch->child);
+		ipcq_clear(&ch->q);
+		if (ch->fd >= 0)
+			close(ch->fd);
+		free(ch);
+		p->chan = NULL;
+	}
+	if (p->metrics)
+		metrics_unmap(p->metrics);
+	p->metrics = NULL;
+}
+
+static int
+sup_io_bind(struct sup *s, const struct cfg_addr *a, char *err, size_t errlen)
+{
+	(void)s;
+	return listeners_bind_tcp(a, err, errlen);
+}
+
+static int
+sup_io_dup(struct sup *s, int fd)
+{
+	(void)s;
+	return fcntl(fd, F_DUPFD_CLOEXEC, 0);
+}
+
+static void
+sup_io_close(struct sup *s, int fd)
+{
+	(void)s;
+	close(fd);
+}
+
+/* Write text to path atomically: temp file in the same directory, fsync,
+ * rename, fsync the directory. In a child process. */
+static int
+sup_write_file(const char *path, const char *text, size_t len, char *err, size_t errlen)
+{
+	char tmp[4096], dirbuf[4096];
+	snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+	snprintf(dirbuf, sizeof dirbuf, "%s", path);
+	mode_t mode = 0644;
+	struct stat st;
+	if (stat(path, &st) == 0)
+		mode = st.st_mode & 07777;
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	if (fd == -1) {
+		snprintf(err, errlen, "%.100s: %s", tmp, strerror(errno));
+		return -1;
+	}
+	size_t off = 0;
+	while (off < len) {
+		ssize_t n = write(fd, text + off, len - off);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			snprintf(err, errlen, "write %.100s: %s", tmp, strerror(errno));
+			goto fail;
+		}
+		off += (size_t)n;
+	}
+	if (fsync(fd) == -1) {
+		snprintf(err, errlen, "fsync %.100s: %s", tmp, strerror(errno));
+		goto fail;
+	}
+	close(fd);
+	fd = -1;
+	if (rename(tmp, path) == -1) {
+		snprintf(err, errlen, "rename to %.100s: %s", path, strerror(errno));
+		goto fail;
+	}
+	int dfd = open(dirname(dirbuf), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	return -1;
+}
+
+/* The write runs in a child so a slow or hung file system stretches the
+ * loop by at most SUP_PERSIST_TIMEOUT_MS; the child reports its error text
+ * through a pipe. A child still writing after that is left to finish (libev
+ * reaps it) and the reload says so. */
+static int
+sup_io_persist(struct sup *s, const char *path, const char *text, size_t len, char *err,
+	       size_t errlen)
+{
+	(void)s;
+	int pfd[2];
+	if (pipe2(pfd, O_CLOEXEC) == -1) {
+		snprintf(err, errlen, "pipe: %s", strerror(errno));
+		return -1;
+	}
+	pid_t pid = fork();
+	if (pid == -1) {
+		snprintf(err, errlen, "fork: %s", strerror(errno));
+		close(pfd[0]);
+		close(pfd[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		char e[160] = "";
+		int rc = sup_write_file(path, text, len, e, sizeof e);
+		if (rc == -1 && write(pfd[1], e, strlen(e)) < 0)
+			_exit(2);
+		_exit(rc == 0 ? 0 : 1);
+	}
+	close(pfd[1]);
+	struct pollfd pl = { .fd = pfd[0], .events = POLLIN };
+	uint64_t until = clock_mono_ms() + SUP_PERSIST_TIMEOUT_MS;
+	char e[160];
+	ssize_t n = -1;
+	for (;;) {
+		uint64_t now = clock_mono_ms();
+		int r = now >= until ? 0 : poll(&pl, 1, (int)(until - now));
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n = read(pfd[0], e, sizeof e - 1);
+		break;
+	}
+	close(pfd[0]);
+	if (n == -1) {
+		snprintf(err, errlen, "writing %s did not finish within %dms", path,
+		    SUP_PERSIST_TIMEOUT_MS);
+		return -1;
+	}
+	if (n > 0) {
+		e[n] = 0;
+		snprintf(err, errlen, "%s", e);
+		return -1;
+	}
+	return 0;  /* EOF without a message: the child succeeded */
+}
+
+static void
+sup_io_stopped(struct sup *s)
+{
+	struct sup_io *io = s->io;
+	ev_break(io->loop, EVBREAK_ALL);
+}
+
+static void
+sup_io_answer_reload(struct sup *s, uint64_t waiter, const struct sup_reload_record *rec)
+{
+	struct sup_io *io = s->io;
+	admin_api_answer_reload(io->admin, s, waiter, rec);
+}
+
+static void
+sup_io_answer_op(struct sup *s, uint64_t waiter, const struct sup_answer *a)
+{
+	struct sup_io *io = s->io;
+	admin_api_answer_op(io->admin, waiter, a);
+}
+
+static int
+sup_io_admin_prepare(struct sup *s, const struct cfg *next, char *err, size_t errlen)
+{
+	struct sup_io *io = s->io;
+	return admin_http_reload_prepare(io->admin, next, err, errlen);
+}
+
+/* ---- systemd notify (supervisor/notify.h; no-ops without NOTIFY_SOCKET) ---- */
+
+static void
+sup_io_ready_changed(struct sup *s, bool ready)
+{
+	struct sup_io *io = s->io;
+	if (!ready || io->notified_ready || s->stopping)
+		return;
+	status_summary_text(s, io->last_status, sizeof io->last_status);
+	notify_ready(io->last_status);
+	io->notified_ready = true;
+}
+
+/* STATUS= follows the clusters' states (after every chain, when changed). */
+static void
+sup_io_status_update(struct sup *s)
+{
+	struct sup_io *io = s->io;
+	char buf[sizeof io->last_status];
+	if (!notify_enabled() || s->reload)
+		return;
+	status_summary_text(s, buf, sizeof buf);
+	if (strcmp(buf, io->last_status) == 0)
+		return;
+	memcpy(io->last_status, buf, sizeof buf);
+	notify_status("%s", buf);
+}
+
+static void
+sup_io_stopping(struct sup *s, const char *why)
+{
+	(void)s;
+	notify_stopping();
+	notify_status("stopping: %s", why);
+}
+
+static void
+sup_io_reload_begin(struct sup *s)
+{
+	(void)s;
+	notify_reloading();
+}
+
+static void
+sup_io_reload_end(struct sup *s, const struct sup_reload_record *rec)
+{
+	struct sup_io *io = s->io;
+	if (!s->stopping)
+		certs_update(s, "reload");  /* certificate expiry: renewed, or a warning */
+	/* tls_ticket_rotation changed: the next rotation one new period from now */
+	double period = (double)s->cfg.tls_ticket_rotation_ms / 1000.0;
+	if (period != io->tickets.repeat) {
+		ev_timer_stop(io->loop, &io->tickets);
+		ev_timer_set(&io->tickets, period, period);
+		ev_timer_start(io->loop, &io->tickets);
+	}
+	char buf[sizeof io->last_status];
+	admin_http_reload_end(io->admin, rec->status == SUP_RELOAD_SUCCESS ||
+	    rec->status == SUP_RELOAD_UNCHANGED);
+	status_reload_text(s, buf, sizeof buf);
+	if (s->stopping)
+		notify_status("%s", buf);
+	else
+		notify_ready(buf);  /* systemd waits for READY=1 after RELOADING=1 */
+	status_summary_text(s, io->last_status, sizeof io->last_status);
+}
+
+static const struct sup_ops sup_io_ops = {
+	.spawn = sup_io_spawn,
+	.send = sup_io_send,
+	.send_fds = sup_io_send_fds,
+	.kill = sup_io_kill,
+	.proc_free = sup_io_proc_free,
+	.gen_free = sup_io_gen_free,
+	.bind = sup_io_bind,
+	.dup = sup_io_dup,
+	.close = sup_io_close,
+	.answer_reload = sup_io_answer_reload,
+	.answer_op = sup_io_answer_op,
+	.persist = sup_io_persist,
+	.stopped = sup_io_stopped,
+	.stopping = sup_io_stopping,
+	.reload_begin = sup_io_reload_begin,
+	.admin_prepare = sup_io_admin_prepare,
+	.reload_end = sup_io_reload_end,
+	.ready_changed = sup_io_ready_changed,
+};
+
+/* ---- loop plumbing ---------------------------------------------------------------------- */
+
+static void
+sup_deadline_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct sup_io *io = t->data;
+	sup_clock(io->s);
+	sup_tick(io->s);
+}
+
+/* After every iteration's callbacks, outside any event chain. */
+static void
+sup_prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	(void)revents;
+	struct sup_io *io = w->data;
+	struct sup *s = io->s;
+	sup_clock(s);
+	sup_reap(s);
+	sup_io_status_update(s);
+	ev_timer_stop(loop, &io->deadline);
+	uint64_t d = sup_next_deadline(s);
+	if (d) {
+		double after = d > s->now_ms ? (double)(d - s->now_ms) / 1000.0 : 0.0;
+		ev_timer_set(&io->deadline, after, 0.);
+		ev_timer_start(loop, &io->deadline);
+	}
+}
+
+/* Every tls_ticket_rotation: new session-ticket keys for every TLS
+ * cluster, sent to all its live workers. */
+static void
+sup_tickets_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct sup_io *io = t->data;
+	sup_clock(io->s);
+	if (!io->s->stopping)
+		sup_tickets_rotate(io->s);
+}
+
+/* Once a day: certificate expiry of every TLS cluster (certs.h) */
+static void
+sup_certs_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct sup_io *io = t->data;
+	sup_clock(io->s);
+	certs_update(io->s, "daily");
+}
+
+static void
+sup_backstop_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)revents;
+	struct sup_io *io = t->data;
+	log_warn("workers did not stop in time; killing them and exiting", "%s", "");
+	sup_kill_all(io->s);
+	ev_break(loop, EVBREAK_ALL);
+}
+
+static void
+sup_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	(void)revents;
+	struct sup_io *io = w->data;
+	struct sup *s = io->s;
+	sup_clock(s);
+	if (w->signum == SIGHUP) {
+		if (!s->stopping)
+			sup_reload_signal(s);
+		return;
+	}
+	if (s->stopping) {
+		log_warn("second stop signal: exiting now", "signal=%d", w->signum);
+		sup_kill_all(s);
+		ev_break(loop, EVBREAK_ALL);
+		return;
+	}
+	sup_stop(s, w->signum == SIGTERM ? "SIGTERM" : "SIGINT");
+	if (!ev_is_active(&io->backstop)) {
+		ev_timer_set(&io->backstop, (double)(s->cfg.drain_timeout_ms + SUP_STOP_GRACE_MS) /
+		    1000.0 + SUP_BACKSTOP_S, 0.);
+		ev_timer_start(loop, &io->backstop);
+	}
+}
+
+/* ---- run ----------------------------------------------------------------------------- */
+
+/* Workers inherit the limit: 2 descriptors per proxied connection. Raise
+ * the soft limit to the hard one and say what max_connections it allows. */
+static void
+sup_raise_nofile(struct sup *s)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == -1)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rlim_t was = rl.rlim_cur;
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) == -1)
+			rl.rlim_cur = was;
+	}
+	for (size_t i = 0; i < s->cfg.n_clusters; i++) {
+		const struct cfg_cluster *cl = &s->cfg.clusters[i];
+		uint64_t need = 2ull * cl->max_connections + cl->n_brokers + 64;
+		if (rl.rlim_cur != RLIM_INFINITY && need > rl.rlim_cur)
+			log_warn("file descriptor limit below max_connections", "cluster=%s "
+			    "max_connections=%u needs=%llu limit=%llu hint=\"raise LimitNOFILE "
+			    "(ulimit -n) or lower max_connections; beyond the limit accepting pauses\"",
+			    cl->name, cl->max_connections, (unsigned long long)need,
+			    (unsigned long long)rl.rlim_cur);
+	}
+}
+
+static int
+sup_resolve_user(struct sup_io *io, const char *user)
+{
+	if (geteuid() != 0) {
+		log_warn("not running as root: workers keep the current user", "user=%s uid=%d",
+		    user, (int)geteuid());
+		return 0;
+	}
+	/* getpwnam may consult NSS; this runs once, before the loop. */
+	struct passwd *pw = getpwnam(user);
+	if (!pw) {
+		log_error("worker user does not exist", "user=%s hint=\"create it or set user = in "
+		    "[ferry]\"", user);
+		return -1;
+	}
+	if (pw->pw_uid == 0) {
+		log_error("worker user must not be root", "user=%s", user);
+		return -1;
+	}
+	io->worker_uid = pw->pw_uid;
+	io->worker_gid = pw->pw_gid;
+	io->drop_privileges = true;
+	return 0;
+}
+
+int
+sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
+	size_t config_len, const char *self_exe)
+{
+	struct sup *s = calloc(1, sizeof *s);
+	struct sup_io *io = calloc(1, sizeof *io);
+	if (!s || !io || sodium_init() < 0) {
+		fprintf(stderr, "ferryd: cannot initialise\n");
+		free(s);
+		free(io);
+		return 1;
+	}
+	io->s = s;
+	s->io = io;
+	io->self_exe = strdup(self_exe);
+	io->loop = ev_default_loop(EVFLAG_AUTO);
+	signal(SIGPIPE, SIG_IGN);
+	notify_init();  /* before any worker is forked: they must not inherit it */
+	sup_clock(s);
+
+	int rc = 1;
+	char err[256];
+	if (sup_init(s, &sup_io_ops, cfg, config_path, config_bytes, config_len) == -1 ||
+	    !io->self_exe)
+		goto out;
+	sup_raise_nofile(s);
+	if (sup_resolve_user(io, s->cfg.user) == -1)
+		goto out;
+
+	ev_timer_init(&io->deadline, sup_deadline_cb, 0., 0.);
+	io->deadline.data = io;
+	ev_timer_init(&io->backstop, sup_backstop_cb, 0., 0.);
+	io->backstop.data = io;
+	ev_timer_init(&io->tickets, sup_tickets_cb, s->cfg.tls_ticket_rotation_ms / 1000.0,
+	    s->cfg.tls_ticket_rotation_ms / 1000.0);
+	io->tickets.data = io;
+	ev_timer_start(io->loop, &io->tickets);
+	ev_timer_init(&io->certs, sup_certs_cb, CERTS_CHECK_MS / 1000.0, CERTS_CHECK_MS / 1000.0);
+	io->certs.data = io;
+	ev_timer_start(io->loop, &io->certs);
+	ev_prepare_init(&io->prepare, sup_prepare_cb);
+	io->prepare.data = io;
+	ev_prepare_start(io->loop, &io->prepare);
+	ev_signal_init(&io->sig_term, sup_signal_cb, SIGTERM);
+	ev_signal_init(&io->sig_int, sup_signal_cb, SIGINT);
+	ev_signal_init(&io->sig_hup, sup_signal_cb, SIGHUP);
+	io->sig_term.data = io->sig_int.data = io->sig_hup.data = io;
+	ev_signal_start(io->loop, &io->sig_term);
+	ev_signal_start(io->loop, &io->sig_int);
+	ev_signal_start(io->loop, &io->sig_hup);
+
+	log_info("ferryd starting", "version=%s clusters=%zu config=%s config_version=%s",
+	    FERRY_VERSION, s->cfg.n_clusters, s->config_path, s->config_version);
+	sandboxstatus_start(s);
+	io->admin = admin_api_start(s, io->loop, err, sizeof err);
+	if (!io->admin) {
+		log_error("cannot start admin API", "error=\"%s\"", err);
+		goto out;
+	}
+	if (sup_start(s) == -1) {
+		admin_http_stop(io->admin);
+		io->admin = NULL;
+		goto out;
+	}
+	certs_update(s, "start");
+	ev_run(io->loop, 0);
+	rc = s->exit_code;
+	log_info("ferryd stopped", "exit_code=%d", rc);
+	admin_http_stop(io->admin);
+	io->admin = NULL;
+out:
+	sup_kill_all(s);
+	sup_free(s);
+	ev_prepare_stop(io->loop, &io->prepare);
+	ev_timer_stop(io->loop, &io->deadline);
+	ev_timer_stop(io->loop, &io->backstop);
+	ev_timer_stop(io->loop, &io->tickets);
+	ev_timer_stop(io->loop, &io->certs);
+	free(io->self_exe);
+	free(io);
+	free(s);
+	notify_close();
+	return rc;
+}
