@@ -36,6 +36,8 @@ static const struct kc_api_cap {
 	{ 18, 0, 4 },	/* ApiVersions (intersected) */
 	{ 36, 0, 2 },	/* SaslAuthenticate */
 	{ 60, 0, 2 },	/* DescribeCluster (rewritten) */
+	{ 78, 1, 2 },	/* ShareFetch (NodeEndpoints rewritten; v0 was early access) */
+	{ 79, 1, 2 },	/* ShareAcknowledge (NodeEndpoints rewritten) */
 };
 
 /* Refused keys; see apiversions.h for why each is here. */
@@ -48,7 +50,6 @@ static const int16_t kc_refused[] = {
 	67,			/* AllocateProducerIds */
 	70,			/* ControllerRegistration */
 	73,			/* AssignReplicasToDirs */
-	78, 79,			/* ShareFetch, ShareAcknowledge: NodeEndpoints */
 	80, 81, 82,		/* Add/Remove/UpdateRaftVoter */
 	83, 84, 85, 86, 87,	/* share-group state (share coordinator RPCs) */
 };

@@ -260,6 +260,31 @@ def describe_cluster(v, nodes, endpoint_type=1, wide_count=False):
     return frame(b)
 
 
+def share_response(key, v, nodes, wide_count=False):
+    """ShareFetch (78) or ShareAcknowledge (79) v1-2: one topic, a partition
+    with records and acquired batches, one NOT_LEADER_OR_FOLLOWER."""
+    fetch = key == 78
+    b = i32(14) + b"\x00" + i32(0) + i16(0) + string(True, None)
+    if fetch or v >= 2:
+        b += i32(30000)                                  # AcquisitionLockTimeoutMs
+    b += arr(True, 1) + bytes(range(0x60, 0x70)) + arr(True, 2)
+    for idx, err in ((0, 0), (1, 6)):
+        b += i32(idx) + i16(err) + string(True, "not leader" if err else None)
+        if fetch:
+            b += i16(0) + string(True, None)
+        b += LEADER
+        if fetch:
+            recs = b"records!" if idx == 0 else b""
+            b += uv(len(recs) + 1) + recs
+            b += arr(True, 1 - idx) + (struct.pack(">qqh", 0, 7, 1) + b"\x00") * (1 - idx)
+        b += b"\x00"
+    b += b"\x00"                                         # topic tags
+    ne = node_endpoints(nodes)
+    if wide_count:
+        ne = uv_wide(len(nodes) + 1) + ne[1:]
+    return frame(b + ne + b"\x00")
+
+
 def gen_rewrite():
     mode = 0  # map mode byte: see fuzz_rewrite.c
     for v in (0, 1, 2, 3, 5, 7, 8, 9, 10, 12, 13):
@@ -289,6 +314,12 @@ def gen_rewrite():
     put("fuzz_rewrite", "produce-v10-more-tags", bytes([0, 10, 0]) +
         produce_response(10, nodes, more_tags=[(3, b"xyz"), (7, b"")]))
     put("fuzz_rewrite", "dc-v1-controllers", bytes([60, 1, 0]) + describe_cluster(1, nodes[:2], endpoint_type=2))
+    for key, name in ((78, "sharefetch"), (79, "shareack")):
+        for v in (1, 2):
+            put("fuzz_rewrite", "%s-v%d" % (name, v), bytes([key, v, 0x04 if v == 2 else 0]) +
+                share_response(key, v, nodes))
+        put("fuzz_rewrite", "%s-v1-wide-count" % name, bytes([key, 1, 0x08]) +
+            share_response(key, 1, nodes, wide_count=True))
 
 
 # ---- fuzz_frame: [selector] + bytes (request frame / response prefix) -------

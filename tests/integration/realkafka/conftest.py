@@ -4,7 +4,9 @@ Real Apache Kafka behind ferry: the fixtures of tests/integration/realkafka.
 One 3-node KRaft cluster (tests/peers/kafka/kcluster.py, the broker
 scripts/install-kafka cached) serves every test of this package: it starts
 when the first test needs it and stops after the last (package scope), so
-the suite pays its start-up once. Each test starts its own ferryd in front
+the suite pays its start-up once. FERRY_KAFKA_DIR=DIR uses the
+cluster a developer started with `kcluster.py start --dir DIR` instead, and
+leaves it running. Each test starts its own ferryd in front
 of it (the parent conftest's Ferry, function scope) and uses topics and
 groups of its own.
 
@@ -79,6 +81,14 @@ def kafka_cluster(request):
         kcluster.classpath("broker")
     except kcluster.NotInstalled as e:
         kafka_unavailable(str(e))
+    if os.environ.get("FERRY_KAFKA_DIR"):
+        # a developer's running cluster (kcluster.py start --dir DIR): used
+        # as it is and left running
+        c = kcluster.Cluster.load(os.environ["FERRY_KAFKA_DIR"])
+        c.wait_ready(30.0, nodes=c.running_nodes())
+        _timings.update(started_in=0.0, version=c.version)
+        yield c
+        return
     root = kcluster.run_root()
     root.mkdir(parents=True, exist_ok=True)
     kcluster.reap(root)   # JVMs of a run that died before cleaning up

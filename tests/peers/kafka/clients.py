@@ -79,8 +79,8 @@ def java_argv(main_class, args):
     return [kcluster.java_bin(), *JAVA_CLIENT_OPTS, "-cp", cp, main_class, *args]
 
 
-def argv_of(name, opts):
-    """The command line of peer `name` with options `opts`."""
+def opt_args(opts):
+    """--options from a dict: None/False left out, True a bare flag."""
     args = []
     for k, v in opts.items():
         if v is None or v is False:
@@ -88,6 +88,12 @@ def argv_of(name, opts):
         args.append(f"--{k}")
         if v is not True:
             args.append(str(v))
+    return args
+
+
+def argv_of(name, opts):
+    """The command line of peer `name` with options `opts`."""
+    args = opt_args(opts)
     if name == "java":
         return java_argv("Client", args)
     if name in ("franz-go", "sarama"):
@@ -146,6 +152,17 @@ def dial_problems(connects, allowed, forbidden):
     return bad
 
 
+def result_line(stdout):
+    """The peer's result: the last line of its output that is a JSON object."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                pass
+    return None
+
+
 class Run:
     def __init__(self, name, argv, rc, stdout, stderr, connects, elapsed, allowed, forbidden):
         self.name, self.argv, self.rc = name, argv, rc
@@ -153,14 +170,7 @@ class Run:
         self.connects = connects
         self.elapsed = elapsed
         self.allowed, self.forbidden = set(allowed or ()), set(forbidden or ())
-        self.result = None
-        for line in reversed(stdout.splitlines()):
-            if line.startswith("{"):
-                try:
-                    self.result = json.loads(line)
-                    break
-                except ValueError:
-                    pass
+        self.result = result_line(stdout)
 
     def dial_problems(self):
         return dial_problems(self.connects, self.allowed, self.forbidden)
