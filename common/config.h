@@ -36,6 +36,14 @@
 #define CFG_TLS_FILE_MAX (1u << 20)
 
 enum cfg_tls_version { CFG_TLS_1_2 = 0, CFG_TLS_1_3 };
+
+/* ---- ferry's own SASL towards the upstream (upstream_sasl_*) ---- */
+enum cfg_sasl_mech {
+	CFG_SASL_NONE = 0,       /* ferry's own requests do not authenticate */
+	CFG_SASL_PLAIN, CFG_SASL_SCRAM_SHA_256, CFG_SASL_SCRAM_SHA_512,
+};
+#define CFG_SASL_USER_MAX 256       /* upstream_sasl_username: 1-255 bytes */
+#define CFG_SASL_PASSWORD_MAX 1024  /* bytes of the password (its file may add a line end) */
 enum cfg_tls_client_auth {
 	CFG_TLS_AUTH_NONE = 0,   /* no client certificate asked */
 	CFG_TLS_AUTH_REQUESTED,  /* asked; verified when sent; none is admitted */
@@ -71,16 +79,19 @@ struct cfg_addr {
 	uint16_t port;
 };
 
-/* The files a cluster's TLS keys name, in this order (IPC_TLS_MATERIAL
- * carries them in it too). */
+/* The secret files of a cluster, in this order (IPC_TLS_MATERIAL carries
+ * them in it too): what its TLS keys name, and the password ferry
+ * authenticates itself with upstream (upstream_sasl_password_file). */
 enum cfg_tls_file {
 	CFG_TLS_F_CERT = 0, CFG_TLS_F_KEY, CFG_TLS_F_CLIENT_CA,
 	CFG_TLS_F_UPSTREAM_CA, CFG_TLS_F_UPSTREAM_CERT, CFG_TLS_F_UPSTREAM_KEY,
+	CFG_TLS_F_UPSTREAM_SASL_PASSWORD,
 	CFG_TLS_FILES,
 };
 
 /* Their contents, read by the supervisor (common/tlsmat.h); len 0 = the key
- * is unset. Freed (and wiped: keys) by cfg_free / cfg_tls_files_free. */
+ * is unset. The password is stored without its line end. Freed (and
+ * wiped: keys, password) by cfg_free / cfg_tls_files_free. */
 struct cfg_tls_files {
 	char *data[CFG_TLS_FILES];
 	size_t len[CFG_TLS_FILES];
@@ -138,6 +149,13 @@ struct cfg_cluster {
 	char upstream_cert[CFG_PATH_MAX];/* client certificate for the upstream */
 	char upstream_key[CFG_PATH_MAX];
 	bool upstream_tls_verify;        /* check the broker's name; default on */
+	/* ferry's own SASL towards the upstream, used only by the worker's
+	 * metadata fetch (its health probe too); clients authenticate
+	 * themselves through ferry. The password file is read by the
+	 * supervisor like the TLS files. */
+	enum cfg_sasl_mech upstream_sasl_mechanism;
+	char upstream_sasl_username[CFG_SASL_USER_MAX];
+	char upstream_sasl_password_file[CFG_PATH_MAX];
 	struct cfg_dial *dial_map;       /* upstream_dial_map, in file order */
 	size_t n_dial_map;
 	/* Contents of the files above; NULL until the supervisor read them
@@ -286,6 +304,8 @@ const char *cfg_tls_file_path(const struct cfg_cluster *cl, enum cfg_tls_file f)
 /* Wipes (sodium_memzero) and frees the contents and f itself; NULL is fine. */
 void cfg_tls_files_free(struct cfg_tls_files *f);
 const char *cfg_tls_client_auth_str(enum cfg_tls_client_auth a);
+/* "none", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512" */
+const char *cfg_sasl_mech_str(enum cfg_sasl_mech m);
 
 /* Line where a [ferry] key was set, 0 when it was left at its default (or
  * the key is unknown). */

@@ -154,6 +154,11 @@ cfg_cluster_canonical(const struct cfg_cluster *cl)
 		cfgp_sb_printf(&b, "upstream_tls_verify = %s\n",
 		    cl->upstream_tls_verify ? "on" : "off");
 	}
+	if (cl->upstream_sasl_mechanism != CFG_SASL_NONE)
+		cfgp_sb_printf(&b, "upstream_sasl_mechanism = %s\nupstream_sasl_username = %s\n"
+		    "upstream_sasl_password_file = %s\n",
+		    cfg_sasl_mech_str(cl->upstream_sasl_mechanism), cl->upstream_sasl_username,
+		    cl->upstream_sasl_password_file);
 	if (cl->n_dial_map) {
 		cfgp_sb_printf(&b, "upstream_dial_map = ");
 		for (i = 0; i < cl->n_dial_map; i++) {

@@ -128,6 +128,29 @@ cfgp_finish_tls(struct cfgp *p, struct cfg_cluster *cl, const struct cfgp_meta *
 		    "required with it");
 }
 
+/* ferry's own SASL: the mechanism, the user name and the password file
+ * come together. */
+static void
+cfgp_finish_sasl(struct cfgp *p, struct cfg_cluster *cl, const struct cfgp_meta *m)
+{
+	static const enum cfgp_ckey with[] = {
+		CK_UPSTREAM_SASL_USERNAME, CK_UPSTREAM_SASL_PASSWORD_FILE,
+	};
+
+	for (size_t i = 0; i < sizeof with / sizeof with[0]; i++) {
+		if (m->line[CK_UPSTREAM_SASL_MECHANISM] && !m->line[with[i]])
+			cfgp_err(p, m->line[CK_UPSTREAM_SASL_MECHANISM], "upstream_sasl_mechanism: "
+			    "%s is required with it", cfgp_ckeys[with[i]].name);
+		if (m->line[with[i]] && !m->line[CK_UPSTREAM_SASL_MECHANISM])
+			cfgp_err(p, m->line[with[i]], "%s: needs upstream_sasl_mechanism (PLAIN, "
+			    "SCRAM-SHA-256 or SCRAM-SHA-512)", cfgp_ckeys[with[i]].name);
+	}
+	if (!m->line[CK_UPSTREAM_SASL_MECHANISM]) {
+		cl->upstream_sasl_username[0] = '\0';
+		cl->upstream_sasl_password_file[0] = '\0';
+	}
+}
+
 /*
  * The gateway keys, after the common checks. Returns true when the
  * cluster is in SNI mode (then fully checked here: it needs client TLS and
@@ -217,6 +240,7 @@ cfgp_finish_cluster(struct cfgp *p, size_t idx)
 	}
 
 	cfgp_finish_tls(p, cl, m);
+	cfgp_finish_sasl(p, cl, m);
 	for (i = 0; i < CK_COUNT; i++)
 		cl->key_lines[i] = m->line[i];
 

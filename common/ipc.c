@@ -7,6 +7,7 @@
 #include "common/tlskeys.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -90,9 +91,10 @@ ipc_payload_ok(uint32_t type, uint32_t len)
 		return len == sizeof(struct tlskeys);
 	case IPC_FAILED:
 		return len <= 1024;
+	case IPC_READY:
+		return len == sizeof(struct ipc_ready);
 	case IPC_ACCEPT:
 	case IPC_STOP:
-	case IPC_READY:
 		return len == 0;
 	default:
 		return 0;
@@ -112,6 +114,23 @@ ipc_encode(uint8_t *buf, size_t cap, enum ipc_type type, uint64_t generation,
 	if (len)
 		memcpy(buf + sizeof h, payload, len);
 	return (ssize_t)(sizeof h + len);
+}
+
+int
+ipc_decode_frame(const uint8_t *buf, size_t len, struct ipc_msg *msg, char *err, size_t errlen)
+{
+	if (len < sizeof(struct ipc_hdr)) {
+		snprintf(err, errlen, "short message (%zu bytes)", len);
+		return -1;
+	}
+	memcpy(&msg->hdr, buf, sizeof msg->hdr);
+	if ((size_t)msg->hdr.len != len - sizeof(struct ipc_hdr) || msg->hdr.len > IPC_MAX_PAYLOAD) {
+		snprintf(err, errlen, "message type %u: length %u does not match datagram (%zu)",
+		    msg->hdr.type, msg->hdr.len, len - sizeof(struct ipc_hdr));
+		return -1;
+	}
+	msg->payload = (uint8_t *)buf + sizeof(struct ipc_hdr);
+	return 0;
 }
 
 int
@@ -207,8 +226,11 @@ ipc_close_fds(struct ipc_msg *msg)
 	msg->nfds = 0;
 }
 
-int
-ipc_recv(int sock, uint8_t *buf, size_t cap, struct ipc_msg *msg, char *err, size_t errlen)
+/* One datagram and its fds; with `typed`, decoded by the worker protocol's
+ * rules (ipc_decode), otherwise only its envelope is checked. */
+static int
+ipc_recv_one(int sock, uint8_t *buf, size_t cap, struct ipc_msg *msg, bool typed, char *err,
+	     size_t errlen)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * IPC_MAX_FDS)];
@@ -239,13 +261,26 @@ ipc_recv(int sock, uint8_t *buf, size_t cap, struct ipc_msg *msg, char *err, siz
 		    (mh.msg_flags & MSG_CTRUNC) ? "file descriptors" : "payload");
 		goto bad;
 	}
-	if (ipc_decode(buf, (size_t)n, msg, err, errlen) == -1)
+	if (typed ? ipc_decode(buf, (size_t)n, msg, err, errlen) == -1 :
+	    ipc_decode_frame(buf, (size_t)n, msg, err, errlen) == -1)
 		goto bad;
 	return 1;
 bad:
 	ipc_close_fds(msg);
 	errno = EBADMSG;
 	return -1;
+}
+
+int
+ipc_recv(int sock, uint8_t *buf, size_t cap, struct ipc_msg *msg, char *err, size_t errlen)
+{
+	return ipc_recv_one(sock, buf, cap, msg, true, err, errlen);
+}
+
+int
+ipc_recv_frame(int sock, uint8_t *buf, size_t cap, struct ipc_msg *msg, char *err, size_t errlen)
+{
+	return ipc_recv_one(sock, buf, cap, msg, false, err, errlen);
 }
 
 int

@@ -26,6 +26,11 @@
 #define IPC_MAX_PAYLOAD (256 * 1024)
 #define IPC_MAX_FDS 64
 
+/* The version of this protocol between a supervisor and its workers. Both
+ * are always the same binary (workers run /proc/self/exe); an upgrade
+ * never mixes them (docs/design.md §11). */
+#define IPC_PROTOCOL_VERSION 2
+
 enum ipc_type {
 	IPC_NONE = 0,
 	/* supervisor -> worker */
@@ -53,7 +58,8 @@ enum ipc_type {
 	IPC_TICKET_KEYS, /* payload: struct tlskeys (common/tlskeys.h) exactly; also
 	                    sent to every live worker at each rotation */
 	/* worker -> supervisor */
-	IPC_READY,       /* config parsed, listeners received; held until ACCEPT */
+	IPC_READY,       /* payload: struct ipc_ready; config parsed, listeners
+	                    received; held until ACCEPT */
 	IPC_UPSTREAM,    /* payload: struct ipc_upstream */
 	IPC_FAILED,      /* payload: reason text; worker exits with WORKER_EXIT_CONFIG */
 	IPC_UNKNOWN_NODE, /* payload: struct ipc_unknown_node */
@@ -82,6 +88,16 @@ struct ipc_listeners {
 	uint32_t count;        /* number of fds that came with this message */
 	uint32_t first;        /* index of the first of them */
 	uint32_t total;        /* listening sockets of the cluster */
+};
+
+/* A worker is told the protocol version it must speak (--ipc N on its
+ * command line: one it does not speak is exit WORKER_EXIT_CONFIG before a
+ * single message) and says which it speaks in READY; the supervisor takes
+ * no other (a malformed message: the worker is killed). Defence in depth:
+ * both are the same binary. */
+struct ipc_ready {
+	uint32_t ipc_version;  /* IPC_PROTOCOL_VERSION */
+	uint32_t pad;
 };
 
 struct ipc_drain {
@@ -135,9 +151,20 @@ struct ipc_conn_record {
 };
 #define IPC_CONN_RECORD_VERSION 1
 
+/* The outcome of a handed-over connection (CONN_TAKEN, CONN_DONE). */
+enum ipc_adopted {
+	IPC_ADOPT_NO = 0,      /* refused: the old worker closes it cleanly (shutdown) */
+	IPC_ADOPT_YES = 1,     /* adopted: the old worker closes its copies only */
+	IPC_ADOPT_UNKNOWN = 2, /* no answer in time (relay timeout, the new worker
+	                          or supervisor gone): the old worker closes its
+	                          copies only, never shutdown(), which would cut the
+	                          connection for a worker that adopted it late; if
+	                          nobody did, that last close is the clean one */
+};
+
 struct ipc_conn_ack {
 	uint64_t id;
-	uint32_t adopted;      /* 1 adopted, 0 not */
+	uint32_t adopted;      /* enum ipc_adopted */
 	uint32_t pad;
 };
 
@@ -147,16 +174,17 @@ struct ipc_conn_ack {
 int ipc_conn_record_check(const void *payload, size_t len, size_t nfds,
 			  struct ipc_conn_record *out, char *err, size_t errlen);
 
-/* The TLS files of a cluster (enum cfg_tls_file order), their bytes right
- * after this header, one after the other; len 0 = not set. The worker
- * builds its contexts from them and wipes the buffer. */
-#define IPC_TLS_FILES 6
+/* The TLS files of a cluster and its upstream SASL password (enum
+ * cfg_tls_file order), their bytes right after this header, one after the
+ * other; len 0 = not set. The worker builds its contexts from them, keeps
+ * the password in guarded memory and wipes the buffer. */
+#define IPC_TLS_FILES 7
 struct ipc_tls_material {
 	uint32_t len[IPC_TLS_FILES];
 	uint32_t version;      /* IPC_TLS_MATERIAL_VERSION */
 	uint32_t pad;
 };
-#define IPC_TLS_MATERIAL_VERSION 1
+#define IPC_TLS_MATERIAL_VERSION 2
 
 /* Check a TLS_MATERIAL payload: the header, its version, and that the
  * lengths add up to len exactly. 0, or -1 with a reason. Pure. */
@@ -207,6 +235,15 @@ int ipc_send(int sock, enum ipc_type type, uint64_t generation,
  * there; EBADMSG for a malformed message with the reason in err). Received
  * fds are O_CLOEXEC and owned by the caller (closed on error). */
 int ipc_recv(int sock, uint8_t *buf, size_t cap, struct ipc_msg *msg, char *err, size_t errlen);
+
+/* The same framing for another protocol over the same envelope (the
+ * upgrade channel, supervisor/upgproto.h): ipc_decode_frame checks only the
+ * envelope (length matches the datagram, at most IPC_MAX_PAYLOAD); the
+ * type and payload are the caller's to check. */
+int ipc_decode_frame(const uint8_t *buf, size_t len, struct ipc_msg *msg, char *err,
+		     size_t errlen);
+int ipc_recv_frame(int sock, uint8_t *buf, size_t cap, struct ipc_msg *msg, char *err,
+		   size_t errlen);
 
 void ipc_close_fds(struct ipc_msg *msg);
 /* The caller takes the fds (msg->fds stays readable; nfds becomes 0). */

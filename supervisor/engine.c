@@ -86,6 +86,13 @@ sup_post_item(struct sup *s, struct sup_reload_item *it, enum fsm_ievent e, cons
 	sup_post(s, SUP_EV_ITEM, it, NULL, (int)e, why);
 }
 
+void
+sup_post_upgrade(struct sup *s, int e, const char *why)
+{
+	if (s->upgrade)
+		sup_post(s, SUP_EV_UPGRADE, s->upgrade, NULL, e, why);
+}
+
 /* ---- dispatch -------------------------------------------------------------------- */
 
 static void
@@ -127,7 +134,7 @@ sup_after_chain(struct sup *s)
 		}
 	}
 	if (s->stopping && !s->stopped_reported && s->n_clusters == 0 && s->n_limbo == 0 &&
-	    !s->reload) {
+	    !s->reload && !upgrade_holds_exit(s)) {
 		s->stopped_reported = true;
 		if (s->ops->stopped)
 			s->ops->stopped(s);
@@ -154,6 +161,9 @@ sup_dispatch(struct sup *s)
 				break;
 			case SUP_EV_ITEM:
 				reload_item_event(s, e.target, (enum fsm_ievent)e.ev, e.why);
+				break;
+			case SUP_EV_UPGRADE:
+				upgrade_event(s, e.target, e.ev, e.why);
 				break;
 			}
 		}
@@ -360,7 +370,8 @@ sup_min_deadline(uint64_t a, uint64_t b)
 static uint64_t
 sup_cluster_deadline(const struct sup_cluster *c)
 {
-	uint64_t d = c->restart_at;
+	/* a crash restart waits while an upgrade prepares (engine_upgrade.c) */
+	uint64_t d = upgrade_frozen(c->sup) ? 0 : c->restart_at;
 	for (const struct sup_gen *g = c->gens; g; g = g->next) {
 		d = sup_min_deadline(d, g->init_at);
 		d = sup_min_deadline(d, g->stop_at);
@@ -374,7 +385,7 @@ sup_cluster_deadline(const struct sup_cluster *c)
 uint64_t
 sup_next_deadline(const struct sup *s)
 {
-	uint64_t d = s->hup_at;
+	uint64_t d = sup_min_deadline(s->hup_at, upgrade_deadline(s));
 	for (size_t i = 0; i < s->n_relays; i++)
 		d = sup_min_deadline(d, s->relays[i].deadline_ms);
 	for (size_t i = 0; i < s->n_clusters; i++)
@@ -394,7 +405,7 @@ sup_tick(struct sup *s)
 			struct sup_cluster *c = arr[i];
 			for (struct sup_gen *g = c->gens; g; g = g->next)
 				sup_gen_tick(s, g);
-			if (c->restart_at && s->now_ms >= c->restart_at) {
+			if (c->restart_at && s->now_ms >= c->restart_at && !upgrade_frozen(s)) {
 				c->restart_at = 0;
 				sup_post_cluster(s, c, FSM_CE_RESTART_TIMER, "restart after crash");
 			}
@@ -402,6 +413,7 @@ sup_tick(struct sup *s)
 	}
 	sup_relays_tick(s);
 	reload_tick(s);
+	upgrade_tick(s);
 	sup_dispatch(s);
 }
 
@@ -493,8 +505,10 @@ sup_reap(struct sup *s)
 		return;
 	s->reap_pending = false;
 	reload_reap(s);
+	upgrade_reap(s);
 	sup_reap_array(s, s->clusters, &s->n_clusters);
 	sup_reap_array(s, s->limbo, &s->n_limbo);
+	upgrade_reaped(s);
 	if (s->stopping)
 		sup_after_chain(s);
 }
@@ -511,8 +525,14 @@ sup_init(struct sup *s, const struct sup_ops *ops, struct cfg *cfg, const char *
 	s->config_path = strdup(config_path ? config_path : "");
 	if (!s->config_path)
 		return -1;
-	s->started_at_ms = s->applied_at_ms = s->now_wall_ms;
+	s->started_at_ms = s->applied_at_ms = s->process_started_at_ms = s->now_wall_ms;
 	sup_hash_hex(config_bytes, config_len, s->config_version, sizeof s->config_version);
+	s->config_text = malloc(config_len + 1);
+	if (!s->config_text)
+		return -1;
+	memcpy(s->config_text, config_bytes, config_len);
+	s->config_text[config_len] = 0;
+	s->config_len = config_len;
 	return 0;
 }
 
@@ -576,6 +596,9 @@ sup_stop(struct sup *s, const char *why)
 		sup_kill_all(s);
 		return;
 	}
+	/* an upgrade in progress rolls back, or finishes (engine_upgrade.c) */
+	if (!upgrade_on_stop(s, why))
+		return;
 	s->stopping = true;
 	s->hup_pending = false;
 	s->hup_at = 0;
@@ -596,6 +619,7 @@ sup_stop(struct sup *s, const char *why)
 void
 sup_free(struct sup *s)
 {
+	upgrade_free(s);
 	reload_abort(s, "ferryd stopped");
 	s->reap_pending = true;
 	reload_reap(s);
@@ -612,4 +636,7 @@ sup_free(struct sup *s)
 	free(s->evq);
 	cfg_free(&s->cfg);
 	free(s->config_path);
+	free(s->config_text);
+	free(s->exec_path);
+	sup_upgrade_record_clear(&s->last_upgrade);
 }

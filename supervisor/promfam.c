@@ -28,6 +28,10 @@ promfam_field_sum(const struct sup_cluster *c, size_t off, bool counter)
 {
 	uint64_t v = counter ? atomic_load_explicit(
 	    (_Atomic uint64_t *)((char *)&c->retired + off), memory_order_relaxed) : 0;
+	/* an upgrade's predecessor: its counters, its gauges while it lives */
+	if (counter || c->carried_gauges)
+		v += atomic_load_explicit((_Atomic uint64_t *)((char *)&c->carried + off),
+		    memory_order_relaxed);
 	for (const struct sup_gen *g = c->gens; g != NULL; g = g->next)
 		for (size_t k = 0; k < g->n_procs; k++) {
 			const struct sup_proc *p = &g->procs[k];

@@ -21,7 +21,9 @@ void promfam_write(FILE *f, struct sup *s);
 
 /* The cluster-wide value of the shared-block field at offset off: for a
  * counter the retired totals plus every mapped block (a dead process's
- * block too, until it is folded), for a gauge the live processes only. */
+ * block too, until it is folded), for a gauge the live processes only;
+ * plus, after an upgrade, the predecessor's (c->carried; its gauges while
+ * it hands over). */
 uint64_t promfam_field_sum(const struct sup_cluster *c, size_t off, bool counter);
 
 /* Write v as a Prometheus label value (backslash, quote, newline escaped). */

@@ -24,7 +24,7 @@ sandboxstatus_worker(const struct sup_cluster *c, const struct sup_gen *g,
 }
 
 json_t *
-sandboxstatus_json(const struct sup *s, long supervisor_pid)
+sandboxstatus_json(const struct sup *s)
 {
 	const struct sandbox_kernel *k = &s->sandbox_kernel;
 	char missing[512];
@@ -34,7 +34,7 @@ sandboxstatus_json(const struct sup *s, long supervisor_pid)
 	/* The supervisor runs as root to bind ports and read key files: no
 	 * sandbox (docs/security.md). */
 	json_array_append_new(procs, json_pack("{s:s, s:I, s:s}", "role", "supervisor",
-	    "pid", (json_int_t)supervisor_pid, "sandbox", "none"));
+	    "pid", (json_int_t)s->pid, "sandbox", "none"));
 	for (size_t i = 0; i < s->n_clusters; i++) {
 		const struct sup_cluster *c = s->clusters[i];
 		for (const struct sup_gen *g = c->gens; g; g = g->next)

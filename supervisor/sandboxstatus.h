@@ -22,7 +22,7 @@
  * Workers are the live ones; "sandbox" is "none" until a worker has locked
  * down (it does before READY), "off" with sandbox = off; "complete" is
  * whether it has all the kernel offers. */
-json_t *sandboxstatus_json(const struct sup *s, long supervisor_pid);
+json_t *sandboxstatus_json(const struct sup *s);
 
 /* Probe the kernel into s->sandbox_kernel and log once what the workers'
  * sandbox will be (warn when on and something is missing). */

@@ -23,6 +23,7 @@
  * SUP_PERSIST_TIMEOUT_MS.
  */
 #include "supervisor/sup_io.h"
+#include "supervisor/sup_io_priv.h"
 
 #include <errno.h>
 #include <ev.h>
@@ -43,6 +44,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/buildinfo.h"
 #include "common/genshm.h"
 #include "common/ipc.h"
 #include "common/ipcq.h"
@@ -62,27 +64,6 @@
 #define SUP_PERSIST_TIMEOUT_MS 5000
 #define SUP_BACKSTOP_S 10.0     /* beyond drain_timeout + grace: leave anyway */
 
-struct sup_io {
-	struct sup *s;
-	struct ev_loop *loop;
-	struct admin *admin;          /* the admin API's servers (admin_http.h) */
-	char *self_exe;
-	uid_t worker_uid;
-	gid_t worker_gid;
-	bool drop_privileges;
-	ev_signal sig_term, sig_int, sig_hup;
-	ev_timer deadline;
-	ev_timer backstop;
-	ev_timer tickets;             /* session-ticket key rotation */
-	ev_timer certs;               /* daily certificate expiry check */
-	ev_prepare prepare;
-	bool notified_ready;          /* READY=1 sent once serving */
-	char last_status[256];        /* last STATUS= sent */
-	uint8_t buf[sizeof(struct ipc_hdr) + IPC_MAX_PAYLOAD];
-	uint8_t nodes_buf[IPC_MAX_PAYLOAD]; /* IPC_NODES being encoded (buf may
-	                                       hold the message being handled) */
-};
-
 /* One worker process's control channel and exit watcher. */
 struct sup_chan {
 	struct sup_io *io;
@@ -94,8 +75,8 @@ struct sup_chan {
 	int metrics_fd;
 };
 
-static void
-sup_clock(struct sup *s)
+void
+sup_io_clock(struct sup *s)
 {
 	s->now_ms = clock_mono_ms();
 	s->now_wall_ms = clock_wall_ms();
@@ -122,7 +103,7 @@ sup_chan_read(struct sup_chan *ch)
 	for (;;) {
 		struct ipc_msg msg;
 		char err[128] = "";
-		sup_clock(s);
+		sup_io_clock(s);
 		int r = ipc_recv(ch->fd, io->buf, sizeof io->buf, &msg, err, sizeof err);
 		if (r == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return true;
@@ -148,9 +129,20 @@ sup_chan_read(struct sup_chan *ch)
 			return false;
 		}
 		switch (msg.hdr.type) {
-		case IPC_READY:
+		case IPC_READY: {
+			struct ipc_ready rd;
+			memcpy(&rd, msg.payload, sizeof rd);
+			if (rd.ipc_version != IPC_PROTOCOL_VERSION) {
+				char what[96];
+				snprintf(what, sizeof what, "speaks IPC protocol %u, not %d",
+				    rd.ipc_version, IPC_PROTOCOL_VERSION);
+				sup_chan_stop(ch);
+				sup_on_malformed(s, p, what);
+				return false;
+			}
 			sup_on_ready(s, p);
 			break;
+		}
 		case IPC_FAILED: {
 			char reason[192];
 			size_t n = msg.hdr.len < sizeof reason - 1 ? msg.hdr.len : sizeof reason - 1;
@@ -239,7 +231,7 @@ sup_child_cb(struct ev_loop *loop, ev_child *w, int revents)
 		sup_chan_read(ch);
 	sup_chan_stop(ch);
 	ipcq_clear(&ch->q);
-	sup_clock(s);
+	sup_io_clock(s);
 	sup_on_exit(s, ch->p, w->rstatus);
 }
 
@@ -268,13 +260,14 @@ sup_child_exec(struct sup_io *io, struct sup_proc *p, int fd, pid_t ppid)
 			_exit(WORKER_EXIT_CONFIG);  /* privileges not really dropped */
 	}
 	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-	char gen[24], pp[24], idx[16];
+	char gen[24], pp[24], idx[16], ipc[16];
+	snprintf(ipc, sizeof ipc, "%d", IPC_PROTOCOL_VERSION);
 	snprintf(gen, sizeof gen, "%llu", (unsigned long long)p->gen->generation);
 	snprintf(pp, sizeof pp, "%d", (int)ppid);
 	snprintf(idx, sizeof idx, "%u", p->index);
 	char *argv[] = {
 		"ferryd", "--worker", "--cluster", p->gen->cluster->name, "--generation", gen,
-		"--ppid", pp, "--index", idx,
+		"--ppid", pp, "--index", idx, "--ipc", ipc,
 		"--log-level", (char *)log_level_str((enum log_level)s->cfg.log_level),
 		"--sandbox", s->cfg.sandbox ? "on" : "off",
 		s->cfg.log_format == CFG_LOG_JSON ? "--log-json" : NULL, NULL,
@@ -677,7 +670,7 @@ sup_io_status_update(struct sup *s)
 {
 	struct sup_io *io = s->io;
 	char buf[sizeof io->last_status];
-	if (!notify_enabled() || s->reload)
+	if (!notify_enabled() || s->reload || !sup_upgrade_may_notify(s))
 		return;
 	status_summary_text(s, buf, sizeof buf);
 	if (strcmp(buf, io->last_status) == 0)
@@ -689,7 +682,8 @@ sup_io_status_update(struct sup *s)
 static void
 sup_io_stopping(struct sup *s, const char *why)
 {
-	(void)s;
+	if (!sup_upgrade_may_notify(s))
+		return;  /* an upgrade's predecessor: the successor is the service */
 	notify_stopping();
 	notify_status("stopping: %s", why);
 }
@@ -709,11 +703,8 @@ sup_io_reload_end(struct sup *s, const struct sup_reload_record *rec)
 		certs_update(s, "reload");  /* certificate expiry: renewed, or a warning */
 	/* tls_ticket_rotation changed: the next rotation one new period from now */
 	double period = (double)s->cfg.tls_ticket_rotation_ms / 1000.0;
-	if (period != io->tickets.repeat) {
-		ev_timer_stop(io->loop, &io->tickets);
-		ev_timer_set(&io->tickets, period, period);
-		ev_timer_start(io->loop, &io->tickets);
-	}
+	if (period != io->tickets.repeat)
+		sup_io_tickets_arm(io, period);
 	char buf[sizeof io->last_status];
 	admin_http_reload_end(io->admin, rec->status == SUP_RELOAD_SUCCESS ||
 	    rec->status == SUP_RELOAD_UNCHANGED);
@@ -744,6 +735,7 @@ static const struct sup_ops sup_io_ops = {
 	.admin_prepare = sup_io_admin_prepare,
 	.reload_end = sup_io_reload_end,
 	.ready_changed = sup_io_ready_changed,
+	.upgrade = &upgrade_io_ops,
 };
 
 /* ---- loop plumbing ---------------------------------------------------------------------- */
@@ -754,7 +746,7 @@ sup_deadline_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	(void)loop;
 	(void)revents;
 	struct sup_io *io = t->data;
-	sup_clock(io->s);
+	sup_io_clock(io->s);
 	sup_tick(io->s);
 }
 
@@ -765,9 +757,10 @@ sup_prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 	(void)revents;
 	struct sup_io *io = w->data;
 	struct sup *s = io->s;
-	sup_clock(s);
+	sup_io_clock(s);
 	sup_reap(s);
 	sup_io_status_update(s);
+	upgrade_io_prepare(io);
 	ev_timer_stop(loop, &io->deadline);
 	uint64_t d = sup_next_deadline(s);
 	if (d) {
@@ -785,7 +778,7 @@ sup_tickets_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	(void)loop;
 	(void)revents;
 	struct sup_io *io = t->data;
-	sup_clock(io->s);
+	sup_io_clock(io->s);
 	if (!io->s->stopping)
 		sup_tickets_rotate(io->s);
 }
@@ -797,7 +790,7 @@ sup_certs_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	(void)loop;
 	(void)revents;
 	struct sup_io *io = t->data;
-	sup_clock(io->s);
+	sup_io_clock(io->s);
 	certs_update(io->s, "daily");
 }
 
@@ -817,10 +810,18 @@ sup_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	(void)revents;
 	struct sup_io *io = w->data;
 	struct sup *s = io->s;
-	sup_clock(s);
+	sup_io_clock(s);
 	if (w->signum == SIGHUP) {
 		if (!s->stopping)
 			sup_reload_signal(s);
+		return;
+	}
+	if (w->signum == SIGUSR2) {
+		const struct sup_upgrade_record *rec;
+		char err[256];
+		enum sup_result r = sup_upgrade_start(s, "SIGUSR2", 0, &rec, err, sizeof err);
+		if (r == SUP_CONFLICT || r == SUP_UNAVAILABLE)
+			log_warn("upgrade refused", "source=SIGUSR2 error=\"%s\"", err);
 		return;
 	}
 	if (s->stopping) {
@@ -890,9 +891,17 @@ sup_resolve_user(struct sup_io *io, const char *user)
 	return 0;
 }
 
-int
-sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
-	size_t config_len, const char *self_exe)
+void
+sup_io_tickets_arm(struct sup_io *io, double after)
+{
+	double period = (double)io->s->cfg.tls_ticket_rotation_ms / 1000.0;
+	ev_timer_stop(io->loop, &io->tickets);
+	ev_timer_set(&io->tickets, after > 0 ? after : 0.001, period);
+	ev_timer_start(io->loop, &io->tickets);
+}
+
+struct sup_io *
+sup_io_new(void)
 {
 	struct sup *s = calloc(1, sizeof *s);
 	struct sup_io *io = calloc(1, sizeof *io);
@@ -900,24 +909,34 @@ sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 		fprintf(stderr, "ferryd: cannot initialise\n");
 		free(s);
 		free(io);
-		return 1;
+		return NULL;
 	}
 	io->s = s;
 	s->io = io;
-	io->self_exe = strdup(self_exe);
 	io->loop = ev_default_loop(EVFLAG_AUTO);
 	signal(SIGPIPE, SIG_IGN);
-	notify_init();  /* before any worker is forked: they must not inherit it */
-	sup_clock(s);
+	return io;
+}
 
-	int rc = 1;
-	char err[256];
+int
+sup_io_init(struct sup_io *io, struct cfg *cfg, const char *config_path, const char *config_bytes,
+	    size_t config_len, const char *self_exe, const char *notify_address)
+{
+	struct sup *s = io->s;
+	io->self_exe = strdup(self_exe);
+	/* before any worker is forked: they must not inherit it */
+	if (notify_address)
+		notify_init_address(notify_address);
+	else
+		notify_init();
+	sup_io_clock(s);
+	s->pid = (int32_t)getpid();
 	if (sup_init(s, &sup_io_ops, cfg, config_path, config_bytes, config_len) == -1 ||
 	    !io->self_exe)
-		goto out;
+		return -1;
 	sup_raise_nofile(s);
 	if (sup_resolve_user(io, s->cfg.user) == -1)
-		goto out;
+		return -1;
 
 	ev_timer_init(&io->deadline, sup_deadline_cb, 0., 0.);
 	io->deadline.data = io;
@@ -936,33 +955,24 @@ sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 	ev_signal_init(&io->sig_term, sup_signal_cb, SIGTERM);
 	ev_signal_init(&io->sig_int, sup_signal_cb, SIGINT);
 	ev_signal_init(&io->sig_hup, sup_signal_cb, SIGHUP);
-	io->sig_term.data = io->sig_int.data = io->sig_hup.data = io;
+	ev_signal_init(&io->sig_usr2, sup_signal_cb, SIGUSR2);
+	io->sig_term.data = io->sig_int.data = io->sig_hup.data = io->sig_usr2.data = io;
 	ev_signal_start(io->loop, &io->sig_term);
 	ev_signal_start(io->loop, &io->sig_int);
 	ev_signal_start(io->loop, &io->sig_hup);
+	ev_signal_start(io->loop, &io->sig_usr2);
+	return 0;
+}
 
-	log_info("ferryd starting", "version=%s clusters=%zu config=%s config_version=%s",
-	    FERRY_VERSION, s->cfg.n_clusters, s->config_path, s->config_version);
-	sandboxstatus_start(s);
-	io->admin = admin_api_start(s, io->loop, err, sizeof err);
-	if (!io->admin) {
-		log_error("cannot start admin API", "error=\"%s\"", err);
-		goto out;
-	}
-	if (sup_start(s) == -1) {
-		admin_http_stop(io->admin);
-		io->admin = NULL;
-		goto out;
-	}
-	certs_update(s, "start");
-	ev_run(io->loop, 0);
-	rc = s->exit_code;
-	log_info("ferryd stopped", "exit_code=%d", rc);
+int
+sup_io_finish(struct sup_io *io, int rc)
+{
+	struct sup *s = io->s;
 	admin_http_stop(io->admin);
 	io->admin = NULL;
-out:
 	sup_kill_all(s);
 	sup_free(s);
+	upgrade_io_free(io);
 	ev_prepare_stop(io->loop, &io->prepare);
 	ev_timer_stop(io->loop, &io->deadline);
 	ev_timer_stop(io->loop, &io->backstop);
@@ -973,4 +983,39 @@ out:
 	free(s);
 	notify_close();
 	return rc;
+}
+
+int
+sup_io_run(struct sup_io *io)
+{
+	ev_run(io->loop, 0);
+	int rc = io->s->exit_code;
+	log_info("ferryd stopped", "exit_code=%d", rc);
+	return sup_io_finish(io, rc);
+}
+
+int
+sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
+	size_t config_len, const char *self_exe, const char *exec_path)
+{
+	struct sup_io *io = sup_io_new();
+	if (!io)
+		return 1;
+	struct sup *s = io->s;
+	char err[256];
+	if (sup_io_init(io, cfg, config_path, config_bytes, config_len, self_exe, NULL) == -1)
+		return sup_io_finish(io, 1);
+	s->exec_path = exec_path ? strdup(exec_path) : NULL;
+	log_info("ferryd starting", "version=%s build=%s clusters=%zu config=%s config_version=%s",
+	    FERRY_VERSION, buildinfo_id(), s->cfg.n_clusters, s->config_path, s->config_version);
+	sandboxstatus_start(s);
+	io->admin = admin_api_start(s, io->loop, NULL, err, sizeof err);
+	if (!io->admin) {
+		log_error("cannot start admin API", "error=\"%s\"", err);
+		return sup_io_finish(io, 1);
+	}
+	if (sup_start(s) == -1)
+		return sup_io_finish(io, 1);
+	certs_update(s, "start");
+	return sup_io_run(io);
 }

@@ -240,10 +240,16 @@ conn_handover_done(struct worker *w, const struct ipc_conn_ack *ack)
 		return;
 	}
 	conn_event(c, CONN_E_DONE);
-	if (ack->adopted) {
+	if (ack->adopted == IPC_ADOPT_YES) {
 		/* The new generation owns it: close our copies only. */
 		METRIC_ADD(w->m, connections_handed_over, 1);
 		snprintf(c->why, sizeof c->why, "handed over");
+	} else if (ack->adopted != IPC_ADOPT_NO) {
+		/* Nobody knows (no answer in time): a late adopter may be serving
+		 * it, so never shut it down under it; close our copies only. If
+		 * nobody took it, this last close ends it cleanly (nothing owed). */
+		METRIC_ADD(w->m, connections_drained, 1);
+		snprintf(c->why, sizeof c->why, "handover outcome unknown");
 	} else {
 		/* Nobody took it: a clean close at the boundary (nothing owed). */
 		conn_shutdown(c);

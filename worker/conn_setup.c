@@ -213,9 +213,14 @@ conn_metadata_ready(struct worker *w)
 		if (c->sni_broker && c->broker_index < 0)
 			c->broker_index = upstream_node_find(w, c->sni_node_id);
 		if (c->broker_index < 0 || !w->nodes[c->broker_index].known) {
-			snprintf(c->why, sizeof c->why,
-			    "upstream metadata has no broker with node id %d",
-			    c->sni_broker ? c->sni_node_id : w->nodes[c->broker_index].node_id);
+			int32_t id = c->sni_broker ? c->sni_node_id : w->nodes[c->broker_index].node_id;
+			if (w->upstream_sasl_required)
+				snprintf(c->why, sizeof c->why, "node id %d unknown yet: the upstream "
+				    "requires SASL, ferry has no upstream_sasl_* (bootstrap through "
+				    "ferry first)", id);
+			else
+				snprintf(c->why, sizeof c->why,
+				    "upstream metadata has no broker with node id %d", id);
 			METRIC_ADD(w->m, upstream_closed, 1);
 			conn_close(c, LOG_WARN, "connection closed");
 			continue;

@@ -99,6 +99,10 @@ struct worker {
 	/* sessions of tls_client per upstream (name + address dialled), so
 	 * the next connection to a broker resumes; NULL without upstream TLS */
 	struct tlscache *tls_sessions;
+	/* upstream_sasl_*: ferry's own password (from IPC_TLS_MATERIAL) in
+	 * guarded, read-only memory; NULL without upstream_sasl_mechanism */
+	uint8_t *sasl_password;
+	size_t sasl_password_len;
 
 	struct worker_listener *listeners;
 	size_t n_listeners;
@@ -146,6 +150,15 @@ struct worker {
 	 * client traffic. */
 	ev_timer upstream_probe;
 	uint64_t probe_delay_ms;
+	/* The last own fetch failed to authenticate (a wrong password, a
+	 * mechanism the broker does not enable): the condition stays
+	 * unreachable with that reason, whatever clients manage on their own,
+	 * until a fetch authenticates (probes go on). */
+	bool upstream_auth_failed;
+	/* The upstream answered ApiVersions and closed the connection on
+	 * Metadata: it requires SASL and ferry has no upstream_sasl_*. It
+	 * counts as reachable; brokers are learned from clients' metadata. */
+	bool upstream_sasl_required;
 
 	bool draining;
 	ev_timer drain_timer;

@@ -5,7 +5,10 @@
  * resolved address, and the worker's own metadata fetch that learns the
  * upstream address of each broker (needed when a client connects straight
  * to a broker port before any Metadata response has passed through, e.g.
- * right after a worker restart).
+ * right after a worker restart) and serves as the health probe. With
+ * upstream_sasl_* the fetch authenticates first (worker/kafka/sasl_client.h);
+ * without, an upstream that answers ApiVersions and closes on Metadata
+ * requires SASL: reachable, nothing learned.
  */
 #ifndef FERRY_WORKER_UPSTREAM_H
 #define FERRY_WORKER_UPSTREAM_H

@@ -18,6 +18,7 @@
 
 #include <sodium.h>
 
+#include "common/fault.h"
 #include "common/ipc.h"
 #include "common/nodemap.h"
 #include "common/tls.h"
@@ -456,6 +457,31 @@ worker_signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
 	worker_drain(w, WORKER_ORPHAN_DRAIN_MS, s->signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
+/* upstream_sasl_*: ferry's own password, from the material's bytes into
+ * guarded memory (sodium_malloc: guard pages, no core dumps, read-only
+ * from here on), for the metadata fetch's SASL exchange. */
+static void
+worker_sasl_setup(struct worker *w, const struct cfg_tls_files *f)
+{
+	size_t n = f->len[CFG_TLS_F_UPSTREAM_SASL_PASSWORD];
+	if (n == 0 || n > CFG_SASL_PASSWORD_MAX)
+		worker_fail(w, "upstream_sasl_mechanism is set but no password came from the "
+		    "supervisor");
+	if (sodium_init() < 0)
+		worker_fail(w, "libsodium initialisation failed (upstream SASL)");
+	if ((w->sasl_password = sodium_malloc(n)) == NULL)
+		worker_fail(w, "out of memory for the upstream SASL password");
+	memcpy(w->sasl_password, f->data[CFG_TLS_F_UPSTREAM_SASL_PASSWORD], n);
+	w->sasl_password_len = n;
+	sodium_mprotect_readonly(w->sasl_password);
+	log_info("upstream SASL ready", "mechanism=%s username=\"%s\" used_for=\"ferry's own metadata "
+	    "fetch and probes\"", cfg_sasl_mech_str(w->cl->upstream_sasl_mechanism),
+	    w->cl->upstream_sasl_username);
+	if (w->cl->upstream_sasl_mechanism == CFG_SASL_PLAIN && !w->cl->upstream_tls)
+		log_warn("upstream_sasl_mechanism = PLAIN without upstream_tls: ferry's password "
+		    "crosses the network in clear (use SCRAM, or TLS)", "%s", "");
+}
+
 /* TLS_MATERIAL follows CONFIG: the contexts are built from the bytes, which
  * are wiped at once. Bad material is a configuration that is not viable. */
 static void
@@ -471,6 +497,8 @@ worker_tls_setup(struct worker *w)
 	int rc = tlsmat_decode(msg.payload, msg.hdr.len, &f, err, sizeof err);
 	if (rc == 0)
 		rc = tlsmat_contexts(w->cl, &f, &w->tls_server, &w->tls_client, err, sizeof err);
+	if (rc == 0 && w->cl->upstream_sasl_mechanism != CFG_SASL_NONE)
+		worker_sasl_setup(w, &f);
 	sodium_memzero(msg.payload, msg.hdr.len);
 	if (rc != 0) {
 		snprintf(reason, sizeof reason, "TLS: %s", err);
@@ -494,10 +522,11 @@ worker_tls_setup(struct worker *w)
 	if (w->cl->upstream_tls && !w->cl->upstream_tls_verify)
 		log_warn("upstream_tls_verify = off: the upstream brokers' certificates and "
 		    "names are not checked (anyone on the path can impersonate them)", "%s", "");
-	log_info("TLS ready", "clients=%s upstream=%s min_version=%s client_auth=%s",
-	    w->tls_server ? "on" : "off", w->tls_client ? "on" : "off",
-	    cfg_tls_version_str((enum cfg_tls_version)w->cl->tls_min_version),
-	    cfg_tls_client_auth_str(w->cl->tls_client_auth));
+	if (w->tls_server || w->tls_client)
+		log_info("TLS ready", "clients=%s upstream=%s min_version=%s client_auth=%s",
+		    w->tls_server ? "on" : "off", w->tls_client ? "on" : "off",
+		    cfg_tls_version_str((enum cfg_tls_version)w->cl->tls_min_version),
+		    cfg_tls_client_auth_str(w->cl->tls_client_auth));
 }
 
 /* Receive CONFIG and LISTENERS, set everything up. -1: exit. */
@@ -511,6 +540,10 @@ worker_setup(struct worker *w)
 
 	if (worker_expect(w, IPC_CONFIG, buf, cap, &msg) == -1)
 		return -1;
+	if (fault_at("worker-fail-at-start")) {
+		ipc_close_fds(&msg);
+		worker_fail(w, "fault injection: worker-fail-at-start");
+	}
 	if (msg.nfds != 2 || metrics_map(msg.fds[0], &w->m) == -1) {
 		ipc_close_fds(&msg);
 		worker_fail(w, "no usable metrics block");
@@ -532,7 +565,7 @@ worker_setup(struct worker *w)
 	}
 	cfg_errors_free(&errs);
 	w->cl = &w->cfg.clusters[0];
-	if (w->cl->tls || w->cl->upstream_tls)
+	if (w->cl->tls || w->cl->upstream_tls || w->cl->upstream_sasl_mechanism != CFG_SASL_NONE)
 		worker_tls_setup(w);
 	/* the client-facing context encrypts and decrypts TLS session
 	 * tickets with the supervisor's keys (IPC_TICKET_KEYS, before
@@ -598,9 +631,11 @@ worker_main(int argc, char **argv)
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "log-json", no_argument, NULL, 'j' },
 		{ "index", required_argument, NULL, 'i' },
+		{ "ipc", required_argument, NULL, 'I' },
 		{ "sandbox", required_argument, NULL, 's' },
 		{ 0, 0, 0, 0 },
 	};
+	long ipc_version = -1;
 	int level = LOG_INFO, c;
 	bool json = false, sandbox = true;
 	optind = 1;
@@ -613,6 +648,7 @@ worker_main(int argc, char **argv)
 		case 'l': level = log_level_parse(optarg) < 0 ? LOG_INFO : log_level_parse(optarg); break;
 		case 'j': json = true; break;
 		case 'i': w->index = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'I': ipc_version = strtol(optarg, NULL, 10); break;
 		case 's': sandbox = strcmp(optarg, "off") != 0; break;
 		default:
 			fprintf(stderr, "ferryd --worker is started by ferryd itself\n");
@@ -637,6 +673,12 @@ worker_main(int argc, char **argv)
 	if (w->supervisor_pid && getppid() != w->supervisor_pid) {
 		log_error("supervisor already gone", "%s", "");
 		return 1;
+	}
+	/* never one message in a protocol this worker does not speak */
+	if (ipc_version != IPC_PROTOCOL_VERSION) {
+		log_error("the supervisor speaks another IPC protocol", "supervisor=%ld worker=%d",
+		    ipc_version, IPC_PROTOCOL_VERSION);
+		return WORKER_EXIT_CONFIG;
 	}
 	if (fcntl(w->ipc_fd, F_GETFD) == -1) {
 		fprintf(stderr, "ferryd --worker: no control channel on fd %d\n", WORKER_IPC_FD);
@@ -682,7 +724,8 @@ worker_main(int argc, char **argv)
 		snprintf(reason, sizeof reason, "sandbox: %s (sandbox = off runs without)", why);
 		worker_fail(w, reason);
 	}
-	worker_ipc_send(w, IPC_READY, NULL, 0);
+	struct ipc_ready rd = { .ipc_version = IPC_PROTOCOL_VERSION };
+	worker_ipc_send(w, IPC_READY, &rd, sizeof rd);
 	if (w->ipc_fd < 0)
 		return 1;
 	log_info("ready", "generation=%llu bootstrap=%s:%u brokers=%zu gateway=%s",
@@ -710,6 +753,8 @@ worker_main(int argc, char **argv)
 	genshm_unmap(w->gen);
 	metrics_unmap(w->m);
 	sodium_memzero(&w->tickets, sizeof w->tickets);
+	if (w->sasl_password)
+		sodium_free(w->sasl_password);  /* (wipes it) */
 	cfg_free(&w->cfg);
 	SSL_CTX_free(w->tls_server);
 	SSL_CTX_free(w->tls_client);

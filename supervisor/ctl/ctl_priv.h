@@ -4,7 +4,7 @@
  * ferryctl is one program in four files around its connection (ctlconn.h):
  *   ferryctl.c  options, the command table, the one-shot commands and how
  *               each renders its reply (health, ready, validate, reload,
- *               config, drain, restart, metrics);
+ *               config, drain, restart, metrics, upgrade);
  *   request.c   one HTTP/1.1 request to ferryd and the generic handling of
  *               a reply (errors, 401, exit code);
  *   status.c    the status table, and the ages and colours of every view;
@@ -44,6 +44,7 @@ struct ctl_opts {
 	long timeout_ms;                /* for the whole request; 0 = CTL_TIMEOUT_MS */
 	bool watch;                     /* status -w: refresh every second */
 	long count;                     /* -n: refreshes of -w / top; 0 = until quit */
+	bool wait;                      /* upgrade --wait: until the old ferryd is gone */
 };
 
 struct ctl_reply {

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/file.h"
 #include "common/http.h"
@@ -46,6 +47,7 @@ ctl_usage(FILE *f)
 	    "  config             configuration status (version, last reload, validation)\n"
 	    "  drain NAME         drain one cluster: finish what it owes, release its sockets\n"
 	    "  restart NAME       start a fresh generation (retry from failed, or roll)\n"
+	    "  upgrade [--wait]   run ferryd's own file again in its place, keeping every connection\n"
 	    "  metrics            Prometheus metrics\n"
 	    "  top                live per-cluster connections, requests/s, bytes/s (q quits)\n"
 	    "\n"
@@ -62,6 +64,7 @@ ctl_usage(FILE *f)
 	    "  -j, --json                print the API's JSON response unchanged (with -w\n"
 	    "                            and top: one JSON document per line and refresh)\n"
 	    "  -w, --watch               status: refresh every second until q or Ctrl-C\n"
+	    "      --wait                upgrade: wait until the old ferryd's connections moved\n"
 	    "  -n, --count N             -w and top: stop after N refreshes\n"
 	    "  -h, --help                show this help\n"
 	    "  -V, --version             show the version\n"
@@ -86,11 +89,13 @@ ctl_cmd_health(const struct ctl_reply *r)
 	if ((j = ctl_body_json(r)) == NULL)
 		return CTL_EXIT_UNREACHABLE;
 	ctl_fmt_age(json_integer_value(json_object_get(j, "uptimeSeconds")), up, sizeof up);
-	printf("%s (version %s, uptime %s, %lld clusters)\n",
+	printf("%s (version %s, build %.12s, pid %lld, uptime %s, %lld clusters)\n",
 	    json_string_value(json_object_get(j, "status")) ?
 	    json_string_value(json_object_get(j, "status")) : "?",
 	    json_string_value(json_object_get(j, "version")) ?
 	    json_string_value(json_object_get(j, "version")) : "?",
+	    json_string_value(json_object_get(j, "buildId")) ?: "?",
+	    (long long)json_integer_value(json_object_get(j, "pid")),
 	    up, (long long)json_integer_value(json_object_get(j, "clusters")));
 	json_decref(j);
 	return CTL_EXIT_OK;
@@ -251,6 +256,21 @@ ctl_cmd_config(const struct ctl_reply *r)
 	} else {
 		printf("last reload:      none\n");
 	}
+	if (json_is_true(json_object_get(j, "upgradeInProgress")))
+		printf("upgrade running since %s (%s)\n",
+		    json_string_value(json_object_get(json_object_get(j, "upgrade"), "since")) ?: "?",
+		    json_string_value(json_object_get(json_object_get(j, "upgrade"), "phase")) ?: "?");
+	last = json_object_get(j, "lastUpgradeAttempt");
+	if (json_is_object(last)) {
+		printf("last upgrade:     %s at %s (%s, %s -> %s, %lld ms)\n",
+		    json_string_value(json_object_get(last, "status")) ?: "?",
+		    json_string_value(json_object_get(last, "timestamp")) ?: "?",
+		    json_string_value(json_object_get(last, "phase")) ?: "?",
+		    json_string_value(json_object_get(last, "fromVersion")) ?: "?",
+		    json_string_value(json_object_get(last, "toVersion")) ?: "?",
+		    (long long)json_integer_value(json_object_get(last, "durationMs")));
+		ctl_print_errors(last, NULL);
+	}
 	last = json_object_get(j, "lastValidationAttempt");
 	if (json_is_object(last))
 		printf("last validation:  %s at %s (%s)\n",
@@ -278,6 +298,129 @@ ctl_cmd_cluster_op(const struct ctl_reply *r, const char *op, const char *name)
 	}
 	ctl_err("%s %s failed: %s", op, name, err ? err : http_status_reason(r->status));
 	json_decref(j);
+	return CTL_EXIT_FAILED;
+}
+
+/* --- upgrade ----------------------------------------------------------- */
+
+static const char *
+ctl_jstr(const json_t *j, const char *key)
+{
+	const char *v = json_string_value(json_object_get(j, key));
+
+	return v ? v : "?";
+}
+
+/* The outcome of POST /admin/upgrade (answered by the old ferryd at the
+ * commit or the rollback). */
+static int
+ctl_cmd_upgrade(const struct ctl_reply *r)
+{
+	json_t *j, *c;
+	size_t i;
+
+	if ((j = ctl_body_json(r)) == NULL)
+		return CTL_EXIT_UNREACHABLE;
+	if (r->status == 409 || r->status == 400 || r->status == 503) {
+		printf("upgrade refused: %s\n", ctl_jstr(j, "error"));
+		json_decref(j);
+		return CTL_EXIT_FAILED;
+	}
+	if (!json_is_string(json_object_get(j, "status"))) {
+		json_decref(j);
+		return ctl_http_failure(r);
+	}
+	if (json_is_true(json_object_get(j, "success"))) {
+		printf("upgraded ferryd %s (build %.12s) pid %lld -> %s (build %.12s) pid %lld "
+		    "in %lld ms\n", ctl_jstr(j, "fromVersion"), ctl_jstr(j, "fromBuildId"),
+		    (long long)json_integer_value(json_object_get(j, "previousPid")),
+		    ctl_jstr(j, "toVersion"), ctl_jstr(j, "toBuildId"),
+		    (long long)json_integer_value(json_object_get(j, "pid")),
+		    (long long)json_integer_value(json_object_get(j, "durationMs")));
+		json_array_foreach(json_object_get(j, "clusters"), i, c) {
+			json_t *from = json_object_get(c, "fromGeneration");
+			json_t *to = json_object_get(c, "toGeneration");
+
+			if (json_is_integer(from) && json_is_integer(to))
+				printf("  %s: generation %lld -> %lld\n", ctl_jstr(c, "name"),
+				    (long long)json_integer_value(from), (long long)json_integer_value(to));
+			else
+				printf("  %s: not serving, carried over as it is\n", ctl_jstr(c, "name"));
+		}
+		json_decref(j);
+		return CTL_EXIT_OK;
+	}
+	printf("upgrade %s during %s, rolled back; ferryd %s pid %lld still serving\n",
+	    ctl_jstr(j, "status"), ctl_jstr(j, "phase"), ctl_jstr(j, "fromVersion"),
+	    (long long)json_integer_value(json_object_get(j, "previousPid")));
+	ctl_print_errors(j, NULL);
+	json_decref(j);
+	return CTL_EXIT_FAILED;
+}
+
+/* A number of GET /admin/config/status, or def. */
+static long
+ctl_status_ms(const struct ctl_opts *o, const char *key, long def)
+{
+	struct ctl_reply r;
+	char err[256];
+	long t = def;
+
+	if (ctl_request(o, "GET", "/admin/config/status", NULL, 0, &r, err, sizeof err) == 0 &&
+	    r.status == 200) {
+		json_t *j = json_loadb(r.body, r.body_len, 0, NULL);
+		json_t *v = json_object_get(j, key);
+
+		if (json_is_integer(v) && json_integer_value(v) + 10000 > t)
+			t = (long)json_integer_value(v) + 10000;
+		json_decref(j);
+	}
+	free(r.raw);
+	return t;
+}
+
+/* upgrade --wait: the new ferryd reports the old one's end (its connections
+ * handed over, closed at request boundaries, forced) in lastUpgradeAttempt;
+ * ask it until then. */
+static int
+ctl_upgrade_wait(const struct ctl_opts *o)
+{
+	long budget = ctl_status_ms(o, "upgradeTailTimeoutMs", CTL_TIMEOUT_MS);
+	struct timespec ts = { 0, 200 * 1000000L };
+	char err[256];
+
+	for (long waited = 0; waited < budget; waited += 200) {
+		struct ctl_reply r;
+
+		if (ctl_request(o, "GET", "/admin/config/status", NULL, 0, &r, err, sizeof err) == 0 &&
+		    r.status == 200) {
+			json_t *j = json_loadb(r.body, r.body_len, 0, NULL);
+			json_t *last = json_object_get(j, "lastUpgradeAttempt");
+			json_t *conns = json_object_get(last, "connections");
+
+			if (!json_is_true(json_object_get(j, "upgradeInProgress")) &&
+			    json_is_string(json_object_get(last, "completedAt"))) {
+				if (o->json)
+					fwrite(r.body, 1, r.body_len, stdout);
+				else if (json_is_object(conns))
+					printf("  connections: %lld handed over, %lld closed at request "
+					    "boundaries, %lld forced\n",
+					    (long long)json_integer_value(json_object_get(conns, "handedOver")),
+					    (long long)json_integer_value(json_object_get(conns, "closed")),
+					    (long long)json_integer_value(json_object_get(conns, "forced")));
+				if (!o->json)
+					printf("  old ferryd gone at %s\n", ctl_jstr(last, "completedAt"));
+				json_decref(j);
+				free(r.raw);
+				return CTL_EXIT_OK;
+			}
+			json_decref(j);
+		}
+		free(r.raw);
+		nanosleep(&ts, NULL);
+	}
+	ctl_err("the old ferryd still hands connections over after %lds; `ferryctl config` "
+	    "shows the outcome", budget / 1000);
 	return CTL_EXIT_FAILED;
 }
 
@@ -316,6 +459,7 @@ enum ctl_command {
 	CTL_CMD_DRAIN,
 	CTL_CMD_RESTART,
 	CTL_CMD_TOP,
+	CTL_CMD_UPGRADE,
 };
 
 /*
@@ -346,6 +490,7 @@ static const struct ctl_command_def ctl_commands[] = {
 	{ "drain", CTL_CMD_DRAIN, 1, 1, "POST", NULL, "/admin/clusters/", "/drain", false },
 	{ "restart", CTL_CMD_RESTART, 1, 1, "POST", NULL, "/admin/clusters/", "/restart", false },
 	{ "top", CTL_CMD_TOP, 0, 0, "GET", "/admin/clusters", NULL, NULL, false },
+	{ "upgrade", CTL_CMD_UPGRADE, 0, 0, "POST", "/admin/upgrade", NULL, NULL, false },
 };
 
 /* How long a reload may take (init_timeout plus margin, as ferryd says in
@@ -368,6 +513,24 @@ ctl_reload_timeout(const struct ctl_opts *o)
 	}
 	free(r.raw);
 	return t;
+}
+
+/* Below the status table: which ferryd answered (an upgrade changes it). */
+static void
+ctl_status_footer(const struct ctl_opts *o)
+{
+	struct ctl_reply r;
+	char err[256];
+
+	if (ctl_request(o, "GET", "/admin/health", NULL, 0, &r, err, sizeof err) == 0 &&
+	    r.status == 200) {
+		json_t *j = json_loadb(r.body, r.body_len, 0, NULL);
+
+		printf("\nferryd %s (build %.12s) pid %lld\n", ctl_jstr(j, "version"),
+		    ctl_jstr(j, "buildId"), (long long)json_integer_value(json_object_get(j, "pid")));
+		json_decref(j);
+	}
+	free(r.raw);
 }
 
 static int
@@ -393,13 +556,15 @@ ctl_run(const struct ctl_opts *o, const struct ctl_command_def *def, const char 
 	struct ctl_opts ro = *o;
 	if (def->cmd == CTL_CMD_RELOAD)
 		ro.timeout_ms = ctl_reload_timeout(o);
+	if (def->cmd == CTL_CMD_UPGRADE)
+		ro.timeout_ms = ctl_status_ms(o, "upgradeTimeoutMs", CTL_TIMEOUT_MS);
 	rc = ctl_request(&ro, method, path, body, body_len, &reply, err, sizeof err);
 	free(body);
-	if (rc == -1 && def->cmd == CTL_CMD_RELOAD && reply.sent) {
+	if (rc == -1 && (def->cmd == CTL_CMD_RELOAD || def->cmd == CTL_CMD_UPGRADE) && reply.sent) {
 		/* ferryd took the request but has not answered in the time a
 		 * reload can take: it is not unreachable, the reload runs on */
-		ctl_err("reload still in progress after %lds (%s); `ferryctl config` shows its "
-		    "outcome", ro.timeout_ms / 1000, err);
+		ctl_err("%s still in progress after %lds (%s); `ferryctl config` shows its "
+		    "outcome", def->name, ro.timeout_ms / 1000, err);
 		free(reply.raw);
 		return CTL_EXIT_FAILED;
 	}
@@ -449,8 +614,15 @@ ctl_run(const struct ctl_opts *o, const struct ctl_command_def *def, const char 
 			break;
 		case CTL_CMD_TOP:
 			break;  /* ctl_live(), top.c */
+		case CTL_CMD_UPGRADE:
+			rc = ctl_cmd_upgrade(&reply);
+			break;
 		}
 	}
+	if (def->cmd == CTL_CMD_UPGRADE && o->wait && rc == CTL_EXIT_OK && reply.status == 200)
+		rc = ctl_upgrade_wait(o);
+	if (def->cmd == CTL_CMD_STATUS && !o->json && rc == CTL_EXIT_OK)
+		ctl_status_footer(o);
 	free(reply.raw);
 	if (fflush(stdout) == EOF && rc == CTL_EXIT_OK)
 		rc = CTL_EXIT_FAILED;
@@ -472,6 +644,7 @@ main(int argc, char **argv)
 		{ "cacert", required_argument, NULL, 'C' },
 		{ "cert", required_argument, NULL, 'E' },
 		{ "key", required_argument, NULL, 'K' },
+		{ "wait", no_argument, NULL, 'W' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static struct ctl_opts o;
@@ -515,6 +688,9 @@ main(int argc, char **argv)
 			break;
 		case 'w':
 			o.watch = true;
+			break;
+		case 'W':
+			o.wait = true;
 			break;
 		case 'n':
 			errno = 0;
@@ -592,6 +768,10 @@ main(int argc, char **argv)
 	if ((def->cmd == CTL_CMD_STATUS || def->cmd == CTL_CMD_DRAIN ||
 	    def->cmd == CTL_CMD_RESTART) && nargs == 1 && argv[optind + 1][0] == '\0') {
 		ctl_err("empty cluster name");
+		return CTL_EXIT_USAGE;
+	}
+	if (o.wait && def->cmd != CTL_CMD_UPGRADE) {
+		ctl_err("--wait only applies to upgrade");
 		return CTL_EXIT_USAGE;
 	}
 	if (o.watch && def->cmd != CTL_CMD_STATUS) {

@@ -123,8 +123,10 @@ start_gen(struct gen *g, uint64_t generation)
 	if (pid == 0) {
 		if (dup2(sv[1], 3) == -1)
 			_exit(127);
+		char ipc[16];
+		snprintf(ipc, sizeof ipc, "%d", IPC_PROTOCOL_VERSION);
 		char *argv[] = { "ferryd", "--worker", "--cluster", cl->name, "--generation", gs_,
-				 "--index", "0", "--log-level", "debug", NULL };
+				 "--index", "0", "--log-level", "debug", "--ipc", ipc, NULL };
 		execv(ferryd, argv);
 		_exit(127);
 	}

@@ -1,6 +1,6 @@
 /*
- * docs/state-machines.md shows the tables of supervisor/fsm.c and of
- * worker/conn_fsm.c. This test renders them from the code and compares
+ * docs/state-machines.md shows the tables of supervisor/fsm.c,
+ * supervisor/upgrade.c and worker/conn_fsm.c. This test renders them from the code and compares
  * with what the document holds between its "generated" markers, so the
  * document cannot drift from the code. FERRY_WRITE_DOCS=1 rewrites the
  * document instead (then commit it).
@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "supervisor/fsm.h"
+#include "supervisor/upgrade.h"
 #include "worker/conn_fsm.h"
 
 #ifndef FERRY_SOURCE_ROOT
@@ -122,6 +123,50 @@ render(void)
 		}
 		fputs("\n", f);
 	}
+
+	/* supervisor/upgrade.c: an upgrade of ferryd itself, each side */
+	fputs("\n### Upgrade: the running ferryd (predecessor)\n\n| state |", f);
+	for (int e = 0; e < UPG_OE_COUNT; e++)
+		fprintf(f, " %s |", upg_oevent_str(e));
+	fputs("\n|---|", f);
+	for (int e = 0; e < UPG_OE_COUNT; e++)
+		fputs("---|", f);
+	fputs("\n", f);
+	for (int s = 0; s < UPG_O_COUNT; s++) {
+		fprintf(f, "| %s |", upg_ostate_str(s));
+		for (int e = 0; e < UPG_OE_COUNT; e++) {
+			struct upg_ostep st = upg_out_step(s, e);
+			if (!st.allowed) {
+				fputs(" · |", f);
+				continue;
+			}
+			fprintf(f, " %s / ", upg_ostate_str(st.next));
+			actions(f, st.actions, upg_oaction_str, UPG_OA_COUNT);
+			fputs(" |", f);
+		}
+		fputs("\n", f);
+	}
+	fputs("\n### Upgrade: the new ferryd (successor)\n\n| state |", f);
+	for (int e = 0; e < UPG_IE_COUNT; e++)
+		fprintf(f, " %s |", upg_ievent_str(e));
+	fputs("\n|---|", f);
+	for (int e = 0; e < UPG_IE_COUNT; e++)
+		fputs("---|", f);
+	fputs("\n", f);
+	for (int s = 0; s < UPG_I_COUNT; s++) {
+		fprintf(f, "| %s |", upg_istate_str(s));
+		for (int e = 0; e < UPG_IE_COUNT; e++) {
+			struct upg_istep st = upg_in_step(s, e);
+			if (!st.allowed) {
+				fputs(" · |", f);
+				continue;
+			}
+			fprintf(f, " %s / ", upg_istate_str(st.next));
+			actions(f, st.actions, upg_iaction_str, UPG_IA_COUNT);
+			fputs(" |", f);
+		}
+		fputs("\n", f);
+	}
 	fclose(f);
 	return buf;
 }
@@ -212,7 +257,7 @@ Test(fsm_doc, document_shows_the_tables_of_the_code)
 		const char *begin, *end, *code;
 		char *(*render)(void);
 	} blocks[] = {
-		{ BEGIN, END, "supervisor/fsm.c", render },
+		{ BEGIN, END, "supervisor/fsm.c and supervisor/upgrade.c", render },
 		{ CONN_BEGIN, CONN_END, "worker/conn_fsm.c", render_conn },
 	};
 	bool changed = false;

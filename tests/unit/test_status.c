@@ -348,10 +348,13 @@ Test(status, health_json)
 {
 	json_t *j = status_health_json(&fx_sup, T0 + 42999);
 
-	assert_keys(j, (const char *const[]){ "status", "version", "uptimeSeconds", "clusters",
-	    "sandbox", NULL });
+	assert_keys(j, (const char *const[]){ "status", "version", "buildId", "pid", "execPath",
+	    "uptimeSeconds", "startedAt", "processStartedAt", "clusters", "sandbox", NULL });
 	cr_assert_str_eq(sget(j, "status"), "UP");
 	cr_assert_str_eq(sget(j, "version"), FERRY_VERSION);
+	/* the build id names the image that runs (hex of the GNU note) */
+	cr_assert_eq(strspn(sget(j, "buildId"), "0123456789abcdef"), strlen(sget(j, "buildId")));
+	cr_assert_gt(strlen(sget(j, "buildId")), 0);
 	cr_assert_eq(iget(j, "uptimeSeconds"), 42);
 	cr_assert_eq(iget(j, "clusters"), 2);
 	json_decref(j);
@@ -436,9 +439,12 @@ Test(status, metrics_text)
 	 * crash_loops, worker_connections, worker_unresponsive, cluster_generation,
 	 * tls_cert_not_after_seconds (from promfam),
 	 * config_reload_total, config_reload_duration_seconds,
-	 * config_version_info and up, plus the six labelled families */
+	 * config_version_info, upgrades_total, build_info and up, plus the six
+	 * labelled families */
 #define COUNT_FIELD(name, type, help) + 1
-	cr_assert_eq(count(t, "# TYPE "), 0 METRICS_FIELDS(COUNT_FIELD) - 2 + 10 + 7);
+	cr_assert_eq(count(t, "# TYPE "), 0 METRICS_FIELDS(COUNT_FIELD) - 2 + 12 + 7);
+	cr_assert(has_line(t, "ferry_upgrades_total{result=\"SUCCESS\"} 0"), "%s", t);
+	cr_assert_eq(count(t, "ferry_build_info{version=\"" FERRY_VERSION "\",build_id=\""), 1);
 	cr_assert(has_line(t, "ferry_bytes_total{cluster=\"alpha\",direction=\"client_to_upstream\"} 0"));
 	cr_assert(has_line(t, "ferry_connections_rejected_total{cluster=\"alpha\",reason=\"max_connections\"} 0"));
 	cr_assert(has_line(t, "ferry_drain_closes_total{cluster=\"beta\",outcome=\"forced\"} 0"));

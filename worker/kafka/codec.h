@@ -210,6 +210,14 @@ void kc_wr_uvarint(struct kc_writer *w, uint32_t v);
 /* A (compact) string; s == NULL writes null. */
 void kc_wr_string(struct kc_writer *w, bool compact, const char *s, size_t len);
 
+/* A request frame begins at buf: a size placeholder and the request header
+ * (v1, or v2 with empty tags when (key, version) is flexible; client_id
+ * NULL = null). kc_wr_frame_end fills the size prefix: the frame's length,
+ * or 0 when a write did not fit. */
+void kc_wr_request_header(struct kc_writer *w, int16_t key, int16_t version, int32_t corr,
+			  const char *client_id);
+size_t kc_wr_frame_end(struct kc_writer *w, uint8_t *buf);
+
 /* Copies a static reason into err (NULL-safe). */
 void kc_set_err(char *err, size_t errlen, const char *why);
 

@@ -580,6 +580,53 @@ def gen_conn():
               + request(36, 1, 4, "k", bytes(80)), b"")
 
 
+
+# ---- fuzz_staterec: an upgrade's state record (supervisor/staterec.h) -------
+
+def gen_staterec():
+    import json
+    cluster = {
+        "name": "a", "state": "active", "configVersion": "sha256:" + "1" * 64,
+        "nextGeneration": 7, "restarts": 2, "restartAtMono": 0, "restartDelayMs": 0,
+        "failReason": "",
+        "crash": {"times": [1000, 2000], "backoffMs": 400, "startedMono": 900, "restarts": 2,
+                  "loops": 0},
+        "unresponsiveTotal": 0,
+        "upstream": {"state": "reachable", "since": 1700000000000, "error": ""},
+        "unknownNodes": [{"nodeId": 9, "host": "x.kafka", "port": 9092, "since": 1}],
+        "nodes": {"upstreamKey": "sha256:" + "2" * 64, "generation": 6,
+                  "entries": [{"nodeId": 1, "host": "b1.kafka", "port": 9092}]},
+        "lastReplacement": {"fromGeneration": 5, "toGeneration": 6, "handedOver": 3,
+                            "drained": 0, "forced": 0, "durationMs": 12},
+        "serving": {"generation": 6, "state": "accepting", "since": 1, "reason": "ready"},
+        "tickets": False,
+        "counters": {"counters": {"connections_accepted": 5, "requests": 9},
+                     "gauges": {}, "api": {"18": {"requests": 9, "responses": 9,
+                                                   "latencySumUs": 900,
+                                                   "buckets": {"250": 9}}}},
+    }
+    rec = {
+        "record": 1,
+        "from": {"version": "0.1.0", "buildId": "ab" * 20, "pid": 4121, "startedAt": 1},
+        "execPath": "/usr/sbin/ferryd", "notifySocket": None,
+        "config": {"path": "/etc/ferry/ferry.ini", "text": "[ferry]\n", "version":
+                   "sha256:" + "3" * 64, "appliedAt": 1},
+        "serviceStartedAt": 1, "hupPending": False, "ticketRotationNextMono": 0,
+        "reloadStats": {"result": [0, 1, 0, 0, 0], "bucket": [0] * 15, "count": 1, "sumMs": 5},
+        "lastReload": None, "lastValidation": None,
+        "upgrades": {"success": 1, "failed": 0, "rejected": 0}, "lastUpgrade": None,
+        "admin": {"refusedMissing": 0, "refusedMalformed": 0, "refusedWrong": 0,
+                  "tlsFailures": 0},
+        "fds": [{"kind": "listener", "cluster": "a", "nodeId": -1, "host": "127.0.0.1",
+                 "port": 9192},
+                {"kind": "control", "path": "/run/ferry/ferry.sock", "dev": 1, "ino": 2},
+                {"kind": "admin", "host": "127.0.0.1", "port": 9190}],
+        "clusters": [cluster, dict(cluster, name="f", state="failed", serving=None)],
+    }
+    put("fuzz_staterec", "record", json.dumps(rec))
+    put("fuzz_staterec", "counters", json.dumps({"cluster": "a", "counters": cluster["counters"]}))
+    put("fuzz_staterec", "unknown-key", json.dumps(dict(rec, surprise=1)))
+
 gen_rewrite()
 gen_frame()
 gen_conn()
@@ -588,3 +635,4 @@ gen_http()
 gen_ipc()
 gen_proxyproto()
 gen_clientinfo()
+gen_staterec()

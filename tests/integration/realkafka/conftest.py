@@ -127,18 +127,21 @@ class KafkaUpstream:
 def kafka_ferry(kafka_cluster, keeper, workdir, request):
     """kafka_ferry(workers=1, listener="PLAINTEXT", **Ferry kwargs) -> a
     started ferryd with one virtual cluster ("kafka") in front of the
-    package's cluster's `listener` (SSL, SASL_SSL: upstream TLS verified
+    package's cluster's `listener` (SSL, SASL_SSL, MTLS: upstream TLS verified
     against the cluster's CA); node ids 1-3 as the brokers'. cluster_keys
-    adds keys to the [cluster] section."""
-    def make(workers=1, listener="PLAINTEXT", **kw):
+    adds keys to the [cluster] section; upstream replaces the bootstrap
+    list."""
+    def make(workers=1, listener="PLAINTEXT", upstream=None, **kw):
         keys = dict(workers_keys(workers))
-        if listener.endswith("SSL"):
+        if listener.endswith("SSL") or listener == "MTLS":
             # TLS to the brokers, their certificate and name checked
             # against the cluster's throwaway CA
             keys.update({"upstream_tls": "on", "upstream_ca": kafka_cluster.dir / "tls" / "ca.crt"})
         keys.update(kw.pop("cluster_keys", {}))
         kw["cluster_keys"] = keys
-        f = Ferry(keeper, workdir, {CLUSTER: KafkaUpstream(kafka_cluster, listener)}, **kw)
+        up = KafkaUpstream(kafka_cluster, listener)
+        up.bootstrap = upstream or up.bootstrap
+        f = Ferry(keeper, workdir, {CLUSTER: up}, **kw)
         register_log(request, "ferryd", f.log_path)
         for n in kafka_cluster.nodes.values():
             register_log(request, f"kafka node {n.id}", n.dir / "server.log")
