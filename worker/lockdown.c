@@ -5,8 +5,10 @@
 
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <openssl/crypto.h>
 #include <openssl/x509.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -105,9 +107,21 @@ lockdown_policy(const struct cfg_cluster *cl)
 }
 
 int
+lockdown_preload(char *err, size_t errlen)
+{
+	if (OPENSSL_init_crypto(OPENSSL_INIT_LOAD_CONFIG, NULL) != 1) {
+		snprintf(err, errlen, "cannot load OpenSSL's configuration before the lock-down");
+		return -1;
+	}
+	return 0;
+}
+
+int
 lockdown_worker(struct worker *w, bool on, char *err, size_t errlen)
 {
 	const struct sandbox_policy *p = lockdown_policy(w->cl);
+	if (on && lockdown_preload(err, errlen) == -1)
+		return -1;
 	if (sandbox_lock(p, on, &w->m->sandbox, err, errlen) == -1)
 		return -1;
 	char what[160];
