@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/cidr.h"
+
 #define CFG_NAME_MAX 64    /* cluster names: [A-Za-z0-9._-]{1,63} */
 #define CFG_HOST_MAX 256   /* host names / literal addresses */
 #define CFG_MAX_WORKERS 64 /* worker processes per cluster */
@@ -65,6 +67,12 @@ enum cfg_log_format { CFG_LOG_LOGFMT = 0, CFG_LOG_JSON };
  * the default) or one TLS port where the ClientHello server name says
  * which broker (sni_bootstrap_host, sni_broker_pattern; see common/sni.h). */
 enum cfg_gateway { CFG_GATEWAY_PORTS = 0, CFG_GATEWAY_SNI };
+/* A PROXY protocol header (v1 or v2) before the client's first byte:
+ * never read (off), read when one comes from a trusted source (optional),
+ * or required of every client (required: from a trusted source only). */
+enum cfg_proxy_protocol {
+	CFG_PROXY_OFF = 0, CFG_PROXY_OPTIONAL, CFG_PROXY_REQUIRED,
+};
 
 /* A host:port pair. host is a name or a literal address, IPv6 without the
  * brackets ("::1"), "0.0.0.0" / "::" for wildcards.
@@ -131,6 +139,18 @@ struct cfg_cluster {
 	                                    0 = auto (the CPUs ferryd may run on) */
 	uint64_t sasl_max_frame_bytes;   /* client frames before SASL authentication
 	                                    (worker/kafka/sasl.h); default 512 KiB */
+
+	/* ---- the client edge behind a load balancer */
+	enum cfg_proxy_protocol proxy_protocol; /* default off */
+	struct cidr_list proxy_from;     /* proxy_protocol_from: the balancers'
+	                                    networks; required unless off */
+	uint64_t max_age_ms;             /* connection_max_age: a connection older
+	                                    than its (jittered) age closes at the
+	                                    next request boundary; 0 = never */
+	uint64_t max_age_jitter_ms;      /* connection_max_age_jitter: each
+	                                    connection's age is drawn uniformly in
+	                                    [max_age - jitter, max_age]; default a
+	                                    tenth of max_age */
 
 	/* ---- TLS: client-facing (tls) and upstream (upstream_tls). The
 	 * files are read by the supervisor only (IPC_TLS_MATERIAL carries their
@@ -319,5 +339,7 @@ const char *cfg_policy_startup_str(enum cfg_policy_startup p);
 const char *cfg_policy_reload_str(enum cfg_policy_reload p);
 /* "ports" / "sni" */
 const char *cfg_gateway_str(enum cfg_gateway g);
+/* "off" / "optional" / "required" */
+const char *cfg_proxy_protocol_str(enum cfg_proxy_protocol m);
 
 #endif

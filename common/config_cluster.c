@@ -480,6 +480,47 @@ cfgp_set_sni_broker_pattern(struct cfg_cluster *cl, const char *v, char *err, si
 	return 0;
 }
 
+/* ---- behind a load balancer ---- */
+
+static const char *const cfgp_proxy_names[] = { "off", "optional", "required" };
+
+static int
+cfgp_set_proxy_protocol(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	int i = cfgp_enum(v, cfgp_proxy_names, 3, err, len, "off, optional or required");
+
+	if (i >= 0)
+		cl->proxy_protocol = (enum cfg_proxy_protocol)i;
+	return i < 0 ? -1 : 0;
+}
+
+static int
+cfgp_set_proxy_protocol_from(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return cidr_list_parse(v, &cl->proxy_from, err, len);
+}
+
+/* A connection's age: 0 (never), or a duration of at least a second (a
+ * shorter one would close connections faster than clients reconnect). */
+static int
+cfgp_set_max_age(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	if (units_parse_duration_ms(v, &cl->max_age_ms, err, len) != 0)
+		return -1;
+	if (cl->max_age_ms != 0 && cl->max_age_ms < 1000) {
+		snprintf(err, len, "%s is below 1s (0 turns the age limit off)", v);
+		cl->max_age_ms = 0;
+		return -1;
+	}
+	return 0;
+}
+
+static int
+cfgp_set_max_age_jitter(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return units_parse_duration_ms(v, &cl->max_age_jitter_ms, err, len);
+}
+
 const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT] = {
 	[CK_UPSTREAM] = { "upstream", cfgp_set_upstream },
 	[CK_BOOTSTRAP] = { "bootstrap", cfgp_set_bootstrap },
@@ -515,6 +556,10 @@ const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT] = {
 	[CK_GATEWAY] = { "gateway", cfgp_set_gateway },
 	[CK_SNI_BOOTSTRAP_HOST] = { "sni_bootstrap_host", cfgp_set_sni_bootstrap_host },
 	[CK_SNI_BROKER_PATTERN] = { "sni_broker_pattern", cfgp_set_sni_broker_pattern },
+	[CK_PROXY_PROTOCOL] = { "proxy_protocol", cfgp_set_proxy_protocol },
+	[CK_PROXY_PROTOCOL_FROM] = { "proxy_protocol_from", cfgp_set_proxy_protocol_from },
+	[CK_MAX_AGE] = { "connection_max_age", cfgp_set_max_age },
+	[CK_MAX_AGE_JITTER] = { "connection_max_age_jitter", cfgp_set_max_age_jitter },
 };
 _Static_assert(CK_COUNT <= CFG_CLUSTER_KEYS_MAX, "cfg_cluster.key_lines too small");
 
@@ -540,6 +585,14 @@ cfg_sasl_mech_str(enum cfg_sasl_mech m)
 	if ((unsigned)m > CFG_SASL_SCRAM_SHA_512)
 		return "unknown";
 	return cfgp_sasl_mech_names[m];
+}
+
+const char *
+cfg_proxy_protocol_str(enum cfg_proxy_protocol m)
+{
+	if ((unsigned)m >= 3)
+		return "unknown";
+	return cfgp_proxy_names[m];
 }
 
 const char *

@@ -64,6 +64,8 @@ enum cfgp_ckey {
 	/* ferry's own SASL towards the upstream */
 	CK_UPSTREAM_SASL_MECHANISM, CK_UPSTREAM_SASL_USERNAME, CK_UPSTREAM_SASL_PASSWORD_FILE,
 	CK_GATEWAY, CK_SNI_BOOTSTRAP_HOST, CK_SNI_BROKER_PATTERN,	/* SNI gateway */
+	/* behind a load balancer: PROXY protocol, connection max-age */
+	CK_PROXY_PROTOCOL, CK_PROXY_PROTOCOL_FROM, CK_MAX_AGE, CK_MAX_AGE_JITTER,
 	CK_COUNT,
 };
 

@@ -119,35 +119,47 @@ http_strndup(const char *s, size_t n)
 	return d;
 }
 
+int
+http_pct_decode_into(const char *s, size_t n, bool plus_space, char *out, size_t cap)
+{
+	size_t i, j = 0;
+	int hi, lo;
+
+	if (cap == 0)
+		return -1;
+	for (i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (c == '+' && plus_space) {
+			c = ' ';
+		} else if (c == '%') {
+			if (i + 2 >= n)
+				return -1;
+			hi = http_hexval((unsigned char)s[i + 1]);
+			lo = http_hexval((unsigned char)s[i + 2]);
+			if (hi < 0 || lo < 0)
+				return -1;
+			c = (char)(hi << 4 | lo);
+			i += 2;
+		}
+		if (c == '\0' || j + 1 >= cap)
+			return -1;
+		out[j++] = c;
+	}
+	out[j] = '\0';
+	return 0;
+}
+
 /* Percent-decode s[0..n) into a new string; NULL on bad escapes or %00. */
 static char *
 http_pct_decode(const char *s, size_t n)
 {
 	char *d = malloc(n + 1);
-	size_t i, j = 0;
-	int hi, lo;
 
-	if (d == NULL)
-		return NULL;
-	for (i = 0; i < n; i++) {
-		if (s[i] != '%') {
-			d[j++] = s[i];
-			continue;
-		}
-		if (i + 2 >= n) {
-			free(d);
-			return NULL;
-		}
-		hi = http_hexval((unsigned char)s[i + 1]);
-		lo = http_hexval((unsigned char)s[i + 2]);
-		if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
-			free(d);
-			return NULL;
-		}
-		d[j++] = (char)(hi << 4 | lo);
-		i += 2;
+	if (d != NULL && http_pct_decode_into(s, n, false, d, n + 1) == -1) {
+		free(d);
+		d = NULL;
 	}
-	d[j] = '\0';
 	return d;
 }
 

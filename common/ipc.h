@@ -146,10 +146,57 @@ struct ipc_conn_record {
 	                          sasl_encode; never a raw exchange in progress) */
 	uint64_t requests;     /* requests served so far on this connection */
 	uint32_t pending_len;  /* client bytes read but not forwarded (a partial
-	                          request), right after this record */
-	uint32_t version;      /* IPC_CONN_RECORD_VERSION */
+	                          request), after the record (and its client part) */
+	uint32_t version;      /* IPC_CONN_RECORD_V1 or IPC_CONN_RECORD_VERSION */
 };
-#define IPC_CONN_RECORD_VERSION 1
+/* Version 1: the record, then the pending bytes. Version 2 (what this
+ * binary sends) puts struct ipc_conn_client between them: who the client
+ * is and since when, so the connection keeps its real address, its age
+ * (connection_max_age) and what it said of itself. A version 1 record is
+ * still adopted; its connection starts its age and identity afresh. */
+#define IPC_CONN_RECORD_V1 1
+#define IPC_CONN_RECORD_VERSION 2
+
+/* String sizes of the client part, NUL included (worker/kafka/clientinfo.h
+ * keeps values this long). */
+#define IPC_CONN_CLIENT_ID_MAX 256
+#define IPC_CONN_SOFTWARE_MAX 65
+#define IPC_CONN_MECH_MAX 24
+#define IPC_CONN_PRINCIPAL_MAX 256
+
+/* ipc_conn_client.flags */
+#define IPC_CONN_C_PROXIED         0x001u  /* addr came from a PROXY header */
+#define IPC_CONN_C_CLIENT_ID       0x002u  /* a request header was read */
+#define IPC_CONN_C_CLIENT_ID_NULL  0x004u
+#define IPC_CONN_C_CLIENT_ID_CUT   0x008u
+#define IPC_CONN_C_SOFTWARE        0x010u  /* ApiVersions v3+ was read */
+#define IPC_CONN_C_SOFTWARE_VALID  0x020u
+#define IPC_CONN_C_SOFTWARE_CUT    0x040u
+#define IPC_CONN_C_PRINCIPAL       0x080u  /* an asserted identity was read */
+#define IPC_CONN_C_PRINCIPAL_CUT   0x100u
+#define IPC_CONN_C_SASL_FIRST      0x200u  /* the next client token is the first */
+#define IPC_CONN_C_ALL             0x3ffu
+
+struct ipc_conn_client {
+	int64_t since_ms;      /* wall clock of its first accept */
+	uint64_t age_ms;       /* open this long when it left (monotonic) */
+	uint32_t age_rnd;      /* its draw in connection_max_age_jitter */
+	uint32_t flags;        /* IPC_CONN_C_* */
+	uint16_t family;       /* AF_INET, AF_INET6, or 0: not known */
+	uint16_t port;         /* host order */
+	uint8_t addr[16];      /* AF_INET: the first 4 bytes */
+	uint32_t mech;         /* enum sasl_mech (worker/kafka/sasl.h) */
+	char mech_name[IPC_CONN_MECH_MAX];
+	char client_id[IPC_CONN_CLIENT_ID_MAX];
+	char software_name[IPC_CONN_SOFTWARE_MAX];
+	char software_version[IPC_CONN_SOFTWARE_MAX];
+	char principal[IPC_CONN_PRINCIPAL_MAX];
+	uint8_t pad[6];
+};
+
+/* The largest CONN_OUT / CONN_IN payload. */
+#define IPC_CONN_RECORD_MAX (sizeof(struct ipc_conn_record) + \
+	sizeof(struct ipc_conn_client) + IPC_CONN_PENDING_MAX)
 
 /* The outcome of a handed-over connection (CONN_TAKEN, CONN_DONE). */
 enum ipc_adopted {
@@ -173,6 +220,12 @@ struct ipc_conn_ack {
  * reason. Pure. */
 int ipc_conn_record_check(const void *payload, size_t len, size_t nfds,
 			  struct ipc_conn_record *out, char *err, size_t errlen);
+/* Bytes of a checked record's payload before its pending bytes (the
+ * record, and its client part from version 2 on). */
+size_t ipc_conn_record_head(const struct ipc_conn_record *r);
+/* Check a client part: known flags and family, every string NUL-terminated
+ * and printable ASCII, an age below a century. 0, or -1 with a reason. */
+int ipc_conn_client_check(const struct ipc_conn_client *c, char *err, size_t errlen);
 
 /* The TLS files of a cluster and its upstream SASL password (enum
  * cfg_tls_file order), their bytes right after this header, one after the

@@ -22,6 +22,7 @@
 #include "common/tlsmat.h"
 #include "common/units.h"
 #include "supervisor/adminauth.h"
+#include "supervisor/connlist.h"
 #include "supervisor/status.h"
 #include "supervisor/statuspage.h"
 #include "supervisor/supervisor.h"
@@ -52,6 +53,7 @@ static const struct admin_route admin_routes[] = {
 	{ "POST", "/admin/clusters/*/drain", admin_h_drain },
 	{ "POST", "/admin/clusters/*/restart", admin_h_restart },
 	{ "POST", "/admin/upgrade", admin_h_upgrade },
+	{ "GET", "/admin/clusters/*/connections", connlist_handler },  /* connlist.h */
 	{ "GET", "/metrics", admin_h_metrics },
 	{ "GET", "/", admin_h_page },         /* the HTML status page */
 	{ "GET", "/admin/", admin_h_page },

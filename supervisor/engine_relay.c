@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <sodium.h>
 #include <string.h>
 
 #include "common/log.h"
@@ -98,11 +99,14 @@ sup_on_conn_out(struct sup *s, struct sup_proc *p, const void *payload, size_t l
 	bool sent = false;
 	if (to) {
 		if (sup_relay_room(s) == 0) {
-			uint8_t buf[sizeof rec + IPC_CONN_PENDING_MAX];
+			uint8_t buf[IPC_CONN_RECORD_MAX];
 			memcpy(buf, payload, len);
 			struct ipc_conn_record *out = (struct ipc_conn_record *)buf;
 			out->id = ++s->next_relay;
-			if (s->ops->send_fds(s, to, IPC_CONN_IN, buf, len, fds, nfds) == 0) {
+			int sent_rc = s->ops->send_fds(s, to, IPC_CONN_IN, buf, len, fds, nfds);
+			/* the pending bytes may hold a client's SASL token */
+			sodium_memzero(buf + sizeof rec, len - sizeof rec);
+			if (sent_rc == 0) {
 				s->relays[s->n_relays++] = (struct sup_relay){
 					.id = out->id, .from = p, .to = to, .from_id = rec.id,
 					.deadline_ms = s->now_ms + SUP_RELAY_TIMEOUT_MS,

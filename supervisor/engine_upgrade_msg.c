@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include <jansson.h>
 
 #include "common/log.h"
@@ -101,7 +103,7 @@ upg_on_conn(struct sup *s, struct ipc_msg *msg)
 		to = sup_handover_target(c, NULL);
 	bool sent = false;
 	if (to && sup_relay_room(s) == 0) {
-		uint8_t buf[sizeof(struct ipc_conn_record) + IPC_CONN_PENDING_MAX];
+		uint8_t buf[IPC_CONN_RECORD_MAX];
 		memcpy(buf, rec, len);
 		struct ipc_conn_record *out = (struct ipc_conn_record *)buf;
 		out->id = ++s->next_relay;
@@ -114,6 +116,8 @@ upg_on_conn(struct sup *s, struct ipc_msg *msg)
 		} else {
 			sup_post_proc(s, to, FSM_GE_QUEUE_FULL, "control channel full");
 		}
+		/* the pending bytes may hold a client's SASL token */
+		sodium_memzero(buf, len);
 	}
 	ipc_close_fds(msg);  /* our copies: the worker has its own, or nobody */
 	if (!sent)
@@ -282,6 +286,8 @@ upgrade_relay_out(struct sup *s, struct sup_proc *p, const struct ipc_conn_recor
 				};
 				sent = true;
 			}
+			/* the pending bytes may hold a client's SASL token */
+			sodium_memzero(buf, sizeof h + len);
 			free(buf);
 		}
 	}

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/kafka_api.h"
+#include "supervisor/connlist.h"
 
 void
 promfam_label(FILE *f, const char *v)
@@ -130,7 +131,7 @@ promfam_write(FILE *f, struct sup *s)
 	 * (cluster, label value), each summed from one shared-block field. */
 	static const struct promfam_split {
 		const char *name, *help, *label;
-		struct { const char *value; size_t off; } v[8];
+		struct { const char *value; size_t off; } v[12];
 		size_t n;
 	} splits[] = {
 		{ "ferry_bytes_total", "Bytes forwarded, by direction", "direction", {
@@ -145,7 +146,13 @@ promfam_write(FILE *f, struct sup *s)
 			{ "tls_handshake", offsetof(struct metrics, tls_handshake_failures) },
 			/* SNI gateway: a name that matches no broker */
 			{ "sni_unknown", offsetof(struct metrics, sni_unknown) },
-		}, 5 },
+			/* PROXY protocol (proxy_protocol, proxy_protocol_from) */
+			{ "proxy_untrusted_source", offsetof(struct metrics, proxy_untrusted_source) },
+			{ "proxy_header_missing", offsetof(struct metrics, proxy_header_missing) },
+			{ "proxy_header_malformed", offsetof(struct metrics, proxy_header_malformed) },
+			{ "proxy_header_truncated", offsetof(struct metrics, proxy_header_truncated) },
+			{ "proxy_header_timeout", offsetof(struct metrics, proxy_header_timeout) },
+		}, 10 },
 		{ "ferry_frames_rejected_total",
 		  "Connections closed for a frame ferry refused, by reason", "reason", {
 			{ "malformed_request", offsetof(struct metrics, malformed_requests) },
@@ -157,6 +164,11 @@ promfam_write(FILE *f, struct sup *s)
 			{ "sasl_frame_too_large", offsetof(struct metrics, sasl_frame_too_large) },
 			{ "sasl_mechanism_refused", offsetof(struct metrics, sasl_refused) },
 		}, 7 },
+		{ "ferry_proxy_headers_total", "PROXY protocol headers read, by version",
+		  "version", {
+			{ "1", offsetof(struct metrics, proxy_headers_v1) },
+			{ "2", offsetof(struct metrics, proxy_headers_v2) },
+		}, 2 },
 		{ "ferry_drain_closes_total",
 		  "Client connections closed while a generation drained, by outcome", "outcome", {
 			{ "drained", offsetof(struct metrics, connections_drained) },
@@ -182,4 +194,6 @@ promfam_write(FILE *f, struct sup *s)
 				    (unsigned long long)promfam_field_sum(s->clusters[i], sp->v[j].off, true));
 			}
 	}
+	/* who is connected: open connections by client software (connlist.h) */
+	connlist_metrics(f, s);
 }

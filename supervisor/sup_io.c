@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "common/buildinfo.h"
+#include "common/conntab.h"
 #include "common/genshm.h"
 #include "common/ipc.h"
 #include "common/ipcq.h"
@@ -73,6 +74,7 @@ struct sup_chan {
 	ev_child child;
 	struct ipcq q;
 	int metrics_fd;
+	int conns_fd;
 };
 
 void
@@ -332,11 +334,18 @@ sup_io_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char 
 	ch->io = io;
 	ch->p = p;
 	ch->fd = -1;
+	ch->conns_fd = -1;
 	ipcq_init(&ch->q, 0, 0);
 	int sv[2] = { -1, -1 };
 	ch->metrics_fd = metrics_create(p->gen->generation, &p->metrics);
 	if (ch->metrics_fd == -1) {
 		snprintf(err, errlen, "metrics block: %s", strerror(errno));
+		goto fail;
+	}
+	p->conns_rows = conntab_rows(cc->cl->max_connections);
+	ch->conns_fd = conntab_create(p->conns_rows, &p->conns);
+	if (ch->conns_fd == -1) {
+		snprintf(err, errlen, "connection table: %s", strerror(errno));
 		goto fail;
 	}
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1) {
@@ -373,11 +382,13 @@ sup_io_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char 
 	/* Config text + metrics block, then the listening sockets, queued in
 	 * order like every other message. */
 	uint64_t g = p->gen->generation;
-	int cfds[2] = { ch->metrics_fd, gi->fd };
+	int cfds[3] = { ch->metrics_fd, gi->fd, ch->conns_fd };
 	int rc = ipcq_send(&ch->q, ch->fd, IPC_CONFIG, g, cc->canonical, strlen(cc->canonical),
-	    cfds, 2);
+	    cfds, 3);
 	close(ch->metrics_fd);  /* the mapping keeps the block; the worker gets its fd */
 	ch->metrics_fd = -1;
+	close(ch->conns_fd);
+	ch->conns_fd = -1;
 	/* The TLS files' bytes (the worker never opens them), wiped here once
 	 * sent or queued (a queued copy is wiped when it leaves the queue). */
 	if (rc == 0 && cc->cl->files) {
@@ -431,10 +442,14 @@ fail:
 		close(sv[1]);
 	if (ch->metrics_fd >= 0)
 		close(ch->metrics_fd);
+	if (ch->conns_fd >= 0)
+		close(ch->conns_fd);
 	if (p->metrics) {
 		metrics_unmap(p->metrics);
 		p->metrics = NULL;
 	}
+	conntab_unmap(p->conns, p->conns_rows);
+	p->conns = NULL;
 	free(ch);
 	return -1;
 }
@@ -492,6 +507,8 @@ sup_io_proc_free(struct sup *s, struct sup_proc *p)
 	if (p->metrics)
 		metrics_unmap(p->metrics);
 	p->metrics = NULL;
+	conntab_unmap(p->conns, p->conns_rows);
+	p->conns = NULL;
 }
 
 static int

@@ -93,6 +93,9 @@ struct sup_proc {
 	bool ready;                   /* sent READY */
 	void *chan;                   /* the I/O layer's control channel */
 	struct metrics *metrics;      /* shared block; kept after exit */
+	struct conntab *conns;        /* its connections (conntab.h); read while alive */
+	uint32_t conns_rows;          /* the rows it was created with (never read
+	                                 from the block, which the worker can write) */
 	uint64_t ping_seq;            /* last PING sent */
 	uint64_t last_answer_ms;      /* mono: last PONG (or start) */
 	bool late, dead;              /* watchdog stages reported */

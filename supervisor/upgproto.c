@@ -64,8 +64,7 @@ upg_decode(const struct ipc_msg *msg, char *err, size_t errlen)
 		break;
 	case UPG_CONN:
 		ok = len >= sizeof(struct upg_conn) + sizeof(struct ipc_conn_record) &&
-		     len <= sizeof(struct upg_conn) + sizeof(struct ipc_conn_record) +
-		     IPC_CONN_PENDING_MAX && msg->nfds >= 1;
+		     len <= sizeof(struct upg_conn) + IPC_CONN_RECORD_MAX && msg->nfds >= 1;
 		break;
 	case UPG_CONN_DONE:
 		ok = len == sizeof(struct ipc_conn_ack);

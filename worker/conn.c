@@ -158,6 +158,8 @@ conn_set_state(struct conn *c, enum conn_state to, enum conn_event e)
 	log_debug("connection state", "transition=\"%s -> %s (%s)\"",
 	    conn_fsm_state_str(c->state), conn_fsm_state_str(to), conn_fsm_event_str(e));
 	c->state = to;
+	if (to != CONN_CLOSED)
+		conn_peer_publish(c);  /* the listing shows its state */
 }
 
 /* The actions of one transition, in the order of their bits. */
@@ -186,6 +188,8 @@ conn_do(struct conn *c, unsigned a)
 		conn_dir_release(w, &c->fr.req);
 		conn_dir_release(w, &c->fr.resp);
 		c->fr.req.start = c->fr.req.end = 0;
+		/* listed by the next generation from now on, not twice */
+		conn_peer_release(c);
 	}
 	if (a & CONN_A_STOP_TIMER)
 		conn_timer_stop(c);
@@ -230,6 +234,8 @@ conn_do(struct conn *c, unsigned a)
 		    arc4random()) / 1000.0;
 		conn_timer_due(c, c->close_at);
 	}
+	if (a & CONN_A_ARM_AGE)
+		conn_age_arm(c);
 }
 
 bool
@@ -263,6 +269,8 @@ conn_free(struct conn *c)
 	conn_dir_release(w, &c->fr.req);
 	conn_dir_release(w, &c->fr.resp);
 	frame_free(&c->fr);
+	conn_peer_release(c);
+	free(c->pp_buf);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -283,15 +291,15 @@ conn_close(struct conn *c, enum log_level lvl, const char *what)
 	uint64_t sup = 0;
 	if (lvl >= LOG_WARN) {
 		if (log_ratelimit_ok(&w->rl_proto, 10, 20, &sup)) {
-			char peer[CONN_PEER_MAX];
-			transport_peer(&c->cli, peer, sizeof peer);
+			char peer[2 * CONNTAB_ADDR_MAX + CONN_PEER_MAX];
+			conn_peer_desc(c, peer, sizeof peer);
 			log_msg(lvl, what,
-			    "reason=\"%s\" client=%s listener=%s state=%s in_flight=%zu suppressed=%llu",
+			    "reason=\"%s\" %s listener=%s state=%s in_flight=%zu suppressed=%llu",
 			    c->why, peer, c->broker_index < 0 && !c->sni_broker ? "bootstrap" : "broker",
 			    conn_fsm_state_str(c->state), c->fr.fifo_len, (unsigned long long)sup);
 		}
 	} else {
-		log_debug(what, "reason=\"%s\"", c->why);
+		log_debug(what, "reason=\"%s\" client=%s", c->why, c->addr);
 	}
 	conn_free(c);
 }
@@ -607,10 +615,8 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 			return conn_end(c, "client closed the connection");
 		if (conn_fsm_handover(c->state))
 			return conn_handover_try(c) < 0 ? -1 : 0;
-		if (conn_fsm_draining(c->state) && !conn_drain_pending(c)) {
-			METRIC_ADD(w->m, connections_drained, 1);
-			return conn_end(c, "drained");
-		}
+		if (conn_fsm_draining(c->state) && !conn_drain_pending(c))
+			return conn_drained(c);
 		return 0;
 	}
 	if (c->up_eof && !c->fr.resp.fwd && !c->fr.resp.out) {
@@ -659,8 +665,7 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 			if (conn_drain_grace(c))
 				conn_timer_due(c, c->drain_grace_until);
 		} else {
-			METRIC_ADD(w->m, connections_drained, 1);
-			return conn_end(c, "drained");
+			return conn_drained(c);
 		}
 	}
 	conn_request_clock(c);
@@ -670,10 +675,27 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 void
 conn_step(struct conn *c, bool cli_readable, bool up_readable)
 {
+	if (conn_fsm_leg(c->state) == CONN_LEG_PROXY_HEADER) {
+		/* the PROXY header first (conn_setup.c); once read, on as if
+		 * the client's first bytes had just arrived */
+		int r = conn_proxy_step(c);
+		if (r == -2)
+			return;
+		if (r != 0) {
+			if (r < 0)
+				conn_close(c, c->quiet ? LOG_DEBUG : LOG_WARN, "connection closed");
+			else
+				conn_update_watchers(c);
+			return;
+		}
+		cli_readable = true;
+	}
 	if (conn_pump(c, cli_readable, up_readable) == -1) {
 		conn_close(c, c->quiet ? LOG_DEBUG : LOG_WARN, "connection closed");
 		return;
 	}
+	if (c->fr.ci_changed)
+		conn_peer_client_info(c);  /* who the client says it is: its row */
 	conn_update_watchers(c);
 }
 
@@ -765,6 +787,16 @@ conn_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 		conn_close(c, LOG_WARN, "connection closed");
 		return;
 	}
+	if (leg == CONN_LEG_PROXY_HEADER) {
+		/* The header and the TLS handshake after it share this one
+		 * deadline (a slow header leaves less for the handshake). */
+		METRIC_ADD(w->m, proxy_header_timeout, 1);
+		snprintf(c->why, sizeof c->why, "PROXY protocol header not complete within "
+		    "request_timeout (%llu ms, %zu bytes of it read)",
+		    (unsigned long long)w->cl->request_timeout_ms, c->pp_have);
+		conn_close(c, LOG_INFO, "connection closed");
+		return;
+	}
 	if (leg == CONN_LEG_TLS_HANDSHAKE) {
 		/* A stalled handshake holds a descriptor and a session: it
 		 * gets request_timeout, like a stalled request frame. */
@@ -790,6 +822,15 @@ conn_timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 			return;
 		}
 		next = c->close_at;
+	}
+	if (c->state == CONN_OPEN && c->expire_at) {
+		if (now >= c->expire_at) {
+			/* connection_max_age: close at the next request boundary */
+			conn_age_expire(c);
+			return;
+		}
+		if (!next || c->expire_at < next)
+			next = c->expire_at;
 	}
 	if (c->fr.req_since) {
 		ev_tstamp due = c->fr.req_since + rt;
@@ -870,6 +911,8 @@ conn_new(struct worker *w, int fd, int broker_index)
 	c->up_io.data = c;
 	ev_timer_init(&c->timer, conn_timer_cb, 0., 0.);
 	c->timer.data = c;
+	c->row = CONN_ROW_GONE;
+	c->soft = CONNTAB_B_NONE;
 	c->next = w->conns;
 	if (w->conns)
 		w->conns->prev = c;
@@ -878,6 +921,7 @@ conn_new(struct worker *w, int fd, int broker_index)
 	METRIC_ADD(w->m, connections_active, 1);
 	worker_conns_changed(w);
 	c->last_active = ev_now(w->loop);
+	conn_peer_init(c);
 	return c;
 }
 
@@ -907,21 +951,18 @@ conn_accept(struct worker *w, int fd, int broker_index)
 		conn_free(c);
 		return;
 	}
-	if (w->tls_server) {
-		/* TLS first; the upstream is connected once it is done
-		 * (conn_tls_accepted), within request_timeout. */
-		if (transport_tls_server_init(&c->cli, fd, w->tls_server) != 0 ||
-		    (w->cl->gateway == CFG_GATEWAY_SNI &&   /* the server name picks the route */
-		    sni_gate_attach(transport_tls_ssl(&c->cli), &c->sni_pick) != 0)) {
-			snprintf(c->why, sizeof c->why, "cannot start TLS: %s", strerror(errno));
-			conn_close(c, LOG_WARN, "connection closed");
+	if (w->cl->proxy_protocol != CFG_PROXY_OFF) {
+		/* a PROXY header first, from a trusted balancer (conn_setup.c) */
+		int r = conn_proxy_begin(c);
+		if (r < 0) {
+			conn_close(c, c->quiet ? LOG_DEBUG : LOG_WARN, "connection closed");
 			return;
 		}
-		conn_event(c, CONN_E_TLS);
-		conn_step(c, true, false);  /* the ClientHello may be there already */
-		return;
+		if (r == 0) {
+			conn_step(c, true, false);  /* the header may be there already */
+			return;
+		}
 	}
-	if (conn_connect_next(c) == 0)
-		conn_update_watchers(c);
+	conn_start(c, true);
 }
 

@@ -19,6 +19,7 @@
 #define NCR CONN_A_NO_CREDIT
 #define UCR CONN_A_UNPARSED_CREDIT
 #define ASPR CONN_A_ARM_SPREAD
+#define AAGE CONN_A_ARM_AGE
 
 /* The upstream leg moves on, the way of leaving stays (X: the suffix). */
 #define WAITS(X) [CONN_E_WAIT_METADATA] = T(WAIT_METADATA##X, AMD | FETCH)
@@ -38,11 +39,28 @@
 
 static const struct conn_fsm_step conn_table[CONN_STATE_COUNT][CONN_E_COUNT] = {
 	[CONN_NEW] = {
+		[CONN_E_PROXY] = T(PROXY_HEADER, AHS),
 		[CONN_E_TLS] = T(TLS_HANDSHAKE, AHS),
 		WAITS(),
 		CONNECTS(),
 		/* (last_active was set when it was created) */
-		[CONN_E_ADOPTED] = T(OPEN, AIDLE),
+		[CONN_E_ADOPTED] = T(OPEN, AIDLE | AAGE),
+		[CONN_E_CLOSE] = T(CLOSED, 0),
+	},
+
+	/* The header read, the connection goes on as one without a header
+	 * would; the TLS handshake keeps the deadline the header had. */
+	[CONN_PROXY_HEADER] = {
+		[CONN_E_TLS] = T(TLS_HANDSHAKE, 0),
+		WAITS(),
+		METADATA_CAME(),
+		[CONN_E_DRAIN] = T(PROXY_HEADER_DRAINING, DCR),
+		[CONN_E_CLOSE] = T(CLOSED, 0),
+	},
+	[CONN_PROXY_HEADER_DRAINING] = {
+		[CONN_E_TLS] = T(TLS_HANDSHAKE_DRAINING, 0),
+		WAITS(_DRAINING),
+		METADATA_CAME(_DRAINING),
 		[CONN_E_CLOSE] = T(CLOSED, 0),
 	},
 
@@ -79,7 +97,8 @@ static const struct conn_fsm_step conn_table[CONN_STATE_COUNT][CONN_E_COUNT] = {
 	[CONN_CONNECTING] = {
 		WAITS(),
 		CONNECTS(),
-		CONNECTED(),
+		/* serving: its age counts from its start (accept or adoption) */
+		[CONN_E_CONNECTED] = T(OPEN, STOP | TOUCH | AIDLE | AAGE),
 		[CONN_E_DRAIN] = T(CONNECTING_DRAINING, DCR),
 		[CONN_E_HANDOVER] = T(CONNECTING_HANDOVER, NCR),
 		[CONN_E_CLOSE] = T(CLOSED, 0),
@@ -105,12 +124,21 @@ static const struct conn_fsm_step conn_table[CONN_STATE_COUNT][CONN_E_COUNT] = {
 
 	[CONN_OPEN] = {
 		[CONN_E_SPREAD] = T(OPEN_SPREAD, ASPR),
+		[CONN_E_EXPIRE] = T(OPEN_EXPIRING, DCR),
 		[CONN_E_DRAIN] = T(OPEN_DRAINING, DCR),
 		[CONN_E_HANDOVER] = T(OPEN_HANDOVER, NCR),
 		[CONN_E_CLOSE] = T(CLOSED, 0),
 	},
 	[CONN_OPEN_SPREAD] = {
 		[CONN_E_DRAIN] = T(OPEN_DRAINING, DCR),
+		[CONN_E_CLOSE] = T(CLOSED, 0),
+	},
+	[CONN_OPEN_EXPIRING] = {
+		/* already stopping at its boundary: a drain counts its close as
+		 * drained; a reload leaves it to close on its own */
+		[CONN_E_DRAIN] = T(OPEN_DRAINING, 0),
+		[CONN_E_SPREAD] = T(OPEN_EXPIRING, 0),
+		[CONN_E_HANDOVER] = T(OPEN_EXPIRING, 0),
 		[CONN_E_CLOSE] = T(CLOSED, 0),
 	},
 	[CONN_OPEN_DRAINING] = {
@@ -145,6 +173,7 @@ static const struct conn_fsm_step conn_table[CONN_STATE_COUNT][CONN_E_COUNT] = {
 #undef NCR
 #undef UCR
 #undef ASPR
+#undef AAGE
 #undef WAITS
 #undef CONNECTS
 #undef CONNECTED
@@ -154,6 +183,8 @@ static const struct conn_fsm_step conn_table[CONN_STATE_COUNT][CONN_E_COUNT] = {
 
 static const char *const conn_state_names[CONN_STATE_COUNT] = {
 	[CONN_NEW] = "new",
+	[CONN_PROXY_HEADER] = "proxy-header",
+	[CONN_PROXY_HEADER_DRAINING] = "proxy-header+draining",
 	[CONN_TLS_HANDSHAKE] = "tls-handshake",
 	[CONN_TLS_HANDSHAKE_DRAINING] = "tls-handshake+draining",
 	[CONN_WAIT_METADATA] = "wait-metadata",
@@ -166,6 +197,7 @@ static const char *const conn_state_names[CONN_STATE_COUNT] = {
 	[CONN_CONNECTING_HELD] = "connecting+held",
 	[CONN_OPEN] = "open",
 	[CONN_OPEN_SPREAD] = "open+spread",
+	[CONN_OPEN_EXPIRING] = "open+expiring",
 	[CONN_OPEN_DRAINING] = "open+draining",
 	[CONN_OPEN_HANDOVER] = "open+handover",
 	[CONN_OPEN_HELD] = "open+held",
@@ -174,6 +206,7 @@ static const char *const conn_state_names[CONN_STATE_COUNT] = {
 };
 
 static const char *const conn_event_names[CONN_E_COUNT] = {
+	[CONN_E_PROXY] = "proxy",
 	[CONN_E_TLS] = "tls",
 	[CONN_E_TLS_DONE] = "tls-done",
 	[CONN_E_WAIT_METADATA] = "wait-metadata",
@@ -181,6 +214,7 @@ static const char *const conn_event_names[CONN_E_COUNT] = {
 	[CONN_E_CONNECTED] = "connected",
 	[CONN_E_ADOPTED] = "adopted",
 	[CONN_E_SPREAD] = "spread",
+	[CONN_E_EXPIRE] = "expire",
 	[CONN_E_DRAIN] = "drain",
 	[CONN_E_HANDOVER] = "handover",
 	[CONN_E_HOLD] = "hold",
@@ -194,7 +228,7 @@ static const char *const conn_event_names[CONN_E_COUNT] = {
 static const char *const conn_action_names[CONN_A_COUNT] = {
 	"unqueue", "queue", "unhanded", "handed", "stop-timer", "touch", "arm-handshake",
 	"arm-metadata", "fetch-metadata", "arm-idle", "drain-credit", "no-credit",
-	"unparsed-credit", "arm-spread",
+	"unparsed-credit", "arm-spread", "arm-age",
 };
 
 const char *
@@ -235,6 +269,9 @@ conn_fsm_leg(enum conn_state s)
 	switch (s) {
 	case CONN_NEW:
 		return CONN_LEG_NEW;
+	case CONN_PROXY_HEADER:
+	case CONN_PROXY_HEADER_DRAINING:
+		return CONN_LEG_PROXY_HEADER;
 	case CONN_TLS_HANDSHAKE:
 	case CONN_TLS_HANDSHAKE_DRAINING:
 		return CONN_LEG_TLS_HANDSHAKE;
@@ -250,6 +287,7 @@ conn_fsm_leg(enum conn_state s)
 		return CONN_LEG_CONNECTING;
 	case CONN_OPEN:
 	case CONN_OPEN_SPREAD:
+	case CONN_OPEN_EXPIRING:
 	case CONN_OPEN_DRAINING:
 	case CONN_OPEN_HANDOVER:
 	case CONN_OPEN_HELD:
@@ -281,7 +319,8 @@ conn_fsm_handover(enum conn_state s)
 bool
 conn_fsm_draining(enum conn_state s)
 {
-	return s == CONN_TLS_HANDSHAKE_DRAINING || s == CONN_WAIT_METADATA_DRAINING ||
-	       s == CONN_CONNECTING_DRAINING || s == CONN_OPEN_DRAINING ||
+	return s == CONN_PROXY_HEADER_DRAINING || s == CONN_TLS_HANDSHAKE_DRAINING ||
+	       s == CONN_WAIT_METADATA_DRAINING || s == CONN_CONNECTING_DRAINING ||
+	       s == CONN_OPEN_EXPIRING || s == CONN_OPEN_DRAINING ||
 	       conn_fsm_handover(s) || s == CONN_HANDED;
 }

@@ -9,14 +9,19 @@
  * shows the table (generated from this code, checked by a unit test).
  *
  * A state has two parts:
- *   the upstream leg   new (nothing started), tls-handshake (the client's
+ *   the upstream leg   new (nothing started), proxy-header (reading the
+ *                      PROXY protocol header a load balancer sends before
+ *                      the client's first byte), tls-handshake (the client's
  *                      handshake; the upstream waits for it), wait-metadata
  *                      (a broker port whose upstream address is not known
  *                      yet), connecting, open (both ways);
  *   how it leaves      serving (its generation is not ending), +spread
  *                      (served until a random time in drain_spread),
  *                      +draining (no new request after the boundary; closes
- *                      when nothing is owed), +handover (moves to the next
+ *                      when nothing is owed), +expiring (the same, because
+ *                      the connection outlived connection_max_age; a drain
+ *                      or a reload finds it at its boundary already),
+ *                      +handover (moves to the next
  *                      generation at the next request boundary), +held
  *                      (at the boundary, waiting for room in the handover
  *                      window);
@@ -24,7 +29,9 @@
  * upstream leg moves on whatever way the connection leaves (a drained
  * connection still connects, to serve what it received); only an open
  * connection spreads (one not open yet drains); a connection in a TLS
- * handshake never hands over (a TLS session cannot move).
+ * handshake never hands over (a TLS session cannot move), nor one reading
+ * its PROXY header (the bytes read so far stay here). The header and the
+ * TLS handshake share one deadline, armed when the header phase starts.
  *
  * Actions are bits, carried out in the order of their values.
  */
@@ -35,6 +42,8 @@
 
 enum conn_state {
 	CONN_NEW = 0,
+	CONN_PROXY_HEADER,
+	CONN_PROXY_HEADER_DRAINING,
 	CONN_TLS_HANDSHAKE,
 	CONN_TLS_HANDSHAKE_DRAINING,
 	CONN_WAIT_METADATA,
@@ -47,6 +56,7 @@ enum conn_state {
 	CONN_CONNECTING_HELD,
 	CONN_OPEN,
 	CONN_OPEN_SPREAD,
+	CONN_OPEN_EXPIRING,
 	CONN_OPEN_DRAINING,
 	CONN_OPEN_HANDOVER,
 	CONN_OPEN_HELD,
@@ -56,7 +66,9 @@ enum conn_state {
 };
 
 enum conn_event {
-	CONN_E_TLS = 0,        /* accepted on a TLS listener: the handshake starts */
+	CONN_E_PROXY = 0,      /* accepted where a PROXY header is read first */
+	CONN_E_TLS,            /* accepted on a TLS listener (or its PROXY header
+	                          read): the handshake starts */
 	CONN_E_TLS_DONE,       /* the client's TLS handshake completed */
 	CONN_E_WAIT_METADATA,  /* the broker's upstream address is not known */
 	CONN_E_CONNECT,        /* an upstream connect starts (the first, the next
@@ -64,6 +76,8 @@ enum conn_event {
 	CONN_E_CONNECTED,      /* the upstream connection is up */
 	CONN_E_ADOPTED,        /* adopted with its upstream socket (CONN_IN) */
 	CONN_E_SPREAD,         /* reload, cannot move: close within drain_spread */
+	CONN_E_EXPIRE,         /* older than its connection_max_age: close at the
+	                          next request boundary */
 	CONN_E_DRAIN,          /* IPC_DRAIN, or a spread connection's turn */
 	CONN_E_HANDOVER,       /* reload with handover: move at the next boundary */
 	CONN_E_HOLD,           /* at the boundary, the handover window is full */
@@ -84,7 +98,8 @@ enum conn_action {
 	                                    buffers back to the pool */
 	CONN_A_STOP_TIMER = 1u << 4,
 	CONN_A_TOUCH = 1u << 5,          /* last_active = now */
-	CONN_A_ARM_HANDSHAKE = 1u << 6,  /* the handshake gets request_timeout */
+	CONN_A_ARM_HANDSHAKE = 1u << 6,  /* the handshake (PROXY header and TLS
+	                                    together) gets request_timeout */
 	CONN_A_ARM_METADATA = 1u << 7,   /* the wait for addresses is bounded */
 	CONN_A_FETCH_METADATA = 1u << 8, /* ask the upstream (or a sibling) */
 	CONN_A_ARM_IDLE = 1u << 9,       /* idle_timeout from last_active */
@@ -94,8 +109,10 @@ enum conn_action {
 	                                    travels with the record */
 	CONN_A_UNPARSED_CREDIT = 1u << 12, /* serve what was read, no grace */
 	CONN_A_ARM_SPREAD = 1u << 13,    /* its turn: a random time in drain_spread */
+	CONN_A_ARM_AGE = 1u << 14,       /* connection_max_age (jittered) from its
+	                                    start, when the cluster sets one */
 };
-#define CONN_A_COUNT 14
+#define CONN_A_COUNT 15
 
 struct conn_fsm_step {
 	bool allowed;
@@ -111,6 +128,7 @@ struct conn_fsm_step conn_fsm_step(enum conn_state s, enum conn_event e);
 /* The upstream leg of a state. */
 enum conn_leg {
 	CONN_LEG_NEW = 0,
+	CONN_LEG_PROXY_HEADER,
 	CONN_LEG_TLS_HANDSHAKE,
 	CONN_LEG_WAIT_METADATA,
 	CONN_LEG_CONNECTING,
@@ -120,8 +138,8 @@ enum conn_leg {
 enum conn_leg conn_fsm_leg(enum conn_state s);
 /* Open both ways (whatever way it leaves). */
 bool conn_fsm_open(enum conn_state s);
-/* No new request after the boundary: draining, leaving by handover,
- * handed. */
+/* No new request after the boundary: draining, expiring, leaving by
+ * handover, handed. */
 bool conn_fsm_draining(enum conn_state s);
 /* Leaving by handover and not handed yet: to the boundary, or held. */
 bool conn_fsm_handover(enum conn_state s);

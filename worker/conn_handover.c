@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,17 +124,30 @@ conn_handover_send(struct conn *c)
 	bool up = conn_fsm_open(c->state);
 	size_t pending = frame_req_unparsed(&c->fr);
 	struct ipc_conn_record rec;
-	uint8_t *msg = malloc(sizeof rec + pending);
+	struct ipc_conn_client cc;
+	size_t head = sizeof rec + sizeof cc;
+	uint8_t *msg = malloc(head + pending);
 	if (!msg)
 		return -1;
 	handover_record_init(&rec, w->handover_seq + 1, c->broker_index, c->upstream_try, up,
 	    c->fr.requests, pending, sasl_encode(&c->fr.sasl));
+	/* who it is and since when: the next worker keeps its real address,
+	 * its age (connection_max_age) and what it said of itself */
+	struct handover_client hc = {
+		.addr = c->peer, .proxied = c->proxied, .since_ms = c->born_wall_ms,
+		.age_ms = (uint64_t)((ev_now(w->loop) - c->born) * 1000.0),
+		.age_rnd = c->age_rnd, .ci = c->fr.ci,
+	};
+	handover_client_encode(&rec, &cc, &hc);
 	memcpy(msg, &rec, sizeof rec);
+	memcpy(msg + sizeof rec, &cc, sizeof cc);
 	if (pending)
-		memcpy(msg + sizeof rec, c->fr.req.buf + c->fr.req.start + c->fr.req.fwd, pending);
+		memcpy(msg + head, c->fr.req.buf + c->fr.req.start + c->fr.req.fwd, pending);
 	int fds[2] = { c->cli.fd, c->up.fd };
-	int r = worker_ipc_send_fds(w, IPC_CONN_OUT, msg, sizeof rec + pending, fds, up ? 2 : 1);
+	int r = worker_ipc_send_fds(w, IPC_CONN_OUT, msg, head + pending, fds, up ? 2 : 1);
 	int err = errno;
+	/* the pending bytes may hold a SASL token: no copy is left behind */
+	sodium_memzero(msg, head + pending);
 	free(msg);
 	if (r == -1) {
 		log_debug("connection not handed over", "error=\"%s\"", strerror(err));
@@ -193,8 +207,9 @@ conn_handover_all(struct worker *w)
 	struct conn *c = w->conns, *next;
 	for (; c; c = next) {
 		next = c->next;
-		if (!conn_movable(c)) {
-			/* a TLS session stays in this process */
+		if (!conn_movable(c) || conn_fsm_leg(c->state) == CONN_LEG_PROXY_HEADER) {
+			/* a TLS session stays in this process, and so do the
+			 * bytes of a PROXY header read so far */
 			conn_spread_one(c);
 			continue;
 		}
@@ -355,6 +370,8 @@ conn_adopt(struct worker *w, struct ipc_msg *msg)
 	c->fr.requests = a.rec.requests;
 	c->fr.seen_request = a.seen_request;
 	c->fr.sasl = a.sasl;
+	if (a.has_client)
+		conn_peer_adopted(c, &a.client);
 	if (a.rec.pending_len) {
 		/* Read by the old worker, not forwarded: first in line. */
 		memcpy(c->fr.req.buf, a.pending, a.rec.pending_len);

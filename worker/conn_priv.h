@@ -12,6 +12,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sys/socket.h>
+
+#include "common/conntab.h"
 #include "common/sni.h"
 #include "common/transport.h"
 #include "worker/conn.h"
@@ -21,6 +24,16 @@
 
 /* A peer identity in logs: an address, or (TLS) a certificate subject. */
 #define CONN_PEER_MAX 256
+
+#define CONN_ROW_GONE (-2)
+
+/* How a connection's first bytes are read (proxy_protocol). */
+enum conn_pp {
+	CONN_PP_NONE = 0,      /* no header is read (proxy_protocol = off) */
+	CONN_PP_REQUIRED,      /* a header must come (required, trusted peer) */
+	CONN_PP_OPTIONAL,      /* a header may come (optional, trusted peer) */
+	CONN_PP_UNTRUSTED,     /* optional, peer not trusted: a header is refused */
+};
 
 struct conn {
 	struct worker *w;
@@ -51,6 +64,29 @@ struct conn {
 	char why[160];          /* reason of the pending close */
 	ev_tstamp close_at;     /* open+spread: start draining then */
 	uint64_t ho_id;         /* handed: its record id in CONN_OUT / CONN_DONE */
+
+	/* Who it is and since when (conn_peer.c): the client's address as
+	 * the socket says, or as its PROXY header says (the socket's is then
+	 * the balancer's, `via`); what the client says of itself is in
+	 * fr.ci (worker/kafka/clientinfo.h). */
+	struct sockaddr_storage peer;
+	bool proxied;
+	char addr[CONNTAB_ADDR_MAX];
+	char via[CONNTAB_ADDR_MAX];
+	uint64_t id;            /* its serial in this worker */
+	ev_tstamp born;         /* its first accept (kept across a handover) */
+	int64_t born_wall_ms;   /* the same, wall clock */
+	uint32_t age_rnd;       /* its place in connection_max_age_jitter */
+	ev_tstamp expire_at;    /* open: its max-age deadline; 0 = none */
+	int row;                /* its row in the connection table; -1: none
+	                           (counted unlisted), CONN_ROW_GONE: released */
+	int soft;               /* its client software bucket (conntab.h) */
+	unsigned said;          /* what of fr.ci was logged (conn_peer.c) */
+	/* the PROXY header (conn_setup.c): how it is read, and the bytes of
+	 * it consumed so far (allocated only while it arrives in pieces) */
+	enum conn_pp pp;
+	uint8_t *pp_buf;
+	size_t pp_have;
 };
 
 /*
@@ -110,6 +146,22 @@ void conn_update_watchers(struct conn *c);
 
 /* ---- conn_setup.c ------------------------------------------------------------ */
 
+/* A new connection's way to open, once its PROXY header (if any) is read:
+ * the client's TLS handshake, or the upstream connect; with step, its first
+ * step too (else the caller, inside conn_step, goes on to the pump). 0, or
+ * -1 when c was closed (and freed). */
+int conn_start(struct conn *c, bool step);
+/* Accepted on a cluster with proxy_protocol: decide how its first bytes
+ * are read (its peer against proxy_protocol_from) and start the header
+ * phase (proxy-header, under the handshake deadline). 0 when the header
+ * phase runs, 1 when there is none to read (go on: conn_start), -1 to
+ * close (why set). */
+int conn_proxy_begin(struct conn *c);
+/* Read what of the PROXY header has arrived (MSG_PEEK: nothing after the
+ * header is ever consumed). 1 still waiting, 0 done and the connection
+ * went on (conn_start), -1 close (why set), -2 c was closed and freed. */
+int conn_proxy_step(struct conn *c);
+
 /* Start (or wait for) the upstream connection; -1 if c was closed. */
 int conn_connect_next(struct conn *c);
 /* One step of the client's TLS handshake (upstream leg tls-handshake);
@@ -118,6 +170,35 @@ int conn_tls_step(struct conn *c);
 /* One handshake step on each side still in one (plain TCP never is). 0,
  * or -1 to close (why set). */
 int conn_handshake(struct conn *c);
+
+/* ---- conn_peer.c ------------------------------------------------------------ */
+
+/* A new connection's identity: its socket's peer, serial, start, row in
+ * the connection table and software bucket (unknown). */
+void conn_peer_init(struct conn *c);
+/* The client's address is the one a PROXY header gave. */
+void conn_peer_set(struct conn *c, const struct sockaddr *sa);
+/* Adopted (a version 2 record): its real address, start, jitter draw and
+ * client info as the old worker had them; its row rewritten. */
+void conn_peer_adopted(struct conn *c, const struct handover_client *hc);
+/* (Re)write its row: state, address, client info. */
+void conn_peer_publish(struct conn *c);
+/* What the client said of itself changed (frame.c set fr.ci_changed):
+ * its software bucket and its row. */
+void conn_peer_client_info(struct conn *c);
+/* Its row and software count go (handed over, or freed); once. */
+void conn_peer_release(struct conn *c);
+/* "client=ADDR [via=BALANCER] [subject=...]" for log lines. */
+void conn_peer_desc(const struct conn *c, char *buf, size_t len);
+/* connection_max_age: its deadline from its start and its jitter draw,
+ * armed on the timer (CONN_A_ARM_AGE); 0 when the cluster has none. */
+void conn_age_arm(struct conn *c);
+/* Its age is up (the timer saw expire_at pass while open): stop at the
+ * next request boundary, serve what is owed, close. May free c. */
+void conn_age_expire(struct conn *c);
+/* A drain or an expiry reached its boundary with nothing owed: count it
+ * (drained or expired) and say why. -1 (close). */
+int conn_drained(struct conn *c);
 
 /* ---- conn_handover.c ------------------------------------------------------- */
 

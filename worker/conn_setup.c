@@ -1,18 +1,168 @@
 /*
  * conn_setup — how a connection gets open (its upstream leg in
- * conn_fsm.h): the client's TLS handshake and the route its server name
- * picks, the wait for a broker's address, the upstream connect over every
- * upstream server, and the upstream's TLS handshake.
+ * conn_fsm.h): the PROXY protocol header a load balancer sends first, the
+ * client's TLS handshake and the route its server name picks, the wait for
+ * a broker's address, the upstream connect over every upstream server, and
+ * the upstream's TLS handshake.
  */
 #include "worker/conn_priv.h"
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "common/sni.h"
 #include "common/tls.h"
+#include "worker/proxyproto.h"
+#include "worker/sni_gate.h"
 #include "worker/upstream.h"
+
+/* ---- the PROXY protocol header ---------------------------------------------- */
+
+/*
+ * Where a header is believed: only from proxy_protocol_from. `required`
+ * refuses every other peer at once; `optional` serves them as direct
+ * clients, but refuses one whose first bytes are a PROXY header (a
+ * balancer outside the trusted networks, or a client forging its address).
+ * A Kafka request or a TLS record never starts like a header (pp_detect),
+ * so deciding that costs one peeked byte.
+ */
+int
+conn_proxy_begin(struct conn *c)
+{
+	struct worker *w = c->w;
+	if (c->peer.ss_family == 0)  /* gone before it was accepted: nobody to refuse */
+		return conn_end(c, "client closed the connection before it was accepted");
+	bool trusted = cidr_list_match(&w->cl->proxy_from, (const struct sockaddr *)&c->peer);
+
+	if (!trusted && w->cl->proxy_protocol == CFG_PROXY_REQUIRED) {
+		METRIC_ADD(w->m, proxy_untrusted_source, 1);
+		return conn_fail(c, "untrusted_source: proxy_protocol = required and the peer "
+		    "is not in proxy_protocol_from");
+	}
+	c->pp = !trusted ? CONN_PP_UNTRUSTED :
+	    w->cl->proxy_protocol == CFG_PROXY_REQUIRED ? CONN_PP_REQUIRED : CONN_PP_OPTIONAL;
+	conn_event(c, CONN_E_PROXY);
+	return 0;
+}
+
+/* Consume exactly n bytes the header phase has looked at (they are in the
+ * socket: MSG_PEEK saw them), into dst when not NULL. -1 (why set). */
+static int
+conn_proxy_consume(struct conn *c, uint8_t *dst, size_t n)
+{
+	uint8_t sink[PP_MAX_HEADER];
+
+	while (n > 0) {
+		ssize_t got = recv(c->cli.fd, dst ? dst : sink, n, 0);
+		if (got <= 0) {
+			if (got < 0 && errno == EINTR)
+				continue;
+			return conn_fail(c, "read from client: %s",
+			    got == 0 ? "closed" : strerror(errno));
+		}
+		n -= (size_t)got;
+		if (dst)
+			dst += got;
+	}
+	return 0;
+}
+
+/* The header is read (or there is none to read): on as any connection. */
+static int
+conn_proxy_done(struct conn *c, const struct pp_header *h)
+{
+	struct worker *w = c->w;
+
+	free(c->pp_buf);
+	c->pp_buf = NULL;
+	if (h) {
+		if (h->version == 1)
+			METRIC_ADD(w->m, proxy_headers_v1, 1);
+		else
+			METRIC_ADD(w->m, proxy_headers_v2, 1);
+		/* LOCAL (a balancer's health check), UNKNOWN, datagram and unix
+		 * families: the socket's own address stands */
+		if (pp_has_address(h) && (h->family == PP_FAM_TCP4 || h->family == PP_FAM_TCP6))
+			conn_peer_set(c, (const struct sockaddr *)&h->src);
+		log_debug("PROXY header", "client=%s via=%s version=%d command=%s family=%s",
+		    c->addr, c->proxied ? c->via : c->addr, h->version,
+		    pp_command_str(h->command), pp_family_str(h->family));
+	}
+	return conn_start(c, false) < 0 ? -2 : 0;
+}
+
+int
+conn_proxy_step(struct conn *c)
+{
+	struct worker *w = c->w;
+	uint8_t buf[PP_MAX_HEADER];
+	size_t have = c->pp_have;
+
+	if (have)
+		memcpy(buf, c->pp_buf, have);
+	/* Look, do not take: nothing after the header may leave the socket
+	 * (the TLS handshake or the Kafka framing reads it next). */
+	ssize_t n = recv(c->cli.fd, buf + have, sizeof buf - have, MSG_PEEK);
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+			return 1;
+		return conn_fail(c, "read from client: %s", strerror(errno));
+	}
+	if (n == 0) {
+		if (have == 0)
+			return conn_end(c, "client closed the connection before sending anything");
+		METRIC_ADD(w->m, proxy_header_truncated, 1);
+		return conn_fail(c, "proxy_header_truncated: client closed the connection after "
+		    "%zu bytes of a PROXY protocol header", have);
+	}
+	size_t total = have + (size_t)n;
+	if (c->pp != CONN_PP_REQUIRED) {
+		enum pp_detect d = pp_detect(buf, total);
+		if (d == PP_DETECT_NONE) {
+			if (have == 0)
+				return conn_proxy_done(c, NULL);  /* a direct client */
+			/* consumed as the start of a signature, and it is not */
+			METRIC_ADD(w->m, proxy_header_malformed, 1);
+			return conn_fail(c, "proxy_header_malformed: not a PROXY protocol header "
+			    "after %zu bytes", have);
+		}
+		if (c->pp == CONN_PP_UNTRUSTED) {
+			METRIC_ADD(w->m, proxy_untrusted_source, 1);
+			return conn_fail(c, "untrusted_source: a PROXY protocol header from a "
+			    "peer not in proxy_protocol_from");
+		}
+	}
+	struct pp_header h;
+	int r = pp_parse(buf, total, &h);
+	if (r == PP_MALFORMED) {
+		if (h.reason == PP_R_NOT_PROXY) {
+			METRIC_ADD(w->m, proxy_header_missing, 1);
+			return conn_fail(c, "proxy_header_missing: proxy_protocol = required and "
+			    "the first bytes are not a PROXY protocol header");
+		}
+		METRIC_ADD(w->m, proxy_header_malformed, 1);
+		return conn_fail(c, "proxy_header_malformed: %s", pp_reason_str(h.reason));
+	}
+	if (r == PP_NEED_MORE) {
+		/* Every byte seen is header: take them, keep them, wait. */
+		if (!c->pp_buf && !(c->pp_buf = malloc(PP_MAX_HEADER)))
+			return conn_fail(c, "out of memory");
+		if (conn_proxy_consume(c, c->pp_buf + have, (size_t)n) < 0)
+			return -1;
+		c->pp_have = total;
+		return 1;
+	}
+	/* Exactly the rest of the header: what follows stays in the socket. */
+	if (conn_proxy_consume(c, NULL, h.len - have) < 0)
+		return -1;
+	c->pp_have = 0;
+	return conn_proxy_done(c, &h);
+}
+
+/* ---- getting to open -------------------------------------------------------- */
 
 static int conn_connect_begin(struct conn *c);
 
@@ -199,6 +349,34 @@ conn_connect_next(struct conn *c)
 		conn_close(c, LOG_ERROR, "connection closed");
 		return -1;
 	}
+	return 0;
+}
+
+int
+conn_start(struct conn *c, bool step)
+{
+	struct worker *w = c->w;
+
+	if (w->tls_server) {
+		/* TLS first; the upstream is connected once it is done
+		 * (conn_tls_accepted), within request_timeout (the same
+		 * deadline as a PROXY header before it). */
+		if (transport_tls_server_init(&c->cli, c->cli.fd, w->tls_server) != 0 ||
+		    (w->cl->gateway == CFG_GATEWAY_SNI &&   /* the server name picks the route */
+		    sni_gate_attach(transport_tls_ssl(&c->cli), &c->sni_pick) != 0)) {
+			snprintf(c->why, sizeof c->why, "cannot start TLS: %s", strerror(errno));
+			conn_close(c, LOG_WARN, "connection closed");
+			return -1;
+		}
+		conn_event(c, CONN_E_TLS);
+		if (step)
+			conn_step(c, true, false);  /* the ClientHello may be there already */
+		return 0;
+	}
+	if (conn_connect_next(c) < 0)
+		return -1;
+	if (step)
+		conn_update_watchers(c);
 	return 0;
 }
 

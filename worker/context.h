@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "common/config.h"
+#include "common/conntab.h"
 #include "common/genshm.h"
 #include "common/ipc.h"
 #include "common/ipcq.h"
@@ -132,6 +133,9 @@ struct worker {
 
 	struct conn *conns;         /* doubly linked list of live connections */
 	uint64_t n_conns;
+	uint64_t conn_serial;       /* ids of this worker's connections (conntab rows) */
+	/* the connections as the supervisor lists them (common/conntab.h) */
+	struct conntab_writer ct;
 
 	/* buffer pool: WORKER_BUF_SIZE blocks */
 	void *pool[WORKER_BUF_POOL];

@@ -31,6 +31,7 @@ frame_init(struct frame *f, const struct frame_limits *lim, struct metrics *m,
 	   const struct kc_broker_map *map)
 {
 	memset(f, 0, sizeof *f);
+	ci_init(&f->ci);
 	f->lim = *lim;
 	f->m = m;
 	f->map = *map;
@@ -161,6 +162,31 @@ frame_sasl_limit(const struct frame *f)
 	    : l->max_frame_bytes;
 }
 
+/*
+ * What the client says of itself in the request whose header h was just
+ * accepted (clientinfo.h). FRAME_NEED_MORE only while the fields can still
+ * arrive whole in the buffer (the request is small); a field that cannot
+ * (a token larger than the buffer) is not learned. Never closes: the
+ * broker judges the request.
+ */
+static int
+req_client_info(struct frame *f, const uint8_t *p, size_t avail, const struct kc_req_header *h)
+{
+	char err[96];
+	bool first = !f->ci.client_id_seen;
+	int r = ci_on_request(&f->ci, p, avail, h, err, sizeof err);
+
+	if (r == CI_NEED_MORE) {
+		if (4 + (uint64_t)h->size <= f->lim.buf_size)
+			return FRAME_NEED_MORE;
+		f->ci.sasl_first_pending = false;
+	}
+	if (first || h->api_key == KC_API_API_VERSIONS || h->api_key == KC_API_SASL_HANDSHAKE ||
+	    h->api_key == KC_API_SASL_AUTHENTICATE)
+		f->ci_changed = true;
+	return FRAME_OK;
+}
+
 /* A client token of a legacy raw SASL exchange (no Kafka header, no
  * correlation id): streamed by its length prefix. Same returns as
  * frame_req_step. */
@@ -169,6 +195,19 @@ req_raw_token(struct frame *f, const uint8_t *p, size_t avail, uint64_t *started
 {
 	uint64_t frame = 0;
 	char err[160];
+	if (f->ci.sasl_first_pending) {
+		/* the first token after the handshake carries the identity */
+		int c = ci_on_raw_token(&f->ci, p, avail, err, sizeof err);
+		if (c == CI_NEED_MORE) {
+			int32_t len = avail >= 4 ? kc_get_i32(p) : 0;
+			if (len >= 0 && 4 + (uint64_t)len <= f->lim.buf_size) {
+				f->req_need_more = true;
+				return FRAME_NEED_MORE;
+			}
+			f->ci.sasl_first_pending = false;
+		}
+		f->ci_changed = true;
+	}
 	int r = sasl_on_raw_token(&f->sasl, true, p, avail, frame_sasl_limit(f), &frame, err,
 	    sizeof err);
 	if (r == SASL_NEED_MORE) {
@@ -282,6 +321,8 @@ frame_req_step(struct frame *f, double now, bool may_start, uint64_t *started)
 		METRIC_ADD(f->m, malformed_requests, 1);
 		return frame_fail(f, "%s", err);
 	}
+	if (req_client_info(f, p, avail, &h) == FRAME_NEED_MORE)
+		goto need_more;
 	if (h.api_key == 18 && !kc_request_allowed(18, h.api_version)) {
 		/* Client ahead of the proxy: answer UNSUPPORTED_VERSION ourselves,
 		 * in order, so it retries at a version we parse. */

@@ -46,6 +46,12 @@
  * legacy raw tokens ([int32 length][token], no header, no FIFO entry) are
  * streamed by their length prefix, client and broker in turn.
  *
+ * Who the client says it is (worker/kafka/clientinfo.h) is read on the way,
+ * after the SASL handling of every request header parsed and of the first
+ * raw token: its client_id, software and asserted identity land in f->ci,
+ * and f->ci_changed tells the caller to publish them. A field that does
+ * not fit the buffer is not learned; it never closes the connection.
+ *
  * Return convention (the same as worker/kafka/codec.h and sasl.h): enum
  * frame_status, FRAME_OK = 0 (a step was made: call again), FRAME_NEED_MORE
  * = 1 (nothing more can be done with the bytes present: read more, or
@@ -60,6 +66,7 @@
 #include <stdint.h>
 
 #include "common/metrics.h"
+#include "worker/kafka/clientinfo.h"
 #include "worker/kafka/codec.h"
 #include "worker/kafka/rewrite.h"
 #include "worker/kafka/sasl.h"
@@ -111,6 +118,9 @@ struct frame {
 	struct frame_inflight *fifo;
 	size_t fifo_cap, fifo_head, fifo_len;
 	struct sasl sasl;      /* SASL pass-through (carried in a handover record) */
+	struct ci_info ci;     /* who the client says it is (carried too) */
+	bool ci_changed;       /* ci may have changed: the caller publishes it and
+	                          clears this */
 	uint64_t requests;     /* request headers parsed (carried in the record) */
 	double req_since;      /* first bytes of the request frame in progress:
 	                          set by the caller's clock, cleared here when

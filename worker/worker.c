@@ -19,6 +19,7 @@
 #include <sodium.h>
 
 #include "common/fault.h"
+#include "common/conntab.h"
 #include "common/ipc.h"
 #include "common/nodemap.h"
 #include "common/tls.h"
@@ -544,7 +545,7 @@ worker_setup(struct worker *w)
 		ipc_close_fds(&msg);
 		worker_fail(w, "fault injection: worker-fail-at-start");
 	}
-	if (msg.nfds != 2 || metrics_map(msg.fds[0], &w->m) == -1) {
+	if (msg.nfds != 3 || metrics_map(msg.fds[0], &w->m) == -1) {
 		ipc_close_fds(&msg);
 		worker_fail(w, "no usable metrics block");
 	}
@@ -554,17 +555,25 @@ worker_setup(struct worker *w)
 	}
 	/* a replacement starts from nothing, not from its predecessor's count */
 	worker_conns_changed(w);
-	ipc_close_fds(&msg);
 	struct cfg_errors errs;
 	cfg_errors_init(&errs);
 	if (cfg_parse_string("<cluster config>", (const char *)msg.payload, msg.hdr.len, &w->cfg,
 	    &errs) == -1 || w->cfg.n_clusters != 1) {
 		snprintf(reason, sizeof reason, "%s", errs.n ? errs.msg[0] : "not one cluster");
 		cfg_errors_free(&errs);
+		ipc_close_fds(&msg);
 		worker_fail(w, reason);
 	}
 	cfg_errors_free(&errs);
 	w->cl = &w->cfg.clusters[0];
+	/* the connection table is sized by the configuration just read */
+	struct conntab *ct = NULL;
+	uint32_t rows = conntab_rows(w->cl->max_connections);
+	if (conntab_map(msg.fds[2], rows, &ct) == -1 || conntab_writer_init(&w->ct, ct, rows) == -1) {
+		ipc_close_fds(&msg);
+		worker_fail(w, "no usable connection table");
+	}
+	ipc_close_fds(&msg);
 	if (w->cl->tls || w->cl->upstream_tls || w->cl->upstream_sasl_mechanism != CFG_SASL_NONE)
 		worker_tls_setup(w);
 	/* the client-facing context encrypts and decrypts TLS session
@@ -670,6 +679,10 @@ worker_main(int argc, char **argv)
 	/* exec of /proc/self/exe names the process "exe": let ps -C ferryd
 	 * and pkill find workers too. */
 	prctl(PR_SET_NAME, "ferryd", 0, 0, 0);
+	/* No core dump, no ptrace by its own user, no /proc/PID/mem: the
+	 * bytes a worker relays include clients' SASL passwords and tokens
+	 * (and TLS keys live here), which must never land in a core file. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (w->supervisor_pid && getppid() != w->supervisor_pid) {
 		log_error("supervisor already gone", "%s", "");
 		return 1;
@@ -752,6 +765,8 @@ worker_main(int argc, char **argv)
 	}
 	genshm_unmap(w->gen);
 	metrics_unmap(w->m);
+	conntab_unmap(w->ct.t, w->ct.rows);
+	conntab_writer_free(&w->ct);
 	sodium_memzero(&w->tickets, sizeof w->tickets);
 	if (w->sasl_password)
 		sodium_free(w->sasl_password);  /* (wipes it) */

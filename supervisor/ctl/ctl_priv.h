@@ -8,7 +8,8 @@
  *   request.c   one HTTP/1.1 request to ferryd and the generic handling of
  *               a reply (errors, 401, exit code);
  *   status.c    the status table, and the ages and colours of every view;
- *   top.c       the live views: `status -w` and `top`.
+ *   top.c       the live views: `status -w` and `top`;
+ *   connections.c  `connections NAME`: who is connected to a cluster.
  *
  * Exit codes are contract (docs/design.md §8): 0 ok, 1 the operation failed
  * or was rejected (HTTP 4xx/5xx, not ready, invalid config, unknown
@@ -45,6 +46,11 @@ struct ctl_opts {
 	bool watch;                     /* status -w: refresh every second */
 	long count;                     /* -n: refreshes of -w / top; 0 = until quit */
 	bool wait;                      /* upgrade --wait: until the old ferryd is gone */
+	/* connections: filters and paging */
+	const char *conn_client_id;     /* --client-id, or NULL */
+	const char *conn_principal;     /* --principal, or NULL */
+	long conn_limit;                /* --limit: rows; 0 = all (--json: 100) */
+	long conn_offset;               /* --offset */
 };
 
 struct ctl_reply {
@@ -111,6 +117,12 @@ void ctl_fmt_age(long long secs, char *buf, size_t len);
 /* `status [NAME]` from a reply of GET /admin/clusters[/NAME] (one: a single
  * cluster object). Returns the exit code. */
 int ctl_cmd_status(const struct ctl_reply *r, bool one);
+
+/* --- connections.c ------------------------------------------------------ */
+
+/* `connections NAME`: the table (every page, or --limit rows), or with
+ * --json one page of the API unchanged. Returns the exit code. */
+int ctl_connections(const struct ctl_opts *o, const char *name);
 
 /* --- top.c -------------------------------------------------------------- */
 

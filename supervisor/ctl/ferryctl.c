@@ -50,6 +50,7 @@ ctl_usage(FILE *f)
 	    "  upgrade [--wait]   run ferryd's own file again in its place, keeping every connection\n"
 	    "  metrics            Prometheus metrics\n"
 	    "  top                live per-cluster connections, requests/s, bytes/s (q quits)\n"
+	    "  connections NAME   who is connected: address, client id, software, SASL name\n"
 	    "\n"
 	    "options:\n"
 	    "  -s, --socket SOCKET       control socket (default: $FERRY_SOCKET, else %s)\n"
@@ -66,6 +67,10 @@ ctl_usage(FILE *f)
 	    "  -w, --watch               status: refresh every second until q or Ctrl-C\n"
 	    "      --wait                upgrade: wait until the old ferryd's connections moved\n"
 	    "  -n, --count N             -w and top: stop after N refreshes\n"
+	    "      --client-id ID        connections: only those with this client id\n"
+	    "      --principal NAME      connections: only those asserting this SASL name\n"
+	    "      --limit N             connections: the first N (--json: one page of N)\n"
+	    "      --offset N            connections: from the Nth\n"
 	    "  -h, --help                show this help\n"
 	    "  -V, --version             show the version\n"
 	    "\n"
@@ -460,6 +465,7 @@ enum ctl_command {
 	CTL_CMD_RESTART,
 	CTL_CMD_TOP,
 	CTL_CMD_UPGRADE,
+	CTL_CMD_CONNECTIONS,
 };
 
 /*
@@ -491,6 +497,8 @@ static const struct ctl_command_def ctl_commands[] = {
 	{ "restart", CTL_CMD_RESTART, 1, 1, "POST", NULL, "/admin/clusters/", "/restart", false },
 	{ "top", CTL_CMD_TOP, 0, 0, "GET", "/admin/clusters", NULL, NULL, false },
 	{ "upgrade", CTL_CMD_UPGRADE, 0, 0, "POST", "/admin/upgrade", NULL, NULL, false },
+	{ "connections", CTL_CMD_CONNECTIONS, 1, 1, "GET", NULL, "/admin/clusters/", "/connections",
+	  false },  /* connections.c */
 };
 
 /* How long a reload may take (init_timeout plus margin, as ferryd says in
@@ -617,6 +625,8 @@ ctl_run(const struct ctl_opts *o, const struct ctl_command_def *def, const char 
 		case CTL_CMD_UPGRADE:
 			rc = ctl_cmd_upgrade(&reply);
 			break;
+		case CTL_CMD_CONNECTIONS:
+			break;  /* ctl_connections(), connections.c */
 		}
 	}
 	if (def->cmd == CTL_CMD_UPGRADE && o->wait && rc == CTL_EXIT_OK && reply.status == 200)
@@ -645,6 +655,11 @@ main(int argc, char **argv)
 		{ "cert", required_argument, NULL, 'E' },
 		{ "key", required_argument, NULL, 'K' },
 		{ "wait", no_argument, NULL, 'W' },
+		/* connections */
+		{ "client-id", required_argument, NULL, 'I' },
+		{ "principal", required_argument, NULL, 'P' },
+		{ "limit", required_argument, NULL, 'L' },
+		{ "offset", required_argument, NULL, 'O' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static struct ctl_opts o;
@@ -655,8 +670,11 @@ main(int argc, char **argv)
 	const char *env;
 	size_t i;
 	int ch, nargs;
+	long n;
+	bool conn_opts = false;
 
 	while ((ch = getopt_long(argc, argv, "s:a:jhVwn:T:C:E:K:", longopts, NULL)) != -1) {
+		/* (the connections options are long ones only) */
 		switch (ch) {
 		case 's':
 			o.socket = optarg;
@@ -699,6 +717,30 @@ main(int argc, char **argv)
 				ctl_err("bad count '%s' (want a positive number)", optarg);
 				return CTL_EXIT_USAGE;
 			}
+			break;
+		case 'I':
+			o.conn_client_id = optarg;
+			conn_opts = true;
+			break;
+		case 'P':
+			o.conn_principal = optarg;
+			conn_opts = true;
+			break;
+		case 'L':
+		case 'O':
+			errno = 0;
+			n = strtol(optarg, &end, 10);
+			if (errno != 0 || *end != '\0' || end == optarg || n < (ch == 'L') ||
+			    n > 100000000) {
+				ctl_err("bad %s '%s' (want a %s number)", ch == 'L' ? "limit" : "offset",
+				    optarg, ch == 'L' ? "positive" : "non-negative");
+				return CTL_EXIT_USAGE;
+			}
+			if (ch == 'L')
+				o.conn_limit = n;
+			else
+				o.conn_offset = n;
+			conn_opts = true;
 			break;
 		case 'h':
 			ctl_usage(stdout);
@@ -766,7 +808,8 @@ main(int argc, char **argv)
 		return CTL_EXIT_USAGE;
 	}
 	if ((def->cmd == CTL_CMD_STATUS || def->cmd == CTL_CMD_DRAIN ||
-	    def->cmd == CTL_CMD_RESTART) && nargs == 1 && argv[optind + 1][0] == '\0') {
+	    def->cmd == CTL_CMD_RESTART || def->cmd == CTL_CMD_CONNECTIONS) && nargs == 1 &&
+	    argv[optind + 1][0] == '\0') {
 		ctl_err("empty cluster name");
 		return CTL_EXIT_USAGE;
 	}
@@ -782,7 +825,13 @@ main(int argc, char **argv)
 		ctl_err("-n only applies to status -w and top");
 		return CTL_EXIT_USAGE;
 	}
+	if (conn_opts && def->cmd != CTL_CMD_CONNECTIONS) {
+		ctl_err("--client-id, --principal, --limit and --offset only apply to connections");
+		return CTL_EXIT_USAGE;
+	}
 	ctl_color_init(o.json);
+	if (def->cmd == CTL_CMD_CONNECTIONS)
+		return ctl_connections(&o, argv[optind + 1]);
 	if (o.watch || def->cmd == CTL_CMD_TOP)
 		return ctl_live(&o, def->cmd == CTL_CMD_TOP, nargs == 1 ? argv[optind + 1] : NULL);
 	return ctl_run(&o, def, nargs == 1 ? argv[optind + 1] : NULL);

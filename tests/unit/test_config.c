@@ -872,6 +872,8 @@ Test(config_canonical, exact_text)
 	    "workers = 1\n"
 	    "sasl_max_frame_bytes = 512KiB\n"
 	    "upstream_tls = off\n"
+	    "proxy_protocol = off\n"
+	    "connection_max_age = 0\n"
 	    "gateway = ports\n");
 	free(s);
 	s = cfg_cluster_canonical(&r.c.clusters[1]);
@@ -891,6 +893,8 @@ Test(config_canonical, exact_text)
 	    "workers = 1\n"
 	    "sasl_max_frame_bytes = 512KiB\n"
 	    "upstream_tls = off\n"
+	    "proxy_protocol = off\n"
+	    "connection_max_age = 0\n"
 	    "gateway = ports\n");
 	free(s);
 	done(&r);

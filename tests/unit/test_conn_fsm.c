@@ -18,6 +18,8 @@
 /* Short names, local to this file. */
 enum {
 	NEW = CONN_NEW,
+	PH = CONN_PROXY_HEADER,
+	PH_D = CONN_PROXY_HEADER_DRAINING,
 	TLS = CONN_TLS_HANDSHAKE,
 	TLS_D = CONN_TLS_HANDSHAKE_DRAINING,
 	WM = CONN_WAIT_METADATA,
@@ -30,6 +32,7 @@ enum {
 	C_H = CONN_CONNECTING_HELD,
 	O = CONN_OPEN,
 	O_P = CONN_OPEN_SPREAD,
+	O_E = CONN_OPEN_EXPIRING,
 	O_D = CONN_OPEN_DRAINING,
 	O_V = CONN_OPEN_HANDOVER,
 	O_H = CONN_OPEN_HELD,
@@ -52,6 +55,7 @@ enum {
 	NCR = CONN_A_NO_CREDIT,
 	UCR = CONN_A_UNPARSED_CREDIT,
 	ASPR = CONN_A_ARM_SPREAD,
+	AAGE = CONN_A_ARM_AGE,
 };
 
 struct exp {
@@ -65,11 +69,25 @@ struct exp {
 static const struct exp expect[] = {
 	/* new: created by an accept or an adoption; the first event says how
 	 * it starts */
+	{ NEW, CONN_E_PROXY, PH, AHS },                /* the header and the TLS handshake
+	                                                  share one deadline */
 	{ NEW, CONN_E_TLS, TLS, AHS },                 /* the handshake gets request_timeout */
 	{ NEW, CONN_E_WAIT_METADATA, WM, AMD | FETCH },
 	{ NEW, CONN_E_CONNECT, C, 0 },
-	{ NEW, CONN_E_ADOPTED, O, AIDLE },             /* open both ways at once */
+	{ NEW, CONN_E_ADOPTED, O, AIDLE | AAGE },      /* open both ways at once, its age kept */
 	{ NEW, CONN_E_CLOSE, CLOSED, 0 },              /* accepted while draining, or refused */
+
+	/* the PROXY header: once read, on as a connection without one would
+	 * start, except that TLS keeps the deadline already running */
+	{ PH, CONN_E_TLS, TLS, 0 },
+	{ PH, CONN_E_WAIT_METADATA, WM, AMD | FETCH },
+	{ PH, CONN_E_CONNECT, C, STOP },
+	{ PH, CONN_E_DRAIN, PH_D, DCR },               /* its first request is on its way */
+	{ PH, CONN_E_CLOSE, CLOSED, 0 },
+	{ PH_D, CONN_E_TLS, TLS_D, 0 },
+	{ PH_D, CONN_E_WAIT_METADATA, WM_D, AMD | FETCH },
+	{ PH_D, CONN_E_CONNECT, C_D, STOP },
+	{ PH_D, CONN_E_CLOSE, CLOSED, 0 },
 
 	/* the client's TLS handshake: the upstream waits; a drain lets it
 	 * finish (cutting it would fail the client), TLS never hands over */
@@ -101,7 +119,7 @@ static const struct exp expect[] = {
 	 * handshake), retries the next upstream server, opens */
 	{ C, CONN_E_WAIT_METADATA, WM, AMD | FETCH },
 	{ C, CONN_E_CONNECT, C, 0 },
-	{ C, CONN_E_CONNECTED, O, STOP | TOUCH | AIDLE },
+	{ C, CONN_E_CONNECTED, O, STOP | TOUCH | AIDLE | AAGE },
 	{ C, CONN_E_DRAIN, C_D, DCR },                 /* requests already sent are served */
 	{ C, CONN_E_HANDOVER, C_V, NCR },
 	{ C, CONN_E_CLOSE, CLOSED, 0 },
@@ -126,12 +144,19 @@ static const struct exp expect[] = {
 	/* open: the only place a reload spreads; a spread connection's turn
 	 * is a drain */
 	{ O, CONN_E_SPREAD, O_P, ASPR },
+	{ O, CONN_E_EXPIRE, O_E, DCR },                /* max-age: the drain path, alone */
 	{ O, CONN_E_DRAIN, O_D, DCR },
 	{ O, CONN_E_HANDOVER, O_V, NCR },
 	{ O, CONN_E_CLOSE, CLOSED, 0 },
 	{ O_P, CONN_E_DRAIN, O_D, DCR },
 	{ O_P, CONN_E_CLOSE, CLOSED, 0 },
 	{ O_D, CONN_E_CLOSE, CLOSED, 0 },
+	/* expiring: already stopping at its boundary; a drain takes it over
+	 * (counted drained), a reload leaves it alone */
+	{ O_E, CONN_E_DRAIN, O_D, 0 },
+	{ O_E, CONN_E_SPREAD, O_E, 0 },
+	{ O_E, CONN_E_HANDOVER, O_E, 0 },
+	{ O_E, CONN_E_CLOSE, CLOSED, 0 },
 	{ O_V, CONN_E_HOLD, O_H, Q },
 	{ O_V, CONN_E_HANDED, HANDED, HND },
 	{ O_V, CONN_E_NO_MOVE, O_D, UCR },
@@ -273,7 +298,8 @@ Test(conn_fsm, window_counters_balance)
 Test(conn_fsm, no_way_back)
 {
 	static const bool serving[CONN_STATE_COUNT] = {
-		[CONN_NEW] = true, [CONN_TLS_HANDSHAKE] = true, [CONN_WAIT_METADATA] = true,
+		[CONN_NEW] = true, [CONN_PROXY_HEADER] = true, [CONN_TLS_HANDSHAKE] = true,
+		[CONN_WAIT_METADATA] = true,
 		[CONN_CONNECTING] = true, [CONN_OPEN] = true,
 	};
 	for (int s = 0; s < CONN_STATE_COUNT; s++)
@@ -300,6 +326,8 @@ Test(conn_fsm, classifications)
 		bool draining, handover, held;
 	} want[] = {
 		{ NEW, CONN_LEG_NEW, false, false, false },
+		{ PH, CONN_LEG_PROXY_HEADER, false, false, false },
+		{ PH_D, CONN_LEG_PROXY_HEADER, true, false, false },
 		{ TLS, CONN_LEG_TLS_HANDSHAKE, false, false, false },
 		{ TLS_D, CONN_LEG_TLS_HANDSHAKE, true, false, false },
 		{ WM, CONN_LEG_WAIT_METADATA, false, false, false },
@@ -312,6 +340,7 @@ Test(conn_fsm, classifications)
 		{ C_H, CONN_LEG_CONNECTING, true, true, true },
 		{ O, CONN_LEG_OPEN, false, false, false },
 		{ O_P, CONN_LEG_OPEN, false, false, false },  /* served until its turn */
+		{ O_E, CONN_LEG_OPEN, true, false, false },
 		{ O_D, CONN_LEG_OPEN, true, false, false },
 		{ O_V, CONN_LEG_OPEN, true, true, false },
 		{ O_H, CONN_LEG_OPEN, true, true, true },

@@ -8,7 +8,9 @@
  * the buffer; responses out of FIFO order or unasked; acks=0 Produce;
  * ApiVersions above the codec answered here; max_inflight backpressure and
  * the drain boundary; a Metadata response rewritten whole; SASL v0 raw
- * token framing and the pre-authentication limit.
+ * token framing and the pre-authentication limit; who the client says it
+ * is (client_id, software, asserted SASL name) read on the way, whole or
+ * split, never a password, never a reason to close.
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -677,6 +679,162 @@ Test(frame, legacy_gssapi_token_refused, .init = setup, .fini = teardown)
 {
 	uint8_t p[12] = { 0, 0, 0, 8, 0x60, 0x82, 0x01, 0x00, 0x06, 0x09, 0x2a, 0x86 };
 	expect_refused(p, sizeof p, "bare GSSAPI token", &m->sasl_refused);
+}
+
+/* ---- who the client says it is (clientinfo.h) ---- */
+
+/* ApiVersions v3: compact software name and version, tagged fields. */
+static void
+req_apiversions_v3(struct bb *b, int32_t corr, const char *name, const char *ver)
+{
+	req_head(b, KC_API_API_VERSIONS, 3, corr);
+	bb_str(b, true, name);
+	bb_str(b, true, ver);
+	bb_uv(b, 0);
+	bb_fix(b);
+}
+
+/* SaslAuthenticate v1 with token tok[0..n). */
+static void
+req_sasl_authenticate(struct bb *b, int32_t corr, const void *tok, size_t n)
+{
+	req_head(b, KC_API_SASL_AUTHENTICATE, 1, corr);
+	bb_bytes(b, false, tok, n);
+	bb_fix(b);
+}
+
+static bool
+struct_has(const void *p, size_t n, const char *needle)
+{
+	return memmem(p, n, needle, strlen(needle)) != NULL;
+}
+
+Test(frame, client_info_on_the_way, .init = setup, .fini = teardown)
+{
+	struct bb av, hs, auth, up;
+	req_apiversions_v3(&av, 1, "librdkafka", "2.0.2");
+	req_sasl_handshake(&hs, 1, 2, "PLAIN");
+	req_sasl_authenticate(&auth, 3, "\0alice\0s3cr3t-pw", 17);
+	bb_init(&up);
+	feed(&f.req, av.b, av.n);
+	cr_assert_eq(req_run(true), FRAME_NEED_MORE, "%s", f.why);
+	cr_expect(f.ci_changed);
+	cr_expect(f.ci.client_id_seen);
+	cr_expect_str_eq(f.ci.client_id, "test-client");
+	cr_expect(f.ci.software_seen && f.ci.software_valid);
+	cr_expect_str_eq(f.ci.software_name, "librdkafka");
+	cr_expect_str_eq(f.ci.software_version, "2.0.2");
+	f.ci_changed = false;
+	feed(&f.req, hs.b, hs.n);
+	feed(&f.req, auth.b, auth.n);
+	cr_assert_eq(req_run(true), FRAME_NEED_MORE, "%s", f.why);
+	flush(&f.req, &up);
+	cr_expect_eq(up.n, av.n + hs.n + auth.n, "every request forwarded unchanged");
+	cr_expect(f.ci_changed);
+	cr_expect_str_eq(f.ci.mech_name, "PLAIN");
+	cr_expect(f.ci.principal_seen);
+	cr_expect_str_eq(f.ci.principal, "alice");
+	cr_expect(!struct_has(&f.ci, sizeof f.ci, "s3cr3t"), "the password is never kept");
+	cr_expect_eq(f.fifo_len, 3);
+	bb_free(&av); bb_free(&hs); bb_free(&auth); bb_free(&up);
+}
+
+Test(frame, client_info_split_at_every_byte)
+{
+	struct bb av;
+	req_apiversions_v3(&av, 1, "confluent-kafka-python", "2.3.0-rdkafka-2.3.0");
+	for (size_t cut = 1; cut < av.n; cut++) {
+		setup();
+		struct bb up;
+		bb_init(&up);
+		feed(&f.req, av.b, cut);
+		int r = req_run(true);
+		cr_assert_eq(r, FRAME_NEED_MORE, "cut %zu: %s", cut, f.why);
+		flush(&f.req, &up);
+		/* nothing is forwarded before the fields are read (the last
+		 * byte, the tagged fields, is not one of them) */
+		if (cut < av.n - 1) {
+			cr_expect_eq(up.n, 0, "cut %zu: forwarded before the fields were read", cut);
+			cr_expect(!f.ci.software_seen, "cut %zu", cut);
+		} else {
+			cr_expect(f.ci.software_seen, "cut %zu", cut);
+		}
+		feed(&f.req, av.b + cut, av.n - cut);
+		cr_assert_eq(req_run(true), FRAME_NEED_MORE, "cut %zu: %s", cut, f.why);
+		flush(&f.req, &up);
+		cr_expect_eq(up.n, av.n, "cut %zu", cut);
+		cr_expect_str_eq(f.ci.software_name, "confluent-kafka-python", "cut %zu", cut);
+		cr_expect_eq(f.requests, 1, "cut %zu: counted once", cut);
+		bb_free(&up);
+		teardown();
+	}
+	bb_free(&av);
+}
+
+Test(frame, client_info_too_large_to_read_is_not_a_close)
+{
+	/* a 256-byte buffer, a PLAIN token of 300 bytes (under the limits) */
+	setup_with(256, MAX_FRAME, MAX_FRAME, 8);
+	struct bb hs, auth, up;
+	uint8_t tok[300];
+	memset(tok, 'a', sizeof tok);
+	tok[0] = 0;
+	tok[10] = 0;
+	req_sasl_handshake(&hs, 1, 1, "PLAIN");
+	req_sasl_authenticate(&auth, 2, tok, sizeof tok);
+	bb_init(&up);
+	feed(&f.req, hs.b, hs.n);
+	cr_assert_eq(req_run(true), FRAME_NEED_MORE);
+	flush(&f.req, &up);
+	size_t off = 0;
+	while (off < auth.n) {
+		off += feed(&f.req, auth.b + off, auth.n - off);
+		int r = req_run(true);
+		cr_assert(r == FRAME_NEED_MORE, "%s", f.why);
+		flush(&f.req, &up);
+	}
+	cr_expect_eq(up.n, hs.n + auth.n, "streamed through");
+	cr_expect(!f.ci.principal_seen, "not learned");
+	cr_expect(!f.ci.sasl_first_pending);
+	cr_expect_str_eq(f.ci.mech_name, "PLAIN");
+	bb_free(&hs); bb_free(&auth); bb_free(&up);
+	teardown();
+}
+
+Test(frame, client_info_of_a_raw_token, .init = setup, .fini = teardown)
+{
+	struct bb hs, tok, hs_resp, up, cli;
+	req_sasl_handshake(&hs, 0, 3, "SCRAM-SHA-256");
+	const char first[] = "n,,n=bob,r=fyko+d2lbbFgONRv9qkxdawL";
+	raw_token(&tok, first, sizeof first - 1);
+	bb_init(&up);
+	bb_init(&cli);
+	feed(&f.req, hs.b, hs.n);
+	cr_assert_eq(req_run(true), FRAME_NEED_MORE);
+	bb_init(&hs_resp);
+	bb_i32(&hs_resp, 0);
+	bb_i32(&hs_resp, 3);
+	bb_i16(&hs_resp, 0);
+	bb_arr(&hs_resp, false, 1);
+	bb_str(&hs_resp, false, "SCRAM-SHA-256");
+	bb_fix(&hs_resp);
+	feed(&f.resp, hs_resp.b, hs_resp.n);
+	cr_assert_eq(resp_run(), FRAME_NEED_MORE, "%s", f.why);
+	flush(&f.resp, &cli);
+	f.ci_changed = false;
+	/* the token in two reads: read whole before it is forwarded */
+	feed(&f.req, tok.b, 6);
+	cr_assert_eq(req_run(true), FRAME_NEED_MORE);
+	flush(&f.req, &up);
+	cr_expect_eq(up.n, hs.n);
+	feed(&f.req, tok.b + 6, tok.n - 6);
+	cr_assert_eq(req_run(true), FRAME_NEED_MORE, "%s", f.why);
+	flush(&f.req, &up);
+	cr_expect_eq(up.n, hs.n + tok.n);
+	cr_expect(f.ci_changed);
+	cr_expect_str_eq(f.ci.principal, "bob");
+	cr_expect_eq(f.sasl.phase, SASL_RAW_SERVER);
+	bb_free(&hs); bb_free(&tok); bb_free(&hs_resp); bb_free(&up); bb_free(&cli);
 }
 
 Test(frame, status_names)
