@@ -721,6 +721,14 @@ sb_seccomp(const struct sandbox_policy *p, char *err, size_t errlen)
 	return rc < 0 ? -1 : 0;
 }
 
+/* ---- process flags ------------------------------------------------------------------- */
+
+int
+sandbox_not_dumpable(void)
+{
+	return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == -1 ? -1 : 0;
+}
+
 /* ---- lock-down ------------------------------------------------------------------------------- */
 
 int
@@ -773,9 +781,10 @@ sandbox_lock(const struct sandbox_policy *p, bool on, struct sandbox_report *rep
 	 * conversion, even gmtime_r()'s: now, while files can be read. */
 	tzset();
 
-	/* No core dump, no ptrace by another process of this user. */
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == -1) {
-		snprintf(err, errlen, "PR_SET_DUMPABLE: %s", strerror(errno));
+	/* made so at the process's start (sandbox_not_dumpable()) */
+	if (prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 0) {
+		snprintf(err, errlen, "the process is dumpable (sandbox_not_dumpable() did not run "
+		    "at its start)");
 		return -1;
 	}
 	flags |= SANDBOX_F_NOT_DUMPABLE;

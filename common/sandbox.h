@@ -4,8 +4,11 @@
  * a caller's allowlist, Landlock denying every file system access but reads
  * of a few named files and directories, and every TCP bind (ABI >= 4),
  * signals and abstract Unix sockets scoped to the process (ABI >= 6),
- * PR_SET_NO_NEW_PRIVS and PR_SET_DUMPABLE 0 (no core dump, no ptrace by
- * another process of the same user: TLS keys stay in the process).
+ * PR_SET_NO_NEW_PRIVS. Not dumpable (no core dump, no ptrace by another
+ * process of the same user: TLS keys and relayed passwords stay in the
+ * process) is set apart, by sandbox_not_dumpable() at the process's start,
+ * before any secret reaches it and whatever `sandbox` says; sandbox_lock()
+ * checks it was.
  *
  * The module knows no role: the caller (worker/lockdown.c for a worker)
  * chooses the allowlist in a struct sandbox_policy. A kernel without some
@@ -114,6 +117,12 @@ bool sandbox_exit_reason(const struct sandbox_report *r, char *buf, size_t len);
  * bytes outside printable ASCII as '?'); "" when none. */
 void sandbox_violation_path(const struct sandbox_report *r, char *buf, size_t len);
 
+/* Make the calling process not dumpable: no core file, no ptrace and no
+ * /proc/PID/mem by another process of its user. Every process that will
+ * hold secrets calls it first thing, before it receives any (even with
+ * sandbox = off). 0, or -1 with errno. */
+int sandbox_not_dumpable(void);
+
 /* ---- policies ---------------------------------------------------------------------- */
 
 enum sandbox_cmp {
@@ -161,7 +170,9 @@ bool sandbox_open_flags_ok(uint64_t flags);
  * allows, and record what is in force in rep (may be NULL). on = false
  * (sandbox = off) applies nothing and records SANDBOX_F_OFF. Must run in a
  * single-threaded process, after everything that opens files, binds,
- * creates event loop descriptors or installs signal handlers. 0, or -1
+ * creates event loop descriptors or installs signal handlers, in a process
+ * that sandbox_not_dumpable() already made not dumpable (a dumpable one is
+ * an error: its secrets were exposed before the lock). 0, or -1
  * with err: a failure half-way is reported, never ignored (the caller
  * exits rather than run with less than it believes).
  */

@@ -681,8 +681,12 @@ worker_main(int argc, char **argv)
 	prctl(PR_SET_NAME, "ferryd", 0, 0, 0);
 	/* No core dump, no ptrace by its own user, no /proc/PID/mem: the
 	 * bytes a worker relays include clients' SASL passwords and tokens
-	 * (and TLS keys live here), which must never land in a core file. */
-	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	 * (and TLS keys live here), which must never land in a core file.
+	 * Before the configuration brings any of them, sandbox or not. */
+	if (sandbox_not_dumpable() == -1) {
+		log_error("cannot make the worker not dumpable", "error=\"%s\"", strerror(errno));
+		return 1;
+	}
 	if (w->supervisor_pid && getppid() != w->supervisor_pid) {
 		log_error("supervisor already gone", "%s", "");
 		return 1;

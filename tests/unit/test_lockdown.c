@@ -124,7 +124,7 @@ Test(lockdown, scram_after_the_lock)
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
 		char err[256];
-		if (lockdown_preload(err, sizeof err) == -1 ||
+		if (sandbox_not_dumpable() == -1 || lockdown_preload(err, sizeof err) == -1 ||
 		    sandbox_lock(lockdown_policy(&cl), true, NULL, err, sizeof err) == -1)
 			_exit(100);
 		_exit(t_scram());

@@ -180,10 +180,11 @@ static const struct sandbox_policy t_lock = {
 enum t_act { T_NOTHING, T_READ_ALLOWED, T_OPEN_PASSWD, T_OPEN_WRITE, T_SOCKET_UNIX, T_EXEC,
 	T_MMAP_EXEC };
 
-/* Fork, lock down with t_lock, act; the child's wait status, and its
- * report (shared memory) in *rep. */
+/* Fork, make the child not dumpable (unless dumpable), lock down with
+ * t_lock, act; the child's wait status, and its report (shared memory) in
+ * *rep. */
 static int
-t_child(enum t_act act, bool on, struct sandbox_report *rep)
+t_child_as(enum t_act act, bool on, bool dumpable, struct sandbox_report *rep)
 {
 	struct sandbox_report *shared = mmap(NULL, sizeof *shared, PROT_READ | PROT_WRITE,
 	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -193,7 +194,8 @@ t_child(enum t_act act, bool on, struct sandbox_report *rep)
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
 		char err[256];
-		if (sandbox_lock(&t_lock, on, shared, err, sizeof err) == -1) {
+		if ((dumpable ? 0 : sandbox_not_dumpable()) == -1 ||
+		    sandbox_lock(&t_lock, on, shared, err, sizeof err) == -1) {
 			ssize_t w = write(2, err, strlen(err));
 			(void)w;
 			_exit(100);
@@ -235,6 +237,12 @@ t_child(enum t_act act, bool on, struct sandbox_report *rep)
 	*rep = *shared;
 	munmap(shared, sizeof *shared);
 	return st;
+}
+
+static int
+t_child(enum t_act act, bool on, struct sandbox_report *rep)
+{
+	return t_child_as(act, on, false, rep);
 }
 
 static void
@@ -294,4 +302,14 @@ Test(sandbox_lock, argument_rules_hold)
 Test(sandbox_lock, exec_kills)
 {
 	t_violation(T_EXEC, "sandbox violation: syscall execve", "");
+}
+
+Test(sandbox_lock, a_dumpable_process_is_refused)
+{
+	/* the lock is no place to become not dumpable: the secrets came
+	 * before it, so a process that forgot is an error, not a fix-up */
+	struct sandbox_report rep;
+	int st = t_child_as(T_NOTHING, true, true, &rep);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 100, "status 0x%x", st);
+	cr_assert_eq(atomic_load(&rep.flags), 0);
 }
