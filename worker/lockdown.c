@@ -46,6 +46,9 @@ static const struct sandbox_syscall lockdown_allow[] = {
 	ANY("sendto"), ANY("recvfrom"), ANY("sendmsg"), ANY("recvmsg"),
 	{ "fcntl", 1, SANDBOX_EQ, F_SETFD },   /* c-ares: FD_CLOEXEC */
 	{ "fcntl", 1, SANDBOX_EQ, F_GETFL }, { "fcntl", 1, SANDBOX_EQ, F_SETFL },
+	/* a message with descriptors that waits for a full control channel
+	 * keeps duplicates of them (common/ipcq.c): a handover under load */
+	{ "fcntl", 1, SANDBOX_EQ, F_DUPFD_CLOEXEC },
 	/* signals, to this process only */
 	ANY("rt_sigaction"), ANY("rt_sigprocmask"), ANY("rt_sigreturn"),
 	ANY("restart_syscall"),

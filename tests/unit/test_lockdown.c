@@ -3,7 +3,8 @@
  * never allows, which files it names, the trust store only for the
  * clusters that verify their upstream against it; and, in a forked child
  * locked down with it, that what the worker computes after the lock (the
- * SCRAM of its own metadata fetch) needs no file.
+ * SCRAM of its own metadata fetch) needs no file, and that a connection
+ * handed over while the control channel is full can wait in the queue.
  */
 #include <criterion/criterion.h>
 #include <openssl/evp.h>
@@ -13,11 +14,14 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/ipcq.h"
 #include "worker/lockdown.h"
 
 static bool
@@ -135,5 +139,51 @@ Test(lockdown, scram_after_the_lock)
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	cr_assert(!WIFSIGNALED(st) || WTERMSIG(st) != SIGSYS,
 	    "killed by the sandbox: something was read lazily after the lock");
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x", st);
+}
+
+/* A connection handed over while the control channel is full: the queue
+ * keeps a duplicate of its descriptor (common/ipcq.c), after the lock. */
+static int
+t_handover_queued(int chan, int conn)
+{
+	struct ipcq q;
+	char big[2048] = { 0 };
+	ipcq_init(&q, 0, 0);
+	while (q.queued == 0)   /* fill the channel until a message waits */
+		if (ipcq_send(&q, chan, IPC_CONN_OUT, 1, big, sizeof big, NULL, 0) == -1)
+			return 2;
+	if (ipcq_send(&q, chan, IPC_CONN_OUT, 1, big, 16, &conn, 1) == -1)
+		return 3;
+	ipcq_clear(&q);
+	return 0;
+}
+
+Test(lockdown, handover_queued_behind_a_full_channel)
+{
+	struct sandbox_kernel k;
+	sandbox_probe(&k);
+	if (!k.seccomp)
+		cr_skip_test("no seccomp in this kernel");
+	struct cfg_cluster cl;
+	memset(&cl, 0, sizeof cl);
+	int sv[2];
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		char err[256];
+		int conn = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (conn == -1 || sandbox_not_dumpable() == -1 ||
+		    sandbox_lock(lockdown_policy(&cl), true, NULL, err, sizeof err) == -1)
+			_exit(100);
+		_exit(t_handover_queued(sv[0], conn));
+	}
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	close(sv[0]);
+	close(sv[1]);
+	cr_assert(!WIFSIGNALED(st) || WTERMSIG(st) != SIGSYS,
+	    "killed by the sandbox: a queued handover needs a call it forbids");
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x", st);
 }
