@@ -315,6 +315,12 @@ cfgp_name_ok(const char *s, size_t max)
 	return 1;
 }
 
+bool
+cfg_cluster_name_ok(const char *name)
+{
+	return cfgp_name_ok(name, CFG_NAME_MAX - 1) != 0;
+}
+
 /* ---- sections ---- */
 
 /* -1 when out of memory (nothing added). */

@@ -28,7 +28,6 @@
 #include <errno.h>
 #include <ev.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <libgen.h>
 #include <poll.h>
 #include <pwd.h>
@@ -37,7 +36,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -51,9 +49,9 @@
 #include "common/ipcq.h"
 #include "common/log.h"
 #include "common/tlsmat.h"
-#include "supervisor/admin_api.h"
-#include "supervisor/admin_http.h"
+#include "supervisor/adminproc.h"
 #include "supervisor/certs.h"
+#include "supervisor/childproc.h"
 #include "supervisor/listeners.h"
 #include "supervisor/nodes.h"
 #include "supervisor/notify.h"
@@ -243,25 +241,7 @@ static void
 sup_child_exec(struct sup_io *io, struct sup_proc *p, int fd, pid_t ppid)
 {
 	struct sup *s = io->s;
-	/* In the child: fd 3 is the control channel, everything else is
-	 * CLOEXEC. Reset the signal mask libev may have changed. */
-	sigset_t none;
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	if (fd != 3) {
-		if (dup2(fd, 3) == -1)
-			_exit(126);
-	} else {
-		fcntl(3, F_SETFD, 0);
-	}
-	if (io->drop_privileges) {
-		if (setgroups(1, &io->worker_gid) == -1 || setgid(io->worker_gid) == -1 ||
-		    setuid(io->worker_uid) == -1)
-			_exit(WORKER_EXIT_CONFIG);
-		if (setuid(0) == 0)
-			_exit(WORKER_EXIT_CONFIG);  /* privileges not really dropped */
-	}
-	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+	childproc_prepare(fd, &io->creds);
 	char gen[24], pp[24], idx[16], ipc[16];
 	snprintf(ipc, sizeof ipc, "%d", IPC_PROTOCOL_VERSION);
 	snprintf(gen, sizeof gen, "%llu", (unsigned long long)p->gen->generation);
@@ -275,7 +255,7 @@ sup_child_exec(struct sup_io *io, struct sup_proc *p, int fd, pid_t ppid)
 		s->cfg.log_format == CFG_LOG_JSON ? "--log-json" : NULL, NULL,
 	};
 	execv(io->self_exe, argv);
-	_exit(127);
+	_exit(CHILDPROC_EXIT_EXEC);
 }
 
 /* What the I/O layer keeps per generation: its shared block (genshm.h),
@@ -651,21 +631,21 @@ static void
 sup_io_answer_reload(struct sup *s, uint64_t waiter, const struct sup_reload_record *rec)
 {
 	struct sup_io *io = s->io;
-	admin_api_answer_reload(io->admin, s, waiter, rec);
+	adminproc_answer_reload(io->admin, waiter, rec);
 }
 
 static void
 sup_io_answer_op(struct sup *s, uint64_t waiter, const struct sup_answer *a)
 {
 	struct sup_io *io = s->io;
-	admin_api_answer_op(io->admin, waiter, a);
+	adminproc_answer_op(io->admin, waiter, a);
 }
 
 static int
 sup_io_admin_prepare(struct sup *s, const struct cfg *next, char *err, size_t errlen)
 {
 	struct sup_io *io = s->io;
-	return admin_http_reload_prepare(io->admin, next, err, errlen);
+	return adminproc_reload_prepare(io->admin, next, err, errlen);
 }
 
 /* ---- systemd notify (supervisor/notify.h; no-ops without NOTIFY_SOCKET) ---- */
@@ -723,8 +703,8 @@ sup_io_reload_end(struct sup *s, const struct sup_reload_record *rec)
 	if (period != io->tickets.repeat)
 		sup_io_tickets_arm(io, period);
 	char buf[sizeof io->last_status];
-	admin_http_reload_end(io->admin, rec->status == SUP_RELOAD_SUCCESS ||
-	    rec->status == SUP_RELOAD_UNCHANGED);
+	adminproc_reload_end(io->admin, rec->status == SUP_RELOAD_SUCCESS ||
+	    rec->status == SUP_RELOAD_UNCHANGED, s->cfg.log_level);
 	status_reload_text(s, buf, sizeof buf);
 	if (s->stopping)
 		notify_status("%s", buf);
@@ -902,9 +882,9 @@ sup_resolve_user(struct sup_io *io, const char *user)
 		log_error("worker user must not be root", "user=%s", user);
 		return -1;
 	}
-	io->worker_uid = pw->pw_uid;
-	io->worker_gid = pw->pw_gid;
-	io->drop_privileges = true;
+	io->creds.uid = pw->pw_uid;
+	io->creds.gid = pw->pw_gid;
+	io->creds.drop = true;
 	return 0;
 }
 
@@ -985,7 +965,7 @@ int
 sup_io_finish(struct sup_io *io, int rc)
 {
 	struct sup *s = io->s;
-	admin_http_stop(io->admin);
+	adminproc_free(io->admin);
 	io->admin = NULL;
 	sup_kill_all(s);
 	sup_free(s);
@@ -1026,8 +1006,8 @@ sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 	log_info("ferryd starting", "version=%s build=%s clusters=%zu config=%s config_version=%s",
 	    FERRY_VERSION, buildinfo_id(), s->cfg.n_clusters, s->config_path, s->config_version);
 	sandboxstatus_start(s);
-	io->admin = admin_api_start(s, io->loop, NULL, err, sizeof err);
-	if (!io->admin) {
+	io->admin = adminproc_new(s, io->loop, &io->creds, NULL, err, sizeof err);
+	if (!io->admin || adminproc_start(io->admin, true, err, sizeof err) == -1) {
 		log_error("cannot start admin API", "error=\"%s\"", err);
 		return sup_io_finish(io, 1);
 	}

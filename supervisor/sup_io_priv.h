@@ -1,6 +1,6 @@
 /*
  * sup_io_priv — what the I/O layer's two files share: sup_io.c (the loop,
- * workers, signals, timers, the admin API) and upgrade_io.c (the upgrade
+ * workers, signals, timers, the admin process) and upgrade_io.c (the upgrade
  * channel to the other ferryd, the successor's start). Nothing else
  * includes it.
  */
@@ -15,7 +15,8 @@
 #include "common/config.h"
 #include "common/ipc.h"
 #include "common/ipcq.h"
-#include "supervisor/admin_http.h"
+#include "supervisor/adminproc.h"
+#include "supervisor/childproc.h"
 #include "supervisor/supervisor.h"
 
 struct upg_io;
@@ -23,11 +24,9 @@ struct upg_io;
 struct sup_io {
 	struct sup *s;
 	struct ev_loop *loop;
-	struct admin *admin;          /* the admin API's servers (admin_http.h) */
+	struct adminproc *admin;      /* the admin process and its sockets (adminproc.h) */
 	char *self_exe;
-	uid_t worker_uid;
-	gid_t worker_gid;
-	bool drop_privileges;
+	struct childproc_creds creds; /* workers' and admin process's user */
 	ev_signal sig_term, sig_int, sig_hup, sig_usr2;
 	ev_timer deadline;
 	ev_timer backstop;
