@@ -395,11 +395,17 @@ sb_num(char *at, unsigned v)
 static void
 sb_say(int nr)
 {
-	char line[128];
+	char line[160];
 	size_t n = 0;
-	const char *a = "level=error proc=worker pid=", *b = " msg=\"sandbox violation\" syscall=";
+	const char *a = "level=error proc=", *b = " msg=\"sandbox violation\" syscall=";
+	const char *proc = sb.policy && sb.policy->proc ? sb.policy->proc : "?", *c = " pid=";
+	size_t plen = strnlen(proc, 32);
 	memcpy(line, a, strlen(a));
 	n += strlen(a);
+	memcpy(line + n, proc, plen);
+	n += plen;
+	memcpy(line + n, c, strlen(c));
+	n += strlen(c);
 	n += sb_num(line + n, (unsigned)getpid());
 	memcpy(line + n, b, strlen(b));
 	n += strlen(b);

@@ -144,6 +144,8 @@ struct sandbox_syscall {
 };
 
 struct sandbox_policy {
+	const char *proc;               /* the process's role in a sanitizer build's
+	                                   line about a violation ("worker") */
 	const struct sandbox_syscall *allow;
 	size_t n_allow;
 	/* Readable through Landlock and through the path check, NULL-ended;

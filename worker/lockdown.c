@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 
 #include "common/log.h"
+#include "common/tlsctx.h"
 #include "worker/context.h"
 
 #define ANY(n) { n, 0, SANDBOX_ANY, 0 }
@@ -69,6 +70,7 @@ static char lockdown_dir_buf[LOCKDOWN_DIRS][512];
 static const char *lockdown_dirs[LOCKDOWN_DIRS + 1];
 
 static struct sandbox_policy lockdown_pol = {
+	.proc = "worker",
 	.allow = lockdown_allow,
 	.n_allow = sizeof lockdown_allow / sizeof lockdown_allow[0],
 	.read_files = lockdown_files,
@@ -111,11 +113,7 @@ lockdown_policy(const struct cfg_cluster *cl)
 int
 lockdown_preload(char *err, size_t errlen)
 {
-	if (OPENSSL_init_crypto(OPENSSL_INIT_LOAD_CONFIG, NULL) != 1) {
-		snprintf(err, errlen, "cannot load OpenSSL's configuration before the lock-down");
-		return -1;
-	}
-	return 0;
+	return tlsctx_preload(err, errlen);
 }
 
 int

@@ -30,7 +30,7 @@
 #include "worker/lockdown.h"
 #include "worker/upstream.h"
 #ifdef FERRY_TEST_HOOKS
-#include "worker/testhook.h"
+#include "common/testhook.h"
 #endif
 
 /* IPC_TICKET_KEYS: take the supervisor's TLS session-ticket keys (at
@@ -733,7 +733,7 @@ worker_main(int argc, char **argv)
 	w->ipc_wio.data = w;
 
 #ifdef FERRY_TEST_HOOKS
-	testhook_start(w);
+	testhook_start(w->loop);
 #endif
 	/* Everything from outside is in: lock down before serving. */
 	char why[256], reason[300];

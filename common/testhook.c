@@ -1,7 +1,7 @@
 /*
  * testhook — sandbox probes for the integration tests; see testhook.h.
  */
-#include "worker/testhook.h"
+#include "common/testhook.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #ifdef FERRY_SANITIZER
 #include <sanitizer/lsan_interface.h>
@@ -18,7 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "worker/context.h"
+#include "common/log.h"
 
 static const char *const testhook_names[TESTHOOK_SIGNALS] = {
 	"open /etc/passwd", "execve", "fork", "bind", "leak", "heap overflow",
@@ -108,7 +109,7 @@ testhook_cb(struct ev_loop *loop, ev_signal *s, int revents)
 }
 
 void
-testhook_start(struct worker *w)
+testhook_start(struct ev_loop *loop)
 {
 #ifdef FERRY_SANITIZER
 	int n = TESTHOOK_SIGNALS;
@@ -117,7 +118,6 @@ testhook_start(struct worker *w)
 #endif
 	for (int k = 0; k < n; k++) {
 		ev_signal_init(&testhook_sig[k], testhook_cb, SIGRTMIN + 1 + k);
-		testhook_sig[k].data = w;
-		ev_signal_start(w->loop, &testhook_sig[k]);
+		ev_signal_start(loop, &testhook_sig[k]);
 	}
 }
