@@ -7,20 +7,39 @@
 #include "common/log.h"
 #include "common/sandbox.h"
 
+/* What report r says is in force ("sandbox"), and whether it is all the
+ * kernel offers ("complete"), into o. */
 static json_t *
-sandboxstatus_worker(const struct sup_cluster *c, const struct sup_gen *g,
-		     const struct sup_proc *p, uint32_t expected)
+sandboxstatus_add(json_t *o, const struct sandbox_report *r, uint32_t expected)
 {
-	uint32_t flags = p->metrics ? atomic_load_explicit(&p->metrics->sandbox.flags,
-	    memory_order_acquire) : 0;
+	uint32_t flags = r ? atomic_load_explicit(&r->flags, memory_order_acquire) : 0;
 	char what[160];
 	sandbox_describe(flags, what, sizeof what);
 	bool complete = (flags & SANDBOX_F_LOCKED) && !(flags & SANDBOX_F_OFF) &&
 	    (flags & expected) == expected;
-	return json_pack("{s:s, s:s, s:I, s:I, s:I, s:s, s:b}", "role", "worker",
+	if (o && (json_object_set_new(o, "sandbox", json_string(what)) == -1 ||
+	    json_object_set_new(o, "complete", json_boolean(complete)) == -1)) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static json_t *
+sandboxstatus_worker(const struct sup_cluster *c, const struct sup_gen *g,
+		     const struct sup_proc *p, uint32_t expected)
+{
+	return sandboxstatus_add(json_pack("{s:s, s:s, s:I, s:I, s:I}", "role", "worker",
 	    "cluster", c->name, "generation", (json_int_t)g->generation,
-	    "index", (json_int_t)p->index, "pid", (json_int_t)p->pid,
-	    "sandbox", what, "complete", complete);
+	    "index", (json_int_t)p->index, "pid", (json_int_t)p->pid),
+	    p->metrics ? &p->metrics->sandbox : NULL, expected);
+}
+
+json_t *
+sandboxstatus_admin_json(const struct sup *s, pid_t pid, const struct sandbox_report *r)
+{
+	return sandboxstatus_add(json_pack("{s:s, s:I}", "role", "admin", "pid", (json_int_t)pid),
+	    r, sandbox_expected_flags(&s->sandbox_kernel));
 }
 
 json_t *
@@ -60,7 +79,7 @@ sandboxstatus_start(struct sup *s)
 	    SANDBOX_F_LOCKED | SANDBOX_F_OFF, what, sizeof what);
 	if (!s->cfg.sandbox)
 		log_warn("worker sandbox off", "sandbox=off hint=\"sandbox = on in [ferry] "
-		    "confines workers (docs/security.md)\"");
+		    "confines workers and the admin process (docs/security.md)\"");
 	else if (n)
 		log_warn("worker sandbox incomplete: the kernel lacks some of it", "sandbox=%s "
 		    "missing=\"%s\" landlock_abi=%d", what, missing, s->sandbox_kernel.landlock_abi);

@@ -21,8 +21,13 @@
  *                "sandbox":"seccomp,landlock-fs,...","complete":bool},...]}
  * Workers are the live ones; "sandbox" is "none" until a worker has locked
  * down (it does before READY), "off" with sandbox = off; "complete" is
- * whether it has all the kernel offers. */
+ * whether it has all the kernel offers. The admin process's entry is
+ * added by the admin API (it knows the process: adminproc.h). */
 json_t *sandboxstatus_json(const struct sup *s);
+
+/* {"role":"admin","pid":N,"sandbox":"...","complete":bool} of the admin
+ * process pid whose report is r (NULL: "none"). */
+json_t *sandboxstatus_admin_json(const struct sup *s, pid_t pid, const struct sandbox_report *r);
 
 /* Probe the kernel into s->sandbox_kernel and log once what the workers'
  * sandbox will be (warn when on and something is missing). */

@@ -1,12 +1,14 @@
-"""Workers sandboxed after start-up (docs/security.md): seccomp, Landlock,
-no-new-privs, not dumpable.
+"""Workers and the admin process sandboxed after start-up (docs/security.md):
+seccomp, Landlock, no-new-privs, not dumpable.
 
-The probes of worker/testhook.h (a build with -Dtest_hooks=true; scripts/test
+The probes of common/testhook.h (a build with -Dtest_hooks=true; scripts/test
 makes one) make one worker, picked by pid, attempt what its sandbox forbids
 after the lock-down: open("/etc/passwd"), execve, fork, bind. Each must kill
 that worker with "sandbox violation: syscall NAME" in its cluster's status
 (lastCrash, and the crash-loop reason), the crash policy restarts it, and its
-sibling and the other cluster are untouched. /admin/health shows the sandbox
+sibling and the other cluster are untouched. The same probes in ferry-admin
+kill it with that reason as /admin/health's admin.lastExit; ferryd and the
+clusters are untouched and the admin API is back within a second. /admin/health shows the sandbox
 of every process; `sandbox = off` turns it off. The data path under the
 sandbox: a DNS name upstream (c-ares reads /etc/hosts at every lookup) and
 one that does not resolve (c-ares asks the resolver over UDP), and upstream
@@ -24,7 +26,7 @@ import time
 
 import pytest
 
-from conftest import FERRYD, pid_alive, proc_starttime, tail_file
+from conftest import FERRY_ADMIN, FERRYD, pid_alive, proc_starttime, tail_file
 from test_failure import TOPIC, metadata_ok, produce, serving_set, wait_for, worker_pid
 from test_tls import PKI, Stunnel, pki  # noqa: F401  (pki: a fixture)
 
@@ -37,8 +39,8 @@ PROBES = {
 }
 
 
-def _symbols():
-    r = subprocess.run(["nm", str(FERRYD)], capture_output=True, text=True)
+def _symbols(binary=FERRYD):
+    r = subprocess.run(["nm", str(binary)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     return r.stdout
 
@@ -46,9 +48,10 @@ def _symbols():
 @pytest.fixture(scope="module")
 def build_kind():
     syms = _symbols()
-    if not re.search(r"\btesthook_start\b", syms):
-        pytest.fail(f"{FERRYD} has no test hooks: build with meson -Dtest_hooks=true "
-                    "(scripts/test does)")
+    for binary, s in ((FERRYD, syms), (FERRY_ADMIN, _symbols(FERRY_ADMIN))):
+        if not re.search(r"\btesthook_start\b", s):
+            pytest.fail(f"{binary} has no test hooks: build with meson -Dtest_hooks=true "
+                        "(scripts/test does)")
     return {"sanitizer": "__asan_init" in syms or "__asan_report_load1" in syms}
 
 
@@ -119,13 +122,16 @@ def test_health_shows_the_sandbox_of_every_process(upstream, ferry_factory, buil
     assert sb["missing"] is None, sb  # this kernel has Landlock ABI >= 6
     procs = sb["processes"]
     assert procs[0] == {"role": "supervisor", "pid": f.proc.pid, "sandbox": "none"}, procs
-    workers = {p["pid"]: p for p in procs[1:]}
+    assert procs[1] == {"role": "admin", "pid": f.admin_pid(),
+                        "sandbox": _expected(build_kind["sanitizer"]), "complete": True}, procs
+    workers = {p["pid"]: p for p in procs[2:]}
     want = serving_set(f, "A") | serving_set(f, "B")
     assert set(workers) == want, (procs, want)
     for pid, p in workers.items():
         assert p["role"] == "worker" and p["cluster"] in ("A", "B"), p
         assert p["sandbox"] == _expected(build_kind["sanitizer"]), p
         assert p["complete"] is True, p
+    for pid in list(workers) + [f.admin_pid()]:
         # what the kernel says of it: a seccomp filter, no new privileges,
         # and /proc/PID owned by root although it runs as nobody (not dumpable)
         assert _status_field(pid, "Seccomp") == ["2"], pid
@@ -211,6 +217,7 @@ def test_sandbox_off(upstream, ferry_factory, build_kind):
     f = _ferry(ferry_factory, upstream, extra="sandbox = off", a_workers=1)
     sb = _health(f)["sandbox"]
     assert sb["setting"] == "off", sb
+    assert [p["role"] for p in sb["processes"][:2]] == ["supervisor", "admin"], sb
     for p in sb["processes"][1:]:
         assert p["sandbox"] == "off" and p["complete"] is False, p
     victim = worker_pid(f, "A", 0)
@@ -313,7 +320,7 @@ def test_sanitizer_reports_from_inside_the_sandbox(upstream, ferry_factory, buil
              in tail_file(f.log_path, 300), 20, what="the leak check's verdict")
     log = tail_file(f.log_path, 300)
     assert "LeakSanitizer: detected memory leaks" in log
-    assert re.search(r"in testhook_try \S*worker/testhook\.c:\d+", log), log
+    assert re.search(r"in testhook_try \S*common/testhook\.c:\d+", log), log
     assert pid_alive(w, sw) and "sandbox violation" not in log
 
     b = worker_pid(f, "B", 0)
@@ -335,3 +342,102 @@ def test_sanitizer_reports_from_inside_the_sandbox(upstream, ferry_factory, buil
     assert log.count("LeakSanitizer: detected memory leaks") >= 1, log
     assert "sandbox violation" not in log, log
     print(f"worker with a leak exited {took:.2f}s after SIGTERM")
+
+
+# --------------------------------------------------------------------------
+# the admin process (ferry-admin)
+# --------------------------------------------------------------------------
+
+def _health_when_back(f, timeout=5.0):
+    """/admin/health as soon as an admin process answers (a request sent
+    while none runs waits in the listen backlog)."""
+    from conftest import http_request
+    import json
+    code, _, body = http_request("GET", "/admin/health", unix_socket=f.sock, timeout=timeout)
+    assert code == 200, body
+    return json.loads(body)
+
+
+@pytest.mark.parametrize("probe", list(PROBES))
+def test_forbidden_call_kills_only_the_admin_process(upstream, ferry_factory, build_kind, probe):
+    f = _ferry(ferry_factory, upstream)
+    workers = {p: proc_starttime(p) for p in serving_set(f, "A") | serving_set(f, "B")}
+    admin = f.admin_pid()
+    start = proc_starttime(admin)
+
+    _probe(admin, probe)
+    wait_for(lambda: not pid_alive(admin, start), 10, interval=0.005,
+             what=f"admin process {admin} killed by its {probe} probe")
+    t0 = time.monotonic()
+    h = _health_when_back(f)
+    back = time.monotonic() - t0
+    print(f"\nadmin API back {back * 1000:.0f} ms after the {probe} violation")
+    # the admin process may not even create a socket: its bind probe dies
+    # one call earlier than a worker's
+    syscall = "socket" if probe == "bind" else PROBES[probe][1]
+    assert h["admin"]["lastExit"] == f"sandbox violation: syscall {syscall}", h["admin"]
+    assert h["admin"]["restarts"] == 1 and h["admin"]["pid"] not in (None, admin), h["admin"]
+    assert back < 1.0, f"admin API back after {back:.2f}s"
+    log = tail_file(f.log_path, 600)
+    m = re.search(rf'msg="sandbox violation" proc=admin pid={admin} '
+                  rf'reason="sandbox violation: syscall {syscall}" path="([^"]*)"', log)
+    assert m, log
+    assert m.group(1) == ("/etc/passwd" if probe.startswith("open") else ""), m.group(0)
+    assert re.search(rf'msg="admin process exited; restarting it" pid={admin} '
+                     rf'status="sandbox violation: syscall {syscall}"', log), log
+    assert f"probe=\"{probe}\" outcome" not in log, "the probe survived"
+
+    # ferryd and every worker untouched; the new admin process is locked too
+    assert f.proc.poll() is None
+    assert all(pid_alive(p, s) for p, s in workers.items())
+    assert serving_set(f, "A") | serving_set(f, "B") == set(workers)
+    for name in ("A", "B"):
+        assert f.cluster(name).get("lastCrash") is None
+    procs = h["sandbox"]["processes"]
+    assert procs[1] == {"role": "admin", "pid": h["admin"]["pid"],
+                        "sandbox": _expected(build_kind["sanitizer"]), "complete": True}, procs
+    metadata_ok(f, "A", timeout=5)
+
+
+def test_admin_process_sandbox_off(upstream, ferry_factory, build_kind):
+    f = _ferry(ferry_factory, upstream, extra="sandbox = off", a_workers=1)
+    admin = f.admin_pid()
+    st = proc_starttime(admin)
+    assert _status_field(admin, "Seccomp") == ["0"]
+    assert os.stat(f"/proc/{admin}/status").st_uid == 0   # not dumpable all the same
+    for probe, outcome in {"open /etc/passwd": "opened", "fork": "forked",
+                           "bind": "bound"}.items():
+        _probe(admin, probe)
+        wait_for(lambda: re.search(rf'proc=admin .*probe="{probe}" outcome="{outcome}"',
+                                   tail_file(f.log_path, 300)), 10,
+                 what=f"{probe} survived in the admin process with sandbox = off")
+    assert pid_alive(admin, st) and f.admin_pid() == admin
+    assert _health(f)["admin"]["restarts"] == 0
+
+
+def test_admin_process_parses_a_hosts_name_inside_the_sandbox(upstream, ferry_factory,
+                                                              build_kind):
+    """A posted config is parsed by the admin process first; a listening
+    address named in /etc/hosts makes the parser read that file (the one
+    file its sandbox lets it read)."""
+    names = []
+    with open("/etc/hosts") as hosts:
+        for line in hosts:
+            parts = line.split("#", 1)[0].split()
+            if len(parts) >= 2 and parts[0] == "127.0.0.1":
+                names += [n for n in parts[1:] if n != "localhost"]
+    if not names:
+        pytest.skip("no name other than localhost for 127.0.0.1 in /etc/hosts")
+    f = _ferry(ferry_factory, upstream, a_workers=1)
+    admin = f.admin_pid()
+    st = proc_starttime(admin)
+    text = f.config_text.replace("bootstrap = 127.0.0.1:", f"bootstrap = {names[0]}:", 1)
+    assert text != f.config_text
+    code, _, body = f.http("/admin/config/validate", method="POST", body=text.encode())
+    assert code == 200, body
+    # and one the parser refuses: its errors, not the text, go to ferryd
+    bad = text.replace(f"bootstrap = {names[0]}:", "bootstrap = no-such-name.invalid:", 1)
+    code, _, body = f.http("/admin/config/validate", method="POST", body=bad.encode())
+    assert code == 400 and b"not an IP address" in body, body
+    assert pid_alive(admin, st) and f.admin_pid() == admin
+    assert "sandbox violation" not in tail_file(f.log_path, 300)
