@@ -5,6 +5,7 @@
 #include "supervisor/admin_lockdown.h"
 
 #include <fcntl.h>
+#include <jansson.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -86,6 +87,10 @@ admin_lockdown(bool on, struct sandbox_report *rep, char *err, size_t errlen)
 {
 	if (on && tlsctx_preload(err, errlen) == -1)
 		return -1;
+	/* jansson seeds its hash function from /dev/urandom at the first JSON
+	 * object (an error answer the admin process writes itself): now, while
+	 * the file can be read; a no-op if it was seeded already */
+	json_object_seed(0);
 	if (sandbox_lock(&admin_lockdown_pol, on, rep, err, errlen) == -1)
 		return -1;
 	char what[160];

@@ -16,8 +16,8 @@
  * of its own, bind, listen, connect, exec, fork, a file opened for writing
  * or any other file read, a signal to another process, executable memory.
  * Landlock denies every TCP bind. A new HTTPS certificate after a reload
- * is built from the PEM bytes ferryd sends; OpenSSL's configuration is
- * read before the lock.
+ * is built from the PEM bytes ferryd sends; OpenSSL's configuration, and
+ * jansson's hash seed (/dev/urandom), are read before the lock.
  */
 #ifndef FERRY_SUPERVISOR_ADMIN_LOCKDOWN_H
 #define FERRY_SUPERVISOR_ADMIN_LOCKDOWN_H
