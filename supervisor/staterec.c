@@ -373,7 +373,9 @@ rd_keys(struct rd *r, const json_t *o, const char *path, const char *const *keys
 static void
 rd_path(char *buf, size_t len, const char *path, const char *key)
 {
-	snprintf(buf, len, "%s%s%s", path, path[0] ? "." : "", key);
+	/* a key path for an error message: cut when too long */
+	if (snprintf(buf, len, "%s%s%s", path, path[0] ? "." : "", key) >= (int)len && len > 4)
+		memcpy(buf + len - 4, "...", 4);
 }
 
 static uint64_t
