@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "supervisor/sandboxstatus.h"
 #include "supervisor/status.h"
 #include "supervisor/supervisor.h"
 
@@ -724,6 +725,44 @@ Test(status, health_sandbox)
 	cr_assert_str_eq(sget(old, "sandbox"), "off");
 	cr_assert(json_is_false(json_object_get(old, "complete")));
 	json_decref(j);
+}
+
+/* The admin process's entry: what its report (in the admin counters block)
+ * says, judged against what the kernel offers. */
+Test(status, health_sandbox_admin)
+{
+	fx_sup.sandbox_kernel = (struct sandbox_kernel){ .seccomp = true, .landlock_abi = 7 };
+	struct sandbox_report r;
+	memset(&r, 0, sizeof r);
+	json_t *a = sandboxstatus_admin_json(&fx_sup, 321, &r);
+	assert_keys(a, (const char *const[]){ "role", "pid", "sandbox", "complete", NULL });
+	cr_assert_str_eq(sget(a, "role"), "admin");
+	cr_assert_eq(iget(a, "pid"), 321);
+	cr_assert_str_eq(sget(a, "sandbox"), "none");  /* not locked down yet */
+	cr_assert(json_is_false(json_object_get(a, "complete")));
+	json_decref(a);
+
+	atomic_store(&r.flags, sandbox_expected_flags(&fx_sup.sandbox_kernel));
+	a = sandboxstatus_admin_json(&fx_sup, 321, &r);
+	cr_assert_not_null(strstr(sget(a, "sandbox"), "seccomp,landlock-fs,landlock-net,"
+	    "landlock-scope,no-new-privs,not-dumpable"));
+	cr_assert(json_is_true(json_object_get(a, "complete")));
+	json_decref(a);
+
+	/* less than the kernel offers (no Landlock scope): not complete */
+	atomic_store(&r.flags, sandbox_expected_flags(&fx_sup.sandbox_kernel) &
+	    ~SANDBOX_F_LANDLOCK_SCOPE);
+	a = sandboxstatus_admin_json(&fx_sup, 321, &r);
+	cr_assert(json_is_false(json_object_get(a, "complete")));
+	json_decref(a);
+
+	atomic_store(&r.flags, SANDBOX_F_LOCKED | SANDBOX_F_OFF);
+	a = sandboxstatus_admin_json(&fx_sup, 321, &r);
+	cr_assert_str_eq(sget(a, "sandbox"), "off");
+	json_decref(a);
+	a = sandboxstatus_admin_json(&fx_sup, 321, NULL);
+	cr_assert_str_eq(sget(a, "sandbox"), "none");
+	json_decref(a);
 }
 
 /* A worker that exited unasked is remembered in lastCrash (the generation
