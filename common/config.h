@@ -224,6 +224,9 @@ struct cfg {
 	                                    default 1h (supervisor/tickets.h) */
 	uint64_t worker_watchdog_ms;     /* a worker must answer a ping within this;
 	                                    default 10s, 0 = off */
+	bool sandbox;                    /* workers lock themselves down after start
+	                                    (worker/lockdown.h); default on; a change
+	                                    applies to workers started after it */
 
 	/* [ferry] admin access control (supervisor/adminauth.h says how they
 	 * are used). Paths are absolute; "" = unset. */

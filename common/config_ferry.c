@@ -287,6 +287,12 @@ cfgp_set_admin_insecure(struct cfg *c, const char *v, char *err, size_t len)
 	return cfgp_onoff(v, &c->admin_insecure, err, len);
 }
 
+static int
+cfgp_set_sandbox(struct cfg *c, const char *v, char *err, size_t len)
+{
+	return cfgp_onoff(v, &c->sandbox, err, len);
+}
+
 /* admin_open_paths: comma-separated absolute paths, matched exactly (no
  * query string); "none" or an empty value opens nothing. Stored as "a,b". */
 static int
@@ -370,6 +376,7 @@ const struct cfgp_fkeydef cfgp_fkeys[FK_COUNT] = {
 	[FK_ADMIN_TLS_KEY] = { "admin_tls_key", cfgp_set_admin_tls_key },
 	[FK_ADMIN_TLS_CLIENT_CA] = { "admin_tls_client_ca", cfgp_set_admin_tls_client_ca },
 	[FK_ADMIN_INSECURE] = { "admin_insecure", cfgp_set_admin_insecure },
+	[FK_SANDBOX] = { "sandbox", cfgp_set_sandbox },
 };
 
 const char *

@@ -12,9 +12,9 @@
  * The layout is versioned by METRICS_MAGIC; both sides are the same binary.
  *
  * Cost: the block holds pages only where something was written (see
- * shmblock.h). The header, the api_seen map and the METRICS_FIELDS
- * counters are the first page; the per-API slots (96 of them, ~13 KiB)
- * take pages only for the APIs a worker has seen. Readers that go over
+ * shmblock.h). The header, the api_seen map, the METRICS_FIELDS
+ * counters and the sandbox report are the first page; the per-API slots
+ * (96 of them, ~13 KiB) take pages only for the APIs a worker has seen. Readers that go over
  * the API slots ask metrics_api_seen() first, or they would allocate
  * every page of every block they read (a read allocates too).
  */
@@ -27,9 +27,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/sandbox.h"
 #include "common/shmblock.h"
 
-#define METRICS_MAGIC 0x66657272790007ULL /* "ferry" v7: splice */
+#define METRICS_MAGIC 0x66657272790008ULL /* "ferry" v8: PROXY protocol, max-age, sandbox report, splice */
 
 /* X-macro: name, type ("counter"/"gauge"), help. Order is ABI. */
 #define METRICS_FIELDS(X) \
@@ -113,6 +114,12 @@ struct metrics {
 #define METRICS_DECL(name, type, help) _Atomic uint64_t name;
 	METRICS_FIELDS(METRICS_DECL)
 #undef METRICS_DECL
+	/* Not a counter: the process's sandbox as it reports it (what is in
+	 * force, the system call of a violation), read by the supervisor for
+	 * /admin/health and the exit reason (common/sandbox.h). In the first
+	 * page, before the API slots: every worker writes it once it has
+	 * locked down, and /admin/health reads it from every live block. */
+	struct sandbox_report sandbox;
 	struct metrics_api api[METRICS_APIS];
 };
 

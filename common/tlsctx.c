@@ -336,3 +336,22 @@ tlsctx_cert_subject(struct tlsctx_pem pem, char *buf, size_t len)
 	X509_free(x);
 	return rc;
 }
+
+int
+tlsctx_preload(char *err, size_t errlen)
+{
+	if (OPENSSL_init_ssl(OPENSSL_INIT_LOAD_CONFIG, NULL) != 1) {
+		snprintf(err, errlen, "cannot load OpenSSL's configuration");
+		tlsctx_errors(err, errlen);
+		return -1;
+	}
+	/* the algorithms a handshake fetches from the default provider */
+	SSL_CTX *ctx = SSL_CTX_new(TLS_method());
+	if (ctx == NULL) {
+		snprintf(err, errlen, "cannot create a TLS context");
+		tlsctx_errors(err, errlen);
+		return -1;
+	}
+	SSL_CTX_free(ctx);
+	return 0;
+}

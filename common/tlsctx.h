@@ -97,4 +97,10 @@ int tlsctx_cert_subject(struct tlsctx_pem pem, char *buf, size_t len);
  * already holds a message, and empties the queue. */
 void tlsctx_errors(char *buf, size_t len);
 
+/* Read now what OpenSSL would otherwise read lazily, from files, at its
+ * first use of TLS or of an algorithm: its configuration file, and what a
+ * first context's creation loads. For a process about to lock itself out
+ * of the file system (common/sandbox.h). 0, or -1 with err. */
+int tlsctx_preload(char *err, size_t errlen);
+
 #endif

@@ -23,6 +23,7 @@
 #include "common/units.h"
 #include "supervisor/admincreds.h"
 #include "supervisor/connlist.h"
+#include "supervisor/sandboxstatus.h"
 #include "supervisor/status.h"
 #include "supervisor/supervisor.h"
 
@@ -102,6 +103,13 @@ admin_h_health(const struct admin_api_req *req, struct admin_answer *out)
 	    "pid", p->pid > 0 ? json_integer(p->pid) : json_null(), "state", p->state,
 	    "since", since[0] ? since : NULL, "restarts", (json_int_t)p->restarts,
 	    "lastExit", p->last_exit[0] ? p->last_exit : NULL)) == -1) {
+		json_decref(j);
+		j = NULL;
+	}
+	/* its sandbox, next to the supervisor's (first) and the workers' */
+	json_t *procs = json_object_get(json_object_get(j, "sandbox"), "processes");
+	if (procs != NULL && p->pid > 0 && json_array_insert_new(procs, 1,
+	    sandboxstatus_admin_json(req->s, p->pid, p->sandbox)) == -1) {
 		json_decref(j);
 		j = NULL;
 	}

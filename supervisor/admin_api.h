@@ -48,7 +48,9 @@ struct admin_api_proc {
 	const char *state;              /* adminproc.h's state names */
 	uint64_t since_wall_ms;         /* of that state */
 	uint64_t restarts;              /* unexpected exits so far */
-	const char *last_exit;          /* "exit 1", "signal 9", "" */
+	const char *last_exit;          /* "exit 1", "signal 9", "sandbox violation:
+	                                   syscall NAME", "" */
+	const struct sandbox_report *sandbox; /* the running one's (counters block) */
 };
 
 enum admin_api_result {

@@ -13,6 +13,10 @@
  * parser's errors do (the supervisor records the rejection); text that
  * parses goes on as a sealed memfd, and the supervisor parses it again.
  *
+ * Once it has its sockets, credentials and loop, and before READY, it locks
+ * itself down (admin_lockdown.h) unless ferryd says sandbox = off; it is
+ * not dumpable from its start, before the credentials arrive.
+ *
  * It holds no state worth keeping: when its channel ends (ferryd gone or
  * done with it) or the supervisor sends something malformed, it exits, and
  * ferryd starts another one if it still runs.
@@ -41,8 +45,13 @@
 #include "common/ipc.h"
 #include "common/ipcq.h"
 #include "common/log.h"
+#include "common/sandbox.h"
 #include "common/shmblock.h"
+#ifdef FERRY_TEST_HOOKS
+#include "common/testhook.h"
+#endif
 #include "supervisor/admin_http.h"
+#include "supervisor/admin_lockdown.h"
 #include "supervisor/adminauth.h"
 #include "supervisor/adminproto.h"
 
@@ -61,6 +70,7 @@ struct admin_proc {
 	ev_timer leave;                 /* STOP: waits for the last responses */
 	uint64_t leave_by_ms;
 	int exit_code;
+	bool sandbox;                   /* lock down (sandbox = on) */
 	uint8_t buf[sizeof(struct ipc_hdr) + IPC_MAX_PAYLOAD];
 };
 
@@ -394,6 +404,7 @@ admin_setup(struct admin_proc *ap, int *control_fd, int *http_fd, struct adminau
 		return ADMIN_EXIT_SETUP;
 	}
 	close(msg.fds[0]);
+	ap->sandbox = (su.flags & ADMINPROTO_SETUP_SANDBOX) != 0;
 	*control_fd = msg.fds[1];
 	*http_fd = (su.flags & ADMINPROTO_SETUP_HTTP) ? msg.fds[2] : -1;
 	log_init("admin", NULL, (enum log_level)su.log_level, su.log_json != 0);
@@ -443,6 +454,13 @@ main(int argc, char **argv)
 	/* the credential change happened before exec; PDEATHSIG survives it */
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	prctl(PR_SET_NAME, "ferry-admin", 0, 0, 0);
+	/* no core dump, no ptrace by its user: the HTTPS key and the bytes
+	 * callers send (tokens) live here; before any of them arrives */
+	if (sandbox_not_dumpable() == -1) {
+		log_error("cannot make the admin process not dumpable", "error=\"%s\"",
+		    strerror(errno));
+		return 1;
+	}
 	if (getppid() != ppid) {
 		log_error("supervisor already gone", "%s", "");
 		return 1;
@@ -474,6 +492,17 @@ main(int argc, char **argv)
 	ev_io_start(ap->loop, &ap->rio);
 	ev_io_init(&ap->wio, admin_write_cb, ap->fd, EV_WRITE);
 	ap->wio.data = ap;
+#ifdef FERRY_TEST_HOOKS
+	testhook_start(ap->loop);
+#endif
+	/* everything from outside is in: lock down before serving */
+	if (admin_lockdown(ap->sandbox, &ap->counters->sandbox, err, sizeof err) == -1) {
+		log_error("cannot lock the admin process down", "error=\"%s\" "
+		    "hint=\"sandbox = off in [ferry] runs without\"", err);
+		admin_http_stop(ap->http);
+		close(ap->fd);
+		return 1;
+	}
 	struct ipc_ready ready = { .ipc_version = IPC_PROTOCOL_VERSION };
 
 	if (admin_send(ap, IPC_READY, &ready, sizeof ready, NULL, 0) == 0) {

@@ -204,10 +204,21 @@ adminproc_kill(struct adminproc *ap, const char *why)
 	ev_timer_stop(ap->loop, &ap->ping);
 }
 
+/* Its exit as /admin/health's lastExit says it: "exit 1", "signal 9", or
+ * "sandbox violation: syscall NAME" when its sandbox killed it (the report
+ * in the counters block names the call; logged with the path a refused
+ * open named). */
 static void
-adminproc_exit_text(int status, char *buf, size_t len)
+adminproc_exit_text(const struct adminproc *ap, pid_t pid, int status, char *buf, size_t len)
 {
-	if (WIFSIGNALED(status))
+	if (WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS &&
+	    sandbox_exit_reason(&ap->counters->sandbox, buf, len)) {
+		char path[160];
+
+		sandbox_violation_path(&ap->counters->sandbox, path, sizeof path);
+		log_error("sandbox violation", "proc=admin pid=%d reason=\"%s\" path=\"%s\"",
+		    (int)pid, buf, path);
+	} else if (WIFSIGNALED(status))
 		snprintf(buf, len, "signal %d", WTERMSIG(status));
 	else
 		snprintf(buf, len, "exit %d", WEXITSTATUS(status));
@@ -223,7 +234,7 @@ adminproc_child_cb(struct ev_loop *loop, ev_child *w, int revents)
 	ev_child_stop(loop, w);
 	ev_timer_stop(loop, &ap->deadline);
 	adminproc_chan_close(ap);
-	adminproc_exit_text(w->rstatus, ap->last_exit, sizeof ap->last_exit);
+	adminproc_exit_text(ap, w->rpid, w->rstatus, ap->last_exit, sizeof ap->last_exit);
 	ap->pid = 0;
 	if (!ap->started) {
 		adminproc_set_state(ap, ADMINPROC_STOPPED);
@@ -410,6 +421,7 @@ adminproc_info(const struct adminproc *ap, struct admin_api_proc *out)
 	out->since_wall_ms = ap->since_wall_ms;
 	out->restarts = ap->restarts;
 	out->last_exit = ap->last_exit;
+	out->sandbox = ap->counters != NULL ? &ap->counters->sandbox : NULL;
 }
 
 /* One IPC_ADMIN_REQUEST. -1 with err: malformed (the caller kills it). */
@@ -576,7 +588,8 @@ adminproc_send_setup(struct adminproc *ap)
 {
 	struct adminproto_setup su = {
 		.version = ADMINPROTO_VERSION,
-		.flags = ap->http_fd != -1 ? ADMINPROTO_SETUP_HTTP : 0,
+		.flags = (ap->http_fd != -1 ? ADMINPROTO_SETUP_HTTP : 0) |
+		    (ap->s->cfg.sandbox ? ADMINPROTO_SETUP_SANDBOX : 0),
 		.log_level = ap->log_level,
 		.log_json = ap->log_json,
 	};
@@ -615,6 +628,8 @@ adminproc_spawn(struct adminproc *ap)
 		return;
 	}
 
+	/* the last one's report is not this one's (it is gone: reaped) */
+	memset((void *)&ap->counters->sandbox, 0, sizeof ap->counters->sandbox);
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1)
 		goto retry;
 	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &bufsz, sizeof bufsz);
@@ -723,9 +738,9 @@ adminproc_wait_ready(struct adminproc *ap, char *err, size_t errlen)
 		if (eof) {
 			/* its end of the channel closed: it is exiting; say why */
 			if (waitpid(ap->pid, &status, WNOHANG) == ap->pid) {
-				char how[64];
+				char how[96];
 
-				adminproc_exit_text(status, how, sizeof how);
+				adminproc_exit_text(ap, ap->pid, status, how, sizeof how);
 				snprintf(err, errlen, "%s exited before it was ready (%s)%s", ap->exe, how,
 				    WIFEXITED(status) && WEXITSTATUS(status) == CHILDPROC_EXIT_EXEC ?
 				    ": it cannot be executed as the workers' user" :

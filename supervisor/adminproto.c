@@ -379,7 +379,8 @@ adminproto_setup_check(const void *payload, size_t len, size_t nfds,
 		return adminproto_fail(err, errlen, "setup: protocol version %u, this ferry-admin "
 		    "speaks %u (ferryd and ferry-admin of different builds)", out->version,
 		    ADMINPROTO_VERSION);
-	if ((out->flags & ~ADMINPROTO_SETUP_HTTP) != 0 || out->log_level > 3 || out->log_json > 1)
+	if ((out->flags & ~(ADMINPROTO_SETUP_HTTP | ADMINPROTO_SETUP_SANDBOX)) != 0 ||
+	    out->log_level > 3 || out->log_json > 1)
 		return adminproto_fail(err, errlen, "setup: flags %#x", out->flags);
 	if (nfds != ((out->flags & ADMINPROTO_SETUP_HTTP) ? 3u : 2u))
 		return adminproto_fail(err, errlen, "setup: %zu file descriptors", nfds);

@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "common/config.h"
+#include "common/sandbox.h"
 
 #define ADMINPROTO_VERSION      1
 /* Requests the admin process may have sent and not seen answered; the
@@ -197,7 +198,8 @@ struct adminproto_answer {
 	uint32_t flags;                 /* ADMINPROTO_ANS_* */
 };
 
-#define ADMINPROTO_SETUP_HTTP 0x1u    /* an admin_listen listener follows the control socket's */
+#define ADMINPROTO_SETUP_HTTP    0x1u /* an admin_listen listener follows the control socket's */
+#define ADMINPROTO_SETUP_SANDBOX 0x2u /* sandbox = on: lock down before READY */
 
 /* IPC_ADMIN_SETUP, supervisor -> admin, first: fds [counters block, control
  * socket listener (, admin_listen listener)]. */
@@ -275,15 +277,19 @@ void adminproto_session_done(struct adminproto_session *s);
 
 /* ---- the counters block ------------------------------------------------------------ */
 
-#define ADMINPROTO_COUNTERS_MAGIC 0x66657272796101ULL
+#define ADMINPROTO_COUNTERS_MAGIC 0x66657272796102ULL
 
 /* Shared memory (common/shmblock.h) the supervisor creates once and hands
  * to every admin process, so the counts survive its restarts; the admin
- * process only adds, the supervisor reads them for /metrics. */
+ * process only adds, the supervisor reads them for /metrics. The sandbox
+ * report is the running admin process's (the supervisor clears it before
+ * each start): what is in force for /admin/health, the system call of a
+ * violation for its exit reason. Only displayed, never trusted. */
 struct adminproto_counters {
 	uint64_t magic;
 	_Atomic uint64_t refused[3];    /* missing, malformed, wrong-token */
 	_Atomic uint64_t tls_failures;  /* admin HTTPS handshakes that failed */
+	struct sandbox_report sandbox;
 };
 
 /* The block's counts in the order an upgrade carries them: refused

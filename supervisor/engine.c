@@ -17,6 +17,7 @@
  */
 #include "supervisor/engine_priv.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/sandbox.h"
 #include "supervisor/nodes.h"
 #include "supervisor/tickets.h"
 
@@ -232,6 +234,18 @@ sup_on_queue_full(struct sup *s, struct sup_proc *p)
 	sup_dispatch(s);
 }
 
+/* What status shows of the last unexpected exit of a worker of c (a crash
+ * restart replaces the generation's reason; workers > 1 keep it). */
+static void
+sup_last_crash(struct sup_cluster *c, const struct sup_proc *p, const char *how, uint64_t now)
+{
+	c->last_crash.at_ms = now;
+	c->last_crash.generation = p->gen->generation;
+	c->last_crash.index = p->index;
+	c->last_crash.pid = p->pid;
+	snprintf(c->last_crash.reason, sizeof c->last_crash.reason, "%s", how);
+}
+
 void
 sup_on_exit(struct sup *s, struct sup_proc *p, int st)
 {
@@ -239,6 +253,13 @@ sup_on_exit(struct sup *s, struct sup_proc *p, int st)
 	char how[192];
 	if (WIFEXITED(st))
 		snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(st));
+	else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS && p->metrics &&
+	    sandbox_exit_reason(&p->metrics->sandbox, how, sizeof how)) {
+		char path[160];
+		sandbox_violation_path(&p->metrics->sandbox, path, sizeof path);
+		log_error("sandbox violation", "cluster=%s gen=%llu pid=%d reason=\"%s\" path=\"%s\"",
+		    g->cluster->name, (unsigned long long)g->generation, (int)p->pid, how, path);
+	}
 	else if (WIFSIGNALED(st))
 		snprintf(how, sizeof how, "killed by signal %d (%s)", WTERMSIG(st),
 		    strsignal(WTERMSIG(st)));
@@ -252,6 +273,8 @@ sup_on_exit(struct sup *s, struct sup_proc *p, int st)
 	log_msg(asked ? LOG_INFO : LOG_WARN, "worker exited", "cluster=%s gen=%llu pid=%d "
 	    "how=\"%s\" state=%s", g->cluster->name, (unsigned long long)g->generation,
 	    (int)p->pid, how, fsm_gstate_str(g->st));
+	if (!asked)
+		sup_last_crash(g->cluster, p, how, s->now_wall_ms);
 	p->alive = false;
 	sup_relays_proc_gone(s, p);
 	if (WIFEXITED(st) && WEXITSTATUS(st) == WORKER_EXIT_CONFIG && !g->accepted)

@@ -374,8 +374,8 @@ rd_keys(struct rd *r, const json_t *o, const char *path, const char *const *keys
 static void
 rd_path(char *buf, size_t len, const char *path, const char *key)
 {
-	int n = snprintf(buf, len, "%s%s%s", path, path[0] ? "." : "", key);
-	if (n >= 0 && (size_t)n >= len && len > 4)
+	/* a key path for an error message: cut when too long */
+	if (snprintf(buf, len, "%s%s%s", path, path[0] ? "." : "", key) >= (int)len && len > 4)
 		memcpy(buf + len - 4, "...", 4);
 }
 

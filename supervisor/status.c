@@ -10,6 +10,7 @@
 #include "supervisor/status.h"
 #include "supervisor/promfam.h"
 #include "supervisor/adminproto.h"
+#include "supervisor/sandboxstatus.h"
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -178,6 +179,16 @@ status_cluster_json(struct sup_cluster *c)
 	}
 	json_object_set_new(o, "knownBrokers", kb);
 
+	/* why the last worker that exited unasked did (a crash restart
+	 * replaces the generation, and with it its reason) */
+	if (c->last_crash.at_ms)
+		json_object_set_new(o, "lastCrash", json_pack("{s:o, s:I, s:I, s:I, s:s}",
+		    "time", status_time(c->last_crash.at_ms),
+		    "generation", (json_int_t)c->last_crash.generation,
+		    "index", (json_int_t)c->last_crash.index,
+		    "pid", (json_int_t)c->last_crash.pid,
+		    "reason", c->last_crash.reason));
+
 	if (c->last_replacement.valid)
 		json_object_set_new(o, "lastReplacement", json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}",
 		    "fromGeneration", (json_int_t)c->last_replacement.from_generation,
@@ -218,7 +229,7 @@ status_health_json(const struct sup *s, uint64_t now_ms)
 {
 	uint64_t up = now_ms > s->started_at_ms ? (now_ms - s->started_at_ms) / 1000 : 0;
 
-	return json_pack("{s:s, s:s, s:s, s:i, s:o, s:I, s:o, s:o, s:I}",
+	return json_pack("{s:s, s:s, s:s, s:i, s:o, s:I, s:o, s:o, s:I, s:o}",
 	    "status", "UP",
 	    "version", buildinfo_version(),
 	    "buildId", buildinfo_id(),
@@ -227,7 +238,8 @@ status_health_json(const struct sup *s, uint64_t now_ms)
 	    "uptimeSeconds", (json_int_t)up,
 	    "startedAt", status_time(s->started_at_ms),
 	    "processStartedAt", status_time(s->process_started_at_ms),
-	    "clusters", (json_int_t)s->n_clusters);
+	    "clusters", (json_int_t)s->n_clusters,
+	    "sandbox", sandboxstatus_json(s));
 }
 
 json_t *

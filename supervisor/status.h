@@ -27,9 +27,10 @@ json_t *status_cluster_json(struct sup_cluster *c);
 json_t *status_clusters_json(struct sup *s);
 
 /* {"status":"UP","version","buildId","pid","execPath","uptimeSeconds",
- * "startedAt","processStartedAt","clusters":N}; now_ms and the start times
- * are wall-clock milliseconds (startedAt and uptime: the service's, which an
- * upgrade carries; processStartedAt: this process's). */
+ * "startedAt","processStartedAt","clusters":N,"sandbox":{...}}; now_ms and
+ * the start times are wall-clock milliseconds (startedAt and uptime: the
+ * service's, which an upgrade carries; processStartedAt: this process's);
+ * "sandbox" is sandboxstatus_json(). */
 json_t *status_health_json(const struct sup *s, uint64_t now_ms);
 
 /* {"ready":bool,"startupPolicy","clusters":{"NAME":"state",...}}. */

@@ -35,6 +35,7 @@
 #include "common/log.h"
 #include "common/tlsmat.h"
 #include "supervisor/admincreds.h"
+#include "supervisor/sandboxstatus.h"
 #include "supervisor/staterec.h"
 #include "supervisor/upgproto.h"
 
@@ -492,6 +493,7 @@ upgrade_successor_main(int argc, char **argv)
 	log_info("ferryd starting (upgrade)", "version=%s build=%s clusters=%zu config=%s "
 	    "config_version=%s", buildinfo_version(), buildinfo_id(), s->cfg.n_clusters,
 	    s->config_path, s->config_version);
+	sandboxstatus_start(s);
 	sup_io_clock(s);
 	if (sup_upgrade_restore(s, &r.rec, r.fds, r.nfds, r.secrets, r.n_secrets, err,
 	    sizeof err) == -1) {

@@ -55,6 +55,7 @@
 #include "supervisor/listeners.h"
 #include "supervisor/nodes.h"
 #include "supervisor/notify.h"
+#include "supervisor/sandboxstatus.h"
 #include "supervisor/status.h"
 #include "supervisor/supervisor.h"
 #include "supervisor/tickets.h"
@@ -250,6 +251,7 @@ sup_child_exec(struct sup_io *io, struct sup_proc *p, int fd, pid_t ppid)
 		"ferryd", "--worker", "--cluster", p->gen->cluster->name, "--generation", gen,
 		"--ppid", pp, "--index", idx, "--ipc", ipc,
 		"--log-level", (char *)log_level_str((enum log_level)s->cfg.log_level),
+		"--sandbox", s->cfg.sandbox ? "on" : "off",
 		s->cfg.log_format == CFG_LOG_JSON ? "--log-json" : NULL, NULL,
 	};
 	execv(io->self_exe, argv);
@@ -1003,6 +1005,7 @@ sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 	s->exec_path = exec_path ? strdup(exec_path) : NULL;
 	log_info("ferryd starting", "version=%s build=%s clusters=%zu config=%s config_version=%s",
 	    FERRY_VERSION, buildinfo_id(), s->cfg.n_clusters, s->config_path, s->config_version);
+	sandboxstatus_start(s);
 	io->admin = adminproc_new(s, io->loop, &io->creds, NULL, err, sizeof err);
 	if (!io->admin || adminproc_start(io->admin, true, err, sizeof err) == -1) {
 		log_error("cannot start admin API", "error=\"%s\"", err);

@@ -33,6 +33,7 @@
 #include "common/lifecycle.h"
 #include "common/metrics.h"
 #include "common/nodemap.h"
+#include "common/sandbox.h"
 #include "supervisor/crash.h"
 #include "supervisor/fsm.h"
 #include "supervisor/plan.h"
@@ -193,6 +194,15 @@ struct sup_cluster {
 	struct sup_nodes nodes;       /* learned upstream brokers (nodes.h) */
 	struct tlskeys *tickets;      /* TLS clusters: session-ticket keys (tickets.h);
 	                                 NULL for plaintext ones */
+	/* the last worker that exited unasked (a crash, a sandbox violation,
+	 * the watchdog's kill); at_ms 0 = none yet */
+	struct {
+		uint64_t at_ms;           /* wall */
+		uint64_t generation;
+		unsigned index;
+		pid_t pid;
+		char reason[192];
+	} last_crash;
 	/* what happened to the connections of the last replaced generation */
 	struct {
 		uint64_t from_generation, to_generation;
@@ -386,6 +396,7 @@ struct sup {
 	char config_version[PLAN_VERSION_LEN]; /* sha256 of the config file bytes */
 	uint64_t applied_at_ms;
 	uint64_t started_at_ms;
+	struct sandbox_kernel sandbox_kernel; /* probed once at start (sandboxstatus.h) */
 	struct sup_cluster **clusters; /* listed, in file order */
 	size_t n_clusters;
 	struct sup_cluster **limbo;   /* added but not committed, or removed and

@@ -27,7 +27,11 @@
 #include "worker/conn.h"
 #include "worker/context.h"
 #include "worker/handover.h"
+#include "worker/lockdown.h"
 #include "worker/upstream.h"
+#ifdef FERRY_TEST_HOOKS
+#include "common/testhook.h"
+#endif
 
 /* IPC_TICKET_KEYS: take the supervisor's TLS session-ticket keys (at
  * start and at every rotation). The old copy and the message buffer are
@@ -638,11 +642,12 @@ worker_main(int argc, char **argv)
 		{ "log-json", no_argument, NULL, 'j' },
 		{ "index", required_argument, NULL, 'i' },
 		{ "ipc", required_argument, NULL, 'I' },
+		{ "sandbox", required_argument, NULL, 's' },
 		{ 0, 0, 0, 0 },
 	};
 	long ipc_version = -1;
 	int level = LOG_INFO, c;
-	bool json = false;
+	bool json = false, sandbox = true;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -654,6 +659,7 @@ worker_main(int argc, char **argv)
 		case 'j': json = true; break;
 		case 'i': w->index = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'I': ipc_version = strtol(optarg, NULL, 10); break;
+		case 's': sandbox = strcmp(optarg, "off") != 0; break;
 		default:
 			fprintf(stderr, "ferryd --worker is started by ferryd itself\n");
 			return 2;
@@ -676,8 +682,12 @@ worker_main(int argc, char **argv)
 	prctl(PR_SET_NAME, "ferryd", 0, 0, 0);
 	/* No core dump, no ptrace by its own user, no /proc/PID/mem: the
 	 * bytes a worker relays include clients' SASL passwords and tokens
-	 * (and TLS keys live here), which must never land in a core file. */
-	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	 * (and TLS keys live here), which must never land in a core file.
+	 * Before the configuration brings any of them, sandbox or not. */
+	if (sandbox_not_dumpable() == -1) {
+		log_error("cannot make the worker not dumpable", "error=\"%s\"", strerror(errno));
+		return 1;
+	}
 	if (w->supervisor_pid && getppid() != w->supervisor_pid) {
 		log_error("supervisor already gone", "%s", "");
 		return 1;
@@ -723,6 +733,15 @@ worker_main(int argc, char **argv)
 	ev_io_init(&w->ipc_wio, worker_ipc_write_cb, w->ipc_fd, EV_WRITE);
 	w->ipc_wio.data = w;
 
+#ifdef FERRY_TEST_HOOKS
+	testhook_start(w->loop);
+#endif
+	/* Everything from outside is in: lock down before serving. */
+	char why[256], reason[300];
+	if (lockdown_worker(w, sandbox, why, sizeof why) == -1) {
+		snprintf(reason, sizeof reason, "sandbox: %s (sandbox = off runs without)", why);
+		worker_fail(w, reason);
+	}
 	struct ipc_ready rd = { .ipc_version = IPC_PROTOCOL_VERSION };
 	worker_ipc_send(w, IPC_READY, &rd, sizeof rd);
 	if (w->ipc_fd < 0)

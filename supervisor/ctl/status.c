@@ -1,8 +1,9 @@
 /*
  * status — how ferryctl renders `status [NAME]` for people: the contract
  * table (NAME STATE SINCE GEN PID CONNS REASON, a row per worker when a
- * cluster lists more than one), the SNI gateway line, certificate expiry;
- * and the ages and colours the other views share. See ctl_priv.h.
+ * cluster lists more than one), the SNI gateway line, certificate expiry,
+ * the last unasked worker exit (lastCrash); and the ages and colours the
+ * other views share. See ctl_priv.h.
  */
 #include <jansson.h>
 #include <stdbool.h>
@@ -297,36 +298,60 @@ ctl_print_gateway(const json_t *c)
 	    json_string_value(json_object_get(sni, "brokerPattern")) : "?");
 }
 
-/* Below the table, one line per TLS cluster: when its certificate expires
- * (tls.notAfter), flagged within 14 days. */
+/* Below the table: line(name, obj) for each cluster that has an object
+ * under key. */
 static void
-ctl_print_tls(const json_t *clusters)
+ctl_print_below(const json_t *clusters, const char *key,
+		void (*line)(const char *name, const json_t *obj))
 {
 	size_t i;
 	const json_t *c;
 
 	json_array_foreach(clusters, i, c) {
-		const json_t *tls = json_object_get(c, "tls");
+		const json_t *obj = json_object_get(c, key);
 		const char *name = json_string_value(json_object_get(c, "name"));
-		const char *na = json_string_value(json_object_get(tls, "notAfter"));
-		struct tm tm;
 
-		if (!json_is_object(tls))
-			continue;
-		if (!na) {
-			printf("%s: TLS certificate expiry unknown\n", name ? name : "?");
-			continue;
-		}
-		memset(&tm, 0, sizeof tm);
-		if (!strptime(na, "%Y-%m-%dT%H:%M:%S", &tm)) {
-			printf("%s: TLS certificate valid until %s\n", name ? name : "?", na);
-			continue;
-		}
-		long long left = ((long long)timegm(&tm) - (long long)time(NULL)) / 86400;
-		printf("%s: TLS certificate valid until %s (%s%lld days%s)\n", name ? name : "?", na,
-		    left < 0 ? "expired " : "", left < 0 ? -left : left,
-		    left < 0 ? " ago" : left < 14 ? " left: renew it" : " left");
+		if (json_is_object(obj))
+			line(name ? name : "?", obj);
 	}
+}
+
+/* A TLS cluster: when its certificate expires (tls.notAfter), flagged
+ * within 14 days. */
+static void
+ctl_tls_line(const char *name, const json_t *tls)
+{
+	const char *na = json_string_value(json_object_get(tls, "notAfter"));
+	struct tm tm;
+
+	if (!na) {
+		printf("%s: TLS certificate expiry unknown\n", name);
+		return;
+	}
+	memset(&tm, 0, sizeof tm);
+	if (!strptime(na, "%Y-%m-%dT%H:%M:%S", &tm)) {
+		printf("%s: TLS certificate valid until %s\n", name, na);
+		return;
+	}
+	long long left = ((long long)timegm(&tm) - (long long)time(NULL)) / 86400;
+	printf("%s: TLS certificate valid until %s (%s%lld days%s)\n", name, na,
+	    left < 0 ? "expired " : "", left < 0 ? -left : left,
+	    left < 0 ? " ago" : left < 14 ? " left: renew it" : " left");
+}
+
+/* A cluster whose worker exited unasked (lastCrash): when, why, which
+ * worker. A crash restart replaces the generation, so the table's REASON
+ * no longer says it. */
+static void
+ctl_crash_line(const char *name, const json_t *lc)
+{
+	const char *why = json_string_value(json_object_get(lc, "reason"));
+	char ago[32];
+
+	ctl_since(json_object_get(lc, "time"), ago, sizeof ago);
+	printf("%s: last crash %s ago: %s (worker #%lld, pid %lld)\n", name, ago,
+	    why ? why : "?", (long long)json_integer_value(json_object_get(lc, "index")),
+	    (long long)json_integer_value(json_object_get(lc, "pid")));
 }
 
 int
@@ -352,7 +377,8 @@ ctl_cmd_status(const struct ctl_reply *r, bool one)
 	else {
 		if (one)
 			ctl_print_gateway(j);
-		ctl_print_tls(list);
+		ctl_print_below(list, "tls", ctl_tls_line);
+		ctl_print_below(list, "lastCrash", ctl_crash_line);
 	}
 	json_decref(list);
 	json_decref(j);

@@ -35,6 +35,7 @@ _build = Path(os.environ.get("FERRY_BUILD", "build"))
 BUILD = _build if _build.is_absolute() else REPO / _build
 
 FERRYD = BUILD / "supervisor" / "ferryd"
+FERRY_ADMIN = BUILD / "supervisor" / "ferry-admin"
 FERRYCTL = BUILD / "supervisor" / "ctl" / "ferryctl"
 MOCK_CLUSTER = BUILD / "tests" / "peers" / "mock_cluster"
 

@@ -55,6 +55,7 @@ def installed(tmp_path_factory):
         "ferry-admin": at("libexecdir", "ferry", "ferry-admin"),
         "example": at("datadir", "doc", "ferry", "ferry.ini"),
         "operations": at("datadir", "doc", "ferry", "operations.md"),
+        "security": at("datadir", "doc", "ferry", "security.md"),
         "completion": at("datadir", "bash-completion", "completions", "ferryctl"),
         "unit": dest / Path(unitdir).relative_to("/") / "ferryd.service",
         "mandir": at("mandir"),

@@ -40,11 +40,10 @@ import time
 
 import pytest
 
-from conftest import (BUILD, FERRYD, REPO, UnixHTTPConnection, admin_pid_of, http_request,
-                      pid_alive, proc_starttime, serving_pids, wait_for)
+from conftest import (BUILD, FERRY_ADMIN, FERRYD, REPO, UnixHTTPConnection, admin_pid_of,
+                      http_request, pid_alive, proc_starttime, serving_pids, wait_for)
 from core_helpers import _c_source, ipc_header, ipc_type_values, take_worker_channel
 
-FERRY_ADMIN = BUILD / "supervisor" / "ferry-admin"
 NM = shutil.which("nm")
 NINJA = shutil.which("ninja")
 

@@ -324,6 +324,13 @@ Test(adminproto, setup_and_creds)
 	cr_expect_eq(adminproto_setup_check(&su, sizeof su, 3, &out, err, sizeof err), -1);
 	su.flags = ADMINPROTO_SETUP_HTTP;
 	cr_expect_eq(adminproto_setup_check(&su, sizeof su, 3, &out, err, sizeof err), 0, "%s", err);
+	/* sandbox = on travels as a flag; an unknown flag is refused */
+	su.flags = ADMINPROTO_SETUP_HTTP | ADMINPROTO_SETUP_SANDBOX;
+	cr_expect_eq(adminproto_setup_check(&su, sizeof su, 3, &out, err, sizeof err), 0, "%s", err);
+	cr_expect_eq(out.flags & ADMINPROTO_SETUP_SANDBOX, ADMINPROTO_SETUP_SANDBOX);
+	su.flags = ADMINPROTO_SETUP_SANDBOX | 0x4;
+	cr_expect_eq(adminproto_setup_check(&su, sizeof su, 2, &out, err, sizeof err), -1);
+	su.flags = ADMINPROTO_SETUP_HTTP;
 	su.version = ADMINPROTO_VERSION + 1;
 	cr_expect_eq(adminproto_setup_check(&su, sizeof su, 3, &out, err, sizeof err), -1);
 	cr_expect(strstr(err, "different builds") != NULL, "%s", err);

@@ -4,8 +4,9 @@
  * SIGBUS), a worker-side mapping sees the supervisor's counters, and
  * metrics_map refuses a block without the seals, of the wrong size or with
  * the wrong magic; and the block's cost: a new block holds one page, the
- * per-API slots take pages only for the APIs counted, and folding a
- * process's block into the cluster's totals touches only what was counted.
+ * per-API slots take pages only for the APIs counted, folding a process's
+ * block into the cluster's totals touches only what was counted, and the
+ * sandbox report a worker writes at lock-down is in the first page.
  */
 #include <criterion/criterion.h>
 
@@ -210,6 +211,32 @@ Test(metrics, a_new_block_holds_only_its_first_page)
 	metrics_request(wk, 30000);
 	cr_assert(metrics_api_seen(sup, METRICS_APIS - 1));
 	cr_assert_not(metrics_api_seen(sup, METRICS_APIS), "out of range");
+	metrics_unmap(wk);
+	close(wfd);
+	metrics_unmap(sup);
+	close(fd);
+}
+
+Test(metrics, the_sandbox_report_shares_the_first_page)
+{
+	struct metrics *sup = NULL, *wk = NULL;
+	int fd = metrics_create(1, &sup);
+
+	cr_assert_geq(fd, 0);
+	cr_assert_leq(offsetof(struct metrics, sandbox) + sizeof(struct sandbox_report),
+	    shm_page_size(), "the sandbox report is in the first page");
+	cr_assert_leq(offsetof(struct metrics, sandbox), offsetof(struct metrics, api));
+	int wfd = dup(fd);
+	cr_assert_eq(metrics_map(wfd, &wk), 0);
+	/* what a worker writes when it locks down and when it is killed */
+	atomic_store(&wk->sandbox.flags, SANDBOX_F_LOCKED | SANDBOX_F_SECCOMP);
+	atomic_store(&wk->sandbox.syscall_nr, 59);
+	atomic_store(&wk->sandbox.violated, 1);
+	memcpy(wk->sandbox.path, "/etc/passwd", 12);
+	cr_assert_eq(atomic_load(&sup->sandbox.flags), SANDBOX_F_LOCKED | SANDBOX_F_SECCOMP);
+	cr_assert_eq(atomic_load(&sup->sandbox.syscall_nr), 59);
+	cr_assert_str_eq(sup->sandbox.path, "/etc/passwd");
+	cr_assert_eq(shm_pages_resident(sup, sizeof *sup), 1, "no page beyond the first");
 	metrics_unmap(wk);
 	close(wfd);
 	metrics_unmap(sup);

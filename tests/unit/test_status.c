@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "supervisor/sandboxstatus.h"
 #include "supervisor/status.h"
 #include "supervisor/supervisor.h"
 
@@ -349,7 +350,7 @@ Test(status, health_json)
 	json_t *j = status_health_json(&fx_sup, T0 + 42999);
 
 	assert_keys(j, (const char *const[]){ "status", "version", "buildId", "pid", "execPath",
-	    "uptimeSeconds", "startedAt", "processStartedAt", "clusters", NULL });
+	    "uptimeSeconds", "startedAt", "processStartedAt", "clusters", "sandbox", NULL });
 	cr_assert_str_eq(sget(j, "status"), "UP");
 	cr_assert_str_eq(sget(j, "version"), FERRY_VERSION);
 	/* the build id names the image that runs (hex of the GNU note) */
@@ -674,4 +675,117 @@ Test(status, cluster_json_gateway)
 	cr_assert_str_eq(sget(sni, "bootstrapHost"), "kafka.example.com");
 	cr_assert_str_eq(sget(sni, "brokerPattern"), "broker-$(nodeId).kafka.example.com");
 	json_decref(o);
+}
+
+/* The sandbox in /admin/health: the kernel probed at start, what it lacks,
+ * and what each live process reports in its block. */
+Test(status, health_sandbox)
+{
+	fx_sup.cfg.sandbox = true;
+	fx_sup.sandbox_kernel = (struct sandbox_kernel){ .seccomp = true, .landlock_abi = 3 };
+	struct sandbox_kernel k = fx_sup.sandbox_kernel;
+	/* alpha gen 1 (pid 100) has all the kernel offers; gen 2 (pid 200)
+	 * has not locked down yet */
+	atomic_store(&fx_workers[1].procs[0].metrics->sandbox.flags, sandbox_expected_flags(&k));
+	json_t *j = status_health_json(&fx_sup, T0 + 1000), *sb = json_object_get(j, "sandbox");
+
+	assert_keys(sb, (const char *const[]){ "setting", "kernel", "missing", "processes", NULL });
+	cr_assert_str_eq(sget(sb, "setting"), "on");
+	cr_assert(json_is_true(json_object_get(json_object_get(sb, "kernel"), "seccomp")));
+	cr_assert_eq(iget(json_object_get(sb, "kernel"), "landlockAbi"), 3);
+	cr_assert_not_null(strstr(sget(sb, "missing"), "Landlock network rules"));
+	json_t *ps = json_object_get(sb, "processes");
+	cr_assert_eq(json_array_size(ps), 3);   /* supervisor, alpha gen 2, alpha gen 1 */
+	cr_assert_str_eq(sget(json_array_get(ps, 0), "role"), "supervisor");
+	cr_assert_str_eq(sget(json_array_get(ps, 0), "sandbox"), "none");
+	json_t *young = json_array_get(ps, 1), *old = json_array_get(ps, 2);
+	assert_keys(old, (const char *const[]){ "role", "cluster", "generation", "index", "pid",
+	    "sandbox", "complete", NULL });
+	cr_assert_eq(iget(old, "pid"), 100);
+	cr_assert_str_eq(sget(old, "cluster"), "alpha");
+	cr_assert_str_eq(sget(old, "sandbox"),
+	    sandbox_expected_flags(&k) & SANDBOX_F_SANITIZER ?
+	    "seccomp,landlock-fs,no-new-privs,not-dumpable,sanitizer-allowlist" :
+	    "seccomp,landlock-fs,no-new-privs,not-dumpable");
+	cr_assert(json_is_true(json_object_get(old, "complete")));
+	cr_assert_eq(iget(young, "pid"), 200);
+	cr_assert_str_eq(sget(young, "sandbox"), "none");
+	cr_assert(json_is_false(json_object_get(young, "complete")));
+	json_decref(j);
+
+	/* sandbox = off, everything offered: nothing missing, the worker off */
+	fx_sup.cfg.sandbox = false;
+	fx_sup.sandbox_kernel.landlock_abi = 7;
+	atomic_store(&fx_workers[1].procs[0].metrics->sandbox.flags, SANDBOX_F_LOCKED | SANDBOX_F_OFF);
+	j = status_health_json(&fx_sup, T0 + 1000);
+	sb = json_object_get(j, "sandbox");
+	cr_assert_str_eq(sget(sb, "setting"), "off");
+	cr_assert(json_is_null(json_object_get(sb, "missing")));
+	old = json_array_get(json_object_get(sb, "processes"), 2);
+	cr_assert_str_eq(sget(old, "sandbox"), "off");
+	cr_assert(json_is_false(json_object_get(old, "complete")));
+	json_decref(j);
+}
+
+/* The admin process's entry: what its report (in the admin counters block)
+ * says, judged against what the kernel offers. */
+Test(status, health_sandbox_admin)
+{
+	fx_sup.sandbox_kernel = (struct sandbox_kernel){ .seccomp = true, .landlock_abi = 7 };
+	struct sandbox_report r;
+	memset(&r, 0, sizeof r);
+	json_t *a = sandboxstatus_admin_json(&fx_sup, 321, &r);
+	assert_keys(a, (const char *const[]){ "role", "pid", "sandbox", "complete", NULL });
+	cr_assert_str_eq(sget(a, "role"), "admin");
+	cr_assert_eq(iget(a, "pid"), 321);
+	cr_assert_str_eq(sget(a, "sandbox"), "none");  /* not locked down yet */
+	cr_assert(json_is_false(json_object_get(a, "complete")));
+	json_decref(a);
+
+	atomic_store(&r.flags, sandbox_expected_flags(&fx_sup.sandbox_kernel));
+	a = sandboxstatus_admin_json(&fx_sup, 321, &r);
+	cr_assert_not_null(strstr(sget(a, "sandbox"), "seccomp,landlock-fs,landlock-net,"
+	    "landlock-scope,no-new-privs,not-dumpable"));
+	cr_assert(json_is_true(json_object_get(a, "complete")));
+	json_decref(a);
+
+	/* less than the kernel offers (no Landlock scope): not complete */
+	atomic_store(&r.flags, sandbox_expected_flags(&fx_sup.sandbox_kernel) &
+	    ~SANDBOX_F_LANDLOCK_SCOPE);
+	a = sandboxstatus_admin_json(&fx_sup, 321, &r);
+	cr_assert(json_is_false(json_object_get(a, "complete")));
+	json_decref(a);
+
+	atomic_store(&r.flags, SANDBOX_F_LOCKED | SANDBOX_F_OFF);
+	a = sandboxstatus_admin_json(&fx_sup, 321, &r);
+	cr_assert_str_eq(sget(a, "sandbox"), "off");
+	json_decref(a);
+	a = sandboxstatus_admin_json(&fx_sup, 321, NULL);
+	cr_assert_str_eq(sget(a, "sandbox"), "none");
+	json_decref(a);
+}
+
+/* A worker that exited unasked is remembered in lastCrash (the generation
+ * that replaces it has its own reason). */
+Test(status, last_crash)
+{
+	json_t *c = status_cluster_json(&fx_clusters[0]);
+	cr_assert_null(json_object_get(c, "lastCrash"));
+	json_decref(c);
+	fx_clusters[0].last_crash.at_ms = T0 + 5000;
+	fx_clusters[0].last_crash.generation = 1;
+	fx_clusters[0].last_crash.index = 1;
+	fx_clusters[0].last_crash.pid = 4242;
+	snprintf(fx_clusters[0].last_crash.reason, sizeof fx_clusters[0].last_crash.reason,
+	    "sandbox violation: syscall openat");
+	c = status_cluster_json(&fx_clusters[0]);
+	json_t *lc = json_object_get(c, "lastCrash");
+	assert_keys(lc, (const char *const[]){ "time", "generation", "index", "pid", "reason",
+	    NULL });
+	cr_assert_str_eq(sget(lc, "time"), "2023-11-14T22:13:25.123Z");
+	cr_assert_eq(iget(lc, "generation"), 1);
+	cr_assert_eq(iget(lc, "index"), 1);
+	cr_assert_eq(iget(lc, "pid"), 4242);
+	cr_assert_str_eq(sget(lc, "reason"), "sandbox violation: syscall openat");
+	json_decref(c);
 }
