@@ -54,6 +54,10 @@ static const struct sandbox_syscall lockdown_allow[] = {
 	/* a message with descriptors that waits for a full control channel
 	 * keeps duplicates of them (common/ipcq.c): a handover under load */
 	{ "fcntl", 1, SANDBOX_EQ, F_DUPFD_CLOEXEC },
+	/* zero copy (worker/splice.c): pipes made on demand, sized, and the
+	 * bytes of pass-through frames moved through them */
+	ANY("pipe2"), ANY("splice"),
+	{ "fcntl", 1, SANDBOX_EQ, F_SETPIPE_SZ }, { "fcntl", 1, SANDBOX_EQ, F_GETPIPE_SZ },
 	/* signals, to this process only */
 	ANY("rt_sigaction"), ANY("rt_sigprocmask"), ANY("rt_sigreturn"),
 	ANY("restart_syscall"),
