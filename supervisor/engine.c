@@ -238,6 +238,10 @@ sup_on_exit(struct sup *s, struct sup_proc *p, int st)
 		size_t n = strlen(how);
 		snprintf(how + n, sizeof how - n, " after: %s", g->end_note);
 	}
+	if (p->queued) {  /* its start was cancelled before it happened */
+		p->queued = false;
+		g->n_queued--;
+	}
 	bool asked = g->st == FSM_G_DRAINING || fsm_gen_terminal(g->st);
 	log_msg(asked ? LOG_INFO : LOG_WARN, "worker exited", "cluster=%s gen=%llu pid=%d "
 	    "how=\"%s\" state=%s", g->cluster->name, (unsigned long long)g->generation,
@@ -339,7 +343,8 @@ sup_cluster_deadline(const struct sup_cluster *c)
 {
 	uint64_t d = c->restart_at;
 	for (const struct sup_gen *g = c->gens; g; g = g->next) {
-		d = sup_min_deadline(d, g->init_at);
+		if (!g->n_queued)  /* counts from the last start (sup_on_spawned) */
+			d = sup_min_deadline(d, g->init_at);
 		d = sup_min_deadline(d, g->stop_at);
 		d = sup_min_deadline(d, g->watchdog_at);
 		for (size_t i = 0; i < g->n_procs; i++)
@@ -395,6 +400,7 @@ sup_gen_free(struct sup *s, struct sup_cluster *c, struct sup_gen *g)
 		sup_proc_reap(s, c, &g->procs[i]);
 	if (s->ops->gen_free)
 		s->ops->gen_free(s, g);
+	free(g->procs);
 	free(g);
 }
 

@@ -46,9 +46,26 @@ sup_gen_fail_now(struct sup *s, struct sup_gen *g, const char *why)
 		sup_post_gen(s, g, FSM_GE_EXITED, why);
 }
 
+/* Process p runs now (started at once, or its queued start happened):
+ * its watchdog and crash-loop clocks start here. */
+static void
+sup_proc_started(struct sup *s, struct sup_proc *p)
+{
+	struct sup_gen *g = p->gen;
+	struct sup_cluster *c = g->cluster;
+	p->last_answer_ms = s->now_ms;
+	if (g->owner == SUP_OWNER_CLUSTER)
+		crash_started(&c->crash, s->now_ms);
+	log_info("worker started", "cluster=%s gen=%llu index=%u pid=%d why=\"%s\"%s", c->name,
+	    (unsigned long long)g->generation, p->index, (int)p->pid,
+	    p->starts > 1 ? "replaces a crashed worker" : g->start_why,
+	    g->owner == SUP_OWNER_RELOAD ? " held=true" : "");
+}
+
 /* Start process p of its generation with cc (a first start, or the
- * replacement of a crashed sibling in the same slot). 0, or -1 with the
- * reason in err. */
+ * replacement of a crashed sibling in the same slot): at once, or queued
+ * by the I/O layer (then sup_on_spawned says when it ran). 0, or -1 with
+ * the reason in err. */
 static int
 sup_proc_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char *err,
 	       size_t errlen)
@@ -57,20 +74,63 @@ sup_proc_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, cha
 	p->restart_at = 0;
 	p->ready = p->late = p->dead = false;
 	p->ping_seq = 0;
+	p->unanswered_since_ms = 0;
 	p->pid = 0;
 	p->last_answer_ms = s->now_ms;
 	p->starts++;
 	char perr[160];
-	if (s->ops->spawn(s, p, cc, perr, sizeof perr) == -1) {
+	int rc = s->ops->spawn(s, p, cc, perr, sizeof perr);
+	if (rc == -1) {
 		snprintf(err, errlen, "cannot start worker: %s", perr);
 		log_error("cannot start worker", "cluster=%s gen=%llu index=%u reason=\"%s\"", c->name,
 		    (unsigned long long)p->gen->generation, p->index, perr);
 		return -1;
 	}
 	p->alive = true;
-	if (p->gen->owner == SUP_OWNER_CLUSTER)
-		crash_started(&c->crash, s->now_ms);
+	if (rc == 1) {
+		p->queued = true;
+		p->gen->n_queued++;
+		return 0;
+	}
+	sup_proc_started(s, p);
 	return 0;
+}
+
+void
+sup_on_spawned(struct sup *s, struct sup_proc *p)
+{
+	struct sup_gen *g = p->gen;
+	if (!p->queued)
+		return;
+	p->queued = false;
+	g->n_queued--;
+	sup_proc_started(s, p);
+	/* init_timeout counts from the start of the last process, not from
+	 * when the start was asked for (a paced start may wait its turn) */
+	if (g->init_at && !g->n_queued)
+		g->init_at = s->now_ms + g->init_timeout_ms;
+}
+
+void
+sup_on_spawn_failed(struct sup *s, struct sup_proc *p, const char *err)
+{
+	struct sup_gen *g = p->gen;
+	char why[256];
+	snprintf(why, sizeof why, "cannot start worker: %s", err);
+	log_error("cannot start worker", "cluster=%s gen=%llu index=%u reason=\"%s\"",
+	    g->cluster->name, (unsigned long long)g->generation, p->index, err);
+	if (p->queued) {
+		p->queued = false;
+		g->n_queued--;
+	}
+	p->alive = false;
+	/* as if it had said FAILED and exited: a generation not yet accepting
+	 * fails, a replacement among serving siblings is one more crash */
+	if (!g->accepted)
+		sup_post_proc(s, p, FSM_GE_FAILED, why);
+	sup_post_proc(s, p, sup_gen_alive(g) ? FSM_GE_PROC_EXITED : FSM_GE_EXITED, why);
+	s->reap_pending = true;
+	sup_dispatch(s);
 }
 
 /* A generation of c with cc, not started yet (its init deadline runs). */
@@ -83,6 +143,13 @@ sup_gen_new(struct sup *s, struct sup_cluster *c, const struct sup_ccfg *cc, enu
 		log_error("out of memory starting a generation", "cluster=%s", c->name);
 		return NULL;
 	}
+	g->n_procs = sup_workers_of(cc->cl);
+	g->procs = calloc(g->n_procs, sizeof *g->procs);
+	if (!g->procs) {
+		free(g);
+		log_error("out of memory starting a generation", "cluster=%s", c->name);
+		return NULL;
+	}
 	g->cluster = c;
 	g->generation = ++c->next_generation;
 	g->st = FSM_G_STARTING;
@@ -90,11 +157,12 @@ sup_gen_new(struct sup *s, struct sup_cluster *c, const struct sup_ccfg *cc, enu
 	g->item = it;
 	plan_upstream_key(cc->cl, g->upstream_key, sizeof g->upstream_key);
 	lc_init(&g->lc, s->now_wall_ms, why);
-	g->n_procs = sup_workers_of(cc->cl);
+	snprintf(g->start_why, sizeof g->start_why, "%s", why);
 	for (size_t i = 0; i < g->n_procs; i++) {
 		g->procs[i].gen = g;
 		g->procs[i].index = (unsigned)i;
 	}
+	g->init_timeout_ms = init_timeout_ms;
 	g->init_at = s->now_ms + init_timeout_ms;
 	g->next = c->gens;
 	c->gens = g;
@@ -126,9 +194,6 @@ sup_gen_start(struct sup *s, struct sup_cluster *c, const struct sup_ccfg *cc,
 			sup_gen_fail_now(s, g, err);
 			return g;
 		}
-		log_info("worker started", "cluster=%s gen=%llu index=%u pid=%d why=\"%s\"%s", c->name,
-		    (unsigned long long)g->generation, p->index, (int)p->pid, why,
-		    owner == SUP_OWNER_RELOAD ? " held=true" : "");
 	}
 	return g;
 }
@@ -216,12 +281,8 @@ sup_proc_respawn(struct sup *s, struct sup_proc *p)
 {
 	struct sup_gen *g = p->gen;
 	char err[256];
-	if (sup_proc_spawn(s, p, g->cluster->ccfg, err, sizeof err) == -1) {
+	if (sup_proc_spawn(s, p, g->cluster->ccfg, err, sizeof err) == -1)
 		sup_post_proc(s, p, FSM_GE_PROC_EXITED, err);
-		return;
-	}
-	log_info("worker started", "cluster=%s gen=%llu index=%u pid=%d why=\"replaces a crashed "
-	    "worker\"", g->cluster->name, (unsigned long long)g->generation, p->index, (int)p->pid);
 }
 
 void
@@ -385,7 +446,7 @@ sup_gen_tick(struct sup *s, struct sup_gen *g)
 			continue;  /* its slot is freed by the reaper first */
 		sup_proc_respawn(s, p);
 	}
-	if (g->init_at && now >= g->init_at) {
+	if (g->init_at && now >= g->init_at && !g->n_queued) {
 		g->init_at = 0;
 		char why[320];
 		if (g->need_probe && !g->upstream_ok && g->st == FSM_G_HELD)

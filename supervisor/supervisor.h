@@ -88,11 +88,15 @@ struct sup_proc {
 	unsigned index;
 	pid_t pid;                    /* 0 when not started or reaped */
 	bool alive;                   /* started and not yet reaped */
+	bool queued;                  /* its start is queued by the I/O layer (spawn
+	                                 returned 1): alive, no pid yet */
 	bool ready;                   /* sent READY */
 	void *chan;                   /* the I/O layer's control channel */
 	struct metrics *metrics;      /* shared block; kept after exit */
 	uint64_t ping_seq;            /* last PING sent */
 	uint64_t last_answer_ms;      /* mono: last PONG (or start) */
+	uint64_t unanswered_since_ms; /* mono: when the oldest PING not answered
+	                                 yet was sent; 0 = none outstanding */
 	bool late, dead;              /* watchdog stages reported */
 	uint64_t restart_at;          /* mono: replace it (one of several crashed) */
 	uint64_t starts;              /* times this slot was started */
@@ -113,6 +117,7 @@ struct sup_gen {
 	bool unresponsive;
 	uint64_t unresponsive_since_ms; /* wall */
 	char end_note[96];            /* why we killed it, for the exit reason */
+	char start_why[48];           /* why it was started, for the log */
 	char upstream_key[PLAN_VERSION_LEN]; /* what its upstream connections depend on */
 	bool handover_keep;           /* replaced: its connections may move (same upstream) */
 	bool replaced;                /* drained or handed over for a newer generation */
@@ -122,9 +127,12 @@ struct sup_gen {
 	char probe_error[192];
 	/* deadlines, monotonic ms; 0 = not armed */
 	uint64_t init_at, stop_at, watchdog_at;
+	uint64_t init_timeout_ms;     /* init_at is this after the last start */
 	size_t n_procs;               /* workers = N of its configuration */
+	size_t n_queued;              /* of them queued for their start (init_at
+	                                 does not run out while any is) */
 	void *shared;                 /* the I/O layer's per-generation block */
-	struct sup_proc procs[SUP_MAX_PROCS];
+	struct sup_proc *procs;       /* n_procs of them */
 	struct sup_gen *next;         /* older */
 };
 
@@ -240,9 +248,12 @@ struct sup_answer {
 /* I/O the engine asks for. Every function reports failure instead of
  * deciding anything. */
 struct sup_ops {
-	/* Start process p of g with configuration cc: fork/exec, queue CONFIG
-	 * (with its sealed metrics block, p->metrics set) and LISTENERS on its
-	 * channel (p->chan set), p->pid set. 0, or -1 with err. */
+	/* Start process p of g with configuration cc: queue CONFIG (with its
+	 * sealed metrics block, p->metrics set) and LISTENERS on its channel
+	 * (p->chan set) and fork/exec. 0: started (p->pid set); 1: queued: the
+	 * process starts later, reported by sup_on_spawned() (p->pid set then)
+	 * or sup_on_spawn_failed(), and a STOP, DRAIN, HANDOVER or kill before
+	 * that cancels it (reported as an exit); -1 with err. */
 	int (*spawn)(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc,
 		     char *err, size_t errlen);
 	/* Queue a message on p's channel. -1: queue full or channel gone. */
@@ -373,6 +384,12 @@ int sup_start(struct sup *s);
 void sup_free(struct sup *s);
 
 /* Events from the I/O layer. `p` stays valid until sup_reap(). */
+/* A queued start (spawn returned 1) happened now: p->pid is set; its
+ * generation's init deadline counts from here. */
+void sup_on_spawned(struct sup *s, struct sup_proc *p);
+/* ... or could not happen (err says why): as if the process had reported
+ * FAILED and exited. */
+void sup_on_spawn_failed(struct sup *s, struct sup_proc *p, const char *err);
 void sup_on_ready(struct sup *s, struct sup_proc *p);
 void sup_on_failed(struct sup *s, struct sup_proc *p, const char *reason);
 void sup_on_exit(struct sup *s, struct sup_proc *p, int wstatus);

@@ -53,6 +53,7 @@ struct w_proc {
 	unsigned got_tickets;     /* IPC_TICKET_KEYS received */
 	uint64_t tickets_serial;  /* ... the last one's serial */
 	bool auto_ready;
+	bool queued;              /* spawn returned 1: not started yet */
 };
 
 static struct {
@@ -69,6 +70,8 @@ static struct {
 	size_t reload_ends, reload_answers, op_answers;
 	bool stopped;
 	bool auto_ready;
+	bool queue_spawn;         /* spawns are queued (as the real I/O layer's) */
+	bool hold_queue;          /* ... and do not start until this is false */
 } W;
 
 static struct w_proc *
@@ -96,8 +99,12 @@ w_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char *err,
 	wp->pid = ++W.next_pid;
 	wp->alive = true;
 	wp->auto_ready = W.auto_ready;
-	p->pid = wp->pid;
 	p->chan = wp;
+	if (W.queue_spawn) {
+		wp->queued = true;
+		return 1;
+	}
+	p->pid = wp->pid;
 	return 0;
 }
 
@@ -108,6 +115,9 @@ w_send(struct sup *s, struct sup_proc *p, enum ipc_type type, const void *payloa
 	struct w_proc *wp = p->chan;
 	cr_assert_not_null(wp, "send to a process without a channel");
 	cr_assert(wp->alive || wp->reported == false, "send to a reaped process");
+	cr_assert(!wp->queued || type == IPC_STOP || type == IPC_DRAIN || type == IPC_HANDOVER ||
+	    type == IPC_LOG_LEVEL || type == IPC_TICKET_KEYS, "%s sent to a process not started",
+	    ipc_type_str(type));
 	if (type == IPC_ACCEPT)
 		wp->got_accept = true;
 	if (type == IPC_DRAIN || type == IPC_HANDOVER)
@@ -308,13 +318,22 @@ w_check(const char *where)
 				if (fsm_gen_terminal(g->st))
 					cr_assert(g->init_at == 0 && g->watchdog_at == 0, "%s: deadline "
 					    "armed on an ended generation", where);
+				size_t queued = 0;
 				for (size_t k = 0; k < g->n_procs; k++) {
 					struct sup_proc *p = &g->procs[k];
 					struct w_proc *wp = p->chan;
 					if (p->alive)
 						cr_assert(wp && !wp->reported, "%s: alive in the model, "
 						    "gone in the world", where);
+					if (p->queued) {
+						queued++;
+						cr_assert(p->alive && wp && wp->queued && p->pid == 0,
+						    "%s: queued in the model, not in the world", where);
+					}
 				}
+				cr_assert_eq(queued, g->n_queued, "%s: %s gen %llu counts %zu queued, "
+				    "has %zu", where, c->name, (unsigned long long)g->generation,
+				    g->n_queued, queued);
 			}
 		}
 	/* no socket object in two listed clusters, no address twice */
@@ -354,6 +373,7 @@ w_exit(struct w_proc *wp, int status)
 {
 	wp->alive = false;
 	wp->reported = true;
+	wp->queued = false;
 	if (wp->p)
 		sup_on_exit(&W.s, wp->p, status);
 }
@@ -367,6 +387,16 @@ w_react(void)
 		struct w_proc *wp = &W.procs[i];
 		if (!wp->alive || !wp->p)
 			continue;
+		if (wp->queued && !wp->killed && !wp->got_stop && !wp->got_drain) {
+			if (W.hold_queue)
+				continue;
+			/* the I/O layer's paced start: one per round */
+			wp->queued = false;
+			wp->p->pid = wp->pid;
+			sup_on_spawned(&W.s, wp->p);
+			sup_reap(&W.s);
+			return true;
+		}
 		if (wp->killed) {
 			w_exit(wp, SIGKILL);
 			any = true;
@@ -633,7 +663,7 @@ w_deliver(struct w_proc *wp, enum w_event e)
 }
 
 static void
-w_generated(bool per_cluster, enum w_phase ph, enum w_event ev, int target_new)
+w_generated(bool per_cluster, enum w_phase ph, enum w_event ev, int target_new, bool queued)
 {
 	char keep[512], mod[512], del[512], add[512], text[4096], text2[4096];
 	char where[160];
@@ -649,6 +679,7 @@ w_generated(bool per_cluster, enum w_phase ph, enum w_event ev, int target_new)
 	snprintf(text, sizeof text, "%sreload_policy = %s\n%s%s%s", hdr,
 	    per_cluster ? "per-cluster" : "all-or-nothing", keep, mod, del);
 	w_start(text);
+	W.queue_spawn = queued;
 	struct sup_gen *kg = sup_cluster_serving(sup_find_cluster(&W.s, "keep"));
 	uint64_t keep_gen = kg->generation;
 	pid_t keep_pid = kg->procs[0].pid;
@@ -666,6 +697,8 @@ w_generated(bool per_cluster, enum w_phase ph, enum w_event ev, int target_new)
 	enum sup_result r = sup_reload_start(&W.s, text2, strlen(text2), "api", 1, &rec);
 	cr_assert_eq(r, SUP_DEFERRED, "%s: reload did not wait for workers", where);
 	w_check(where);
+	while (queued && w_react())  /* the paced starts happen */
+		w_check(where);
 	/* the new generations: mod's and add's */
 	struct sup_gen *new_mod = sup_find_cluster(&W.s, "mod")->gens;
 	cr_assert_neq(new_mod, old_mod);
@@ -748,8 +781,107 @@ Test(engine, generated_events_at_every_reload_phase, .timeout = 120)
 					/* the old generation is only involved once it drains */
 					if (!tn && ph != PH_DRAINING && ph != PH_PREPARE)
 						continue;
-					w_generated(pc, ph, ev, tn);
+					w_generated(pc, ph, ev, tn, false);
 				}
+}
+
+/* The same with every start queued by the I/O layer (as ferryd's paced
+ * starts are): started one by one, reported by sup_on_spawned. */
+Test(engine, generated_events_with_queued_starts, .timeout = 120)
+{
+	for (int pc = 0; pc < 2; pc++)
+		for (int ph = 0; ph < PH_COUNT; ph++)
+			for (int ev = 0; ev < EV_COUNT; ev++)
+				for (int tn = 0; tn < 2; tn++) {
+					if (!tn && ph != PH_DRAINING && ph != PH_PREPARE)
+						continue;
+					w_generated(pc, ph, ev, tn, true);
+				}
+}
+
+/* A start that waits its turn longer than init_timeout is not late: the
+ * deadline counts from the start itself. */
+Test(engine, init_timeout_counts_from_the_start_not_the_request)
+{
+	char a[512], b[512], text[2048];
+	snprintf(text, sizeof text, FERRY_HDR "startup_policy = best-effort\n%s%s",
+	    w_cluster(a, sizeof a, "a", 20000, "127.0.0.1:9092"),
+	    w_cluster(b, sizeof b, "b", 20010, "127.0.0.1:9092"));
+	memset(&W, 0, sizeof W);
+	W.now = 1000;
+	W.auto_ready = true;
+	W.queue_spawn = W.hold_queue = true;
+	log_init("test", NULL, LOG_ERROR, false);
+	struct cfg cfg;
+	w_parse(text, &cfg);
+	sup_set_clock(&W.s, W.now, 1700000000000ULL + W.now);
+	cr_assert_eq(sup_init(&W.s, &w_ops, &cfg, "test.ini", text, strlen(text)), 0);
+	cr_assert_eq(sup_start(&W.s), 0);
+	struct sup_gen *ga = W.s.clusters[0]->gens, *gb = W.s.clusters[1]->gens;
+	cr_assert_eq(ga->n_queued, 1);
+	cr_assert_eq(ga->procs[0].pid, 0);
+	cr_assert_eq(sup_next_deadline(&W.s), 0, "a deadline runs for queued starts");
+	w_settle(3000, "queued", 0, 0);  /* init_timeout is 1s */
+	cr_assert_eq(ga->st, FSM_G_STARTING, "failed while its start was queued: %s",
+	    fsm_gstate_str(ga->st));
+	/* a starts now; b stays queued */
+	ga->procs[0].pid = 4242;
+	w_find(&ga->procs[0])->queued = false;
+	sup_on_spawned(&W.s, &ga->procs[0]);
+	cr_assert_eq(ga->init_at, W.now + 1000, "init_timeout from the start");
+	w_find(&ga->procs[0])->auto_ready = false;   /* a never answers */
+	w_settle(900, "a starting", 0, 0);
+	cr_assert_eq(ga->st, FSM_G_STARTING);
+	w_settle(200, "a late", 0, 0);
+	cr_assert_eq(ga->st, FSM_G_FAILED, "not failed at init_timeout after its start");
+	cr_assert_eq(gb->st, FSM_G_STARTING);
+	W.hold_queue = false;
+	w_settle(300, "b", 0, 0);
+	cr_assert_eq(gb->st, FSM_G_ACCEPTING);
+	w_finish();
+}
+
+/* A queued start that cannot happen fails its generation like a worker
+ * that said FAILED; a queued start stopped (ferryd stopping) never runs. */
+Test(engine, queued_start_fails_or_is_cancelled)
+{
+	char a[512], b[512], text[2048];
+	snprintf(text, sizeof text, FERRY_HDR "startup_policy = best-effort\n%s%s",
+	    w_cluster(a, sizeof a, "a", 20000, "127.0.0.1:9092"),
+	    w_cluster(b, sizeof b, "b", 20010, "127.0.0.1:9092"));
+	memset(&W, 0, sizeof W);
+	W.now = 1000;
+	W.auto_ready = true;
+	W.queue_spawn = W.hold_queue = true;
+	log_init("test", NULL, LOG_ERROR, false);
+	struct cfg cfg;
+	w_parse(text, &cfg);
+	sup_set_clock(&W.s, W.now, 1700000000000ULL + W.now);
+	cr_assert_eq(sup_init(&W.s, &w_ops, &cfg, "test.ini", text, strlen(text)), 0);
+	cr_assert_eq(sup_start(&W.s), 0);
+	struct sup_cluster *ca = W.s.clusters[0];
+	struct sup_gen *ga = ca->gens;
+	struct w_proc *wa = w_find(&ga->procs[0]);
+	wa->alive = false;
+	wa->reported = true;
+	wa->queued = false;
+	sup_on_spawn_failed(&W.s, &ga->procs[0], "clone: Resource temporarily unavailable");
+	sup_reap(&W.s);
+	w_check("spawn failed");
+	cr_assert_eq(ga->st, FSM_G_FAILED);
+	cr_assert_not_null(strstr(ga->lc.reason, "clone"), "%s", ga->lc.reason);
+	cr_assert_eq(ga->n_queued, 0);
+	/* b is still queued when ferryd stops: cancelled, never started */
+	struct sup_proc *pb = &W.s.clusters[1]->gens->procs[0];
+	struct w_proc *wb = w_find(pb);
+	cr_assert(wb->queued);
+	cr_assert_eq(pb->pid, 0);
+	sup_stop(&W.s, "test over");
+	for (size_t i = 0; i < 50 && !W.stopped; i++)
+		w_settle(50, "stop", 0, 0);
+	cr_assert(W.stopped);
+	cr_assert(!wb->alive && wb->reported, "a cancelled start was never reported");
+	sup_free(&W.s);
 }
 
 /* The serving generation of a cluster crashes while a reload prepares a

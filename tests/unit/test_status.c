@@ -20,6 +20,7 @@ static struct sup fx_sup;
 static struct sup_cluster fx_clusters[2];
 static struct sup_cluster *fx_cluster_ptrs[2];
 static struct sup_gen fx_workers[5];
+static struct sup_proc fx_procs[5][1];
 static struct sup_listener fx_listeners[3];
 
 static void
@@ -27,6 +28,8 @@ fx_worker(struct sup_gen *w, struct sup_cluster *c, uint64_t gen, pid_t pid,
 	  enum lc_state st, const char *reason, bool with_metrics)
 {
 	memset(w, 0, sizeof *w);
+	w->procs = fx_procs[w - fx_workers];
+	memset(w->procs, 0, sizeof fx_procs[0]);
 	w->cluster = c;
 	w->generation = gen;
 	w->n_procs = 1;
@@ -117,7 +120,8 @@ fx_teardown(void)
 	size_t i;
 
 	for (i = 0; i < sizeof fx_workers / sizeof fx_workers[0]; i++)
-		metrics_unmap(fx_workers[i].procs[0].metrics);
+		if (fx_workers[i].procs)
+			metrics_unmap(fx_workers[i].procs[0].metrics);
 }
 
 TestSuite(status, .init = fx_setup, .fini = fx_teardown);
