@@ -15,12 +15,23 @@
  *
  * Why nothing here blocks the loop: control channels are non-blocking and
  * queued (ipcq.h); waitpid runs inside libev's SIGCHLD handling for exited
- * children only (WNOHANG); fork+exec of a worker costs a fork of a small
- * process; binds use numeric addresses (no DNS: the config parser requires
- * IP literals for listeners); config files are read with file_read_all()
- * (common/file.h: regular files only, bounded); persisting a posted config
- * runs in a child process that the loop waits for at most
+ * children only (WNOHANG); workers are started paced (below) and each start
+ * is a clone(CLONE_VM|CLONE_VFORK) that copies no page table, whatever the
+ * supervisor's size; binds use numeric addresses (no DNS: the config parser
+ * requires IP literals for listeners); config files are read with
+ * file_read_all() (common/file.h: regular files only, bounded); persisting a
+ * posted config runs in a child process that the loop waits for at most
  * SUP_PERSIST_TIMEOUT_MS.
+ *
+ * Paced starts: a spawn prepares the worker's channel and queues its setup
+ * messages at once, and the process itself is started from the loop (the
+ * engine hears sup_on_spawned then, and counts init_timeout from there): at
+ * most SUP_SPAWN_PER_TURN per loop turn, within SUP_SPAWN_SLICE_MS, and
+ * at most SUP_SPAWN_INFLIGHT started but not yet READY. So a start or a
+ * reload of a thousand clusters never holds the loop (the admin API answers
+ * between batches) and never has a thousand processes initialising at once
+ * on a machine of a few cores. A queued start that is stopped or killed
+ * before it ran is cancelled and reported as an exit.
  */
 #include "supervisor/sup_io.h"
 
@@ -36,10 +47,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <malloc.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/queue.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -60,6 +76,14 @@
 
 #define SUP_PERSIST_TIMEOUT_MS 5000
 #define SUP_BACKSTOP_S 10.0     /* beyond drain_timeout + grace: leave anyway */
+/* Paced starts (see the top of the file). */
+#define SUP_SPAWN_PER_TURN 16   /* processes started per loop turn at most */
+#define SUP_SPAWN_SLICE_MS 5    /* ... and for at most this long */
+#define SUP_SPAWN_INFLIGHT_PER_CPU 4 /* started, not READY yet: this per CPU */
+#define SUP_SPAWN_STACK (64u << 10) /* the start's stack (the child until exec) */
+
+struct sup_chan;
+TAILQ_HEAD(sup_chanq, sup_chan);
 
 struct sup_io {
 	struct sup *s;
@@ -80,6 +104,13 @@ struct sup_io {
 	uint8_t buf[sizeof(struct ipc_hdr) + IPC_MAX_PAYLOAD];
 	uint8_t nodes_buf[IPC_MAX_PAYLOAD]; /* IPC_NODES being encoded (buf may
 	                                       hold the message being handled) */
+	/* paced starts */
+	struct sup_chanq spawnq;      /* prepared, waiting for their start */
+	struct sup_chanq cancelled;   /* stopped before they started: exit to report */
+	ev_timer pace;                /* the next batch, after the loop's I/O */
+	size_t inflight;              /* started, not READY (nor exited) yet */
+	size_t inflight_max;
+	void *stack;                  /* SUP_SPAWN_STACK for the start's child */
 };
 
 /* One worker process's control channel and exit watcher. */
@@ -87,10 +118,15 @@ struct sup_chan {
 	struct sup_io *io;
 	struct sup_proc *p;
 	int fd;
+	int child_fd;                 /* the worker's end until it is started; -1 */
 	ev_io rio, wio;
 	ev_child child;
 	struct ipcq q;
 	int metrics_fd;
+	enum { SUP_CHAN_QUEUED, SUP_CHAN_CANCELLED, SUP_CHAN_STARTED, SUP_CHAN_NEVER } st;
+	int cancel_status;            /* the exit reported for a cancelled start */
+	bool inflight;                /* counted in io->inflight */
+	TAILQ_ENTRY(sup_chan) link;   /* in spawnq or cancelled */
 };
 
 static void
@@ -101,6 +137,20 @@ sup_clock(struct sup *s)
 }
 
 /* ---- control channels -------------------------------------------------------------- */
+
+static void sup_pace_arm(struct sup_io *io);
+
+/* A started process is no longer initialising (READY, or gone): one more
+ * start may run. */
+static void
+sup_inflight_done(struct sup_chan *ch)
+{
+	if (!ch->inflight)
+		return;
+	ch->inflight = false;
+	ch->io->inflight--;
+	sup_pace_arm(ch->io);
+}
 
 static void
 sup_chan_stop(struct sup_chan *ch)
@@ -148,6 +198,7 @@ sup_chan_read(struct sup_chan *ch)
 		}
 		switch (msg.hdr.type) {
 		case IPC_READY:
+			sup_inflight_done(ch);
 			sup_on_ready(s, p);
 			break;
 		case IPC_FAILED: {
@@ -233,6 +284,7 @@ sup_child_cb(struct ev_loop *loop, ev_child *w, int revents)
 	struct sup_chan *ch = w->data;
 	struct sup *s = ch->io->s;
 	ev_child_stop(loop, w);
+	sup_inflight_done(ch);
 	/* What it said before it died still counts (a FAILED report). */
 	if (ev_is_active(&ch->rio))
 		sup_chan_read(ch);
@@ -244,32 +296,75 @@ sup_child_cb(struct ev_loop *loop, ev_child *w, int revents)
 
 /* ---- ops ----------------------------------------------------------------------------- */
 
-static void
-sup_child_exec(struct sup_io *io, struct sup_proc *p, int fd, pid_t ppid)
+/* ---- starting workers ------------------------------------------------------------ */
+
+/* What the child of a start needs, all prepared by the parent: between the
+ * clone and the exec the child shares the parent's memory (the parent waits,
+ * CLONE_VFORK) and does nothing but system calls. */
+struct sup_start {
+	const char *exe;
+	char *const *argv;
+	int fd;                       /* the channel's worker end: becomes fd 3 */
+	bool drop;                    /* setgroups/setgid/setuid to uid, gid */
+	uid_t uid;
+	gid_t gid;
+	int err_code;                 /* what _exit reports: set by the child */
+};
+
+/* The child of a start, until execv: fd 3 is the control channel (every
+ * other descriptor is close-on-exec); when ferryd runs as root, the
+ * worker's user (and its group alone) before any of its code runs, checked
+ * by setuid(0) failing; no new privileges; the default action for every
+ * signal the parent catches (its handlers must not run in this copy of its
+ * memory) before the signal mask is emptied; then exec. Raw system calls:
+ * no libc state is touched (the parent's, shared until exec). Exit codes
+ * as before: 126 fd 3, 78 credentials, 127 exec. */
+__attribute__((no_sanitize_address)) static int
+sup_start_child(void *arg)
 {
-	struct sup *s = io->s;
-	/* In the child: fd 3 is the control channel, everything else is
-	 * CLOEXEC. Reset the signal mask libev may have changed. */
+	struct sup_start *a = arg;
+	for (int sig = 1; sig < _NSIG; sig++) {
+		struct sigaction sa;
+		if (sig == SIGKILL || sig == SIGSTOP ||
+		    sigaction(sig, NULL, &sa) == -1 ||
+		    sa.sa_handler == SIG_IGN || sa.sa_handler == SIG_DFL)
+			continue;
+		sa.sa_handler = SIG_DFL;
+		sa.sa_flags = 0;
+		sigaction(sig, &sa, NULL);
+	}
 	sigset_t none;
 	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	if (fd != 3) {
-		if (dup2(fd, 3) == -1)
+	if (a->fd != 3) {
+		if (syscall(SYS_dup2, a->fd, 3) == -1)
 			_exit(126);
-	} else {
-		fcntl(3, F_SETFD, 0);
+	} else if (syscall(SYS_fcntl, 3, F_SETFD, 0) == -1) {
+		_exit(126);
 	}
-	if (io->drop_privileges) {
-		if (setgroups(1, &io->worker_gid) == -1 || setgid(io->worker_gid) == -1 ||
-		    setuid(io->worker_uid) == -1)
+	if (a->drop) {
+		if (syscall(SYS_setgroups, 1, &a->gid) == -1 || syscall(SYS_setgid, a->gid) == -1 ||
+		    syscall(SYS_setuid, a->uid) == -1)
 			_exit(WORKER_EXIT_CONFIG);
-		if (setuid(0) == 0)
+		if (syscall(SYS_setuid, 0) == 0)
 			_exit(WORKER_EXIT_CONFIG);  /* privileges not really dropped */
 	}
-	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-	char gen[24], pp[24], idx[16];
+	syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, _NSIG / 8);
+	execv(a->exe, a->argv);
+	_exit(127);
+}
+
+/* Start the prepared process of ch now: clone + exec, sharing the
+ * parent's memory until the exec (no page table is copied: the cost does
+ * not grow with the supervisor's mappings). Then the engine hears of it. */
+static void
+sup_chan_start(struct sup_io *io, struct sup_chan *ch)
+{
+	struct sup *s = io->s;
+	struct sup_proc *p = ch->p;
+	char gen[24], pp[24], idx[16], err[160];
 	snprintf(gen, sizeof gen, "%llu", (unsigned long long)p->gen->generation);
-	snprintf(pp, sizeof pp, "%d", (int)ppid);
+	snprintf(pp, sizeof pp, "%d", (int)getpid());
 	snprintf(idx, sizeof idx, "%u", p->index);
 	char *argv[] = {
 		"ferryd", "--worker", "--cluster", p->gen->cluster->name, "--generation", gen,
@@ -277,15 +372,109 @@ sup_child_exec(struct sup_io *io, struct sup_proc *p, int fd, pid_t ppid)
 		"--log-level", (char *)log_level_str((enum log_level)s->cfg.log_level),
 		s->cfg.log_format == CFG_LOG_JSON ? "--log-json" : NULL, NULL,
 	};
-	execv(io->self_exe, argv);
-	_exit(127);
+	struct sup_start a = { .exe = io->self_exe, .argv = argv, .fd = ch->child_fd,
+			       .drop = io->drop_privileges, .uid = io->worker_uid,
+			       .gid = io->worker_gid };
+	pid_t pid = -1;
+	if (!io->stack) {
+		void *st = mmap(NULL, SUP_SPAWN_STACK, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+		io->stack = st == MAP_FAILED ? NULL : st;
+	}
+	if (io->stack) {
+		/* No handler of ours may run in the child: every signal is blocked
+		 * around the clone (the child resets them before unblocking). */
+		sigset_t all, old;
+		sigfillset(&all);
+		sigprocmask(SIG_SETMASK, &all, &old);
+		pid = clone(sup_start_child, (char *)io->stack + SUP_SPAWN_STACK,
+		    CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+		int e = errno;
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		errno = e;
+	}
+	if (pid == -1) {
+		snprintf(err, sizeof err, "clone: %s", io->stack ? strerror(errno) :
+		    "no stack for the start");
+		sup_clock(s);
+		sup_on_spawn_failed(s, p, err);
+		return;
+	}
+	close(ch->child_fd);
+	ch->child_fd = -1;
+	ch->st = SUP_CHAN_STARTED;
+	ch->inflight = true;
+	io->inflight++;
+	p->pid = pid;
+	ev_child_init(&ch->child, sup_child_cb, pid, 0);
+	ch->child.data = ch;
+	ev_child_start(io->loop, &ch->child);
+	sup_clock(s);
+	sup_on_spawned(s, p);
+}
+
+/* A queued start is not going to happen: its exit (never started) is
+ * reported from the loop, outside the event chain that asked. */
+static void
+sup_chan_cancel(struct sup_io *io, struct sup_chan *ch, int wstatus)
+{
+	if (ch->st != SUP_CHAN_QUEUED)
+		return;
+	TAILQ_REMOVE(&io->spawnq, ch, link);
+	ch->st = SUP_CHAN_CANCELLED;
+	ch->cancel_status = wstatus;
+	TAILQ_INSERT_TAIL(&io->cancelled, ch, link);
+	sup_pace_arm(io);
+}
+
+/* The pace timer: report cancelled starts, then start what waits, within
+ * the turn's budget. */
+static void
+sup_pace_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct sup_io *io = t->data;
+	struct sup *s = io->s;
+	struct sup_chan *ch;
+	while ((ch = TAILQ_FIRST(&io->cancelled)) != NULL) {
+		TAILQ_REMOVE(&io->cancelled, ch, link);
+		ch->st = SUP_CHAN_NEVER;  /* its exit is reported: never started */
+		sup_chan_stop(ch);
+		sup_clock(s);
+		sup_on_exit(s, ch->p, ch->cancel_status);
+	}
+	uint64_t until = clock_mono_ms() + SUP_SPAWN_SLICE_MS;
+	for (unsigned n = 0; n < SUP_SPAWN_PER_TURN && io->inflight < io->inflight_max &&
+	    (ch = TAILQ_FIRST(&io->spawnq)) != NULL; n++) {
+		TAILQ_REMOVE(&io->spawnq, ch, link);
+		sup_chan_start(io, ch);
+		if (clock_mono_ms() >= until)
+			break;
+	}
+	sup_pace_arm(io);
+}
+
+/* Run the pace timer on the next loop turn when there is something for it. */
+static void
+sup_pace_arm(struct sup_io *io)
+{
+	if (ev_is_active(&io->pace) || ev_is_pending(&io->pace))
+		return;
+	if (TAILQ_EMPTY(&io->cancelled) &&
+	    (TAILQ_EMPTY(&io->spawnq) || io->inflight >= io->inflight_max))
+		return;
+	ev_timer_set(&io->pace, 0., 0.);
+	ev_timer_start(io->loop, &io->pace);
 }
 
 /* What the I/O layer keeps per generation: its shared block (genshm.h),
- * passed to every worker of the generation. */
+ * passed to every worker of the generation. The supervisor never reads the
+ * block: it keeps no mapping, and keeps the descriptor only while a worker
+ * of the generation may still be started (several workers: a crashed one
+ * is replaced in its generation). */
 struct sup_genio {
 	int fd;
-	struct genshm *map;
 };
 
 static struct sup_genio *
@@ -298,12 +487,14 @@ sup_genio(struct sup_gen *g, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	gi->fd = genshm_create((uint32_t)g->n_procs, &gi->map);
+	struct genshm *map;
+	gi->fd = genshm_create((uint32_t)g->n_procs, &map);
 	if (gi->fd == -1) {
 		snprintf(err, errlen, "generation block: %s", strerror(errno));
 		free(gi);
 		return NULL;
 	}
+	genshm_unmap(map);
 	g->shared = gi;
 	return gi;
 }
@@ -315,12 +506,16 @@ sup_io_gen_free(struct sup *s, struct sup_gen *g)
 	struct sup_genio *gi = g->shared;
 	if (!gi)
 		return;
-	close(gi->fd);
-	genshm_unmap(gi->map);
+	if (gi->fd >= 0)
+		close(gi->fd);
 	free(gi);
 	g->shared = NULL;
 }
 
+/* Prepare process p of its generation: its channel, metrics block and
+ * setup messages (queued in the channel for the process to read once it
+ * runs), and queue its start (sup_pace_cb). Returns 1 (queued), or -1 with
+ * err when nothing could be prepared. */
 static int
 sup_io_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char *err,
 	     size_t errlen)
@@ -329,6 +524,10 @@ sup_io_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char 
 	struct sup_genio *gi = sup_genio(p->gen, err, errlen);
 	if (!gi)
 		return -1;
+	if (gi->fd < 0) {
+		snprintf(err, errlen, "generation block: released");
+		return -1;
+	}
 	struct sup_chan *ch = calloc(1, sizeof *ch);
 	if (!ch) {
 		snprintf(err, errlen, "out of memory");
@@ -336,7 +535,7 @@ sup_io_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char 
 	}
 	ch->io = io;
 	ch->p = p;
-	ch->fd = -1;
+	ch->fd = ch->child_fd = -1;
 	ipcq_init(&ch->q, 0, 0);
 	int sv[2] = { -1, -1 };
 	ch->metrics_fd = metrics_create(p->gen->generation, &p->metrics);
@@ -352,28 +551,8 @@ sup_io_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char 
 	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &bufsz, sizeof bufsz);
 	setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof bufsz);
 	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
-
-	pid_t ppid = getpid();
-	pid_t pid = fork();
-	if (pid == -1) {
-		snprintf(err, errlen, "fork: %s", strerror(errno));
-		goto fail;
-	}
-	if (pid == 0)
-		sup_child_exec(io, p, sv[1], ppid);
-	close(sv[1]);
-	sv[1] = -1;
-	p->pid = pid;
-	p->chan = ch;
 	ch->fd = sv[0];
-	ev_child_init(&ch->child, sup_child_cb, pid, 0);
-	ch->child.data = ch;
-	ev_child_start(io->loop, &ch->child);
-	ev_io_init(&ch->rio, sup_chan_read_cb, ch->fd, EV_READ);
-	ch->rio.data = ch;
-	ev_io_init(&ch->wio, sup_chan_write_cb, ch->fd, EV_WRITE);
-	ch->wio.data = ch;
-	ev_io_start(io->loop, &ch->rio);
+	ch->child_fd = sv[1];
 
 	/* Config text + metrics block, then the listening sockets, queued in
 	 * order like every other message. */
@@ -383,6 +562,12 @@ sup_io_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char 
 	    cfds, 2);
 	close(ch->metrics_fd);  /* the mapping keeps the block; the worker gets its fd */
 	ch->metrics_fd = -1;
+	if (rc == 0 && p->gen->n_procs == 1) {
+		/* the only worker of its generation has the block's fd: a
+		 * replacement of it is a new generation with a new block */
+		close(gi->fd);
+		gi->fd = -1;
+	}
 	/* The TLS files' bytes (the worker never opens them), wiped here once
 	 * sent or queued (a queued copy is wiped when it leaves the queue). */
 	if (rc == 0 && cc->cl->files) {
@@ -420,20 +605,28 @@ sup_io_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char 
 					    .total = (uint32_t)cc->n_listeners };
 		rc = ipcq_send(&ch->q, ch->fd, IPC_LISTENERS, g, &li, sizeof li, fds, nfds);
 	}
+	if (rc == -1) {
+		snprintf(err, errlen, "sending configuration: %s", strerror(errno));
+		goto fail;
+	}
+	ev_io_init(&ch->rio, sup_chan_read_cb, ch->fd, EV_READ);
+	ch->rio.data = ch;
+	ev_io_init(&ch->wio, sup_chan_write_cb, ch->fd, EV_WRITE);
+	ch->wio.data = ch;
+	ev_io_start(io->loop, &ch->rio);
 	if (ipcq_pending(&ch->q))
 		ev_io_start(io->loop, &ch->wio);
-	if (rc == -1) {
-		/* The process runs; it will never get its configuration. */
-		snprintf(err, errlen, "sending configuration: %s", strerror(errno));
-		kill(pid, SIGKILL);  /* its exit is reported like any other */
-		return 0;
-	}
-	return 0;
+	p->chan = ch;
+	ch->st = SUP_CHAN_QUEUED;
+	TAILQ_INSERT_TAIL(&io->spawnq, ch, link);
+	sup_pace_arm(io);
+	return 1;
 fail:
-	if (sv[0] >= 0)
-		close(sv[0]);
-	if (sv[1] >= 0)
-		close(sv[1]);
+	ipcq_clear(&ch->q);
+	if (ch->fd >= 0)
+		close(ch->fd);
+	if (ch->child_fd >= 0)
+		close(ch->child_fd);
 	if (ch->metrics_fd >= 0)
 		close(ch->metrics_fd);
 	if (p->metrics) {
@@ -454,6 +647,13 @@ sup_io_send_fds(struct sup *s, struct sup_proc *p, enum ipc_type type, const voi
 		errno = EBADF;
 		return -1;
 	}
+	if (ch->st == SUP_CHAN_QUEUED &&
+	    (type == IPC_STOP || type == IPC_DRAIN || type == IPC_HANDOVER)) {
+		sup_chan_cancel(io, ch, 0);  /* asked to go before it ran: it never runs */
+		return 0;
+	}
+	if (ch->st == SUP_CHAN_CANCELLED || ch->st == SUP_CHAN_NEVER)
+		return 0;
 	if (ipcq_send(&ch->q, ch->fd, type, p->gen->generation, payload, len, fds, nfds) == -1)
 		return -1;
 	if (ipcq_pending(&ch->q))
@@ -474,8 +674,10 @@ sup_io_send(struct sup *s, struct sup_proc *p, enum ipc_type type, const void *p
 static void
 sup_io_kill(struct sup *s, struct sup_proc *p, int sig)
 {
-	(void)s;
-	if (p->alive && p->pid > 0)
+	struct sup_chan *ch = p->chan;
+	if (ch && ch->st == SUP_CHAN_QUEUED)
+		sup_chan_cancel(s->io, ch, sig);  /* reported as killed by sig */
+	else if (p->alive && p->pid > 0)
 		kill(p->pid, sig);
 }
 
@@ -485,12 +687,20 @@ sup_io_proc_free(struct sup *s, struct sup_proc *p)
 	struct sup_io *io = s->io;
 	struct sup_chan *ch = p->chan;
 	if (ch) {
+		if (ch->st == SUP_CHAN_QUEUED)
+			TAILQ_REMOVE(&io->spawnq, ch, link);
+		else if (ch->st == SUP_CHAN_CANCELLED)
+			TAILQ_REMOVE(&io->cancelled, ch, link);
+		sup_inflight_done(ch);
 		ev_io_stop(io->loop, &ch->rio);
 		ev_io_stop(io->loop, &ch->wio);
-		ev_child_stop(io->loop, &ch->child);
+		if (ch->st == SUP_CHAN_STARTED)
+			ev_child_stop(io->loop, &ch->child);
 		ipcq_clear(&ch->q);
 		if (ch->fd >= 0)
 			close(ch->fd);
+		if (ch->child_fd >= 0)
+			close(ch->child_fd);
 		free(ch);
 		p->chan = NULL;
 	}
@@ -903,6 +1113,11 @@ sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 	io->s = s;
 	s->io = io;
 	io->self_exe = strdup(self_exe);
+	TAILQ_INIT(&io->spawnq);
+	TAILQ_INIT(&io->cancelled);
+	cpu_set_t cpus;
+	io->inflight_max = SUP_SPAWN_INFLIGHT_PER_CPU * (size_t)(sched_getaffinity(0, sizeof cpus,
+	    &cpus) == 0 && CPU_COUNT(&cpus) > 0 ? CPU_COUNT(&cpus) : 1);
 	io->loop = ev_default_loop(EVFLAG_AUTO);
 	signal(SIGPIPE, SIG_IGN);
 	notify_init();  /* before any worker is forked: they must not inherit it */
@@ -919,6 +1134,8 @@ sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 
 	ev_timer_init(&io->deadline, sup_deadline_cb, 0., 0.);
 	io->deadline.data = io;
+	ev_timer_init(&io->pace, sup_pace_cb, 0., 0.);
+	io->pace.data = io;
 	ev_timer_init(&io->backstop, sup_backstop_cb, 0., 0.);
 	io->backstop.data = io;
 	ev_timer_init(&io->tickets, sup_tickets_cb, s->cfg.tls_ticket_rotation_ms / 1000.0,
@@ -965,6 +1182,9 @@ out:
 	ev_timer_stop(io->loop, &io->backstop);
 	ev_timer_stop(io->loop, &io->tickets);
 	ev_timer_stop(io->loop, &io->certs);
+	ev_timer_stop(io->loop, &io->pace);
+	if (io->stack)
+		munmap(io->stack, SUP_SPAWN_STACK);
 	free(io->self_exe);
 	free(io);
 	free(s);
