@@ -53,6 +53,18 @@ metrics_unmap(struct metrics *m)
 		munmap(m, sizeof(struct metrics));
 }
 
+struct metrics *
+metrics_totals_new(void)
+{
+	void *p = mmap(NULL, sizeof(struct metrics), PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	struct metrics *m = p;
+	m->magic = METRICS_MAGIC;
+	return m;
+}
+
 /* The block's first page: what every process that maps it holds anyway. */
 _Static_assert(offsetof(struct metrics, api) <= 4096, "metrics header beyond its first page");
 

@@ -133,6 +133,11 @@ int metrics_create(uint64_t generation, struct metrics **out);
  * not a memfd carrying METRICS_SEALS, or has the wrong size or magic. */
 int metrics_map(int fd, struct metrics **out);
 void metrics_unmap(struct metrics *m);
+/* A private block of zeros for totals kept by one process (a cluster's
+ * counters of ended workers), with the cost of a shared one: anonymous
+ * pages, none held until written (metrics_retire writes only what was
+ * counted). NULL when out of memory. Freed with metrics_unmap. */
+struct metrics *metrics_totals_new(void);
 /* Add src's counters (the METRICS_FIELDS counters and every per-API
  * counter and bucket) into dst: what a process counted stays in its
  * cluster's totals after the process is gone. Gauges are not folded. Only

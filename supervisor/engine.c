@@ -391,8 +391,6 @@ sup_tick(struct sup *s)
 
 static void sup_proc_reap(struct sup *s, struct sup_cluster *c, struct sup_proc *p);
 
-/* Counters of the processes fold into the cluster's retired totals (gauges
- * mean nothing once a process is gone). */
 static void
 sup_gen_free(struct sup *s, struct sup_cluster *c, struct sup_gen *g)
 {
@@ -404,26 +402,40 @@ sup_gen_free(struct sup *s, struct sup_cluster *c, struct sup_gen *g)
 	free(g);
 }
 
+/* A process that ended keeps nothing: its counters fold into the
+ * cluster's retired totals (gauges mean nothing once it is gone), its
+ * channel and block are released. */
 static void
 sup_proc_reap(struct sup *s, struct sup_cluster *c, struct sup_proc *p)
 {
-	if (p->metrics)
-		metrics_retire(&c->retired, p->metrics);
+	if (p->metrics) {
+		if (!c->retired)
+			c->retired = metrics_totals_new();
+		if (c->retired)
+			metrics_retire(c->retired, p->metrics);
+		else
+			log_error("out of memory keeping the counters of an ended worker; they are "
+			    "lost", "cluster=%s pid=%d", c->name, (int)p->pid);
+	}
 	s->ops->proc_free(s, p);
 	p->metrics = NULL;
 	p->chan = NULL;
 }
 
+/* Free what ended: every dead process's channel and block (a generation
+ * whose workers are gone keeps only what its status shows), and the
+ * oldest of the ended generations beyond SUP_KEEP_ENDED. */
 static void
 sup_cluster_reap_gens(struct sup *s, struct sup_cluster *c, bool all)
 {
 	unsigned kept = 0;
-	/* dead processes of generations that live on (replaced siblings) */
-	for (struct sup_gen *g = c->gens; g; g = g->next)
-		if (sup_gen_alive(g))
-			for (size_t i = 0; i < g->n_procs; i++)
-				if (!g->procs[i].alive && (g->procs[i].chan || g->procs[i].metrics))
-					sup_proc_reap(s, c, &g->procs[i]);
+	for (struct sup_gen *g = c->gens; g; g = g->next) {
+		for (size_t i = 0; i < g->n_procs; i++)
+			if (!g->procs[i].alive && (g->procs[i].chan || g->procs[i].metrics))
+				sup_proc_reap(s, c, &g->procs[i]);
+		if (g->shared && fsm_gen_terminal(g->st) && !sup_gen_alive(g) && s->ops->gen_free)
+			s->ops->gen_free(s, g);
+	}
 	struct sup_gen **pp = &c->gens, *g;
 	while ((g = *pp)) {
 		bool ended = fsm_gen_terminal(g->st) && !sup_gen_alive(g);
@@ -447,6 +459,7 @@ sup_cluster_free(struct sup *s, struct sup_cluster *c)
 		sup_gen_free(s, c, g);
 	}
 	crash_free(&c->crash);
+	metrics_unmap(c->retired);
 	sup_ccfg_free(s, c->ccfg);
 	sup_nodes_free(&c->nodes);
 	tickets_free(c);

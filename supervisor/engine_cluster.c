@@ -151,7 +151,6 @@ void
 sup_cluster_set_ccfg(struct sup_cluster *c, struct sup_ccfg *cc)
 {
 	c->ccfg = cc;
-	c->cfg = *cc->cl;
 	snprintf(c->name, sizeof c->name, "%s", cc->cl->name);
 	snprintf(c->config_version, sizeof c->config_version, "%s", cc->version);
 	c->listeners = cc->listeners;

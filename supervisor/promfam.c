@@ -26,8 +26,8 @@ promfam_label(FILE *f, const char *v)
 uint64_t
 promfam_field_sum(const struct sup_cluster *c, size_t off, bool counter)
 {
-	uint64_t v = counter ? atomic_load_explicit(
-	    (_Atomic uint64_t *)((char *)&c->retired + off), memory_order_relaxed) : 0;
+	uint64_t v = counter && c->retired ? atomic_load_explicit(
+	    (_Atomic uint64_t *)((char *)c->retired + off), memory_order_relaxed) : 0;
 	for (const struct sup_gen *g = c->gens; g != NULL; g = g->next)
 		for (size_t k = 0; k < g->n_procs; k++) {
 			const struct sup_proc *p = &g->procs[k];

@@ -144,11 +144,13 @@ status_cluster_json(struct sup_cluster *c)
 		json_array_append_new(ls, status_listener_json(&c->listeners[i]));
 	json_object_set_new(o, "listeners", ls);
 	/* how clients reach the brokers: a port per broker, or SNI names */
-	json_object_set_new(o, "gateway", json_string(cfg_gateway_str(c->cfg.gateway)));
-	if (c->cfg.gateway == CFG_GATEWAY_SNI)
+	const struct cfg_cluster *cl = c->ccfg ? c->ccfg->cl : NULL;
+	enum cfg_gateway gw = cl ? cl->gateway : CFG_GATEWAY_PORTS;
+	json_object_set_new(o, "gateway", json_string(cfg_gateway_str(gw)));
+	if (gw == CFG_GATEWAY_SNI)
 		json_object_set_new(o, "sni", json_pack("{s:s, s:s}",
-		    "bootstrapHost", c->cfg.sni_bootstrap_host,
-		    "brokerPattern", c->cfg.sni_broker_pattern));
+		    "bootstrapHost", cl->sni_bootstrap_host,
+		    "brokerPattern", cl->sni_broker_pattern));
 
 	/* Upstream brokers whose node id has no broker port: clients cannot
 	 * reach them through ferry until node_ids/broker_ports cover them. */

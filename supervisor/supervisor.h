@@ -158,7 +158,6 @@ struct sup_cluster {
 	char name[CFG_NAME_MAX];
 	struct sup_ccfg *ccfg;        /* serving configuration */
 	/* Mirrors of ccfg for readers (status.c): */
-	struct cfg_cluster cfg;       /* shallow copy of *ccfg->cl */
 	char config_version[PLAN_VERSION_LEN];
 	struct sup_listener *listeners;
 	size_t n_listeners;
@@ -173,8 +172,9 @@ struct sup_cluster {
 	uint64_t restart_waiter;      /* deferred POST .../restart; 0 none */
 	uint64_t restart_gen;         /* the generation that waiter waits for */
 	uint64_t unresponsive_total;  /* watchdog reports */
-	struct metrics retired;       /* counters of generations already freed (plain
-	                                 copy, never shared), so totals stay monotonic */
+	struct metrics *retired;      /* counters of processes that ended (private,
+	                                 never shared; metrics_totals_new at the
+	                                 first), so totals stay monotonic; NULL: none */
 	/* upstream node ids without a broker port, as reported by workers */
 	struct ipc_unknown_node unknown_nodes[16];
 	uint64_t unknown_since_ms[16];

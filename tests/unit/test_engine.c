@@ -754,12 +754,12 @@ w_generated(bool per_cluster, enum w_phase ph, enum w_event ev, int target_new, 
 	if (out->status == SUP_RELOAD_SUCCESS) {
 		cr_assert_not_null(sup_find_cluster(&W.s, "add"), "%s", where);
 		cr_assert_null(sup_find_cluster(&W.s, "del"), "%s", where);
-		cr_assert_str_eq(m->cfg.upstream[0].host, "127.0.0.1");
-		cr_assert_eq(m->cfg.max_connections, 999, "%s", where);
+		cr_assert_str_eq(m->ccfg->cl->upstream[0].host, "127.0.0.1");
+		cr_assert_eq(m->ccfg->cl->max_connections, 999, "%s", where);
 	} else if (!per_cluster) {
 		cr_assert_null(sup_find_cluster(&W.s, "add"), "%s: rolled back yet added", where);
 		cr_assert_not_null(sup_find_cluster(&W.s, "del"), "%s: rolled back yet removed", where);
-		cr_assert_neq(m->cfg.max_connections, 999, "%s", where);
+		cr_assert_neq(m->ccfg->cl->max_connections, 999, "%s", where);
 	}
 	/* no process hangs around: frozen ones were killed by a deadline (an
 	 * accepting one without a watchdog has none: ferryd's stop ends it) */
@@ -924,7 +924,7 @@ Test(engine, crash_restart_during_a_reload_does_not_win_over_the_commit)
 	    W.s.last_reload.errors ? W.s.last_reload.errors[0] : "?");
 	cr_assert_eq(sup_cluster_serving(ca), new_a, "a serves the restarted old configuration");
 	cr_assert_eq(new_a->st, FSM_G_ACCEPTING);
-	cr_assert_eq(ca->cfg.max_connections, 999);
+	cr_assert_eq(ca->ccfg->cl->max_connections, 999);
 	cr_assert(restarted->st == FSM_G_DRAINING || restarted->st == FSM_G_STOPPED);
 	cr_assert_eq(W.s.violations, 0);
 	w_finish();
@@ -958,12 +958,12 @@ Test(engine, changed_upstream_must_answer_before_commit)
 	cr_assert_not_null(strstr(W.s.last_reload.errors[0], "new upstream"), "%s",
 	    W.s.last_reload.errors[0]);
 	cr_assert_eq(sup_cluster_serving(ca), old);
-	cr_assert_eq(ca->cfg.upstream[0].port, 9001);
+	cr_assert_eq(ca->ccfg->cl->upstream[0].port, 9001);
 	/* 2: it answers: committed */
 	cr_assert_eq(sup_reload_start(&W.s, text2, strlen(text2), "api", 2, &rec), SUP_DEFERRED);
 	w_settle(300, "probe ok", 0, 0);
 	cr_assert_eq(W.s.last_reload.status, SUP_RELOAD_SUCCESS);
-	cr_assert_eq(ca->cfg.upstream[0].port, 9011);
+	cr_assert_eq(ca->ccfg->cl->upstream[0].port, 9011);
 	cr_assert_neq(sup_cluster_serving(ca), old);
 	w_finish();
 }

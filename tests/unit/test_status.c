@@ -93,8 +93,10 @@ fx_setup(void)
 	fx_worker(&fx_workers[1], a, 1, 100, LC_ACCEPTING, NULL, true);
 	fx_workers[0].next = &fx_workers[1];
 	a->gens = &fx_workers[0];
-	fx_requests(&a->retired, 0, 100);
-	METRIC_ADD(&a->retired, connections_active, 50);   /* gauges of the dead never count */
+	a->retired = metrics_totals_new();
+	cr_assert_not_null(a->retired);
+	fx_requests(a->retired, 0, 100);
+	METRIC_ADD(a->retired, connections_active, 50);   /* gauges of the dead never count */
 	fx_requests(fx_workers[1].procs[0].metrics, 0, 10);
 	METRIC_ADD(fx_workers[1].procs[0].metrics, connections_active, 5);
 	METRIC_ADD(fx_workers[1].procs[0].metrics, in_flight, 2);
@@ -122,6 +124,7 @@ fx_teardown(void)
 	for (i = 0; i < sizeof fx_workers / sizeof fx_workers[0]; i++)
 		if (fx_workers[i].procs)
 			metrics_unmap(fx_workers[i].procs[0].metrics);
+	metrics_unmap(fx_clusters[0].retired);
 }
 
 TestSuite(status, .init = fx_setup, .fini = fx_teardown);
@@ -650,13 +653,18 @@ Test(status, cluster_json_gateway)
 	cr_assert_null(json_object_get(o, "sni"));
 	json_decref(o);
 
-	struct cfg_cluster saved = c->cfg;
-	c->cfg.gateway = CFG_GATEWAY_SNI;
-	snprintf(c->cfg.sni_bootstrap_host, sizeof c->cfg.sni_bootstrap_host, "kafka.example.com");
-	snprintf(c->cfg.sni_broker_pattern, sizeof c->cfg.sni_broker_pattern,
+	static struct cfg_cluster cl;
+	static struct sup_ccfg cc;
+	memset(&cl, 0, sizeof cl);
+	memset(&cc, 0, sizeof cc);
+	cc.cl = &cl;
+	cl.gateway = CFG_GATEWAY_SNI;
+	snprintf(cl.sni_bootstrap_host, sizeof cl.sni_bootstrap_host, "kafka.example.com");
+	snprintf(cl.sni_broker_pattern, sizeof cl.sni_broker_pattern,
 	    "broker-$(nodeId).kafka.example.com");
+	c->ccfg = &cc;
 	o = status_cluster_json(c);
-	c->cfg = saved;
+	c->ccfg = NULL;
 	cr_assert_str_eq(sget(o, "gateway"), "sni");
 	const json_t *sni = json_object_get(o, "sni");
 	static const char *const sni_keys[] = { "bootstrapHost", "brokerPattern", NULL };
