@@ -285,6 +285,11 @@ reload_gen_held(struct sup *s, struct sup_gen *g)
 		}
 		return;
 	}
+	/* Prepared: its init deadline is met. It waits for the other items
+	 * without one (their starts are paced: the last of a thousand may
+	 * start long after the first was ready), each of them bound by its
+	 * own deadline from its own start. */
+	g->init_at = 0;
 	sup_post_item(s, g->item, FSM_IE_PREPARED, "ready");
 }
 

@@ -498,7 +498,7 @@ status_config_json(const struct sup *s)
 		json_object_set_new(o, "inProgressSince", status_time(sup_reload_since(s)));
 	/* how long a reload can take: ferryctl waits that long */
 	json_object_set_new(o, "reloadTimeoutMs", json_integer((json_int_t)
-	    (s->cfg.init_timeout_ms + SUP_STOP_GRACE_MS)));
+	    sup_reload_timeout_ms(s)));
 	const struct sup_reload_record *rec = &s->last_reload;
 	if (rec->status == SUP_RELOAD_NONE) {
 		json_object_set_new(o, "lastReloadAttempt", json_null());

@@ -169,6 +169,17 @@ sup_ready(const struct sup *s)
 	return accepting == counted;
 }
 
+uint64_t
+sup_reload_timeout_ms(const struct sup *s)
+{
+	uint64_t workers = 0;
+	for (size_t i = 0; i < s->n_clusters; i++) {
+		const struct sup_gen *g = sup_cluster_serving(s->clusters[i]);
+		workers += g ? g->n_procs : 1;
+	}
+	return s->cfg.init_timeout_ms + SUP_STOP_GRACE_MS + workers * SUP_START_PACE_MS;
+}
+
 struct sup_cluster *
 sup_find_cluster(struct sup *s, const char *name)
 {

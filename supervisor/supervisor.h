@@ -48,6 +48,7 @@ struct sup_reload;
 #define SUP_KILL_GRACE_MS 1000    /* a worker that said FAILED must be gone by then */
 #define SUP_KEEP_ENDED 3          /* ended generations kept for status */
 #define SUP_RELAY_TIMEOUT_MS 2000 /* a handed-over connection not adopted by then is closed */
+#define SUP_START_PACE_MS 20      /* what one paced worker start may add to a reload */
 
 enum sup_listener_role { SUP_LISTENER_BOOTSTRAP = 0, SUP_LISTENER_BROKER };
 const char *sup_listener_role_str(enum sup_listener_role r);
@@ -370,6 +371,10 @@ bool sup_gen_alive(const struct sup_gen *g);
  * initializing. */
 bool sup_ready(const struct sup *s);
 struct sup_cluster *sup_find_cluster(struct sup *s, const char *name);
+/* How long a reload can take (reloadTimeoutMs, what ferryctl waits for):
+ * init_timeout and the stop grace, plus SUP_START_PACE_MS for every worker
+ * process a reload of everything would start (starts are paced). */
+uint64_t sup_reload_timeout_ms(const struct sup *s);
 /* A configuration's version: "sha256:<hex>" of data, into out. */
 void sup_hash_hex(const void *data, size_t len, char *out, size_t outlen);
 
