@@ -101,7 +101,7 @@ sup_sweep(struct sup *s)
 static void
 sup_after_chain(struct sup *s)
 {
-	bool ready = sup_ready(s);
+	bool ready = sup_ready_cached(s);
 	if (ready && !s->ever_ready)
 		s->ever_ready = true;
 	if (ready != s->last_ready) {
@@ -429,6 +429,7 @@ static void
 sup_cluster_reap_gens(struct sup *s, struct sup_cluster *c, bool all)
 {
 	unsigned kept = 0;
+	bool freed = false;
 	for (struct sup_gen *g = c->gens; g; g = g->next) {
 		for (size_t i = 0; i < g->n_procs; i++)
 			if (!g->procs[i].alive && (g->procs[i].chan || g->procs[i].metrics))
@@ -443,10 +444,13 @@ sup_cluster_reap_gens(struct sup *s, struct sup_cluster *c, bool all)
 		    (all || (g != c->gens && ++kept > SUP_KEEP_ENDED))) {
 			*pp = g->next;
 			sup_gen_free(s, c, g);
+			freed = true;
 			continue;
 		}
 		pp = &g->next;
 	}
+	if (freed)
+		sup_ready_touch(s, c);  /* the serving generation may be another now */
 }
 
 static void

@@ -202,6 +202,7 @@ sup_cluster_new(struct sup *s, struct sup_ccfg *cc, bool listed)
 		return NULL;
 	}
 	c->listed = listed;
+	sup_ready_touch(s, c);
 	return c;
 }
 
@@ -215,6 +216,7 @@ sup_cluster_unlist(struct sup *s, struct sup_cluster *c)
 		return;
 	sup_array_del(s->clusters, &s->n_clusters, c);
 	c->listed = false;
+	sup_ready_touch(s, c);
 }
 
 void
@@ -226,6 +228,7 @@ sup_cluster_list(struct sup *s, struct sup_cluster *c)
 		return;
 	sup_array_del(s->limbo, &s->n_limbo, c);
 	c->listed = true;
+	sup_ready_touch(s, c);
 }
 
 /* ---- cluster machine --------------------------------------------------------------- */
@@ -263,6 +266,7 @@ sup_cluster_event(struct sup *s, struct sup_cluster *c, enum fsm_cevent e, const
 	}
 	if (a & FSM_CA_START_GEN)
 		sup_gen_start(s, c, c->ccfg, SUP_OWNER_CLUSTER, NULL, s->cfg.init_timeout_ms, why);
+	sup_ready_touch(s, c);
 	/* REAP is the reaper's business (c->st == GONE). */
 	s->reap_pending = true;
 }

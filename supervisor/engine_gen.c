@@ -166,6 +166,7 @@ sup_gen_new(struct sup *s, struct sup_cluster *c, const struct sup_ccfg *cc, enu
 	g->init_at = s->now_ms + init_timeout_ms;
 	g->next = c->gens;
 	c->gens = g;
+	sup_ready_touch(s, c);
 	return g;
 }
 
@@ -427,6 +428,7 @@ sup_gen_event(struct sup *s, struct sup_gen *g, struct sup_proc *ep, enum fsm_ge
 		else if (g->owner == SUP_OWNER_CLUSTER)
 			sup_cluster_gen_ended(s, g, (a & FSM_GA_CRASHED) != 0, why);
 	}
+	sup_ready_touch(s, c);
 	s->reap_pending = true;
 }
 

@@ -185,6 +185,8 @@ struct sup_cluster {
 	uint64_t upstream_since_ms;
 	char upstream_error[192];
 	bool listed;                  /* in sup->clusters (else limbo) */
+	uint8_t ready_class;          /* what it counts for sup_ready_cached()
+	                                 (enum sup_ready_class), kept by the engine */
 	/* kept across generations */
 	struct sup_nodes nodes;       /* learned upstream brokers (nodes.h) */
 	struct tlskeys *tickets;      /* TLS clusters: session-ticket keys (tickets.h);
@@ -323,6 +325,7 @@ struct sup {
 	bool stopping;
 	bool stopped_reported;
 	bool ever_ready;              /* sup_ready() was true at least once */
+	size_t ready_count[4];        /* clusters per enum sup_ready_class */
 	bool last_ready;
 	int exit_code;                /* of the daemon once it stopped */
 
@@ -370,6 +373,12 @@ bool sup_gen_alive(const struct sup_gen *g);
  * and responsive; best-effort — at least one accepting and none still
  * initializing. */
 bool sup_ready(const struct sup *s);
+/* The same answer from counts the engine keeps current (sup_ready_touch
+ * after anything that may change what a cluster counts for): O(1), asked
+ * after every event chain. */
+enum sup_ready_class { SUP_READY_NONE = 0, SUP_READY_OTHER, SUP_READY_INIT, SUP_READY_ACCEPTING };
+bool sup_ready_cached(const struct sup *s);
+void sup_ready_touch(struct sup *s, struct sup_cluster *c);
 struct sup_cluster *sup_find_cluster(struct sup *s, const char *name);
 /* How long a reload can take (reloadTimeoutMs, what ferryctl waits for):
  * init_timeout and the stop grace, plus SUP_START_PACE_MS for every worker

@@ -305,6 +305,8 @@ w_check(const char *where)
 {
 	struct sup *s = &W.s;
 	cr_assert_eq(s->violations, 0, "%s: a forbidden pair was met", where);
+	/* the engine's kept counts say what the rule says from scratch */
+	cr_assert_eq(sup_ready_cached(s), sup_ready(s), "%s: readiness counts drifted", where);
 	/* lifecycle view matches, live processes match the world */
 	struct sup_cluster **arrs[2] = { s->clusters, s->limbo };
 	size_t ns[2] = { s->n_clusters, s->n_limbo };
