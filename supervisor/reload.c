@@ -216,6 +216,8 @@ reload_finish(struct sup *s, struct sup_reload *r, enum sup_reload_status st, bo
 			    "persist = false in [ferry]");
 		}
 	}
+	if (s->ops->clock)
+		s->ops->clock(s);  /* the time of this turn's work (plan, commits) counts */
 	rec->duration_ms = s->now_ms - r->started_mono;
 	reload_stats_observe(&s->reload_stats, (unsigned)st, rec->duration_ms);
 	rec->changed = changed;
@@ -667,8 +669,13 @@ sup_reload_start(struct sup *s, const char *text, size_t len, const char *source
 		it->st = FSM_I_READY;  /* keep and remove need no preparation */
 		if (it->pi->old_index >= 0)
 			it->cluster = s->clusters[it->pi->old_index];
-		log_info("reload plan", "cluster=%s op=%s", it->pi->name, plan_op_str(it->pi->op));
+		if (it->pi->op != PLAN_KEEP)
+			log_info("reload plan", "cluster=%s op=%s", it->pi->name,
+			    plan_op_str(it->pi->op));
 	}
+	/* one line for the whole plan: kept clusters are not listed one by one */
+	log_info("reload plan", "keep=%zu add=%zu modify=%zu remove=%zu", r->plan.n_keep,
+	    r->plan.n_add, r->plan.n_modify, r->plan.n_remove);
 
 	/* 5. Prepare: bind new addresses, start held generations. Sockets of
 	 * every listed configuration are candidates for sharing. */

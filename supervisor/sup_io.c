@@ -952,6 +952,7 @@ static const struct sup_ops sup_io_ops = {
 	.admin_prepare = sup_io_admin_prepare,
 	.reload_end = sup_io_reload_end,
 	.ready_changed = sup_io_ready_changed,
+	.clock = sup_clock,
 };
 
 /* ---- loop plumbing ---------------------------------------------------------------------- */

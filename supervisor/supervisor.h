@@ -49,6 +49,8 @@ struct sup_reload;
 #define SUP_KEEP_ENDED 3          /* ended generations kept for status */
 #define SUP_RELAY_TIMEOUT_MS 2000 /* a handed-over connection not adopted by then is closed */
 #define SUP_START_PACE_MS 20      /* what one paced worker start may add to a reload */
+#define SUP_WD_LAG_MS 250         /* a watchdog check this late: ferryd itself was busy */
+#define SUP_WD_RECHECK_MS 100     /* ... then it judges this much later, answers read */
 
 enum sup_listener_role { SUP_LISTENER_BOOTSTRAP = 0, SUP_LISTENER_BROKER };
 const char *sup_listener_role_str(enum sup_listener_role r);
