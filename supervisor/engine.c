@@ -267,6 +267,9 @@ sup_on_pong(struct sup *s, struct sup_proc *p, uint64_t seq)
 		return;
 	}
 	p->last_answer_ms = s->now_ms;
+	/* an answer to the last PING answers every one before it; to an
+	 * older one, the last is still outstanding (since it was sent) */
+	p->unanswered_since_ms = seq == p->ping_seq ? 0 : p->last_ping_ms;
 	bool was = p->late;
 	p->late = p->dead = false;
 	if (was) {

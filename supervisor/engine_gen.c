@@ -74,7 +74,7 @@ sup_proc_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, cha
 	p->restart_at = 0;
 	p->ready = p->late = p->dead = false;
 	p->ping_seq = 0;
-	p->unanswered_since_ms = 0;
+	p->unanswered_since_ms = p->last_ping_ms = 0;
 	p->pid = 0;
 	p->last_answer_ms = s->now_ms;
 	p->starts++;
@@ -472,11 +472,18 @@ sup_gen_tick(struct sup *s, struct sup_gen *g)
 			g->watchdog_at = 0;  /* turned off by a reload */
 			return;
 		}
+		/* This check comes late: the supervisor's own loop was held (its
+		 * workers' answers may be waiting, unread, in their channels).
+		 * Nobody is judged on that: ping, read, judge a moment later. */
+		bool busy = now - g->watchdog_at > SUP_WD_LAG_MS;
 		for (size_t i = 0; i < g->n_procs; i++) {
 			struct sup_proc *p = &g->procs[i];
-			if (!p->alive)
+			if (!p->alive || p->queued)
 				continue;
-			uint64_t age = now - p->last_answer_ms;
+			/* a ready worker is late from its oldest unanswered PING; a
+			 * replacement still starting (no init deadline) from its start */
+			uint64_t since = p->ready ? p->unanswered_since_ms : p->last_answer_ms;
+			uint64_t age = since && !busy ? now - since : 0;
 			char why[128];
 			if (age >= 2 * w && !p->dead) {
 				p->dead = p->late = true;
@@ -495,15 +502,21 @@ sup_gen_tick(struct sup *s, struct sup_gen *g)
 			struct ipc_ping ping = { .seq = ++p->ping_seq };
 			if (s->ops->send(s, p, IPC_PING, &ping, sizeof ping) == -1)
 				sup_post_proc(s, p, FSM_GE_QUEUE_FULL, "control channel full");
+			p->last_ping_ms = now;
+			if (!p->unanswered_since_ms)
+				p->unanswered_since_ms = now;
 		}
 		/* next ping, or the moment a process becomes late or dead,
 		 * whichever comes first: the report is on time, not a period late */
-		uint64_t next = now + sup_watchdog_period(s);
+		uint64_t next = now + (busy ? SUP_WD_RECHECK_MS : sup_watchdog_period(s));
 		for (size_t i = 0; i < g->n_procs; i++) {
 			struct sup_proc *p = &g->procs[i];
-			if (!p->alive || !p->ready || p->dead)
+			if (!p->alive || p->queued || p->dead)
 				continue;
-			uint64_t due = p->last_answer_ms + (p->late ? 2 * w : w);
+			uint64_t since = p->ready ? p->unanswered_since_ms : p->last_answer_ms;
+			if (!since)
+				continue;
+			uint64_t due = since + (p->late ? 2 * w : w);
 			if (due > now && due < next)
 				next = due;
 		}

@@ -100,6 +100,7 @@ struct sup_proc {
 	uint64_t last_answer_ms;      /* mono: last PONG (or start) */
 	uint64_t unanswered_since_ms; /* mono: when the oldest PING not answered
 	                                 yet was sent; 0 = none outstanding */
+	uint64_t last_ping_ms;        /* mono: when the last PING was sent */
 	bool late, dead;              /* watchdog stages reported */
 	uint64_t restart_at;          /* mono: replace it (one of several crashed) */
 	uint64_t starts;              /* times this slot was started */
@@ -297,6 +298,10 @@ struct sup_ops {
 	int (*admin_prepare)(struct sup *s, const struct cfg *next, char *err, size_t errlen);
 	void (*reload_end)(struct sup *s, const struct sup_reload_record *rec);
 	void (*ready_changed)(struct sup *s, bool ready);
+	/* Read the clocks again into s->now_ms / now_wall_ms (the work of the
+	 * current turn counts), for durations the engine reports. May be NULL
+	 * (the clock set by the caller stands). */
+	void (*clock)(struct sup *s);
 };
 
 enum sup_ev_kind { SUP_EV_GEN = 0, SUP_EV_CLUSTER, SUP_EV_ITEM };

@@ -543,6 +543,39 @@ Test(engine, stopped_worker_is_unresponsive_then_killed_and_restarted)
 	w_finish();
 }
 
+/* The supervisor's own loop is held for longer than worker_watchdog (its
+ * workers' answers wait unread): nobody is marked late for it; a worker
+ * that really stopped answering still is. */
+Test(engine, a_busy_supervisor_does_not_blame_its_workers)
+{
+	char a[512], b[512], text[2048];
+	snprintf(text, sizeof text, FERRY_HDR "%s%s",
+	    w_cluster(a, sizeof a, "keep", 20000, "127.0.0.1:9092"),
+	    w_cluster(b, sizeof b, "hung", 20010, "127.0.0.1:9092"));
+	w_start(text);
+	struct sup_cluster *k = sup_find_cluster(&W.s, "keep"), *h = sup_find_cluster(&W.s, "hung");
+	struct sup_gen *gk = sup_cluster_serving(k), *gh = sup_cluster_serving(h);
+	w_settle(600, "pinging", 0, 0);
+	w_find(&gh->procs[0])->frozen = true;
+	/* a PING goes out, its answer comes but is not read: the loop is held
+	 * 3 s (worker_watchdog 1 s) */
+	for (int i = 0; i < 40 && !gk->procs[0].unanswered_since_ms; i++)
+		w_tick(25);
+	cr_assert_neq(gk->procs[0].unanswered_since_ms, 0, "no PING went out");
+	w_tick(3000);
+	cr_assert(!gk->procs[0].late && !gk->procs[0].dead && !gk->unresponsive,
+	    "blamed for the supervisor's own stall");
+	cr_assert(!gh->procs[0].late && !gh->procs[0].dead, "judged before the answers were read");
+	w_settle(400, "after the stall", 0, 0);
+	cr_assert_eq(sup_cluster_serving(k), gk, "a worker that answered was replaced");
+	cr_assert(!gk->procs[0].late && !gk->unresponsive, "a worker that answered is late");
+	cr_assert_eq(k->unresponsive_total, 0);
+	/* the hung one did not answer the PING sent before the stall: dead */
+	cr_assert(gh->procs[0].dead || gh->unresponsive, "a worker that stopped answering "
+	    "is not reported");
+	w_finish();
+}
+
 Test(engine, removal_of_a_stopped_worker_ends_by_deadline_and_name_is_free)
 {
 	char a[512], b[512], text[2048], text2[2048];
