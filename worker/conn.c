@@ -753,8 +753,7 @@ req_parse(struct conn *c)
 	    fifo_push(c, h.correlation_id, h.api_key, h.api_version, false) == -1)
 		return conn_fail(c, "out of memory for the in-flight queue");
 	METRIC_ADD(w->m, requests, 1);
-	atomic_fetch_add_explicit(&w->m->api[metrics_api_slot(h.api_key)].requests, 1,
-	    memory_order_relaxed);
+	metrics_request(w->m, h.api_key);
 	d->frame_left = 4 + (uint64_t)h.size;
 	conn_drain_consume(c, d->frame_left);
 	return 1;
