@@ -621,6 +621,7 @@ cfgp_defaults(struct cfg *c, const char *path)
 	c->tls_ticket_rotation_ms = 3600 * 1000;
 	c->drain_spread_ms = 5 * 1000;
 	c->reload_upstream_check = true;
+	c->metrics_latency = CFG_LATENCY_API;
 	c->log_level = LOG_INFO;
 	c->log_format = CFG_LOG_LOGFMT;
 	c->control_socket_mode = 0600;

@@ -57,6 +57,10 @@ enum cfg_log_format { CFG_LOG_LOGFMT = 0, CFG_LOG_JSON };
  * the default) or one TLS port where the ClientHello server name says
  * which broker (sni_bootstrap_host, sni_broker_pattern; see common/sni.h). */
 enum cfg_gateway { CFG_GATEWAY_PORTS = 0, CFG_GATEWAY_SNI };
+/* Which labels the upstream latency histogram of /metrics carries
+ * (ferry_request_duration_seconds): the cluster and the API (the default,
+ * 0), the cluster, or none (not exposed). */
+enum cfg_metrics_latency { CFG_LATENCY_API = 0, CFG_LATENCY_CLUSTER, CFG_LATENCY_OFF };
 
 /* A host:port pair. host is a name or a literal address, IPv6 without the
  * brackets ("::1"), "0.0.0.0" / "::" for wildcards.
@@ -183,6 +187,7 @@ struct cfg {
 	                                    default 1h (supervisor/tickets.h) */
 	uint64_t worker_watchdog_ms;     /* a worker must answer a ping within this;
 	                                    default 10s, 0 = off */
+	enum cfg_metrics_latency metrics_latency; /* default api */
 
 	/* [ferry] admin access control (supervisor/adminauth.h says how they
 	 * are used). Paths are absolute; "" = unset. */
@@ -296,5 +301,7 @@ const char *cfg_policy_startup_str(enum cfg_policy_startup p);
 const char *cfg_policy_reload_str(enum cfg_policy_reload p);
 /* "ports" / "sni" */
 const char *cfg_gateway_str(enum cfg_gateway g);
+/* "off" / "cluster" / "api" */
+const char *cfg_metrics_latency_str(enum cfg_metrics_latency m);
 
 #endif

@@ -87,6 +87,14 @@ metrics_api_seen(const struct metrics *m, unsigned slot)
 	    (slot % 64)) & 1;
 }
 
+void
+metrics_api_seen_or(const struct metrics *m, uint64_t *seen)
+{
+	struct metrics *mm = (struct metrics *)m;  /* read with atomic loads only */
+	for (unsigned w = 0; w < METRICS_API_WORDS; w++)
+		seen[w] |= atomic_load_explicit(&mm->api_seen[w], memory_order_relaxed);
+}
+
 /* dst += v when v is not zero: an add of zero would still write (and
  * allocate) dst's page. */
 static bool

@@ -120,6 +120,8 @@ void metrics_observe(struct metrics *m, int api_key, uint64_t latency_us);
 /* Was anything counted in slot (metrics_api_slot) of m? Reads only the
  * first page. */
 bool metrics_api_seen(const struct metrics *m, unsigned slot);
+/* OR m's map of slots seen into seen[METRICS_API_WORDS] (bit s: slot s). */
+void metrics_api_seen_or(const struct metrics *m, uint64_t *seen);
 
 /* Seals every block carries: its size can never change (a mapping of a
  * truncated file faults with SIGBUS), nor can its seals. */

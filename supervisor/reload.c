@@ -162,6 +162,7 @@ reload_apply_live(struct sup *s, const struct cfg *next)
 	s->cfg.tls_ticket_rotation_ms = next->tls_ticket_rotation_ms;
 	s->cfg.drain_spread_ms = next->drain_spread_ms;
 	s->cfg.reload_upstream_check = next->reload_upstream_check;
+	s->cfg.metrics_latency = next->metrics_latency;
 	log_set_level((enum log_level)s->cfg.log_level);
 	if (!level_changed)
 		return;

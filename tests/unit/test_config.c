@@ -215,6 +215,7 @@ Test(config, defaults)
 	cr_assert_eq(r.c.init_timeout_ms, 10000);
 	cr_assert_eq(r.c.log_level, LOG_INFO);
 	cr_assert_eq(r.c.log_format, CFG_LOG_LOGFMT);
+	cr_assert_eq(r.c.metrics_latency, CFG_LATENCY_API);
 	a = &r.c.clusters[0];
 	cr_assert_str_eq(a->advertised_host, "127.0.0.1");
 	cr_assert_eq(a->n_brokers, 3);
@@ -728,6 +729,7 @@ Test(config_errors, ferry_values)
 	    "log_level = verbose\n"
 	    "log_format = text\n"
 	    "user = \n"
+	    "metrics_latency = per-api\n"
 	    CLUSTER_A,
 	    "t.ini:2: control_socket: 'run/ferry.sock' is not an absolute path\n"
 	    "t.ini:3: startup_policy: invalid value 'fast' (use fail-fast or "
@@ -737,7 +739,26 @@ Test(config_errors, ferry_values)
 	    "t.ini:5: log_level: invalid value 'verbose' (use debug, info, "
 	    "warn or error)\n"
 	    "t.ini:6: log_format: invalid value 'text' (use logfmt or json)\n"
-	    "t.ini:7: user: invalid user name ''\n");
+	    "t.ini:7: user: invalid user name ''\n"
+	    "t.ini:8: metrics_latency: invalid value 'per-api' (use off, cluster or api)\n");
+}
+
+Test(config, metrics_latency)
+{
+	static const struct { const char *v; enum cfg_metrics_latency want; } cases[] = {
+		{ "api", CFG_LATENCY_API }, { "cluster", CFG_LATENCY_CLUSTER },
+		{ "off", CFG_LATENCY_OFF },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char text[1024];
+		struct res r;
+		snprintf(text, sizeof text, "[ferry]\nmetrics_latency = %s\n" CLUSTER_A, cases[i].v);
+		expect_ok(&r, text);
+		cr_assert_eq(r.c.metrics_latency, cases[i].want, "%s", cases[i].v);
+		cr_assert_str_eq(cfg_metrics_latency_str(r.c.metrics_latency), cases[i].v);
+		cr_assert_eq(cfg_ferry_key_line(&r.c, "metrics_latency"), 2);
+		done(&r);
+	}
 }
 
 Test(config_errors, many_errors_at_once)

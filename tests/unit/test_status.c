@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "shm_pages.h"
 #include "supervisor/status.h"
 #include "supervisor/supervisor.h"
 
@@ -640,6 +641,53 @@ Test(status, latency_histogram)
 	cr_assert(has_line(t, "ferry_request_duration_seconds_bucket{cluster=\"alpha\",api=\"Metadata\",le=\"+Inf\"} 3"));
 	cr_assert(has_line(t, "ferry_request_duration_seconds_count{cluster=\"alpha\",api=\"Metadata\"} 3"));
 	cr_assert(has_line(t, "ferry_request_duration_seconds_sum{cluster=\"alpha\",api=\"Metadata\"} 20.003200"));
+	free(t);
+}
+
+/* metrics_latency: the histogram per cluster and API (default), per cluster
+ * (every API summed into one), or not at all */
+Test(status, latency_histogram_labels_follow_metrics_latency)
+{
+	size_t len;
+	struct metrics *m = fx_workers[1].procs[0].metrics;
+
+	metrics_observe(m, 3, 200);       /* Metadata */
+	metrics_observe(m, 0, 3000);      /* Produce */
+	fx_sup.cfg.metrics_latency = CFG_LATENCY_CLUSTER;
+	char *t = status_metrics_text(&fx_sup, &len);
+	cr_assert(has_line(t, "# TYPE ferry_request_duration_seconds histogram"));
+	cr_assert(has_line(t, "ferry_request_duration_seconds_bucket{cluster=\"alpha\",le=\"0.00025\"} 1"), "%s", t);
+	cr_assert(has_line(t, "ferry_request_duration_seconds_bucket{cluster=\"alpha\",le=\"0.005\"} 2"));
+	cr_assert(has_line(t, "ferry_request_duration_seconds_count{cluster=\"alpha\"} 2"));
+	cr_assert(has_line(t, "ferry_request_duration_seconds_sum{cluster=\"alpha\"} 0.003200"));
+	cr_assert_null(strstr(t, "ferry_request_duration_seconds_count{cluster=\"alpha\",api"));
+	/* requests keep their API label whatever the histogram does */
+	cr_assert(has_line(t, "ferry_requests_total{cluster=\"alpha\",api=\"Produce\"} 113"));
+	free(t);
+	fx_sup.cfg.metrics_latency = CFG_LATENCY_OFF;
+	t = status_metrics_text(&fx_sup, &len);
+	cr_assert_null(strstr(t, "ferry_request_duration_seconds"), "%s", t);
+	cr_assert(has_line(t, "ferry_requests_total{cluster=\"alpha\",api=\"Produce\"} 113"));
+	free(t);
+	fx_sup.cfg.metrics_latency = CFG_LATENCY_API;
+	t = status_metrics_text(&fx_sup, &len);
+	cr_assert(has_line(t, "ferry_request_duration_seconds_count{cluster=\"alpha\",api=\"Produce\"} 1"));
+	cr_assert(has_line(t, "ferry_request_duration_seconds_count{cluster=\"alpha\",api=\"Metadata\"} 1"));
+	free(t);
+}
+
+/* A scrape reads only the API slots a worker has seen: rendering
+ * /metrics adds no page to any block (a read of an unwritten page of a
+ * memfd would allocate it), and no line for an API nobody used. */
+Test(status, metrics_text_reads_only_seen_api_slots)
+{
+	size_t len;
+	struct metrics *m = fx_workers[1].procs[0].metrics;
+	size_t before = shm_pages_resident(m, sizeof *m);
+
+	char *t = status_metrics_text(&fx_sup, &len);
+	cr_assert_eq(shm_pages_resident(m, sizeof *m), before, "a scrape touched unseen slots");
+	cr_assert_null(strstr(t, "api=\"Fetch\""), "a line for an API never seen");
 	free(t);
 }
 
