@@ -241,6 +241,7 @@ sup_on_exit(struct sup *s, struct sup_proc *p, int st)
 	if (p->queued) {  /* its start was cancelled before it happened */
 		p->queued = false;
 		g->n_queued--;
+		sup_deadline_touch(g->cluster);
 	}
 	bool asked = g->st == FSM_G_DRAINING || fsm_gen_terminal(g->st);
 	log_msg(asked ? LOG_INFO : LOG_WARN, "worker exited", "cluster=%s gen=%llu pid=%d "
@@ -356,16 +357,27 @@ sup_cluster_deadline(const struct sup_cluster *c)
 	return d;
 }
 
+/* c's earliest deadline, computed again only when one may have changed. */
+static uint64_t
+sup_cluster_deadline_cached(struct sup_cluster *c)
+{
+	if (c->deadline_dirty) {
+		c->deadline = sup_cluster_deadline(c);
+		c->deadline_dirty = false;
+	}
+	return c->deadline;
+}
+
 uint64_t
-sup_next_deadline(const struct sup *s)
+sup_next_deadline(struct sup *s)
 {
 	uint64_t d = s->hup_at;
 	for (size_t i = 0; i < s->n_relays; i++)
 		d = sup_min_deadline(d, s->relays[i].deadline_ms);
 	for (size_t i = 0; i < s->n_clusters; i++)
-		d = sup_min_deadline(d, sup_cluster_deadline(s->clusters[i]));
+		d = sup_min_deadline(d, sup_cluster_deadline_cached(s->clusters[i]));
 	for (size_t i = 0; i < s->n_limbo; i++)
-		d = sup_min_deadline(d, sup_cluster_deadline(s->limbo[i]));
+		d = sup_min_deadline(d, sup_cluster_deadline_cached(s->limbo[i]));
 	return d;
 }
 
@@ -377,6 +389,10 @@ sup_tick(struct sup *s)
 		size_t n = pass ? s->n_limbo : s->n_clusters;
 		for (size_t i = 0; i < n; i++) {
 			struct sup_cluster *c = arr[i];
+			uint64_t d = sup_cluster_deadline_cached(c);
+			if (!d || d > s->now_ms)
+				continue;  /* nothing of c is due */
+			sup_deadline_touch(c);
 			for (struct sup_gen *g = c->gens; g; g = g->next)
 				sup_gen_tick(s, g);
 			if (c->restart_at && s->now_ms >= c->restart_at) {
@@ -536,7 +552,7 @@ sup_start(struct sup *s)
 			sup_ccfg_free(s, cc);
 			return -1;
 		}
-		if (sup_ccfg_listen(s, cc, NULL, 0, err, sizeof err) == -1) {
+		if (sup_ccfg_listen(s, cc, NULL, err, sizeof err) == -1) {
 			log_error("cannot bind cluster listener", "cluster=%s error=\"%s\"", cl->name, err);
 			sup_ccfg_release(s, cc);
 			if (s->cfg.startup_policy == CFG_STARTUP_FAIL_FAST)

@@ -88,9 +88,53 @@ sup_ccfg_new(const struct cfg_cluster *cl, char *err, size_t errlen)
 	return cc;
 }
 
+struct sup_listen_ref {
+	uint16_t port;
+	const char *host;
+	int fd;
+};
+
+static int
+sup_listen_ref_cmp(const void *x, const void *y)
+{
+	const struct sup_listen_ref *a = x, *b = y;
+	if (a->port != b->port)
+		return a->port < b->port ? -1 : 1;
+	return strcmp(a->host, b->host);
+}
+
 int
-sup_ccfg_listen(struct sup *s, struct sup_ccfg *cc, struct sup_ccfg *const *reuse,
-		size_t n_reuse, char *err, size_t errlen)
+sup_listen_index_build(struct sup *s, struct sup_listen_index *ix)
+{
+	size_t n = 0;
+	ix->v = NULL;
+	ix->n = 0;
+	for (size_t i = 0; i < s->n_clusters; i++)
+		n += s->clusters[i]->ccfg->n_listeners;
+	if ((ix->v = calloc(n + 1, sizeof *ix->v)) == NULL)
+		return -1;
+	for (size_t i = 0; i < s->n_clusters; i++) {
+		const struct sup_ccfg *cc = s->clusters[i]->ccfg;
+		for (size_t k = 0; k < cc->n_listeners; k++)
+			if (cc->listeners[k].fd >= 0)
+				ix->v[ix->n++] = (struct sup_listen_ref){ cc->listeners[k].addr.port,
+					cc->listeners[k].addr.host, cc->listeners[k].fd };
+	}
+	qsort(ix->v, ix->n, sizeof *ix->v, sup_listen_ref_cmp);
+	return 0;
+}
+
+void
+sup_listen_index_free(struct sup_listen_index *ix)
+{
+	free(ix->v);
+	ix->v = NULL;
+	ix->n = 0;
+}
+
+int
+sup_ccfg_listen(struct sup *s, struct sup_ccfg *cc, const struct sup_listen_index *reuse,
+		char *err, size_t errlen)
 {
 	for (size_t i = 0; i < cc->n_listeners; i++) {
 		struct sup_listener *l = &cc->listeners[i];
@@ -98,27 +142,20 @@ sup_ccfg_listen(struct sup *s, struct sup_ccfg *cc, struct sup_ccfg *const *reus
 			continue;
 		/* The same address in a configuration that is serving: share the
 		 * socket object, never bind it twice. */
-		for (size_t r = 0; r < n_reuse && l->fd < 0; r++) {
-			if (!reuse[r])
-				continue;
-			for (size_t k = 0; k < reuse[r]->n_listeners; k++) {
-				const struct sup_listener *o = &reuse[r]->listeners[k];
-				if (o->fd >= 0 && o->addr.port == l->addr.port &&
-				    strcmp(o->addr.host, l->addr.host) == 0) {
-					l->fd = s->ops->dup(s, o->fd);
-					if (l->fd == -1) {
-						snprintf(err, errlen, "dup listener: %s", strerror(errno));
-						return -1;
-					}
-					break;
-				}
-			}
-		}
-		if (l->fd < 0) {
-			l->fd = s->ops->bind(s, &l->addr, err, errlen);
-			if (l->fd == -1)
+		struct sup_listen_ref key = { l->addr.port, l->addr.host, -1 };
+		const struct sup_listen_ref *o = reuse && reuse->n ? bsearch(&key, reuse->v,
+		    reuse->n, sizeof *reuse->v, sup_listen_ref_cmp) : NULL;
+		if (o) {
+			l->fd = s->ops->dup(s, o->fd);
+			if (l->fd == -1) {
+				snprintf(err, errlen, "dup listener: %s", strerror(errno));
 				return -1;
+			}
+			continue;
 		}
+		l->fd = s->ops->bind(s, &l->addr, err, errlen);
+		if (l->fd == -1)
+			return -1;
 	}
 	return 0;
 }
@@ -203,6 +240,7 @@ sup_cluster_new(struct sup *s, struct sup_ccfg *cc, bool listed)
 	}
 	c->listed = listed;
 	sup_ready_touch(s, c);
+	sup_deadline_touch(c);
 	return c;
 }
 
@@ -267,6 +305,7 @@ sup_cluster_event(struct sup *s, struct sup_cluster *c, enum fsm_cevent e, const
 	if (a & FSM_CA_START_GEN)
 		sup_gen_start(s, c, c->ccfg, SUP_OWNER_CLUSTER, NULL, s->cfg.init_timeout_ms, why);
 	sup_ready_touch(s, c);
+	sup_deadline_touch(c);
 	/* REAP is the reaper's business (c->st == GONE). */
 	s->reap_pending = true;
 }
@@ -409,7 +448,7 @@ sup_cluster_restart(struct sup *s, const char *name, uint64_t waiter, struct sup
 	/* Sockets released by a drain, a failure or a failed bind: bind them
 	 * again (the ones still open stay). */
 	char err[256];
-	if (sup_ccfg_listen(s, c->ccfg, NULL, 0, err, sizeof err) == -1) {
+	if (sup_ccfg_listen(s, c->ccfg, NULL, err, sizeof err) == -1) {
 		if (c->st != FSM_C_ACTIVE)
 			sup_ccfg_release(s, c->ccfg);
 		a->result = SUP_FAILED;

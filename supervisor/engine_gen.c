@@ -109,6 +109,7 @@ sup_on_spawned(struct sup *s, struct sup_proc *p)
 	 * when the start was asked for (a paced start may wait its turn) */
 	if (g->init_at && !g->n_queued)
 		g->init_at = s->now_ms + g->init_timeout_ms;
+	sup_deadline_touch(g->cluster);
 }
 
 void
@@ -123,6 +124,7 @@ sup_on_spawn_failed(struct sup *s, struct sup_proc *p, const char *err)
 		p->queued = false;
 		g->n_queued--;
 	}
+	sup_deadline_touch(g->cluster);
 	p->alive = false;
 	/* as if it had said FAILED and exited: a generation not yet accepting
 	 * fails, a replacement among serving siblings is one more crash */
@@ -167,6 +169,7 @@ sup_gen_new(struct sup *s, struct sup_cluster *c, const struct sup_ccfg *cc, enu
 	g->next = c->gens;
 	c->gens = g;
 	sup_ready_touch(s, c);
+	sup_deadline_touch(c);
 	return g;
 }
 
@@ -429,6 +432,7 @@ sup_gen_event(struct sup *s, struct sup_gen *g, struct sup_proc *ep, enum fsm_ge
 			sup_cluster_gen_ended(s, g, (a & FSM_GA_CRASHED) != 0, why);
 	}
 	sup_ready_touch(s, c);
+	sup_deadline_touch(c);
 	s->reap_pending = true;
 }
 

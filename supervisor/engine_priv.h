@@ -20,12 +20,33 @@ void sup_post_item(struct sup *s, struct sup_reload_item *it, enum fsm_ievent e,
 /* Run queued events until none is left (re-entrant calls return at once). */
 void sup_dispatch(struct sup *s);
 
+/* One of c's deadlines (of the cluster, a generation or a process) may
+ * have changed: its earliest is computed again before the next wait.
+ * Every write of a deadline is followed by this (in the engine's event
+ * handlers and tick), so the loop's wait and sup_tick need not walk every
+ * generation of every cluster each time. */
+static inline void
+sup_deadline_touch(struct sup_cluster *c)
+{
+	c->deadline_dirty = true;
+}
+
 /* Cluster configurations and their listening sockets (engine_cluster.c). */
 struct sup_ccfg *sup_ccfg_new(const struct cfg_cluster *cl, char *err, size_t errlen);
-/* Bind (or share a dup from `reuse`) every listener of cc that is not open.
- * 0, or -1 with err (what was opened stays open: release or free cc). */
-int sup_ccfg_listen(struct sup *s, struct sup_ccfg *cc, struct sup_ccfg *const *reuse,
-		    size_t n_reuse, char *err, size_t errlen);
+/* The open listening sockets of every listed cluster's serving
+ * configuration, by address: what a reload's new configurations share. */
+struct sup_listen_ref;
+struct sup_listen_index {
+	struct sup_listen_ref *v;     /* sorted by port, then host */
+	size_t n;
+};
+int sup_listen_index_build(struct sup *s, struct sup_listen_index *ix);
+void sup_listen_index_free(struct sup_listen_index *ix);
+/* Bind (or share a dup of a socket of `reuse`, may be NULL) every listener
+ * of cc that is not open. 0, or -1 with err (what was opened stays open:
+ * release or free cc). */
+int sup_ccfg_listen(struct sup *s, struct sup_ccfg *cc, const struct sup_listen_index *reuse,
+		    char *err, size_t errlen);
 void sup_ccfg_release(struct sup *s, struct sup_ccfg *cc);
 void sup_ccfg_free(struct sup *s, struct sup_ccfg *cc);
 void sup_cluster_set_ccfg(struct sup_cluster *c, struct sup_ccfg *cc);

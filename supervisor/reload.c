@@ -293,6 +293,7 @@ reload_gen_held(struct sup *s, struct sup_gen *g)
 	 * start long after the first was ready), each of them bound by its
 	 * own deadline from its own start. */
 	g->init_at = 0;
+	sup_deadline_touch(g->cluster);
 	sup_post_item(s, g->item, FSM_IE_PREPARED, "ready");
 }
 
@@ -524,29 +525,6 @@ reload_tick(struct sup *s)
 	log_info("running the reload requested during the previous one", "%s", "");
 	sup_reload_signal(s);
 }
-/* Whether a cluster of next, running under the same name, names files
- * whose contents differ from those its running configuration was made
- * with (its version differs although the config text is the same). */
-static bool
-reload_files_changed(struct sup *s, const struct cfg *next)
-{
-	for (size_t j = 0; j < next->n_clusters; j++) {
-		const struct cfg_cluster *ncl = &next->clusters[j];
-		char v[PLAN_VERSION_LEN];
-		if (!ncl->files)
-			continue;
-		for (size_t i = 0; i < s->n_clusters; i++) {
-			if (strcmp(s->clusters[i]->ccfg->cl->name, ncl->name) != 0)
-				continue;
-			if (plan_cluster_version(ncl, v, sizeof v) == -1 ||
-			    strcmp(v, s->clusters[i]->ccfg->version) != 0)
-				return true;
-		}
-	}
-	return false;
-}
-
-
 /* ---- starting ---------------------------------------------------------------------------- */
 
 enum sup_result
@@ -631,10 +609,31 @@ sup_reload_start(struct sup *s, const char *text, size_t len, const char *source
 		cfg_errors_free(&errs);
 		return reload_end_now(s, r, SUP_RELOAD_REJECTED, rec);
 	}
-	/* 3. Same bytes as running, and the same contents of the files they
-	 * name (a renewed certificate under the same path is a change):
-	 * nothing to do. */
-	if (strcmp(r->version, s->config_version) == 0 && !reload_files_changed(s, &r->next)) {
+	/* 3. Diff against what is listed (removed clusters still draining are
+	 * in limbo and do not count: their names are free). */
+	struct plan_running *run = calloc(s->n_clusters + 1, sizeof *run);
+	if (!run) {
+		cfg_errors_free(&errs);
+		reload_add_error(s, "out of memory");
+		return reload_end_now(s, r, SUP_RELOAD_FAILED, rec);
+	}
+	for (size_t i = 0; i < s->n_clusters; i++) {
+		run[i].cl = s->clusters[i]->ccfg->cl;
+		run[i].version = s->clusters[i]->ccfg->version;
+	}
+	if (plan_make(run, s->n_clusters, &r->next, &r->plan) == -1 ||
+	    !(r->items = calloc(r->plan.n + 1, sizeof *r->items))) {
+		free(run);
+		cfg_errors_free(&errs);
+		reload_add_error(s, "out of memory");
+		return reload_end_now(s, r, SUP_RELOAD_FAILED, rec);
+	}
+	free(run);
+	/* 4. Same bytes as running, and the same contents of the files they
+	 * name (a renewed certificate under the same path is a change: its
+	 * cluster's version differs): nothing to do. */
+	if (strcmp(r->version, s->config_version) == 0 &&
+	    r->plan.n_add + r->plan.n_modify + r->plan.n_remove == 0) {
 		cfg_errors_free(&errs);
 		return reload_end_now(s, r, SUP_RELOAD_UNCHANGED, rec);
 	}
@@ -646,24 +645,6 @@ sup_reload_start(struct sup *s, const char *text, size_t len, const char *source
 	}
 	cfg_errors_free(&errs);
 
-	/* 4. Diff against what is listed (removed clusters still draining are
-	 * in limbo and do not count: their names are free). */
-	struct plan_running *run = calloc(s->n_clusters + 1, sizeof *run);
-	if (!run) {
-		reload_add_error(s, "out of memory");
-		return reload_end_now(s, r, SUP_RELOAD_FAILED, rec);
-	}
-	for (size_t i = 0; i < s->n_clusters; i++) {
-		run[i].cl = s->clusters[i]->ccfg->cl;
-		run[i].version = s->clusters[i]->ccfg->version;
-	}
-	if (plan_make(run, s->n_clusters, &r->next, &r->plan) == -1 ||
-	    !(r->items = calloc(r->plan.n + 1, sizeof *r->items))) {
-		free(run);
-		reload_add_error(s, "out of memory");
-		return reload_end_now(s, r, SUP_RELOAD_FAILED, rec);
-	}
-	free(run);
 	for (size_t i = 0; i < r->plan.n; i++) {
 		struct sup_reload_item *it = &r->items[i];
 		it->pi = &r->plan.items[i];
@@ -679,11 +660,10 @@ sup_reload_start(struct sup *s, const char *text, size_t len, const char *source
 	    r->plan.n_add, r->plan.n_modify, r->plan.n_remove);
 
 	/* 5. Prepare: bind new addresses, start held generations. Sockets of
-	 * every listed configuration are candidates for sharing. */
-	struct sup_ccfg **reuse = calloc(s->n_clusters + 1, sizeof *reuse);
-	size_t n_reuse = 0;
-	for (size_t i = 0; reuse && i < s->n_clusters; i++)
-		reuse[n_reuse++] = s->clusters[i]->ccfg;
+	 * every listed configuration are candidates for sharing (out of memory
+	 * for the index: none are, and the binds of the same addresses fail). */
+	struct sup_listen_index reuse;
+	sup_listen_index_build(s, &reuse);
 	for (size_t i = 0; i < r->plan.n; i++) {
 		struct sup_reload_item *it = &r->items[i];
 		if (it->pi->op != PLAN_ADD && it->pi->op != PLAN_MODIFY)
@@ -691,7 +671,7 @@ sup_reload_start(struct sup *s, const char *text, size_t len, const char *source
 		it->st = FSM_I_PENDING;
 		const struct cfg_cluster *ncl = &r->next.clusters[it->pi->new_index];
 		struct sup_ccfg *cc = sup_ccfg_new(ncl, err, sizeof err);
-		if (cc && sup_ccfg_listen(s, cc, reuse, n_reuse, err, sizeof err) == -1) {
+		if (cc && sup_ccfg_listen(s, cc, &reuse, err, sizeof err) == -1) {
 			sup_ccfg_free(s, cc);
 			cc = NULL;
 		}
@@ -723,7 +703,7 @@ sup_reload_start(struct sup *s, const char *text, size_t len, const char *source
 		    serving != it->gen && strcmp(serving->upstream_key, it->gen->upstream_key) != 0)
 			it->gen->need_probe = true;
 	}
-	free(reuse);
+	sup_listen_index_free(&reuse);
 	sup_dispatch(s);
 	if (s->reload == r) {
 		r->waiter = waiter;   /* answered when it settles */

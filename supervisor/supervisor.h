@@ -190,6 +190,8 @@ struct sup_cluster {
 	bool listed;                  /* in sup->clusters (else limbo) */
 	uint8_t ready_class;          /* what it counts for sup_ready_cached()
 	                                 (enum sup_ready_class), kept by the engine */
+	uint64_t deadline;            /* the earliest of its deadlines (0 none) ... */
+	bool deadline_dirty;          /* ... unless something may have changed one */
 	/* kept across generations */
 	struct sup_nodes nodes;       /* learned upstream brokers (nodes.h) */
 	struct tlskeys *tickets;      /* TLS clusters: session-ticket keys (tickets.h);
@@ -426,7 +428,7 @@ void sup_on_conn_out(struct sup *s, struct sup_proc *p, const void *payload, siz
 		     const int *fds, size_t nfds);
 void sup_on_conn_taken(struct sup *s, struct sup_proc *p, const struct ipc_conn_ack *ack);
 /* Deadlines: the earliest armed one (mono ms, 0 = none), and firing. */
-uint64_t sup_next_deadline(const struct sup *s);
+uint64_t sup_next_deadline(struct sup *s);
 void sup_tick(struct sup *s);
 /* Free what ended; after every event chain. */
 void sup_reap(struct sup *s);

@@ -307,6 +307,12 @@ w_check(const char *where)
 	cr_assert_eq(s->violations, 0, "%s: a forbidden pair was met", where);
 	/* the engine's kept counts say what the rule says from scratch */
 	cr_assert_eq(sup_ready_cached(s), sup_ready(s), "%s: readiness counts drifted", where);
+	/* ... and so do its cached deadlines */
+	uint64_t cached = sup_next_deadline(s);
+	for (int a = 0; a < 2; a++)
+		for (size_t i = 0; i < (a ? s->n_limbo : s->n_clusters); i++)
+			(a ? s->limbo : s->clusters)[i]->deadline_dirty = true;
+	cr_assert_eq(sup_next_deadline(s), cached, "%s: a deadline changed unseen", where);
 	/* lifecycle view matches, live processes match the world */
 	struct sup_cluster **arrs[2] = { s->clusters, s->limbo };
 	size_t ns[2] = { s->n_clusters, s->n_limbo };
