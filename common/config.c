@@ -317,6 +317,57 @@ cfgp_name_ok(const char *s, size_t max)
 
 /* ---- sections ---- */
 
+/* The clusters read so far by name (a duplicate [cluster NAME] is found
+ * without comparing each header with every earlier one). */
+static size_t
+cfgp_name_hash(const char *name)
+{
+	size_t h = 1469598103934665603u;
+	for (; *name; name++)
+		h = (h ^ (unsigned char)*name) * 1099511628211u;
+	return h;
+}
+
+static const struct cfg_cluster *
+cfgp_find_name(const struct cfgp *p, const char *name)
+{
+	if (p->names_cap == 0)
+		return NULL;
+	for (size_t i = cfgp_name_hash(name) & (p->names_cap - 1);; i = (i + 1) & (p->names_cap - 1)) {
+		if (p->names[i] == 0)
+			return NULL;
+		const struct cfg_cluster *cl = &p->cfg->clusters[p->names[i] - 1];
+		if (strcmp(cl->name, name) == 0)
+			return cl;
+	}
+}
+
+/* Index cluster k (of p->cfg->clusters) by its name; -1 out of memory. */
+static int
+cfgp_index_name(struct cfgp *p, size_t k)
+{
+	if (2 * (k + 1) > p->names_cap) {
+		size_t ncap = p->names_cap ? 2 * p->names_cap : 16;
+		size_t *nn = calloc(ncap, sizeof *nn);
+		if (nn == NULL)
+			return -1;
+		for (size_t j = 0; j < k; j++) {
+			size_t i = cfgp_name_hash(p->cfg->clusters[j].name) & (ncap - 1);
+			while (nn[i] != 0)
+				i = (i + 1) & (ncap - 1);
+			nn[i] = j + 1;
+		}
+		free(p->names);
+		p->names = nn;
+		p->names_cap = ncap;
+	}
+	size_t i = cfgp_name_hash(p->cfg->clusters[k].name) & (p->names_cap - 1);
+	while (p->names[i] != 0)
+		i = (i + 1) & (p->names_cap - 1);
+	p->names[i] = k + 1;
+	return 0;
+}
+
 /* -1 when out of memory (nothing added). */
 static int
 cfgp_add_cluster(struct cfgp *p, const char *name)
@@ -411,12 +462,17 @@ cfgp_section(struct cfgp *p, char *line)
 		    "characters of A-Z a-z 0-9 . _ -)", name, CFG_NAME_MAX - 1);
 		return;
 	}
-	if ((dup = cfg_find_cluster(p->cfg, name)) != NULL) {
+	if ((dup = cfgp_find_name(p, name)) != NULL) {
 		cfgp_err(p, p->lineno, "duplicate cluster '%s' (first defined "
 		    "at line %d)", name, dup->line);
 		return;
 	}
 	if (cfgp_add_cluster(p, name) != 0) {
+		cfgp_err(p, p->lineno, CFG_ERR_OOM);
+		return;
+	}
+	if (cfgp_index_name(p, p->cfg->n_clusters - 1) != 0) {
+		p->cfg->n_clusters--;  /* nothing added: it holds no allocation yet */
 		cfgp_err(p, p->lineno, CFG_ERR_OOM);
 		return;
 	}
@@ -665,6 +721,7 @@ cfg_parse_string(const char *path, const char *text, size_t len,
 		cfgp_err(&p, p.lineno, "cannot parse (inih error %d)", rc);
 	cfgp_finish(&p);
 	free(p.meta);
+	free(p.names);
 	_Static_assert(FK_COUNT <= sizeof c.ferry_key_lines / sizeof c.ferry_key_lines[0],
 	    "ferry_key_lines too small");
 	for (int k = 0; k < FK_COUNT; k++)

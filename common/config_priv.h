@@ -87,6 +87,9 @@ struct cfgp {
 	size_t cap;
 	int n_cluster_headers;		/* including rejected ones */
 	size_t nerr;			/* errors reported by this parse */
+	size_t *names;			/* the clusters by name: index + 1, 0 empty
+					   (open addressing, a power of 2 long) */
+	size_t names_cap;
 };
 
 struct cfgp_fkeydef {

@@ -162,6 +162,34 @@ plan_check_restart_keys(const struct cfg *running, const struct cfg *next,
 	return errs->n - n0;
 }
 
+/* Clusters of next sorted by name (byname: indices into next->clusters),
+ * for matching running clusters by name without comparing every pair. */
+static int
+plan_name_cmp(const void *x, const void *y, void *arg)
+{
+	const struct cfg *next = arg;
+	const size_t *a = x, *b = y;
+	return strcmp(next->clusters[*a].name, next->clusters[*b].name);
+}
+
+/* The index of the cluster of next named name, or -1. */
+static int
+plan_name_find(const struct cfg *next, const size_t *byname, const char *name)
+{
+	size_t lo = 0, hi = next->n_clusters;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(name, next->clusters[byname[mid]].name);
+		if (c == 0)
+			return (int)byname[mid];
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return -1;
+}
+
 int
 plan_make(const struct plan_running *run, size_t n_run, const struct cfg *next,
 	  struct plan *out)
@@ -171,23 +199,24 @@ plan_make(const struct plan_running *run, size_t n_run, const struct cfg *next,
 	if (!out->items)
 		return -1;
 	bool *matched = calloc(next->n_clusters + 1, sizeof *matched);
-	if (!matched) {
+	size_t *byname = calloc(next->n_clusters + 1, sizeof *byname);
+	if (!matched || !byname) {
+		free(matched);
+		free(byname);
 		free(out->items);
 		out->items = NULL;
 		return -1;
 	}
+	for (size_t j = 0; j < next->n_clusters; j++)
+		byname[j] = j;
+	qsort_r(byname, next->n_clusters, sizeof *byname, plan_name_cmp, (void *)next);
 	for (size_t i = 0; i < n_run; i++) {
 		struct plan_item *it = &out->items[out->n++];
 		snprintf(it->name, sizeof it->name, "%s", run[i].cl->name);
 		it->old_index = (int)i;
-		it->new_index = -1;
-		for (size_t j = 0; j < next->n_clusters; j++) {
-			if (strcmp(next->clusters[j].name, run[i].cl->name) == 0) {
-				it->new_index = (int)j;
-				matched[j] = true;
-				break;
-			}
-		}
+		it->new_index = plan_name_find(next, byname, run[i].cl->name);
+		if (it->new_index >= 0)
+			matched[it->new_index] = true;
 		if (it->new_index < 0) {
 			it->op = PLAN_REMOVE;
 			out->n_remove++;
@@ -218,9 +247,11 @@ plan_make(const struct plan_running *run, size_t n_run, const struct cfg *next,
 		out->n_add++;
 	}
 	free(matched);
+	free(byname);
 	return 0;
 oom:
 	free(matched);
+	free(byname);
 	plan_free(out);
 	return -1;
 }
