@@ -297,6 +297,45 @@ cfgp_path(const char *v, char *out, char *err, size_t len)
 	return 0;
 }
 
+const char cfgp_empty[1] = "";
+
+/* The strings of a cluster that the config allocates (config.h). */
+#define CFGP_CLUSTER_STRS(X) X(tls_cert) X(tls_key) X(tls_client_ca) X(tls_ciphers) \
+	X(tls_ciphersuites) X(upstream_ca) X(upstream_cert) X(upstream_key) \
+	X(sni_bootstrap_host) X(sni_broker_pattern)
+
+static void
+cfgp_str_free(const char **s)
+{
+	if (*s != NULL && *s != cfgp_empty)
+		free((char *)*s);
+	*s = cfgp_empty;
+}
+
+int
+cfgp_str_set(const char **dst, const char *v, char *err, size_t len)
+{
+	char *d = strdup(v);
+
+	if (d == NULL) {
+		snprintf(err, len, CFG_ERR_OOM);
+		return -1;
+	}
+	cfgp_str_free(dst);
+	*dst = d;
+	return 0;
+}
+
+int
+cfgp_path_set(const char *v, const char **dst, char *err, size_t len)
+{
+	char buf[CFG_PATH_MAX];
+
+	if (cfgp_path(v, buf, err, len) != 0)
+		return -1;
+	return cfgp_str_set(dst, buf, err, len);
+}
+
 /* 1..max characters of [A-Za-z0-9._-]: cluster and user names. */
 int
 cfgp_name_ok(const char *s, size_t max)
@@ -407,6 +446,9 @@ cfgp_add_cluster(struct cfgp *p, const char *name)
 	cl->sasl_max_frame_bytes = 512ULL << 10;  /* before SASL authentication */
 	cl->tls_min_version = CFG_TLS_1_2;
 	cl->upstream_tls_verify = true;
+#define CFGP_STR_INIT(f) cl->f = cfgp_empty;
+	CFGP_CLUSTER_STRS(CFGP_STR_INIT)
+#undef CFGP_STR_INIT
 	return 0;
 }
 
@@ -768,15 +810,44 @@ cfg_free(struct cfg *c)
 
 	if (c == NULL)
 		return;
-	for (i = 0; i < c->n_clusters; i++) {
-		free(c->clusters[i].upstream);
-		free(c->clusters[i].node_ids);
-		free(c->clusters[i].dial_map);
-		cfg_tls_files_free(c->clusters[i].files);
-	}
+	for (i = 0; i < c->n_clusters; i++)
+		cfg_cluster_free(&c->clusters[i]);
 	free(c->clusters);
 	free(c->path);
 	memset(c, 0, sizeof *c);
+}
+
+void
+cfg_cluster_free(struct cfg_cluster *cl)
+{
+	if (cl == NULL)
+		return;
+	free(cl->upstream);
+	free(cl->node_ids);
+	free(cl->dial_map);
+	cfg_tls_files_free(cl->files);
+#define CFGP_STR_FREE(f) cfgp_str_free(&cl->f);
+	CFGP_CLUSTER_STRS(CFGP_STR_FREE)
+#undef CFGP_STR_FREE
+	memset(cl, 0, sizeof *cl);
+}
+
+void
+cfg_drop_clusters(struct cfg *c)
+{
+	for (size_t i = 0; i < c->n_clusters; i++)
+		cfg_cluster_free(&c->clusters[i]);
+	free(c->clusters);
+	c->clusters = NULL;
+	c->n_clusters = 0;
+}
+
+void
+cfg_cluster_take(struct cfg *c, size_t i, struct cfg_cluster *out)
+{
+	*out = c->clusters[i];
+	memmove(&c->clusters[i], &c->clusters[i + 1], (c->n_clusters - i - 1) * sizeof *c->clusters);
+	c->n_clusters--;
 }
 
 int

@@ -127,20 +127,25 @@ struct cfg_cluster {
 
 	/* ---- TLS: client-facing (tls) and upstream (upstream_tls). The
 	 * files are read by the supervisor only (IPC_TLS_MATERIAL carries their
-	 * bytes to the worker); paths are absolute, "" = unset. */
+	 * bytes to the worker); paths are absolute, "" = unset.
+	 * The strings of a cluster (paths, cipher lists, SNI names) are
+	 * allocated as long as their value (at most CFG_PATH_MAX,
+	 * CFG_TLS_CIPHERS_MAX, CFG_HOST_MAX), never NULL in a parsed config
+	 * (an unset one is ""), and freed by cfg_free / cfg_cluster_free: a
+	 * ferryd of thousands of clusters keeps each of them small. */
 	bool tls;                        /* tls_cert (and tls_key) set */
-	char tls_cert[CFG_PATH_MAX];     /* PEM: certificate, then its chain */
-	char tls_key[CFG_PATH_MAX];      /* PEM private key */
-	char tls_client_ca[CFG_PATH_MAX];/* PEM CA bundle for client certificates */
+	const char *tls_cert;            /* PEM: certificate, then its chain */
+	const char *tls_key;             /* PEM private key */
+	const char *tls_client_ca;       /* PEM CA bundle for client certificates */
 	int tls_min_version;             /* enum cfg_tls_version, default 1.2 */
-	char tls_ciphers[CFG_TLS_CIPHERS_MAX];      /* TLS <= 1.2 list; "" = OpenSSL's */
-	char tls_ciphersuites[CFG_TLS_CIPHERS_MAX]; /* TLS 1.3 suites; "" = OpenSSL's */
+	const char *tls_ciphers;         /* TLS <= 1.2 list; "" = OpenSSL's */
+	const char *tls_ciphersuites;    /* TLS 1.3 suites; "" = OpenSSL's */
 	enum cfg_tls_client_auth tls_client_auth;   /* default none; required when
 	                                                tls_client_ca is set */
 	bool upstream_tls;               /* TLS to the upstream brokers */
-	char upstream_ca[CFG_PATH_MAX];  /* "" = the system trust store */
-	char upstream_cert[CFG_PATH_MAX];/* client certificate for the upstream */
-	char upstream_key[CFG_PATH_MAX];
+	const char *upstream_ca;         /* "" = the system trust store */
+	const char *upstream_cert;       /* client certificate for the upstream */
+	const char *upstream_key;
 	bool upstream_tls_verify;        /* check the broker's name; default on */
 	struct cfg_dial *dial_map;       /* upstream_dial_map, in file order */
 	size_t n_dial_map;
@@ -157,8 +162,8 @@ struct cfg_cluster {
 	 * upstream names is reached as sni_broker_pattern with the id, on the
 	 * bootstrap port. Requires client TLS (tls_cert). */
 	enum cfg_gateway gateway;
-	char sni_bootstrap_host[CFG_HOST_MAX];
-	char sni_broker_pattern[CFG_HOST_MAX];
+	const char *sni_bootstrap_host;
+	const char *sni_broker_pattern;
 };
 
 struct cfg {
@@ -255,6 +260,15 @@ int cfg_parse_string(const char *path, const char *text, size_t len,
 int cfg_parse_file(const char *path, struct cfg *out, struct cfg_errors *errs);
 
 void cfg_free(struct cfg *c);
+
+/* Move cluster i out of c into *out (c no longer has it); the caller frees
+ * it with cfg_cluster_free. */
+void cfg_cluster_take(struct cfg *c, size_t i, struct cfg_cluster *out);
+/* Free what a cluster holds (not the struct itself) and zero it. */
+void cfg_cluster_free(struct cfg_cluster *cl);
+/* Free c's clusters (n_clusters becomes 0), keeping the [ferry] settings:
+ * for a holder that keeps each cluster's configuration elsewhere. */
+void cfg_drop_clusters(struct cfg *c);
 
 /* Canonical text of one cluster: "[cluster NAME]\n" then every key, in a
  * fixed order, with normalised values ("key = value\n"), defaults written

@@ -319,8 +319,19 @@ sup_on_unknown_node(struct sup *s, struct sup_proc *p, const struct ipc_unknown_
 	while (k < c->n_unknown_nodes && c->unknown_nodes[k].node_id != u->node_id)
 		k++;
 	if (k == c->n_unknown_nodes) {
-		if (k == sizeof c->unknown_nodes / sizeof c->unknown_nodes[0])
+		if (k == SUP_UNKNOWN_NODES)
 			return;
+		if (!c->unknown_nodes) {
+			c->unknown_nodes = calloc(SUP_UNKNOWN_NODES, sizeof *c->unknown_nodes);
+			c->unknown_since_ms = calloc(SUP_UNKNOWN_NODES, sizeof *c->unknown_since_ms);
+			if (!c->unknown_nodes || !c->unknown_since_ms) {
+				free(c->unknown_nodes);
+				free(c->unknown_since_ms);
+				c->unknown_nodes = NULL;
+				c->unknown_since_ms = NULL;
+				return;  /* out of memory: not shown, logged by the worker */
+			}
+		}
 		c->n_unknown_nodes++;
 		c->unknown_since_ms[k] = s->now_wall_ms;
 		log_warn("upstream node id has no broker port", "cluster=%s node_id=%d "
@@ -483,6 +494,8 @@ sup_cluster_free(struct sup *s, struct sup_cluster *c)
 	}
 	crash_free(&c->crash);
 	metrics_unmap(c->retired);
+	free(c->unknown_nodes);
+	free(c->unknown_since_ms);
 	sup_ccfg_free(s, c->ccfg);
 	sup_nodes_free(&c->nodes);
 	tickets_free(c);
@@ -572,6 +585,9 @@ sup_start(struct sup *s)
 		log_error("no cluster could bind its listeners", "%s", "");
 		return -1;
 	}
+	/* each cluster keeps its configuration in its ccfg: the running
+	 * config keeps the [ferry] settings only */
+	cfg_drop_clusters(&s->cfg);
 	sup_dispatch(s);
 	return 0;
 }

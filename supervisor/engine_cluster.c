@@ -29,27 +29,32 @@ sup_ccfg_new(const struct cfg_cluster *cl, char *err, size_t errlen)
 	}
 	cc->canonical = cfg_cluster_canonical(cl);
 	struct cfg_errors errs;
+	struct cfg parsed;
 	cfg_errors_init(&errs);
+	memset(&parsed, 0, sizeof parsed);
 	if (!cc->canonical ||
-	    cfg_parse_string("<canonical>", cc->canonical, strlen(cc->canonical), &cc->own,
-	    &errs) == -1 || cc->own.n_clusters != 1 ||
+	    cfg_parse_string("<canonical>", cc->canonical, strlen(cc->canonical), &parsed,
+	    &errs) == -1 || parsed.n_clusters != 1 ||
 	    plan_cluster_version(cl, cc->version, sizeof cc->version) == -1) {
 		snprintf(err, errlen, "canonical config does not parse: %s",
 		    errs.n ? errs.msg[0] : "out of memory");
 		cfg_errors_free(&errs);
-		cfg_free(&cc->own);
+		cfg_free(&parsed);
 		free(cc->canonical);
 		free(cc);
 		return NULL;
 	}
 	cfg_errors_free(&errs);
-	cc->cl = &cc->own.clusters[0];
+	/* the cluster alone is kept, not the [ferry] defaults around it */
+	cfg_cluster_take(&parsed, 0, &cc->own);
+	cfg_free(&parsed);
+	cc->cl = &cc->own;
 	/* The TLS files read (and checked) with this configuration: what its
 	 * version covers and what every worker of it gets, also after a crash
 	 * restart. */
-	if (cl->files && !(cc->own.clusters[0].files = tlsmat_dup(cl->files))) {
+	if (cl->files && !(cc->own.files = tlsmat_dup(cl->files))) {
 		snprintf(err, errlen, "out of memory");
-		cfg_free(&cc->own);
+		cfg_cluster_free(&cc->own);
 		free(cc->canonical);
 		free(cc);
 		return NULL;
@@ -67,7 +72,7 @@ sup_ccfg_new(const struct cfg_cluster *cl, char *err, size_t errlen)
 	cc->listeners = calloc(cc->n_listeners, sizeof *cc->listeners);
 	if (!cc->listeners) {
 		snprintf(err, errlen, "out of memory");
-		cfg_free(&cc->own);
+		cfg_cluster_free(&cc->own);
 		free(cc->canonical);
 		free(cc);
 		return NULL;
@@ -180,7 +185,7 @@ sup_ccfg_free(struct sup *s, struct sup_ccfg *cc)
 	sup_ccfg_release(s, cc);
 	free(cc->listeners);
 	free(cc->canonical);
-	cfg_free(&cc->own);
+	cfg_cluster_free(&cc->own);
 	free(cc);
 }
 

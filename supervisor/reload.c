@@ -203,6 +203,7 @@ reload_finish(struct sup *s, struct sup_reload *r, enum sup_reload_status st, bo
 		cfg_free(&s->cfg);
 		s->cfg = r->next;
 		r->have_next = false;
+		cfg_drop_clusters(&s->cfg);  /* kept by each cluster's ccfg */
 		snprintf(s->config_version, sizeof s->config_version, "%s", r->version);
 		s->applied_at_ms = s->now_wall_ms;
 		if (r->posted && s->cfg.persist) {

@@ -100,6 +100,7 @@ struct sup_io {
 	ev_timer certs;               /* daily certificate expiry check */
 	ev_prepare prepare;
 	bool notified_ready;          /* READY=1 sent once serving */
+	bool trim_pending;            /* a reload ended: give freed heap back */
 	char last_status[256];        /* last STATUS= sent */
 	uint8_t buf[sizeof(struct ipc_hdr) + IPC_MAX_PAYLOAD];
 	uint8_t nodes_buf[IPC_MAX_PAYLOAD]; /* IPC_NODES being encoded (buf may
@@ -922,6 +923,7 @@ sup_io_reload_end(struct sup *s, const struct sup_reload_record *rec)
 		ev_timer_set(&io->tickets, period, period);
 		ev_timer_start(io->loop, &io->tickets);
 	}
+	io->trim_pending = true;
 	char buf[sizeof io->last_status];
 	admin_http_reload_end(io->admin, rec->status == SUP_RELOAD_SUCCESS ||
 	    rec->status == SUP_RELOAD_UNCHANGED);
@@ -976,6 +978,13 @@ sup_prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 	struct sup *s = io->s;
 	sup_clock(s);
 	sup_reap(s);
+	if (io->trim_pending && !s->reload) {
+		/* A reload parsed and prepared a whole configuration and freed
+		 * the old one: return the freed heap to the system rather than
+		 * keep it resident until the next reload reuses it. */
+		io->trim_pending = false;
+		malloc_trim(0);
+	}
 	sup_io_status_update(s);
 	ev_timer_stop(loop, &io->deadline);
 	uint64_t d = sup_next_deadline(s);
@@ -1170,6 +1179,7 @@ sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 		goto out;
 	}
 	certs_update(s, "start");
+	malloc_trim(0);  /* the parse of the whole file is freed (each cluster has its copy) */
 	ev_run(io->loop, 0);
 	rc = s->exit_code;
 	log_info("ferryd stopped", "exit_code=%d", rc);

@@ -48,6 +48,7 @@ struct sup_reload;
 #define SUP_KILL_GRACE_MS 1000    /* a worker that said FAILED must be gone by then */
 #define SUP_KEEP_ENDED 3          /* ended generations kept for status */
 #define SUP_RELAY_TIMEOUT_MS 2000 /* a handed-over connection not adopted by then is closed */
+#define SUP_UNKNOWN_NODES 16      /* node ids without a broker port shown per cluster */
 #define SUP_START_PACE_MS 20      /* what one paced worker start may add to a reload */
 #define SUP_WD_LAG_MS 250         /* a watchdog check this late: ferryd itself was busy */
 #define SUP_WD_RECHECK_MS 100     /* ... then it judges this much later, answers read */
@@ -69,8 +70,8 @@ struct sup_listener {
  * same socket object, so it is never closed while any configuration uses it.
  */
 struct sup_ccfg {
-	struct cfg own;               /* parsed from canonical: own.clusters[0] */
-	struct cfg_cluster *cl;
+	struct cfg_cluster own;       /* parsed from canonical (the cluster alone) */
+	struct cfg_cluster *cl;       /* &own */
 	char *canonical;              /* cfg_cluster_canonical(), sent to workers */
 	char version[PLAN_VERSION_LEN];
 	struct sup_listener *listeners; /* [0] bootstrap, then brokers in node order */
@@ -179,9 +180,10 @@ struct sup_cluster {
 	struct metrics *retired;      /* counters of processes that ended (private,
 	                                 never shared; metrics_totals_new at the
 	                                 first), so totals stay monotonic; NULL: none */
-	/* upstream node ids without a broker port, as reported by workers */
-	struct ipc_unknown_node unknown_nodes[16];
-	uint64_t unknown_since_ms[16];
+	/* upstream node ids without a broker port, as reported by workers:
+	 * SUP_UNKNOWN_NODES slots allocated at the first report */
+	struct ipc_unknown_node *unknown_nodes;
+	uint64_t *unknown_since_ms;
 	size_t n_unknown_nodes;
 	/* upstream condition reported by the serving generation */
 	enum sup_upstream_state upstream;
@@ -321,7 +323,8 @@ struct sup {
 	void *io;                     /* the I/O layer's own state */
 	uint64_t now_ms;              /* monotonic, set by the I/O layer per event */
 	uint64_t now_wall_ms;
-	struct cfg cfg;               /* running config */
+	struct cfg cfg;               /* running config: its [ferry] settings (each
+	                                 cluster's configuration is its ccfg) */
 	char *config_path;
 	char config_version[PLAN_VERSION_LEN]; /* sha256 of the config file bytes */
 	uint64_t applied_at_ms;

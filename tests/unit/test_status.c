@@ -554,9 +554,13 @@ Test(status, metrics_label_escaping)
 Test(status, unknown_nodes_listed)
 {
 	struct sup_cluster *a = &fx_clusters[0];
-	a->unknown_nodes[0] = (struct ipc_unknown_node){ .node_id = 7, .port = 9092 };
-	snprintf(a->unknown_nodes[0].host, sizeof a->unknown_nodes[0].host, "kafka-7");
-	a->unknown_since_ms[0] = T0;
+	static struct ipc_unknown_node nodes[1];
+	static uint64_t since[1];
+	nodes[0] = (struct ipc_unknown_node){ .node_id = 7, .port = 9092 };
+	snprintf(nodes[0].host, sizeof nodes[0].host, "kafka-7");
+	since[0] = T0;
+	a->unknown_nodes = nodes;
+	a->unknown_since_ms = since;
 	a->n_unknown_nodes = 1;
 	json_t *o = status_cluster_json(a);
 	json_t *un = json_object_get(o, "unknownNodes");
@@ -707,9 +711,8 @@ Test(status, cluster_json_gateway)
 	memset(&cc, 0, sizeof cc);
 	cc.cl = &cl;
 	cl.gateway = CFG_GATEWAY_SNI;
-	snprintf(cl.sni_bootstrap_host, sizeof cl.sni_bootstrap_host, "kafka.example.com");
-	snprintf(cl.sni_broker_pattern, sizeof cl.sni_broker_pattern,
-	    "broker-$(nodeId).kafka.example.com");
+	cl.sni_bootstrap_host = "kafka.example.com";
+	cl.sni_broker_pattern = "broker-$(nodeId).kafka.example.com";
 	c->ccfg = &cc;
 	o = status_cluster_json(c);
 	c->ccfg = NULL;
