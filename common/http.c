@@ -119,6 +119,54 @@ http_strndup(const char *s, size_t n)
 	return d;
 }
 
+static char *http_pct_decode(const char *s, size_t n);
+
+/* A query component: '+' is a space, then percent escapes. */
+static char *
+http_query_decode(const char *s, size_t n)
+{
+	char *t = http_strndup(s, n), *d;
+
+	if (t == NULL)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (t[i] == '+')
+			t[i] = ' ';
+	d = http_pct_decode(t, n);
+	free(t);
+	return d;
+}
+
+int
+http_query_next(const char *query, size_t *pos, char **name, char **value)
+{
+	size_t n = query ? strlen(query) : 0;
+
+	*name = *value = NULL;
+	while (*pos < n) {
+		const char *p = query + *pos, *amp = memchr(p, '&', n - *pos);
+		size_t len = amp ? (size_t)(amp - p) : n - *pos;
+		const char *eq = memchr(p, '=', len);
+
+		*pos += len + (amp ? 1 : 0);
+		if (len == 0)
+			continue;
+		if (eq == p)
+			return -1;
+		*name = http_query_decode(p, eq ? (size_t)(eq - p) : len);
+		*value = eq ? http_query_decode(eq + 1, len - (size_t)(eq - p) - 1) :
+		    http_strndup("", 0);
+		if (*name == NULL || *value == NULL || (*name)[0] == '\0') {
+			free(*name);
+			free(*value);
+			*name = *value = NULL;
+			return -1;
+		}
+		return 1;
+	}
+	return 0;
+}
+
 /* Percent-decode s[0..n) into a new string; NULL on bad escapes or %00. */
 static char *
 http_pct_decode(const char *s, size_t n)

@@ -22,6 +22,7 @@
 #include "common/tlsmat.h"
 #include "common/units.h"
 #include "supervisor/adminauth.h"
+#include "supervisor/clusterlist.h"
 #include "supervisor/status.h"
 #include "supervisor/statuspage.h"
 #include "supervisor/supervisor.h"
@@ -74,7 +75,17 @@ admin_h_ready(struct admin_request *req, struct admin_response *resp)
 static enum admin_handler_result
 admin_h_clusters(struct admin_request *req, struct admin_response *resp)
 {
-	admin_response_json(resp, 200, status_clusters_json(req->sup));
+	struct clusterlist l;
+	char err[256];
+
+	/* filter, order and page (clusterlist.h); failed and unresponsive
+	 * clusters first */
+	if (clusterlist_parse(req->http->query, &l, err, sizeof err) == -1) {
+		admin_response_error(resp, 400, "%s", err);
+		return ADMIN_RESPOND;
+	}
+	admin_response_json(resp, 200, clusterlist_json(req->sup, &l));
+	clusterlist_free(&l);
 	return ADMIN_RESPOND;
 }
 
