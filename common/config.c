@@ -436,7 +436,7 @@ cfgp_add_cluster(struct cfgp *p, const char *name)
 	c->n_clusters++;
 	snprintf(cl->name, sizeof cl->name, "%s", name);
 	cl->line = p->lineno;
-	cl->max_connections = 10000;
+	cl->max_connections = 0;  /* auto: what the descriptor limit allows (config.h) */
 	cl->max_frame_bytes = 100ULL << 20;
 	cl->idle_timeout_ms = 10 * 60 * 1000;
 	cl->request_timeout_ms = 30 * 1000;

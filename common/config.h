@@ -21,6 +21,7 @@
 #define CFG_NAME_MAX 64    /* cluster names: [A-Za-z0-9._-]{1,63} */
 #define CFG_HOST_MAX 256   /* host names / literal addresses */
 #define CFG_MAX_WORKERS 64 /* worker processes per cluster */
+#define CFG_MAX_CONNECTIONS_AUTO 10000 /* max_connections = auto: at most this */
 /* The one size limit of a configuration: a config file read from disk
  * (startup, SIGHUP, `ferryd -t`, an empty validate/reload request) and a
  * config posted to the admin API (HTTP_MAX_BODY is defined as this) are
@@ -111,7 +112,10 @@ struct cfg_cluster {
 	uint16_t broker_port_last;
 	int32_t *node_ids;               /* n_brokers entries; default 0..n-1 */
 	size_t n_brokers;                /* = last - first + 1 */
-	uint32_t max_connections;        /* default 10000 */
+	uint32_t max_connections;        /* 0 = auto (the default): the supervisor makes
+	                                    it what the workers' descriptor limit
+	                                    allows, at most CFG_MAX_CONNECTIONS_AUTO
+	                                    (a worker is only ever sent a number) */
 	uint64_t max_frame_bytes;        /* default 100 MiB */
 	uint64_t idle_timeout_ms;        /* default 10 min; 0 = never */
 	uint64_t request_timeout_ms;     /* a started request frame must complete

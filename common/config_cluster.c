@@ -132,6 +132,10 @@ cfgp_set_max_connections(struct cfg_cluster *cl, const char *v, char *err,
 {
 	uint64_t n;
 
+	if (strcmp(v, "auto") == 0) {
+		cl->max_connections = 0;
+		return 0;
+	}
 	if (units_parse_u64(v, 1, 1000000, &n, err, len) != 0)
 		return -1;
 	cl->max_connections = (uint32_t)n;

@@ -555,7 +555,7 @@ sup_start(struct sup *s)
 	bool any_bound = false;
 	for (size_t i = 0; i < s->cfg.n_clusters; i++) {
 		const struct cfg_cluster *cl = &s->cfg.clusters[i];
-		struct sup_ccfg *cc = sup_ccfg_new(cl, err, sizeof err);
+		struct sup_ccfg *cc = sup_ccfg_new(s, cl, err, sizeof err);
 		if (!cc) {
 			log_error("cannot prepare cluster", "cluster=%s error=\"%s\"", cl->name, err);
 			return -1;

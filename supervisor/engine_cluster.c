@@ -20,14 +20,18 @@
 /* ---- listeners and cluster configurations ------------------------------------ */
 
 struct sup_ccfg *
-sup_ccfg_new(const struct cfg_cluster *cl, char *err, size_t errlen)
+sup_ccfg_new(const struct sup *s, const struct cfg_cluster *cl, char *err, size_t errlen)
 {
 	struct sup_ccfg *cc = calloc(1, sizeof *cc);
 	if (!cc) {
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	cc->canonical = cfg_cluster_canonical(cl);
+	/* a worker is sent a number for max_connections = auto (a shallow
+	 * copy, only read) */
+	struct cfg_cluster sent = *cl;
+	sent.max_connections = sup_max_connections(s, cl);
+	cc->canonical = cfg_cluster_canonical(&sent);
 	struct cfg_errors errs;
 	struct cfg parsed;
 	cfg_errors_init(&errs);

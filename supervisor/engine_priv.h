@@ -32,7 +32,11 @@ sup_deadline_touch(struct sup_cluster *c)
 }
 
 /* Cluster configurations and their listening sockets (engine_cluster.c). */
-struct sup_ccfg *sup_ccfg_new(const struct cfg_cluster *cl, char *err, size_t errlen);
+/* A configuration of cl for workers: its canonical text (max_connections =
+ * auto made a number: sup_max_connections), parsed back, its version (of
+ * cl as written), its listeners (not bound yet). */
+struct sup_ccfg *sup_ccfg_new(const struct sup *s, const struct cfg_cluster *cl, char *err,
+			      size_t errlen);
 /* The open listening sockets of every listed cluster's serving
  * configuration, by address: what a reload's new configurations share. */
 struct sup_listen_ref;

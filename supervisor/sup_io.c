@@ -1058,7 +1058,9 @@ sup_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 /* ---- run ----------------------------------------------------------------------------- */
 
 /* Workers inherit the limit: 2 descriptors per proxied connection. Raise
- * the soft limit to the hard one and say what max_connections it allows. */
+ * the soft limit to the hard one; max_connections = auto (the default)
+ * becomes what it allows (sup_max_connections); an explicit
+ * max_connections beyond it is warned about. */
 static void
 sup_raise_nofile(struct sup *s)
 {
@@ -1071,16 +1073,27 @@ sup_raise_nofile(struct sup *s)
 		if (setrlimit(RLIMIT_NOFILE, &rl) == -1)
 			rl.rlim_cur = was;
 	}
+	s->fd_limit = rl.rlim_cur == RLIM_INFINITY ? 0 : (uint64_t)rl.rlim_cur;
+	size_t n_auto = 0;
+	uint32_t auto_min = 0;
 	for (size_t i = 0; i < s->cfg.n_clusters; i++) {
 		const struct cfg_cluster *cl = &s->cfg.clusters[i];
+		if (!cl->max_connections) {
+			uint32_t m = sup_max_connections(s, cl);
+			auto_min = n_auto++ == 0 || m < auto_min ? m : auto_min;
+			continue;
+		}
 		uint64_t need = 2ull * cl->max_connections + cl->n_brokers + 64;
-		if (rl.rlim_cur != RLIM_INFINITY && need > rl.rlim_cur)
+		if (s->fd_limit && need > s->fd_limit)
 			log_warn("file descriptor limit below max_connections", "cluster=%s "
 			    "max_connections=%u needs=%llu limit=%llu hint=\"raise LimitNOFILE "
 			    "(ulimit -n) or lower max_connections; beyond the limit accepting pauses\"",
 			    cl->name, cl->max_connections, (unsigned long long)need,
-			    (unsigned long long)rl.rlim_cur);
+			    (unsigned long long)s->fd_limit);
 	}
+	if (n_auto)
+		log_info("max_connections = auto", "clusters=%zu max_connections=%u "
+		    "descriptor_limit=%llu", n_auto, auto_min, (unsigned long long)s->fd_limit);
 }
 
 static int

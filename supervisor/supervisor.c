@@ -200,6 +200,18 @@ sup_ready_touch(struct sup *s, struct sup_cluster *c)
 	c->ready_class = (uint8_t)k;
 }
 
+uint32_t
+sup_max_connections(const struct sup *s, const struct cfg_cluster *cl)
+{
+	if (cl->max_connections)
+		return cl->max_connections;
+	uint64_t reserve = 64 + cl->n_brokers;
+	if (!s->fd_limit)
+		return CFG_MAX_CONNECTIONS_AUTO;
+	uint64_t n = s->fd_limit > reserve + 2 ? (s->fd_limit - reserve) / 2 : 1;
+	return n > CFG_MAX_CONNECTIONS_AUTO ? CFG_MAX_CONNECTIONS_AUTO : (uint32_t)n;
+}
+
 uint64_t
 sup_reload_timeout_ms(const struct sup *s)
 {

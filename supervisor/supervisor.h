@@ -329,6 +329,9 @@ struct sup {
 	char config_version[PLAN_VERSION_LEN]; /* sha256 of the config file bytes */
 	uint64_t applied_at_ms;
 	uint64_t started_at_ms;
+	uint64_t fd_limit;            /* the workers' descriptor limit (RLIMIT_NOFILE);
+	                                 0 = none known: max_connections = auto is
+	                                 CFG_MAX_CONNECTIONS_AUTO */
 	struct sup_cluster **clusters; /* listed, in file order */
 	size_t n_clusters;
 	struct sup_cluster **limbo;   /* added but not committed, or removed and
@@ -396,6 +399,11 @@ struct sup_cluster *sup_find_cluster(struct sup *s, const char *name);
  * init_timeout and the stop grace, plus SUP_START_PACE_MS for every worker
  * process a reload of everything would start (starts are paced). */
 uint64_t sup_reload_timeout_ms(const struct sup *s);
+/* The max_connections a worker of cl gets: its own, or for auto (0)
+ * min(CFG_MAX_CONNECTIONS_AUTO, (fd_limit - 64 - brokers) / 2): two
+ * descriptors per connection (client and upstream), its listeners, and
+ * some for the worker itself. */
+uint32_t sup_max_connections(const struct sup *s, const struct cfg_cluster *cl);
 /* A configuration's version: "sha256:<hex>" of data, into out. */
 void sup_hash_hex(const void *data, size_t len, char *out, size_t outlen);
 

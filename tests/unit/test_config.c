@@ -188,7 +188,7 @@ Test(config, full_file_every_key)
 	cr_assert_eq(s->broker_port_last, 9293);
 	cr_assert_eq(s->n_brokers, 1);
 	cr_assert_eq(s->node_ids[0], 0);
-	cr_assert_eq(s->max_connections, 10000);
+	cr_assert_eq(s->max_connections, 0, "auto");
 	cr_assert_eq(s->max_frame_bytes, 100ULL << 20);
 	cr_assert_eq(s->idle_timeout_ms, 600000);
 
@@ -222,7 +222,7 @@ Test(config, defaults)
 	cr_assert_eq(a->node_ids[0], 0);
 	cr_assert_eq(a->node_ids[1], 1);
 	cr_assert_eq(a->node_ids[2], 2);
-	cr_assert_eq(a->max_connections, 10000);
+	cr_assert_eq(a->max_connections, 0, "auto");
 	cr_assert_eq(a->max_frame_bytes, 100ULL << 20);
 	cr_assert_eq(a->idle_timeout_ms, 600000);
 	done(&r);
@@ -389,6 +389,12 @@ Test(config, size_and_connection_bounds)
 {
 	struct res r;
 
+	expect_ok(&r, CLUSTER_A "max_connections = auto\n");
+	cr_assert_eq(r.c.clusters[0].max_connections, 0);
+	char *canon = cfg_cluster_canonical(&r.c.clusters[0]);
+	cr_assert_not_null(strstr(canon, "\nmax_connections = auto\n"), "%s", canon);
+	free(canon);
+	done(&r);
 	expect_ok(&r, CLUSTER_A "max_frame_bytes = 1KiB\nmax_connections = 1\n");
 	cr_assert_eq(r.c.clusters[0].max_frame_bytes, 1024);
 	cr_assert_eq(r.c.clusters[0].max_connections, 1);
@@ -903,7 +909,7 @@ Test(config_canonical, exact_text)
 	    "advertised_host = 127.0.0.2\n"
 	    "broker_ports = 9293\n"
 	    "node_ids = 0\n"
-	    "max_connections = 10000\n"
+	    "max_connections = auto\n"
 	    "max_frame_bytes = 100MiB\n"
 	    "idle_timeout = 10m\n"
 	    "request_timeout = 30s\n"

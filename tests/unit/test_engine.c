@@ -549,6 +549,42 @@ Test(engine, stopped_worker_is_unresponsive_then_killed_and_restarted)
 	w_finish();
 }
 
+/* max_connections = auto (the default) reaches a worker as the number the
+ * descriptor limit allows; an explicit value as written. */
+Test(engine, max_connections_auto_is_a_number_for_the_worker)
+{
+	char a[512], b[600], text[2048];
+	w_cluster(a, sizeof a, "auto", 20000, "127.0.0.1:9092");
+	w_cluster(b, sizeof b, "set", 20010, "127.0.0.1:9092");
+	strncat(b, "max_connections = 700\n", sizeof b - strlen(b) - 1);
+	snprintf(text, sizeof text, FERRY_HDR "%s%s", a, b);
+	memset(&W, 0, sizeof W);
+	W.now = 1000;
+	W.auto_ready = true;
+	log_init("test", NULL, LOG_ERROR, false);
+	struct cfg cfg;
+	w_parse(text, &cfg);
+	sup_set_clock(&W.s, W.now, 1700000000000ULL + W.now);
+	cr_assert_eq(sup_init(&W.s, &w_ops, &cfg, "test.ini", text, strlen(text)), 0);
+	W.s.fd_limit = 2000;
+	cr_assert_eq(sup_start(&W.s), 0);
+	struct sup_cluster *ca = sup_find_cluster(&W.s, "auto"), *cs = sup_find_cluster(&W.s, "set");
+	/* (2000 - 64 - 2 brokers) / 2 */
+	cr_assert_eq(ca->ccfg->cl->max_connections, 967);
+	cr_assert_not_null(strstr(ca->ccfg->canonical, "\nmax_connections = 967\n"));
+	cr_assert_eq(cs->ccfg->cl->max_connections, 700);
+	/* no limit known: the default's ceiling */
+	struct cfg_cluster one = *ca->ccfg->cl;
+	one.max_connections = 0;
+	W.s.fd_limit = 0;
+	cr_assert_eq(sup_max_connections(&W.s, &one), CFG_MAX_CONNECTIONS_AUTO);
+	W.s.fd_limit = 1u << 20;
+	cr_assert_eq(sup_max_connections(&W.s, &one), CFG_MAX_CONNECTIONS_AUTO);
+	W.s.fd_limit = 50;
+	cr_assert_eq(sup_max_connections(&W.s, &one), 1, "never 0 (a worker would refuse all)");
+	w_finish();
+}
+
 /* The supervisor's own loop is held for longer than worker_watchdog (its
  * workers' answers wait unread): nobody is marked late for it; a worker
  * that really stopped answering still is. */
