@@ -136,12 +136,13 @@ reload_log_outcome(const struct sup_reload_record *rec)
 	for (char **p = rec->modified; p && *p; p++) nm++;
 	for (char **p = rec->removed; p && *p; p++) nr++;
 	for (char **p = rec->errors; p && *p; p++) ne++;
+	const char *first = rec->errors && rec->errors[0] ? rec->errors[0] : NULL;
 	log_msg(lvl, "reload finished",
-	    "status=%s source=%s version=%s duration_ms=%llu added=%zu modified=%zu removed=%zu "
-	    "errors=%zu first_error=\"%s\"",
+	    first ? "status=%s source=%s version=%s duration_ms=%llu added=%zu modified=%zu "
+	    "removed=%zu errors=%zu first_error=\"%s\"" : "status=%s source=%s version=%s "
+	    "duration_ms=%llu added=%zu modified=%zu removed=%zu errors=%zu%s",
 	    sup_reload_status_str(rec->status), rec->source, rec->requested_version,
-	    (unsigned long long)rec->duration_ms, na, nm, nr, ne,
-	    rec->errors && rec->errors[0] ? rec->errors[0] : "");
+	    (unsigned long long)rec->duration_ms, na, nm, nr, ne, first ? first : "");
 }
 
 /* [ferry] settings that change without a restart (plan_check_restart_keys
@@ -671,7 +672,7 @@ sup_reload_start(struct sup *s, const char *text, size_t len, const char *source
 			continue;
 		it->st = FSM_I_PENDING;
 		const struct cfg_cluster *ncl = &r->next.clusters[it->pi->new_index];
-		struct sup_ccfg *cc = sup_ccfg_new(ncl, err, sizeof err);
+		struct sup_ccfg *cc = sup_ccfg_new(s, ncl, err, sizeof err);
 		if (cc && sup_ccfg_listen(s, cc, &reuse, err, sizeof err) == -1) {
 			sup_ccfg_free(s, cc);
 			cc = NULL;
