@@ -87,15 +87,46 @@ sup_post_item(struct sup *s, struct sup_reload_item *it, enum fsm_ievent e, cons
 /* ---- dispatch -------------------------------------------------------------------- */
 
 static void
+sup_sweep_one(struct sup *s, struct sup_cluster *c)
+{
+	if (c->st == FSM_C_LEAVING && !sup_cluster_alive(c))
+		sup_post_cluster(s, c, FSM_CE_ALL_EXITED, "all workers exited");
+}
+
+/* Clusters that are leaving and have nothing alive are gone. Only a
+ * cluster something happened to can have become so. */
+static void
 sup_sweep(struct sup *s)
 {
-	/* Clusters that are leaving and have nothing alive are gone. */
-	for (size_t i = 0; i < s->n_clusters; i++)
-		if (s->clusters[i]->st == FSM_C_LEAVING && !sup_cluster_alive(s->clusters[i]))
-			sup_post_cluster(s, s->clusters[i], FSM_CE_ALL_EXITED, "all workers exited");
-	for (size_t i = 0; i < s->n_limbo; i++)
-		if (s->limbo[i]->st == FSM_C_LEAVING && !sup_cluster_alive(s->limbo[i]))
-			sup_post_cluster(s, s->limbo[i], FSM_CE_ALL_EXITED, "all workers exited");
+	if (s->reap_all) {
+		for (size_t i = 0; i < s->n_clusters; i++)
+			sup_sweep_one(s, s->clusters[i]);
+		for (size_t i = 0; i < s->n_limbo; i++)
+			sup_sweep_one(s, s->limbo[i]);
+		return;
+	}
+	for (size_t i = 0; i < s->n_reap; i++)
+		sup_sweep_one(s, s->reap_list[i]);
+}
+
+void
+sup_reap_mark(struct sup *s, struct sup_cluster *c)
+{
+	s->reap_pending = true;
+	if (c->reap_dirty || s->reap_all)
+		return;
+	if (s->n_reap == s->cap_reap) {
+		size_t cap = s->cap_reap ? 2 * s->cap_reap : 64;
+		struct sup_cluster **l = realloc(s->reap_list, cap * sizeof *l);
+		if (!l) {
+			s->reap_all = true;  /* out of memory: the reaper looks at all */
+			return;
+		}
+		s->reap_list = l;
+		s->cap_reap = cap;
+	}
+	s->reap_list[s->n_reap++] = c;
+	c->reap_dirty = true;
 }
 
 static void
@@ -248,6 +279,7 @@ sup_on_exit(struct sup *s, struct sup_proc *p, int st)
 	    "how=\"%s\" state=%s", g->cluster->name, (unsigned long long)g->generation,
 	    (int)p->pid, how, fsm_gstate_str(g->st));
 	p->alive = false;
+	sup_reap_mark(s, g->cluster);
 	sup_relays_proc_gone(s, p);
 	if (WIFEXITED(st) && WEXITSTATUS(st) == WORKER_EXIT_CONFIG && !g->accepted)
 		sup_post_proc(s, p, FSM_GE_FAILED, how);
@@ -255,7 +287,6 @@ sup_on_exit(struct sup *s, struct sup_proc *p, int st)
 		sup_post_proc(s, p, FSM_GE_EXITED, how);
 	else
 		sup_post_proc(s, p, FSM_GE_PROC_EXITED, how);
-	s->reap_pending = true;
 	sup_dispatch(s);
 }
 
@@ -368,48 +399,177 @@ sup_cluster_deadline(const struct sup_cluster *c)
 	return d;
 }
 
-/* c's earliest deadline, computed again only when one may have changed. */
-static uint64_t
-sup_cluster_deadline_cached(struct sup_cluster *c)
+/* ---- the deadline heap ---- */
+
+static void
+sup_dl_set(struct sup *s, size_t i, struct sup_cluster *c)
 {
-	if (c->deadline_dirty) {
-		c->deadline = sup_cluster_deadline(c);
-		c->deadline_dirty = false;
+	s->dl_heap[i] = c;
+	c->dl_index = i;
+}
+
+static void
+sup_dl_up(struct sup *s, size_t i)
+{
+	struct sup_cluster *c = s->dl_heap[i];
+	while (i > 0) {
+		size_t parent = (i - 1) / 2;
+		if (s->dl_heap[parent]->deadline <= c->deadline)
+			break;
+		sup_dl_set(s, i, s->dl_heap[parent]);
+		i = parent;
 	}
-	return c->deadline;
+	sup_dl_set(s, i, c);
+}
+
+static void
+sup_dl_down(struct sup *s, size_t i)
+{
+	struct sup_cluster *c = s->dl_heap[i];
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+		uint64_t best = c->deadline;
+		if (l < s->n_dl_heap && s->dl_heap[l]->deadline < best)
+			best = s->dl_heap[m = l]->deadline;
+		if (l + 1 < s->n_dl_heap && s->dl_heap[l + 1]->deadline < best)
+			m = l + 1;
+		if (m == i)
+			break;
+		sup_dl_set(s, i, s->dl_heap[m]);
+		i = m;
+	}
+	sup_dl_set(s, i, c);
+}
+
+static void
+sup_dl_remove(struct sup *s, struct sup_cluster *c)
+{
+	size_t i = c->dl_index;
+	if (i == SIZE_MAX)
+		return;
+	c->dl_index = SIZE_MAX;
+	struct sup_cluster *last = s->dl_heap[--s->n_dl_heap];
+	if (last == c)
+		return;
+	sup_dl_set(s, i, last);
+	sup_dl_up(s, i);
+	sup_dl_down(s, last->dl_index);
+}
+
+/* c's earliest deadline computed again, its place in the heap with it */
+static void
+sup_dl_update(struct sup *s, struct sup_cluster *c)
+{
+	c->deadline = sup_cluster_deadline(c);
+	c->deadline_dirty = false;
+	if (!c->deadline) {
+		sup_dl_remove(s, c);
+	} else if (c->dl_index == SIZE_MAX) {
+		sup_dl_set(s, s->n_dl_heap++, c);  /* room was reserved */
+		sup_dl_up(s, c->dl_index);
+	} else {
+		sup_dl_up(s, c->dl_index);
+		sup_dl_down(s, c->dl_index);
+	}
+}
+
+static void
+sup_dl_flush(struct sup *s)
+{
+	for (size_t i = 0; i < s->n_dl_dirty; i++)
+		sup_dl_update(s, s->dl_dirty[i]);
+	s->n_dl_dirty = 0;
+}
+
+void
+sup_deadline_touch(struct sup_cluster *c)
+{
+	struct sup *s = c->sup;
+	if (c->deadline_dirty)
+		return;
+	c->deadline_dirty = true;
+	s->dl_dirty[s->n_dl_dirty++] = c;  /* room was reserved */
+}
+
+void
+sup_deadline_touch_all(struct sup *s)
+{
+	for (size_t i = 0; i < s->n_clusters; i++)
+		sup_deadline_touch(s->clusters[i]);
+	for (size_t i = 0; i < s->n_limbo; i++)
+		sup_deadline_touch(s->limbo[i]);
+}
+
+int
+sup_deadline_reserve(struct sup *s, size_t n)
+{
+	if (n <= s->cap_dl)
+		return 0;
+	size_t cap = s->cap_dl ? s->cap_dl : 64;
+	while (cap < n)
+		cap *= 2;
+	struct sup_cluster **h = realloc(s->dl_heap, cap * sizeof *h);
+	if (!h)
+		return -1;
+	s->dl_heap = h;
+	struct sup_cluster **d = realloc(s->dl_dirty, cap * sizeof *d);
+	if (!d)
+		return -1;
+	s->dl_dirty = d;
+	struct sup_cluster **u = realloc(s->dl_due, cap * sizeof *u);
+	if (!u)
+		return -1;
+	s->dl_due = u;
+	s->cap_dl = cap;
+	return 0;
+}
+
+void
+sup_deadline_forget(struct sup *s, struct sup_cluster *c)
+{
+	sup_dl_remove(s, c);
+	if (!c->deadline_dirty)
+		return;
+	for (size_t i = 0; i < s->n_dl_dirty; i++)
+		if (s->dl_dirty[i] == c) {
+			s->dl_dirty[i] = s->dl_dirty[--s->n_dl_dirty];
+			break;
+		}
+	c->deadline_dirty = false;
 }
 
 uint64_t
 sup_next_deadline(struct sup *s)
 {
-	uint64_t d = s->hup_at;
+	uint64_t d = sup_min_deadline(s->hup_at, reload_next_deadline(s));
 	for (size_t i = 0; i < s->n_relays; i++)
 		d = sup_min_deadline(d, s->relays[i].deadline_ms);
-	for (size_t i = 0; i < s->n_clusters; i++)
-		d = sup_min_deadline(d, sup_cluster_deadline_cached(s->clusters[i]));
-	for (size_t i = 0; i < s->n_limbo; i++)
-		d = sup_min_deadline(d, sup_cluster_deadline_cached(s->limbo[i]));
+	sup_dl_flush(s);
+	if (s->n_dl_heap)
+		d = sup_min_deadline(d, s->dl_heap[0]->deadline);
 	return d;
 }
 
 void
 sup_tick(struct sup *s)
 {
-	for (size_t pass = 0; pass < 2; pass++) {
-		struct sup_cluster **arr = pass ? s->limbo : s->clusters;
-		size_t n = pass ? s->n_limbo : s->n_clusters;
-		for (size_t i = 0; i < n; i++) {
-			struct sup_cluster *c = arr[i];
-			uint64_t d = sup_cluster_deadline_cached(c);
-			if (!d || d > s->now_ms)
-				continue;  /* nothing of c is due */
-			sup_deadline_touch(c);
-			for (struct sup_gen *g = c->gens; g; g = g->next)
-				sup_gen_tick(s, g);
-			if (c->restart_at && s->now_ms >= c->restart_at) {
-				c->restart_at = 0;
-				sup_post_cluster(s, c, FSM_CE_RESTART_TIMER, "restart after crash");
-			}
+	/* the clusters with something due: taken out of the heap first (the
+	 * ticks touch them: they go back with their next deadline) */
+	size_t n_due = 0;
+	sup_dl_flush(s);
+	while (s->n_dl_heap && s->dl_heap[0]->deadline <= s->now_ms) {
+		struct sup_cluster *c = s->dl_heap[0];
+		sup_dl_remove(s, c);
+		s->dl_due[n_due++] = c;
+	}
+	for (size_t i = 0; i < n_due; i++) {
+		struct sup_cluster *c = s->dl_due[i];
+		sup_deadline_touch(c);
+		for (struct sup_gen *g = c->gens; g; g = g->next)
+			sup_gen_tick(s, g);
+		if (c->restart_at && s->now_ms >= c->restart_at) {
+			c->restart_at = 0;
+			sup_post_cluster(s, c, FSM_CE_RESTART_TIMER, "restart after crash");
 		}
 	}
 	sup_relays_tick(s);
@@ -492,6 +652,7 @@ sup_cluster_free(struct sup *s, struct sup_cluster *c)
 		sup_gen_kill(s, g);
 		sup_gen_free(s, c, g);
 	}
+	sup_deadline_forget(s, c);
 	crash_free(&c->crash);
 	metrics_unmap(c->retired);
 	free(c->unknown_nodes);
@@ -518,6 +679,26 @@ sup_reap_array(struct sup *s, struct sup_cluster **arr, size_t *n)
 	}
 }
 
+/* One cluster something happened to: gone (out of its array, freed), or
+ * what ended of it freed. */
+static void
+sup_reap_one(struct sup *s, struct sup_cluster *c)
+{
+	if (c->st != FSM_C_GONE) {
+		sup_cluster_reap_gens(s, c, false);
+		return;
+	}
+	struct sup_cluster **arr = c->listed ? s->clusters : s->limbo;
+	size_t *n = c->listed ? &s->n_clusters : &s->n_limbo;
+	for (size_t i = 0; i < *n; i++)
+		if (arr[i] == c) {
+			memmove(&arr[i], &arr[i + 1], (*n - i - 1) * sizeof *arr);
+			(*n)--;
+			break;
+		}
+	sup_cluster_free(s, c);
+}
+
 void
 sup_reap(struct sup *s)
 {
@@ -525,8 +706,20 @@ sup_reap(struct sup *s)
 		return;
 	s->reap_pending = false;
 	reload_reap(s);
-	sup_reap_array(s, s->clusters, &s->n_clusters);
-	sup_reap_array(s, s->limbo, &s->n_limbo);
+	if (s->reap_all) {
+		for (size_t i = 0; i < s->n_reap; i++)
+			s->reap_list[i]->reap_dirty = false;  /* before any is freed */
+		sup_reap_array(s, s->clusters, &s->n_clusters);
+		sup_reap_array(s, s->limbo, &s->n_limbo);
+	} else {
+		for (size_t i = 0; i < s->n_reap; i++) {
+			struct sup_cluster *c = s->reap_list[i];
+			c->reap_dirty = false;
+			sup_reap_one(s, c);
+		}
+	}
+	s->n_reap = 0;
+	s->reap_all = false;
 	if (s->stopping)
 		sup_after_chain(s);
 }
@@ -644,6 +837,10 @@ sup_free(struct sup *s)
 	s->n_clusters = s->n_limbo = 0;
 	sup_record_clear(&s->last_reload);
 	free(s->relays);
+	free(s->reap_list);
+	free(s->dl_heap);
+	free(s->dl_dirty);
+	free(s->dl_due);
 	free(s->evq);
 	cfg_free(&s->cfg);
 	free(s->config_path);

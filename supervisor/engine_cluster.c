@@ -230,10 +230,13 @@ sup_array_del(struct sup_cluster **arr, size_t *n, struct sup_cluster *c)
 struct sup_cluster *
 sup_cluster_new(struct sup *s, struct sup_ccfg *cc, bool listed)
 {
+	if (sup_deadline_reserve(s, s->n_clusters + s->n_limbo + 1) == -1)
+		return NULL;
 	struct sup_cluster *c = calloc(1, sizeof *c);
 	if (!c)
 		return NULL;
 	c->sup = s;
+	c->dl_index = SIZE_MAX;
 	c->st = FSM_C_ACTIVE;
 	struct crash_policy cp = { s->cfg.crash_loop_limit, s->cfg.crash_loop_window_ms };
 	if (crash_init(&c->crash, &cp) == -1) {
@@ -316,7 +319,7 @@ sup_cluster_event(struct sup *s, struct sup_cluster *c, enum fsm_cevent e, const
 	sup_ready_touch(s, c);
 	sup_deadline_touch(c);
 	/* REAP is the reaper's business (c->st == GONE). */
-	s->reap_pending = true;
+	sup_reap_mark(s, c);
 }
 
 static void

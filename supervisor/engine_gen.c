@@ -131,7 +131,7 @@ sup_on_spawn_failed(struct sup *s, struct sup_proc *p, const char *err)
 	if (!g->accepted)
 		sup_post_proc(s, p, FSM_GE_FAILED, why);
 	sup_post_proc(s, p, sup_gen_alive(g) ? FSM_GE_PROC_EXITED : FSM_GE_EXITED, why);
-	s->reap_pending = true;
+	sup_reap_mark(s, g->cluster);
 	sup_dispatch(s);
 }
 
@@ -433,7 +433,7 @@ sup_gen_event(struct sup *s, struct sup_gen *g, struct sup_proc *ep, enum fsm_ge
 	}
 	sup_ready_touch(s, c);
 	sup_deadline_touch(c);
-	s->reap_pending = true;
+	sup_reap_mark(s, c);
 }
 
 void

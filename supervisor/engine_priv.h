@@ -20,16 +20,21 @@ void sup_post_item(struct sup *s, struct sup_reload_item *it, enum fsm_ievent e,
 /* Run queued events until none is left (re-entrant calls return at once). */
 void sup_dispatch(struct sup *s);
 
+/* Something happened to c (an event of it or of one of its generations):
+ * the reaper looks at it after the chain. */
+void sup_reap_mark(struct sup *s, struct sup_cluster *c);
+
 /* One of c's deadlines (of the cluster, a generation or a process) may
  * have changed: its earliest is computed again before the next wait.
  * Every write of a deadline is followed by this (in the engine's event
  * handlers and tick), so the loop's wait and sup_tick need not walk every
- * generation of every cluster each time. */
-static inline void
-sup_deadline_touch(struct sup_cluster *c)
-{
-	c->deadline_dirty = true;
-}
+ * generation of every cluster each time: the clusters with a deadline are
+ * a heap by their earliest. */
+void sup_deadline_touch(struct sup_cluster *c);
+/* Room in the deadline heap and lists for one more cluster (before it is
+ * made): 0, or -1 out of memory. Forget a cluster about to be freed. */
+int sup_deadline_reserve(struct sup *s, size_t n);
+void sup_deadline_forget(struct sup *s, struct sup_cluster *c);
 
 /* Cluster configurations and their listening sockets (engine_cluster.c). */
 /* A configuration of cl for workers: its canonical text (max_connections =
@@ -110,5 +115,7 @@ void reload_settle(struct sup *s);
 void reload_abort(struct sup *s, const char *why);
 void reload_reap(struct sup *s);
 void reload_tick(struct sup *s);
+/* When the reload in progress posts its next batch of commits (0 none). */
+uint64_t reload_next_deadline(const struct sup *s);
 
 #endif

@@ -31,6 +31,7 @@
 
 struct sup_reload_item {
 	struct plan_item *pi;
+	bool commit;                  /* resolved to commit (paced: reload_commit_batch) */
 	struct sup_cluster *cluster;  /* existing, or new (ADD: in limbo until commit) */
 	struct sup_ccfg *cc;          /* prepared configuration (MODIFY) */
 	struct sup_gen *gen;          /* the new generation */
@@ -51,10 +52,16 @@ struct sup_reload {
 	struct sup_reload_item *items;
 	uint64_t waiter;
 	bool resolved;                /* commit/rollback decided and queued */
+	size_t prepare_next;          /* items before it were prepared (or needed nothing) */
+	uint64_t prepare_at;          /* mono: prepare the next batch (0: none left) */
+	size_t commit_next;           /* items before it had their commit posted */
+	uint64_t commit_at;           /* mono: post the next batch (0: none left) */
 	bool aborted;
 	char resolve_error[256];
 	struct sup_reload *next_free; /* finished, freed by reload_reap() */
 };
+
+static void reload_prepare_batch(struct sup *s, struct sup_reload *r);
 
 /* ---- records ----------------------------------------------------------------------- */
 
@@ -392,6 +399,45 @@ reload_item_event(struct sup *s, struct sup_reload_item *it, enum fsm_ievent e, 
 
 /* ---- settling ---------------------------------------------------------------------------- */
 
+/* The commits of a resolved reload, SUP_COMMIT_BATCH clusters a turn (a
+ * commit sends ACCEPT to the new generation and, once it accepts, HANDOVER
+ * to the old one: a thousand at once would hold the loop, and wake two
+ * thousand workers, in one turn). An item whose held generation ended
+ * before its turn rolls back with its error; after an abort (ferryd
+ * stopping) the rest roll back. */
+static void
+reload_commit_batch(struct sup *s, struct sup_reload *r)
+{
+	size_t done = 0;
+	r->commit_at = 0;
+	for (; r->commit_next < r->plan.n; r->commit_next++) {
+		struct sup_reload_item *it = &r->items[r->commit_next];
+		if (!it->commit)
+			continue;
+		if (done == SUP_COMMIT_BATCH && !r->aborted) {
+			r->commit_at = s->now_ms;  /* the next turn, after the loop's I/O */
+			return;
+		}
+		if (r->aborted || it->st != FSM_I_READY) {
+			sup_post_item(s, it, FSM_IE_ROLLBACK, it->error[0] ? it->error :
+			    "ferryd is stopping");
+			continue;
+		}
+		sup_post_item(s, it, FSM_IE_COMMIT, "reload committed");
+		if (it->pi->op != PLAN_KEEP)
+			done++;
+	}
+}
+
+uint64_t
+reload_next_deadline(const struct sup *s)
+{
+	if (!s->reload)
+		return 0;
+	uint64_t a = s->reload->commit_at, b = s->reload->prepare_at;
+	return !a ? b : !b ? a : a < b ? a : b;
+}
+
 static void
 reload_resolve(struct sup *s, struct sup_reload *r)
 {
@@ -438,7 +484,7 @@ reload_resolve(struct sup *s, struct sup_reload *r)
 	for (size_t i = 0; i < n; i++) {
 		struct sup_reload_item *it = &r->items[i];
 		if (commit && commit[i]) {
-			sup_post_item(s, it, FSM_IE_COMMIT, "reload committed");
+			it->commit = true;  /* posted in batches: reload_commit_batch */
 			continue;
 		}
 		char why[300];
@@ -461,6 +507,7 @@ reload_resolve(struct sup *s, struct sup_reload *r)
 	free(ok);
 	free(commit);
 	r->resolved = true;
+	reload_commit_batch(s, r);
 }
 
 void
@@ -482,6 +529,11 @@ reload_settle(struct sup *s)
 			return;  /* wait for the others */
 		reload_resolve(s, r);
 		return;  /* the queued commits and rollbacks run first */
+	}
+	if (r->commit_next < r->plan.n) {
+		if (r->aborted)
+			reload_commit_batch(s, r);  /* the rest roll back */
+		return;  /* commits still to post (reload_tick) */
 	}
 	/* Every item is committed or rolled back: record it once. */
 	sup_record_clear(&s->last_reload);
@@ -518,6 +570,11 @@ reload_abort(struct sup *s, const char *why)
 void
 reload_tick(struct sup *s)
 {
+	struct sup_reload *r = s->reload;
+	if (r && r->prepare_at && s->now_ms >= r->prepare_at)
+		reload_prepare_batch(s, r);
+	if (r && r->commit_at && s->now_ms >= r->commit_at)
+		reload_commit_batch(s, r);
 	if (!s->hup_at || s->now_ms < s->hup_at)
 		return;
 	s->hup_at = 0;
@@ -527,6 +584,74 @@ reload_tick(struct sup *s)
 	log_info("running the reload requested during the previous one", "%s", "");
 	sup_reload_signal(s);
 }
+/* Prepare the next SUP_PREPARE_BATCH added or modified clusters of r: their
+ * configuration (canonical text, parsed back), their listening sockets
+ * (new addresses bound, unchanged ones shared: a dup of the listed
+ * configuration's socket), a new generation held in `initializing`. The
+ * rest wait for the next loop turn (a thousand at once would hold the
+ * loop); nothing more is prepared once the reload is resolved (a failure
+ * under all-or-nothing) or aborted. */
+static void
+reload_prepare_batch(struct sup *s, struct sup_reload *r)
+{
+	char err[512];
+	size_t done = 0;
+	r->prepare_at = 0;
+	if (r->resolved || r->aborted) {
+		r->prepare_next = r->plan.n;
+		return;
+	}
+	/* Sockets of every listed configuration are candidates for sharing
+	 * (out of memory for the index: none are, and the binds of the same
+	 * addresses fail). Built per batch: a cluster may have released its
+	 * sockets meanwhile. */
+	struct sup_listen_index reuse;
+	sup_listen_index_build(s, &reuse);
+	for (; r->prepare_next < r->plan.n; r->prepare_next++) {
+		struct sup_reload_item *it = &r->items[r->prepare_next];
+		if (it->pi->op != PLAN_ADD && it->pi->op != PLAN_MODIFY)
+			continue;
+		if (done++ == SUP_PREPARE_BATCH) {
+			r->prepare_at = s->now_ms;  /* the next turn, after the loop's I/O */
+			break;
+		}
+		const struct cfg_cluster *ncl = &r->next.clusters[it->pi->new_index];
+		struct sup_ccfg *cc = sup_ccfg_new(s, ncl, err, sizeof err);
+		if (cc && sup_ccfg_listen(s, cc, &reuse, err, sizeof err) == -1) {
+			sup_ccfg_free(s, cc);
+			cc = NULL;
+		}
+		if (!cc) {
+			sup_post_item(s, it, FSM_IE_FAILED, err);
+			continue;
+		}
+		if (it->pi->op == PLAN_ADD) {
+			it->cluster = sup_cluster_new(s, cc, false);
+			if (!it->cluster) {
+				sup_ccfg_free(s, cc);
+				sup_post_item(s, it, FSM_IE_FAILED, "out of memory");
+				continue;
+			}
+		} else {
+			it->cc = cc;
+		}
+		it->gen = sup_gen_start(s, it->cluster, cc, SUP_OWNER_RELOAD, it,
+		    r->next.init_timeout_ms, it->pi->op == PLAN_ADD ? "reload: added" :
+		    "reload: modified");
+		if (!it->gen) {
+			sup_post_item(s, it, FSM_IE_FAILED, "out of memory");
+			continue;
+		}
+		/* A modified cluster whose upstream changed commits only once the
+		 * new upstream answered (reload_upstream_check). */
+		struct sup_gen *serving = sup_cluster_serving(it->cluster);
+		if (it->pi->op == PLAN_MODIFY && r->next.reload_upstream_check && serving &&
+		    serving != it->gen && strcmp(serving->upstream_key, it->gen->upstream_key) != 0)
+			it->gen->need_probe = true;
+	}
+	sup_listen_index_free(&reuse);
+}
+
 /* ---- starting ---------------------------------------------------------------------------- */
 
 enum sup_result
@@ -661,51 +786,13 @@ sup_reload_start(struct sup *s, const char *text, size_t len, const char *source
 	log_info("reload plan", "keep=%zu add=%zu modify=%zu remove=%zu", r->plan.n_keep,
 	    r->plan.n_add, r->plan.n_modify, r->plan.n_remove);
 
-	/* 5. Prepare: bind new addresses, start held generations. Sockets of
-	 * every listed configuration are candidates for sharing (out of memory
-	 * for the index: none are, and the binds of the same addresses fail). */
-	struct sup_listen_index reuse;
-	sup_listen_index_build(s, &reuse);
-	for (size_t i = 0; i < r->plan.n; i++) {
-		struct sup_reload_item *it = &r->items[i];
-		if (it->pi->op != PLAN_ADD && it->pi->op != PLAN_MODIFY)
-			continue;
-		it->st = FSM_I_PENDING;
-		const struct cfg_cluster *ncl = &r->next.clusters[it->pi->new_index];
-		struct sup_ccfg *cc = sup_ccfg_new(s, ncl, err, sizeof err);
-		if (cc && sup_ccfg_listen(s, cc, &reuse, err, sizeof err) == -1) {
-			sup_ccfg_free(s, cc);
-			cc = NULL;
-		}
-		if (!cc) {
-			sup_post_item(s, it, FSM_IE_FAILED, err);
-			continue;
-		}
-		if (it->pi->op == PLAN_ADD) {
-			it->cluster = sup_cluster_new(s, cc, false);
-			if (!it->cluster) {
-				sup_ccfg_free(s, cc);
-				sup_post_item(s, it, FSM_IE_FAILED, "out of memory");
-				continue;
-			}
-		} else {
-			it->cc = cc;
-		}
-		it->gen = sup_gen_start(s, it->cluster, cc, SUP_OWNER_RELOAD, it,
-		    r->next.init_timeout_ms, it->pi->op == PLAN_ADD ? "reload: added" :
-		    "reload: modified");
-		if (!it->gen) {
-			sup_post_item(s, it, FSM_IE_FAILED, "out of memory");
-			continue;
-		}
-		/* A modified cluster whose upstream changed commits only once the
-		 * new upstream answered (reload_upstream_check). */
-		struct sup_gen *serving = sup_cluster_serving(it->cluster);
-		if (it->pi->op == PLAN_MODIFY && r->next.reload_upstream_check && serving &&
-		    serving != it->gen && strcmp(serving->upstream_key, it->gen->upstream_key) != 0)
-			it->gen->need_probe = true;
-	}
-	sup_listen_index_free(&reuse);
+	/* 5. Prepare: bind new addresses, start held generations, in batches
+	 * (reload_prepare_batch); every cluster to prepare is pending until
+	 * its turn. */
+	for (size_t i = 0; i < r->plan.n; i++)
+		if (r->items[i].pi->op == PLAN_ADD || r->items[i].pi->op == PLAN_MODIFY)
+			r->items[i].st = FSM_I_PENDING;
+	reload_prepare_batch(s, r);
 	sup_dispatch(s);
 	if (s->reload == r) {
 		r->waiter = waiter;   /* answered when it settles */

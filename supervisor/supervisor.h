@@ -48,6 +48,8 @@ struct sup_reload;
 #define SUP_KILL_GRACE_MS 1000    /* a worker that said FAILED must be gone by then */
 #define SUP_KEEP_ENDED 3          /* ended generations kept for status */
 #define SUP_RELAY_TIMEOUT_MS 2000 /* a handed-over connection not adopted by then is closed */
+#define SUP_COMMIT_BATCH 32       /* clusters a reload commits per loop turn */
+#define SUP_PREPARE_BATCH 64      /* clusters a reload prepares per loop turn */
 #define SUP_UNKNOWN_NODES 16      /* node ids without a broker port shown per cluster */
 #define SUP_START_PACE_MS 20      /* what one paced worker start may add to a reload */
 #define SUP_WD_LAG_MS 250         /* a watchdog check this late: ferryd itself was busy */
@@ -192,8 +194,12 @@ struct sup_cluster {
 	bool listed;                  /* in sup->clusters (else limbo) */
 	uint8_t ready_class;          /* what it counts for sup_ready_cached()
 	                                 (enum sup_ready_class), kept by the engine */
-	uint64_t deadline;            /* the earliest of its deadlines (0 none) ... */
-	bool deadline_dirty;          /* ... unless something may have changed one */
+	bool reap_dirty;              /* in sup->reap_list */
+	uint64_t deadline;            /* the earliest of its deadlines (0 none), its
+	                                 key in sup->dl_heap ... */
+	bool deadline_dirty;          /* ... unless something may have changed one
+	                                 (then it is in sup->dl_dirty) */
+	size_t dl_index;              /* in sup->dl_heap; SIZE_MAX: not in it */
 	/* kept across generations */
 	struct sup_nodes nodes;       /* learned upstream brokers (nodes.h) */
 	struct tlskeys *tickets;      /* TLS clusters: session-ticket keys (tickets.h);
@@ -357,6 +363,17 @@ struct sup {
 	size_t evq_head, evq_len, evq_cap;
 	bool dispatching;
 	bool reap_pending;
+	/* clusters something happened to since the last reap: the reaper and
+	 * the sweep for clusters that are gone look at these only */
+	struct sup_cluster **reap_list;
+	size_t n_reap, cap_reap;
+	bool reap_all;                /* the list could not grow: look at every one */
+	/* deadlines: the clusters that have one, a min-heap by their earliest
+	 * (sup_next_deadline is its top), and those whose earliest may have
+	 * changed since (computed again before the next wait); both have room
+	 * for every cluster (reserved when a cluster is made) */
+	struct sup_cluster **dl_heap, **dl_dirty, **dl_due;
+	size_t n_dl_heap, n_dl_dirty, cap_dl;
 	uint64_t violations;          /* forbidden pairs met (programming errors) */
 	/* live handover: connections passed from an old worker to a new one */
 	struct sup_relay {
@@ -440,6 +457,9 @@ void sup_on_conn_out(struct sup *s, struct sup_proc *p, const void *payload, siz
 void sup_on_conn_taken(struct sup *s, struct sup_proc *p, const struct ipc_conn_ack *ack);
 /* Deadlines: the earliest armed one (mono ms, 0 = none), and firing. */
 uint64_t sup_next_deadline(struct sup *s);
+/* Every cluster's earliest deadline is computed again before the next
+ * wait (for the unit tests' check that the kept answer is right). */
+void sup_deadline_touch_all(struct sup *s);
 void sup_tick(struct sup *s);
 /* Free what ended; after every event chain. */
 void sup_reap(struct sup *s);

@@ -309,9 +309,7 @@ w_check(const char *where)
 	cr_assert_eq(sup_ready_cached(s), sup_ready(s), "%s: readiness counts drifted", where);
 	/* ... and so do its cached deadlines */
 	uint64_t cached = sup_next_deadline(s);
-	for (int a = 0; a < 2; a++)
-		for (size_t i = 0; i < (a ? s->n_limbo : s->n_clusters); i++)
-			(a ? s->limbo : s->clusters)[i]->deadline_dirty = true;
+	sup_deadline_touch_all(s);
 	cr_assert_eq(sup_next_deadline(s), cached, "%s: a deadline changed unseen", where);
 	/* lifecycle view matches, live processes match the world */
 	struct sup_cluster **arrs[2] = { s->clusters, s->limbo };
@@ -546,6 +544,75 @@ Test(engine, stopped_worker_is_unresponsive_then_killed_and_restarted)
 	cr_assert_gt(n->generation, gen, "not restarted");
 	cr_assert_eq(n->st, FSM_G_ACCEPTING);
 	cr_assert(sup_ready(&W.s));
+	w_finish();
+}
+
+/* A reload of more clusters than SUP_PREPARE_BATCH prepares them over
+ * several loop turns, and of more than SUP_COMMIT_BATCH commits them over
+ * several; a held generation that ends before its commit's turn rolls its
+ * cluster back (named in the record), the others commit. */
+static size_t
+w_held_count(size_t n)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		k += W.s.clusters[i]->gens->owner == SUP_OWNER_RELOAD;
+	return k;
+}
+
+Test(engine, commits_are_paced_and_a_late_failure_is_recorded)
+{
+	enum { NCL = 70 };
+	static char text[NCL * 200 + 512], text2[NCL * 240 + 512];
+	char one[512];
+	size_t at = (size_t)snprintf(text, sizeof text, FERRY_HDR);
+	size_t at2 = (size_t)snprintf(text2, sizeof text2, FERRY_HDR);
+	for (int i = 0; i < NCL; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "c%02d", i);
+		w_cluster(one, sizeof one, name, 20000 + 10 * i, "127.0.0.1:9092");
+		at += (size_t)snprintf(text + at, sizeof text - at, "%s", one);
+		at2 += (size_t)snprintf(text2 + at2, sizeof text2 - at2, "%sidle_timeout = 9m\n", one);
+	}
+	w_start(text);
+	W.auto_ready = false;
+	const struct sup_reload_record *rec;
+	cr_assert_eq(sup_reload_start(&W.s, text2, strlen(text2), "api", 1, &rec), SUP_DEFERRED);
+	cr_assert_eq(w_held_count(NCL), SUP_PREPARE_BATCH, "prepared in the first turn");
+	for (int k = 0; k < 5 && w_held_count(NCL) < NCL; k++)
+		w_tick(1);
+	cr_assert_eq(w_held_count(NCL), NCL, "the rest not prepared in the next turn");
+	struct sup_gen *held[NCL];
+	for (int i = 0; i < NCL; i++)
+		held[i] = W.s.clusters[i]->gens;
+	for (int i = 0; i < NCL; i++)
+		sup_on_ready(&W.s, &held[i]->procs[0]);   /* the last one resolves */
+	size_t committed = 0;
+	for (int i = 0; i < NCL; i++)
+		committed += sup_cluster_serving(W.s.clusters[i]) == held[i];
+	cr_assert_eq(committed, SUP_COMMIT_BATCH, "%zu committed in the first turn", committed);
+	cr_assert_not_null(W.s.reload, "the reload ended before its last commits");
+	cr_assert_neq(sup_next_deadline(&W.s), 0, "no turn asked for the next batch");
+	/* the last cluster's held worker dies before its turn */
+	w_exit(w_find(&held[NCL - 1]->procs[0]), SIGKILL);
+	sup_reap(&W.s);
+	for (size_t i = 0; i < W.n_procs; i++)
+		W.procs[i].auto_ready = true;
+	W.auto_ready = true;
+	w_settle(300, "paced commits", 0, 0);
+	cr_assert_null(W.s.reload);
+	cr_assert_eq(W.s.last_reload.status, SUP_RELOAD_FAILED);
+	size_t nmod = 0;
+	for (char **m = W.s.last_reload.modified; m && *m; m++)
+		nmod++;
+	cr_assert_eq(nmod, NCL - 1);
+	cr_assert_not_null(W.s.last_reload.errors);
+	cr_assert_not_null(strstr(W.s.last_reload.errors[0], "c69"), "%s", W.s.last_reload.errors[0]);
+	for (int i = 0; i < NCL - 1; i++)
+		cr_assert_eq(sup_cluster_serving(W.s.clusters[i]), held[i], "c%02d not committed", i);
+	cr_assert_neq(sup_cluster_serving(W.s.clusters[NCL - 1]), held[NCL - 1]);
+	cr_assert_eq(sup_cluster_serving(W.s.clusters[NCL - 1])->st, FSM_G_ACCEPTING,
+	    "the rolled-back cluster does not serve its old generation");
 	w_finish();
 }
 
