@@ -84,6 +84,8 @@ sup_post_item(struct sup *s, struct sup_reload_item *it, enum fsm_ievent e, cons
 	sup_post(s, SUP_EV_ITEM, it, NULL, (int)e, why);
 }
 
+static void sup_start_batch(struct sup *s);
+
 /* ---- dispatch -------------------------------------------------------------------- */
 
 static void
@@ -542,6 +544,7 @@ uint64_t
 sup_next_deadline(struct sup *s)
 {
 	uint64_t d = sup_min_deadline(s->hup_at, reload_next_deadline(s));
+	d = sup_min_deadline(d, s->start_at);
 	for (size_t i = 0; i < s->n_relays; i++)
 		d = sup_min_deadline(d, s->relays[i].deadline_ms);
 	sup_dl_flush(s);
@@ -572,6 +575,8 @@ sup_tick(struct sup *s)
 			sup_post_cluster(s, c, FSM_CE_RESTART_TIMER, "restart after crash");
 		}
 	}
+	if (s->start_at && s->now_ms >= s->start_at)
+		sup_start_batch(s);
 	sup_relays_tick(s);
 	reload_tick(s);
 	sup_dispatch(s);
@@ -772,7 +777,7 @@ sup_start(struct sup *s)
 			continue;
 		}
 		any_bound = true;
-		sup_gen_start(s, c, cc, SUP_OWNER_CLUSTER, NULL, s->cfg.init_timeout_ms, "start");
+		c->start_pending = true;
 	}
 	if (!any_bound && s->n_clusters) {
 		log_error("no cluster could bind its listeners", "%s", "");
@@ -781,8 +786,33 @@ sup_start(struct sup *s)
 	/* each cluster keeps its configuration in its ccfg: the running
 	 * config keeps the [ferry] settings only */
 	cfg_drop_clusters(&s->cfg);
+	sup_start_batch(s);
 	sup_dispatch(s);
 	return 0;
+}
+
+/* The first generations of the clusters sup_start bound, SUP_START_BATCH
+ * a turn (a thousand at once would hold the loop before it ever ran); a
+ * cluster that got a generation otherwise meanwhile (a reload, a restart)
+ * or is leaving is skipped. */
+static void
+sup_start_batch(struct sup *s)
+{
+	size_t done = 0;
+	s->start_at = 0;
+	for (size_t i = 0; i < s->n_clusters; i++) {
+		struct sup_cluster *c = s->clusters[i];
+		if (!c->start_pending)
+			continue;
+		if (done++ == SUP_START_BATCH) {
+			s->start_at = s->now_ms;  /* the next turn, after the loop's I/O */
+			return;
+		}
+		c->start_pending = false;
+		if (c->st == FSM_C_ACTIVE && !s->stopping)
+			sup_gen_start(s, c, c->ccfg, SUP_OWNER_CLUSTER, NULL, s->cfg.init_timeout_ms,
+			    "start");
+	}
 }
 
 void

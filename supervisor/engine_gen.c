@@ -181,6 +181,8 @@ sup_gen_start(struct sup *s, struct sup_cluster *c, const struct sup_ccfg *cc,
 	struct sup_gen *g = sup_gen_new(s, c, cc, owner, it, init_timeout_ms, why);
 	if (!g)
 		return NULL;
+	if (owner == SUP_OWNER_CLUSTER)
+		c->start_pending = false;  /* it has its generation */
 	char err[256];
 	for (size_t i = 0; i < cc->n_listeners; i++) {
 		if (cc->listeners[i].fd < 0) {

@@ -321,6 +321,7 @@ reload_commit_item(struct sup *s, struct sup_reload_item *it)
 	switch (it->pi->op) {
 	case PLAN_MODIFY: {
 		struct sup_ccfg *old = c->ccfg;
+		c->start_pending = false;  /* the reload's generation is its start */
 		sup_cluster_set_ccfg(c, it->cc);
 		it->cc = NULL;
 		c->n_unknown_nodes = 0;  /* node_ids may cover them now */

@@ -50,6 +50,7 @@ struct sup_reload;
 #define SUP_RELAY_TIMEOUT_MS 2000 /* a handed-over connection not adopted by then is closed */
 #define SUP_COMMIT_BATCH 32       /* clusters a reload commits per loop turn */
 #define SUP_PREPARE_BATCH 64      /* clusters a reload prepares per loop turn */
+#define SUP_START_BATCH 64        /* clusters whose first generation starts per turn */
 #define SUP_UNKNOWN_NODES 16      /* node ids without a broker port shown per cluster */
 #define SUP_START_PACE_MS 20      /* what one paced worker start may add to a reload */
 #define SUP_WD_LAG_MS 250         /* a watchdog check this late: ferryd itself was busy */
@@ -195,6 +196,7 @@ struct sup_cluster {
 	uint8_t ready_class;          /* what it counts for sup_ready_cached()
 	                                 (enum sup_ready_class), kept by the engine */
 	bool reap_dirty;              /* in sup->reap_list */
+	bool start_pending;           /* its first generation starts in a later turn */
 	uint64_t deadline;            /* the earliest of its deadlines (0 none), its
 	                                 key in sup->dl_heap ... */
 	bool deadline_dirty;          /* ... unless something may have changed one
@@ -349,6 +351,7 @@ struct sup {
 	size_t ready_count[4];        /* clusters per enum sup_ready_class */
 	bool last_ready;
 	int exit_code;                /* of the daemon once it stopped */
+	uint64_t start_at;            /* mono: start the next clusters (0: none left) */
 
 	struct sup_reload *reload;    /* in progress, or NULL */
 	struct sup_reload *reload_dead; /* finished, freed by sup_reap() */

@@ -616,6 +616,52 @@ Test(engine, commits_are_paced_and_a_late_failure_is_recorded)
 	w_finish();
 }
 
+/* Thousands of clusters start over several loop turns: SUP_START_BATCH
+ * first generations per turn; a stop before a cluster's turn starts
+ * nothing for it. */
+static size_t
+w_started(void)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < W.s.n_clusters; i++)
+		k += W.s.clusters[i]->gens != NULL;
+	return k;
+}
+
+Test(engine, start_is_paced_and_a_stop_before_a_turn_starts_nothing)
+{
+	enum { NCL = 150 };
+	static char text[NCL * 200 + 512];
+	char one[512];
+	size_t at = (size_t)snprintf(text, sizeof text, FERRY_HDR);
+	for (int i = 0; i < NCL; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "c%03d", i);
+		w_cluster(one, sizeof one, name, 20000 + 10 * i, "127.0.0.1:9092");
+		at += (size_t)snprintf(text + at, sizeof text - at, "%s", one);
+	}
+	memset(&W, 0, sizeof W);
+	W.now = 1000;
+	W.auto_ready = true;
+	log_init("test", NULL, LOG_ERROR, false);
+	struct cfg cfg;
+	w_parse(text, &cfg);
+	sup_set_clock(&W.s, W.now, 1700000000000ULL + W.now);
+	cr_assert_eq(sup_init(&W.s, &w_ops, &cfg, "test.ini", text, strlen(text)), 0);
+	cr_assert_eq(sup_start(&W.s), 0);
+	cr_assert_eq(w_started(), SUP_START_BATCH, "%zu started in the first turn", w_started());
+	cr_assert_eq(sup_next_deadline(&W.s), W.now, "the next batch is not due at once");
+	w_tick(1);
+	cr_assert_eq(w_started(), 2 * SUP_START_BATCH);
+	cr_assert_not(sup_ready(&W.s), "ready with clusters not started");
+	sup_stop(&W.s, "test over");   /* before the last ones' turn */
+	for (size_t i = 0; i < 200 && !W.stopped; i++)
+		w_settle(50, "stop", 0, 0);
+	cr_assert(W.stopped);
+	cr_assert_eq(W.n_procs, 2 * SUP_START_BATCH, "a worker started after the stop");
+	sup_free(&W.s);
+}
+
 /* max_connections = auto (the default) reaches a worker as the number the
  * descriptor limit allows; an explicit value as written. */
 Test(engine, max_connections_auto_is_a_number_for_the_worker)
