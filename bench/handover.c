@@ -3,7 +3,7 @@
  * cluster carrying idle and busy Kafka connections through a modifying
  * reload, as its clients see it.
  *
- *   handover -s CONTROL_SOCKET -c CLUSTER -f FERRYCTL -r RELOAD_FILE
+ *   handover -s CONTROL_SOCKET -c CLUSTER -f FERRYCTL (-r RELOAD_FILE | -U)
  *            -t HOST:PORT[,HOST:PORT...] [-i IDLE] [-b BUSY] [-I INTERVAL_MS]
  *            [-B BEFORE_S] [-A AFTER_S] [-T TIMEOUT_S]
  *
@@ -22,6 +22,14 @@
  *            from the generation that served before: the old generation is
  *            gone;
  *   after    AFTER_S seconds (default 2).
+ *
+ * With -U the event is an upgrade of ferryd itself instead of a reload
+ * (`FERRYCTL -s CONTROL_SOCKET upgrade`, docs/design.md §11; whoever runs
+ * this put the new executable in place first): "during" runs from its start
+ * until the new ferryd reports the old one gone (GET /admin/config/status:
+ * lastUpgradeAttempt.completedAt of the attempt whose predecessorPid is the
+ * ferryd that served before); its counts (handed over, closed, forced) come
+ * from there, reload_ms is the time to the commit and gone_ms to the end.
  *
  * A connection the peer closes or resets (EOF, ECONNRESET, a bad response)
  * counts as a client-visible disconnect; like a Kafka client it reconnects
@@ -125,6 +133,7 @@ static struct {
 
 static struct {
 	const char *sock, *cluster, *ferryctl, *reload_file;
+	bool upgrade;            /* -U: ferryctl upgrade instead of a reload */
 	double before_s, after_s, timeout_s;
 } opt;
 
@@ -225,6 +234,11 @@ orchestrate(void *arg)
 	}
 	res.old_gen = jint(j, "generation");
 	json_decref(j);
+	long long old_pid = -1;
+	if (opt.upgrade && (j = admin_get("/admin/health")) != NULL) {
+		old_pid = jint(j, "pid");
+		json_decref(j);
+	}
 
 	win_start[W_BEFORE] = now();
 	atomic_store(&cur_window, W_BEFORE);
@@ -237,8 +251,8 @@ orchestrate(void *arg)
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, 2, 1);
-	char *argv[] = { (char *)opt.ferryctl, "-s", (char *)opt.sock, "reload",
-		(char *)opt.reload_file, NULL };
+	char *argv[] = { (char *)opt.ferryctl, "-s", (char *)opt.sock,
+		opt.upgrade ? "upgrade" : "reload", (char *)opt.reload_file, NULL };
 	int e = posix_spawn(&pid, opt.ferryctl, &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	if (e) {
@@ -251,7 +265,34 @@ orchestrate(void *arg)
 	res.reload_rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 	res.reload_ms = (now() - t0) * 1000;
 	if (res.reload_rc != 0) {
-		snprintf(res.error, sizeof res.error, "reload_failed");
+		snprintf(res.error, sizeof res.error, "%s_failed", opt.upgrade ? "upgrade" : "reload");
+	} else if (opt.upgrade) {
+		/* the old ferryd is gone once the new one says so */
+		while (!interrupted && now() - t0 < opt.timeout_s) {
+			j = admin_get("/admin/config/status");
+			json_t *lu = j ? json_object_get(j, "lastUpgradeAttempt") : NULL;
+			json_t *cn = lu ? json_object_get(lu, "connections") : NULL;
+			if (lu && jint(lu, "predecessorPid") == old_pid &&
+			    json_is_string(json_object_get(lu, "completedAt")) && json_is_object(cn)) {
+				res.gone_ms = (now() - t0) * 1000;
+				res.got_replacement = true;
+				res.from_gen = res.old_gen;
+				res.handed_over = jint(cn, "handedOver");
+				res.drained = jint(cn, "closed");
+				res.forced = jint(cn, "forced");
+				res.duration_ms = jint(lu, "durationMs");
+			}
+			json_decref(j);
+			if (res.got_replacement)
+				break;
+			sleep_s(0.01);
+		}
+		if (res.got_replacement && (j = admin_get(path)) != NULL) {
+			res.to_gen = jint(j, "generation");
+			json_decref(j);
+		}
+		if (!res.got_replacement)
+			snprintf(res.error, sizeof res.error, "old_ferryd_not_gone");
 	} else {
 		while (!interrupted && now() - t0 < opt.timeout_s) {
 			j = admin_get(path);
@@ -631,12 +672,13 @@ main(int argc, char **argv)
 	opt.timeout_s = 60;
 	char *tlist = NULL;
 	int o;
-	while ((o = getopt(argc, argv, "s:c:f:r:t:i:b:I:B:A:T:")) != -1) {
+	while ((o = getopt(argc, argv, "s:c:f:r:Ut:i:b:I:B:A:T:")) != -1) {
 		switch (o) {
 		case 's': opt.sock = optarg; break;
 		case 'c': opt.cluster = optarg; break;
 		case 'f': opt.ferryctl = optarg; break;
 		case 'r': opt.reload_file = optarg; break;
+		case 'U': opt.upgrade = true; break;
 		case 't': tlist = optarg; break;
 		case 'i': nidle = atoi(optarg); break;
 		case 'b': nbusy = atoi(optarg); break;
@@ -647,10 +689,11 @@ main(int argc, char **argv)
 		default: goto usage;
 		}
 	}
-	if (!opt.sock || !opt.cluster || !opt.ferryctl || !opt.reload_file || !tlist ||
+	if (!opt.sock || !opt.cluster || !opt.ferryctl || !(opt.reload_file || opt.upgrade) ||
+	    (opt.reload_file && opt.upgrade) || !tlist ||
 	    parse_targets(tlist) == -1 || nidle < 0 || nbusy < 1 || interval_ms < 1) {
 usage:
-		fprintf(stderr, "usage: handover -s SOCK -c CLUSTER -f FERRYCTL -r RELOAD_FILE "
+		fprintf(stderr, "usage: handover -s SOCK -c CLUSTER -f FERRYCTL (-r RELOAD_FILE | -U) "
 				"-t HOST:PORT[,...] [-i IDLE] [-b BUSY] [-I INTERVAL_MS] [-B BEFORE_S] "
 				"[-A AFTER_S] [-T TIMEOUT_S]\n");
 		return 2;

@@ -557,7 +557,7 @@ def handover_section(ho, add):
     out = {}
     for r in ho:
         mode = r.get("mode")
-        if mode not in ("on", "off"):
+        if mode not in ("on", "off", "upgrade"):
             continue
         d = {k: (int(x) if isinstance(x, float) and x == int(x) else x) for k, x in r.items()}
         d["connections"] = int(r.get("idle", 0)) + int(r.get("busy", 0))
@@ -568,8 +568,14 @@ def handover_section(ho, add):
         out[mode] = d
     if not out:
         return None
-    modes = [m for m in ("on", "off") if m in out]
-    label = {"on": "`handover = on`", "off": "`handover = off` (clients reconnect)"}
+    modes = [m for m in ("on", "off", "upgrade") if m in out]
+    label = {"on": "reload, `handover = on`", "off": "reload, `handover = off` (clients reconnect)",
+             "upgrade": "`ferryctl upgrade` (ferryd itself)"}
+    if "upgrade" in out and "on" in out:
+        u, o = out["upgrade"], out["on"]
+        g = (u.get("gone_ms"), o.get("gone_ms"))
+        out["upgrade"]["gone_over_reload"] = g[0] / g[1] if all(
+            isinstance(x, (int, float)) and x > 0 for x in g) else None
 
     def row(name, fn):
         add(f"| {name} | " + " | ".join(fn(out[m]) for m in modes) + " |")
@@ -592,8 +598,10 @@ def handover_section(ho, add):
         f"of one cluster carrying {int(first.get('idle', 0)):,} idle connections (each did one "
         f"ApiVersions) and {int(first.get('busy', 0))} busy ones (one ApiVersions or Metadata "
         f"round trip every {int(first.get('interval_ms', 0))} ms each, one in flight), "
-        f"`handover = on` then `off` in one ferryd. During = every request in flight at any moment "
-        f"from the reload request until the old generation is gone; before = the "
+        f"`handover = on` then `off` in one ferryd, and (`bench/handover.c -U`) an upgrade of "
+        f"ferryd itself (`ferryctl upgrade`, docs/design.md §11) carrying the same load in "
+        f"another. During = every request in flight at any moment "
+        f"from the request until the old generation (the old ferryd) is gone; before = the "
         f"{fmt(first.get('before_window_ms', 0) / 1000)} s before it; after = the "
         f"{fmt(first.get('after_window_ms', 0) / 1000)} s after. A disconnect is an EOF or reset "
         f"the client sees (clients reconnect at once, as Kafka clients do: busy ones resend "
@@ -603,9 +611,13 @@ def handover_section(ho, add):
         f"last row compares what one client sees (its slowest request of the window).\n")
     add("| | " + " | ".join(label[m] for m in modes) + " |")
     add("|---|" + "---:|" * len(modes))
-    row("reload request → old generation gone", lambda d: ms(d.get("gone_ms")))
-    row("lastReplacement durationMs (commit → old generation gone)", lambda d: ms(d.get("duration_ms")))
-    row("`ferryctl reload` returned after", lambda d: ms(d.get("reload_ms")))
+    row("request → old generation / old ferryd gone", lambda d: ms(d.get("gone_ms")))
+    row("reload: lastReplacement durationMs (commit → old generation gone); upgrade: "
+        "durationMs (request → commit)", lambda d: ms(d.get("duration_ms")))
+    row("`ferryctl reload` / `upgrade` returned after", lambda d: ms(d.get("reload_ms")))
+    if "upgrade" in out:
+        row("upgrade time / reload time (request → gone)",
+            lambda d: x_(d.get("gone_over_reload")) if "gone_over_reload" in d else "–")
     row("handed over / drained / forced",
         lambda d: f"{n_(d, 'handed_over')} / {n_(d, 'drained')} / {n_(d, 'forced')}")
     row("`ferry_connections_handed_over_total` afterwards", lambda d: n_(d, "metric_handed_over"))
@@ -623,7 +635,8 @@ def handover_section(ho, add):
     row("latency p99 after", lambda d: us(d.get("after_p99_us")))
     row("each busy client's slowest request during: median / worst client",
         lambda d: f"{us(d.get('during_conn_worst_p50_us'))} / {us(d.get('during_conn_worst_max_us'))}")
-    errs = [f"{m}: the load client failed (see run/handover-{m}.err)" for m in modes if out[m].get("failed")]
+    errs = [f"{m}: the load client failed (see run/{'upgrade' if m == 'upgrade' else 'handover-' + m}.err)"
+            for m in modes if out[m].get("failed")]
     errs += [f"{m}: {out[m]['error']}" for m in modes if out[m].get("error")]
     errs += [f"{m}: {out[m]['setup_errors']} set-up errors" for m in modes if out[m].get("setup_errors")]
     errs += [f"{m}: {out[m]['bad_responses']} bad responses" for m in modes if out[m].get("bad_responses")]

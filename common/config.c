@@ -883,7 +883,7 @@ cfg_tls_file_key(enum cfg_tls_file f)
 {
 	static const char *const keys[CFG_TLS_FILES] = {
 		"tls_cert", "tls_key", "tls_client_ca", "upstream_ca", "upstream_cert",
-		"upstream_key",
+		"upstream_key", "upstream_sasl_password_file",
 	};
 	return (unsigned)f < CFG_TLS_FILES ? keys[f] : "unknown";
 }
@@ -898,6 +898,7 @@ cfg_tls_file_path(const struct cfg_cluster *cl, enum cfg_tls_file f)
 	case CFG_TLS_F_UPSTREAM_CA: return cl->upstream_ca;
 	case CFG_TLS_F_UPSTREAM_CERT: return cl->upstream_cert;
 	case CFG_TLS_F_UPSTREAM_KEY: return cl->upstream_key;
+	case CFG_TLS_F_UPSTREAM_SASL_PASSWORD: return cl->upstream_sasl_password_file;
 	case CFG_TLS_FILES: break;
 	}
 	return "";

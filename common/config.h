@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/cidr.h"
+
 #define CFG_NAME_MAX 64    /* cluster names: [A-Za-z0-9._-]{1,63} */
 #define CFG_HOST_MAX 256   /* host names / literal addresses */
 #define CFG_MAX_WORKERS 64 /* worker processes per cluster */
@@ -37,6 +39,14 @@
 #define CFG_TLS_FILE_MAX (1u << 20)
 
 enum cfg_tls_version { CFG_TLS_1_2 = 0, CFG_TLS_1_3 };
+
+/* ---- ferry's own SASL towards the upstream (upstream_sasl_*) ---- */
+enum cfg_sasl_mech {
+	CFG_SASL_NONE = 0,       /* ferry's own requests do not authenticate */
+	CFG_SASL_PLAIN, CFG_SASL_SCRAM_SHA_256, CFG_SASL_SCRAM_SHA_512,
+};
+#define CFG_SASL_USER_MAX 256       /* upstream_sasl_username: 1-255 bytes */
+#define CFG_SASL_PASSWORD_MAX 1024  /* bytes of the password (its file may add a line end) */
 enum cfg_tls_client_auth {
 	CFG_TLS_AUTH_NONE = 0,   /* no client certificate asked */
 	CFG_TLS_AUTH_REQUESTED,  /* asked; verified when sent; none is admitted */
@@ -62,6 +72,12 @@ enum cfg_gateway { CFG_GATEWAY_PORTS = 0, CFG_GATEWAY_SNI };
  * (ferry_request_duration_seconds): the cluster and the API (the default,
  * 0), the cluster, or none (not exposed). */
 enum cfg_metrics_latency { CFG_LATENCY_API = 0, CFG_LATENCY_CLUSTER, CFG_LATENCY_OFF };
+/* A PROXY protocol header (v1 or v2) before the client's first byte:
+ * never read (off), read when one comes from a trusted source (optional),
+ * or required of every client (required: from a trusted source only). */
+enum cfg_proxy_protocol {
+	CFG_PROXY_OFF = 0, CFG_PROXY_OPTIONAL, CFG_PROXY_REQUIRED,
+};
 
 /* A host:port pair. host is a name or a literal address, IPv6 without the
  * brackets ("::1"), "0.0.0.0" / "::" for wildcards.
@@ -76,16 +92,19 @@ struct cfg_addr {
 	uint16_t port;
 };
 
-/* The files a cluster's TLS keys name, in this order (IPC_TLS_MATERIAL
- * carries them in it too). */
+/* The secret files of a cluster, in this order (IPC_TLS_MATERIAL carries
+ * them in it too): what its TLS keys name, and the password ferry
+ * authenticates itself with upstream (upstream_sasl_password_file). */
 enum cfg_tls_file {
 	CFG_TLS_F_CERT = 0, CFG_TLS_F_KEY, CFG_TLS_F_CLIENT_CA,
 	CFG_TLS_F_UPSTREAM_CA, CFG_TLS_F_UPSTREAM_CERT, CFG_TLS_F_UPSTREAM_KEY,
+	CFG_TLS_F_UPSTREAM_SASL_PASSWORD,
 	CFG_TLS_FILES,
 };
 
 /* Their contents, read by the supervisor (common/tlsmat.h); len 0 = the key
- * is unset. Freed (and wiped: keys) by cfg_free / cfg_tls_files_free. */
+ * is unset. The password is stored without its line end. Freed (and
+ * wiped: keys, password) by cfg_free / cfg_tls_files_free. */
 struct cfg_tls_files {
 	char *data[CFG_TLS_FILES];
 	size_t len[CFG_TLS_FILES];
@@ -129,6 +148,18 @@ struct cfg_cluster {
 	uint64_t sasl_max_frame_bytes;   /* client frames before SASL authentication
 	                                    (worker/kafka/sasl.h); default 512 KiB */
 
+	/* ---- the client edge behind a load balancer */
+	enum cfg_proxy_protocol proxy_protocol; /* default off */
+	struct cidr_list proxy_from;     /* proxy_protocol_from: the balancers'
+	                                    networks; required unless off */
+	uint64_t max_age_ms;             /* connection_max_age: a connection older
+	                                    than its (jittered) age closes at the
+	                                    next request boundary; 0 = never */
+	uint64_t max_age_jitter_ms;      /* connection_max_age_jitter: each
+	                                    connection's age is drawn uniformly in
+	                                    [max_age - jitter, max_age]; default a
+	                                    tenth of max_age */
+
 	/* ---- TLS: client-facing (tls) and upstream (upstream_tls). The
 	 * files are read by the supervisor only (IPC_TLS_MATERIAL carries their
 	 * bytes to the worker); paths are absolute, "" = unset.
@@ -151,6 +182,13 @@ struct cfg_cluster {
 	const char *upstream_cert;       /* client certificate for the upstream */
 	const char *upstream_key;
 	bool upstream_tls_verify;        /* check the broker's name; default on */
+	/* ferry's own SASL towards the upstream, used only by the worker's
+	 * metadata fetch (its health probe too); clients authenticate
+	 * themselves through ferry. The password file is read by the
+	 * supervisor like the TLS files. */
+	enum cfg_sasl_mech upstream_sasl_mechanism;
+	char upstream_sasl_username[CFG_SASL_USER_MAX];
+	char upstream_sasl_password_file[CFG_PATH_MAX];
 	struct cfg_dial *dial_map;       /* upstream_dial_map, in file order */
 	size_t n_dial_map;
 	/* Contents of the files above; NULL until the supervisor read them
@@ -306,6 +344,8 @@ const char *cfg_tls_file_path(const struct cfg_cluster *cl, enum cfg_tls_file f)
 /* Wipes (sodium_memzero) and frees the contents and f itself; NULL is fine. */
 void cfg_tls_files_free(struct cfg_tls_files *f);
 const char *cfg_tls_client_auth_str(enum cfg_tls_client_auth a);
+/* "none", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512" */
+const char *cfg_sasl_mech_str(enum cfg_sasl_mech m);
 
 /* Line where a [ferry] key was set, 0 when it was left at its default (or
  * the key is unknown). */
@@ -321,5 +361,7 @@ const char *cfg_policy_reload_str(enum cfg_policy_reload p);
 const char *cfg_gateway_str(enum cfg_gateway g);
 /* "off" / "cluster" / "api" */
 const char *cfg_metrics_latency_str(enum cfg_metrics_latency m);
+/* "off" / "optional" / "required" */
+const char *cfg_proxy_protocol_str(enum cfg_proxy_protocol m);
 
 #endif

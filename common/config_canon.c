@@ -157,6 +157,11 @@ cfg_cluster_canonical(const struct cfg_cluster *cl)
 		cfgp_sb_printf(&b, "upstream_tls_verify = %s\n",
 		    cl->upstream_tls_verify ? "on" : "off");
 	}
+	if (cl->upstream_sasl_mechanism != CFG_SASL_NONE)
+		cfgp_sb_printf(&b, "upstream_sasl_mechanism = %s\nupstream_sasl_username = %s\n"
+		    "upstream_sasl_password_file = %s\n",
+		    cfg_sasl_mech_str(cl->upstream_sasl_mechanism), cl->upstream_sasl_username,
+		    cl->upstream_sasl_password_file);
 	if (cl->n_dial_map) {
 		cfgp_sb_printf(&b, "upstream_dial_map = ");
 		for (i = 0; i < cl->n_dial_map; i++) {
@@ -166,6 +171,22 @@ cfg_cluster_canonical(const struct cfg_cluster *cl)
 			cfgp_sb_printf(&b, "%s%s=%s", i ? "," : "", buf, to);
 		}
 		cfgp_sb_printf(&b, "\n");
+	}
+	/* behind a load balancer */
+	cfgp_sb_printf(&b, "proxy_protocol = %s\n", cfg_proxy_protocol_str(cl->proxy_protocol));
+	if (cl->proxy_protocol != CFG_PROXY_OFF) {
+		char from[CIDR_LIST_MAX * (CIDR_TEXT_MAX + 2)];
+
+		if (cidr_list_format(&cl->proxy_from, from, sizeof from) < 0)
+			b.failed = true;
+		else
+			cfgp_sb_printf(&b, "proxy_protocol_from = %s\n", from);
+	}
+	units_fmt_duration(cl->max_age_ms, buf, sizeof buf);
+	cfgp_sb_printf(&b, "connection_max_age = %s\n", buf);
+	if (cl->max_age_ms) {
+		units_fmt_duration(cl->max_age_jitter_ms, buf, sizeof buf);
+		cfgp_sb_printf(&b, "connection_max_age_jitter = %s\n", buf);
 	}
 	/* the gateway, and its names for gateway = sni */
 	cfgp_sb_printf(&b, "gateway = %s\n", cfg_gateway_str(cl->gateway));

@@ -128,6 +128,63 @@ cfgp_finish_tls(struct cfgp *p, struct cfg_cluster *cl, const struct cfgp_meta *
 		    "required with it");
 }
 
+/* ferry's own SASL: the mechanism, the user name and the password file
+ * come together. */
+static void
+cfgp_finish_sasl(struct cfgp *p, struct cfg_cluster *cl, const struct cfgp_meta *m)
+{
+	static const enum cfgp_ckey with[] = {
+		CK_UPSTREAM_SASL_USERNAME, CK_UPSTREAM_SASL_PASSWORD_FILE,
+	};
+
+	for (size_t i = 0; i < sizeof with / sizeof with[0]; i++) {
+		if (m->line[CK_UPSTREAM_SASL_MECHANISM] && !m->line[with[i]])
+			cfgp_err(p, m->line[CK_UPSTREAM_SASL_MECHANISM], "upstream_sasl_mechanism: "
+			    "%s is required with it", cfgp_ckeys[with[i]].name);
+		if (m->line[with[i]] && !m->line[CK_UPSTREAM_SASL_MECHANISM])
+			cfgp_err(p, m->line[with[i]], "%s: needs upstream_sasl_mechanism (PLAIN, "
+			    "SCRAM-SHA-256 or SCRAM-SHA-512)", cfgp_ckeys[with[i]].name);
+	}
+	if (!m->line[CK_UPSTREAM_SASL_MECHANISM]) {
+		cl->upstream_sasl_username[0] = '\0';
+		cl->upstream_sasl_password_file[0] = '\0';
+	}
+}
+
+/*
+ * The client edge behind a load balancer: a PROXY protocol header is only
+ * believed from the networks named (there is no default: trusting every
+ * source would let any client claim any address), and the max-age jitter
+ * needs an age it can be taken from.
+ */
+static void
+cfgp_finish_edge(struct cfgp *p, struct cfg_cluster *cl, const struct cfgp_meta *m)
+{
+	if (m->ok[CK_PROXY_PROTOCOL] && cl->proxy_protocol != CFG_PROXY_OFF &&
+	    !m->line[CK_PROXY_PROTOCOL_FROM])
+		cfgp_err(p, m->line[CK_PROXY_PROTOCOL], "proxy_protocol = %s needs "
+		    "proxy_protocol_from (the networks of the load balancers that send "
+		    "the header; 0.0.0.0/0, ::/0 trusts every source)",
+		    cfg_proxy_protocol_str(cl->proxy_protocol));
+	if (m->ok[CK_PROXY_PROTOCOL_FROM] && cl->proxy_protocol == CFG_PROXY_OFF &&
+	    (m->ok[CK_PROXY_PROTOCOL] || !m->line[CK_PROXY_PROTOCOL]))
+		cfgp_err(p, m->line[CK_PROXY_PROTOCOL_FROM], "proxy_protocol_from: only "
+		    "used with proxy_protocol = optional or required");
+	if (m->line[CK_MAX_AGE_JITTER] && m->ok[CK_MAX_AGE_JITTER]) {
+		if (cl->max_age_ms == 0 && (m->ok[CK_MAX_AGE] || !m->line[CK_MAX_AGE]))
+			cfgp_err(p, m->line[CK_MAX_AGE_JITTER], "connection_max_age_jitter: "
+			    "needs connection_max_age (connections have no age limit)");
+		else if (cl->max_age_jitter_ms > cl->max_age_ms && m->ok[CK_MAX_AGE])
+			cfgp_err(p, m->line[CK_MAX_AGE_JITTER], "connection_max_age_jitter: "
+			    "larger than connection_max_age (ages are drawn in "
+			    "[max_age - jitter, max_age])");
+	} else if (!m->line[CK_MAX_AGE_JITTER]) {
+		cl->max_age_jitter_ms = cl->max_age_ms / 10;
+	}
+	if (cl->max_age_ms == 0)
+		cl->max_age_jitter_ms = 0;
+}
+
 /*
  * The gateway keys, after the common checks. Returns true when the
  * cluster is in SNI mode (then fully checked here: it needs client TLS and
@@ -217,6 +274,8 @@ cfgp_finish_cluster(struct cfgp *p, size_t idx)
 	}
 
 	cfgp_finish_tls(p, cl, m);
+	cfgp_finish_sasl(p, cl, m);
+	cfgp_finish_edge(p, cl, m);
 	for (i = 0; i < CK_COUNT; i++)
 		cl->key_lines[i] = m->line[i];
 

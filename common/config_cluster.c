@@ -395,6 +395,58 @@ fail:
 	return -1;
 }
 
+/* ---- ferry's own SASL towards the upstream ---- */
+
+static const char *const cfgp_sasl_mech_names[] = {
+	"none", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512",
+};
+
+static int
+cfgp_set_upstream_sasl_mechanism(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	/* the names as Kafka spells them; the mechanisms a client may pass
+	 * through but ferry cannot speak itself get their own reason */
+	if (strcmp(v, "GSSAPI") == 0 || strcmp(v, "OAUTHBEARER") == 0) {
+		snprintf(err, len, "%s: ferry authenticates its own requests with PLAIN, "
+		    "SCRAM-SHA-256 or SCRAM-SHA-512 (clients' %s passes through ferry whatever "
+		    "this key says)", v, v);
+		return -1;
+	}
+	for (int i = CFG_SASL_PLAIN; i <= CFG_SASL_SCRAM_SHA_512; i++)
+		if (strcmp(v, cfgp_sasl_mech_names[i]) == 0) {
+			cl->upstream_sasl_mechanism = (enum cfg_sasl_mech)i;
+			return 0;
+		}
+	snprintf(err, len, "unknown mechanism '%s' (use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, "
+	    "upper case as Kafka spells them)", v);
+	return -1;
+}
+
+static int
+cfgp_set_upstream_sasl_username(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	size_t n = strlen(v);
+
+	if (n == 0 || n >= CFG_SASL_USER_MAX) {
+		snprintf(err, len, "a user name of 1-%d bytes", CFG_SASL_USER_MAX - 1);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f) {
+			snprintf(err, len, "control character in the user name");
+			return -1;
+		}
+	memcpy(cl->upstream_sasl_username, v, n + 1);
+	return 0;
+}
+
+static int
+cfgp_set_upstream_sasl_password_file(struct cfg_cluster *cl, const char *v, char *err,
+    size_t len)
+{
+	return cfgp_path(v, cl->upstream_sasl_password_file, err, len);
+}
+
 /* ---- the SNI gateway's keys ---- */
 
 static const char *const cfgp_gateway_names[] = { "ports", "sni" };
@@ -437,6 +489,47 @@ cfgp_set_sni_broker_pattern(struct cfg_cluster *cl, const char *v, char *err, si
 	return cfgp_str_set(&cl->sni_broker_pattern, v, err, len);
 }
 
+/* ---- behind a load balancer ---- */
+
+static const char *const cfgp_proxy_names[] = { "off", "optional", "required" };
+
+static int
+cfgp_set_proxy_protocol(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	int i = cfgp_enum(v, cfgp_proxy_names, 3, err, len, "off, optional or required");
+
+	if (i >= 0)
+		cl->proxy_protocol = (enum cfg_proxy_protocol)i;
+	return i < 0 ? -1 : 0;
+}
+
+static int
+cfgp_set_proxy_protocol_from(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return cidr_list_parse(v, &cl->proxy_from, err, len);
+}
+
+/* A connection's age: 0 (never), or a duration of at least a second (a
+ * shorter one would close connections faster than clients reconnect). */
+static int
+cfgp_set_max_age(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	if (units_parse_duration_ms(v, &cl->max_age_ms, err, len) != 0)
+		return -1;
+	if (cl->max_age_ms != 0 && cl->max_age_ms < 1000) {
+		snprintf(err, len, "%s is below 1s (0 turns the age limit off)", v);
+		cl->max_age_ms = 0;
+		return -1;
+	}
+	return 0;
+}
+
+static int
+cfgp_set_max_age_jitter(struct cfg_cluster *cl, const char *v, char *err, size_t len)
+{
+	return units_parse_duration_ms(v, &cl->max_age_jitter_ms, err, len);
+}
+
 const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT] = {
 	[CK_UPSTREAM] = { "upstream", cfgp_set_upstream },
 	[CK_BOOTSTRAP] = { "bootstrap", cfgp_set_bootstrap },
@@ -464,9 +557,18 @@ const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT] = {
 	[CK_UPSTREAM_KEY] = { "upstream_key", cfgp_set_upstream_key },
 	[CK_UPSTREAM_TLS_VERIFY] = { "upstream_tls_verify", cfgp_set_upstream_tls_verify },
 	[CK_UPSTREAM_DIAL_MAP] = { "upstream_dial_map", cfgp_set_upstream_dial_map },
+	[CK_UPSTREAM_SASL_MECHANISM] = { "upstream_sasl_mechanism",
+		cfgp_set_upstream_sasl_mechanism },
+	[CK_UPSTREAM_SASL_USERNAME] = { "upstream_sasl_username", cfgp_set_upstream_sasl_username },
+	[CK_UPSTREAM_SASL_PASSWORD_FILE] = { "upstream_sasl_password_file",
+		cfgp_set_upstream_sasl_password_file },
 	[CK_GATEWAY] = { "gateway", cfgp_set_gateway },
 	[CK_SNI_BOOTSTRAP_HOST] = { "sni_bootstrap_host", cfgp_set_sni_bootstrap_host },
 	[CK_SNI_BROKER_PATTERN] = { "sni_broker_pattern", cfgp_set_sni_broker_pattern },
+	[CK_PROXY_PROTOCOL] = { "proxy_protocol", cfgp_set_proxy_protocol },
+	[CK_PROXY_PROTOCOL_FROM] = { "proxy_protocol_from", cfgp_set_proxy_protocol_from },
+	[CK_MAX_AGE] = { "connection_max_age", cfgp_set_max_age },
+	[CK_MAX_AGE_JITTER] = { "connection_max_age_jitter", cfgp_set_max_age_jitter },
 };
 _Static_assert(CK_COUNT <= CFG_CLUSTER_KEYS_MAX, "cfg_cluster.key_lines too small");
 
@@ -484,6 +586,22 @@ cfg_tls_client_auth_str(enum cfg_tls_client_auth a)
 	if ((unsigned)a >= 3)
 		return "unknown";
 	return cfgp_tls_auth_names[a];
+}
+
+const char *
+cfg_sasl_mech_str(enum cfg_sasl_mech m)
+{
+	if ((unsigned)m > CFG_SASL_SCRAM_SHA_512)
+		return "unknown";
+	return cfgp_sasl_mech_names[m];
+}
+
+const char *
+cfg_proxy_protocol_str(enum cfg_proxy_protocol m)
+{
+	if ((unsigned)m >= 3)
+		return "unknown";
+	return cfgp_proxy_names[m];
 }
 
 const char *

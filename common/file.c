@@ -35,6 +35,17 @@ file_type_str(mode_t mode)
 	return "an unknown file type";
 }
 
+int
+file_secret_mode_ok(mode_t mode, const char *what, char *err, size_t errlen)
+{
+	if ((mode & 0027) == 0)
+		return 0;
+	snprintf(err, errlen, "mode %04o lets %s %s; use chmod 0600 (or 0640 for "
+	    "a group that may read it)", (unsigned)(mode & 07777),
+	    (mode & 0007) ? "other users read or change" : "its group change", what);
+	return -1;
+}
+
 static void
 file_err_errno(const char *path, int e, char *err, size_t errlen)
 {

@@ -39,6 +39,11 @@
  *   "PATH: larger than MAX bytes". */
 char *file_read_all(const char *path, size_t max, size_t *len, char *err, size_t errlen);
 
+/* A file holding a secret (a token, a password) may be readable by its
+ * owner and group, writable by its owner only: 0, or -1 with "mode 0644
+ * lets other users read or change WHAT; use chmod 0600 (...)". */
+int file_secret_mode_ok(mode_t mode, const char *what, char *err, size_t errlen);
+
 /* "a FIFO", "a directory", "a socket", "a character device", "a block
  * device", "a symbolic link", "a regular file" or "an unknown file type"
  * for a st_mode. */

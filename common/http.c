@@ -119,21 +119,48 @@ http_strndup(const char *s, size_t n)
 	return d;
 }
 
-static char *http_pct_decode(const char *s, size_t n);
-
-/* A query component: '+' is a space, then percent escapes. */
-static char *
-http_query_decode(const char *s, size_t n)
+int
+http_pct_decode_into(const char *s, size_t n, bool plus_space, char *out, size_t cap)
 {
-	char *t = http_strndup(s, n), *d;
+	size_t i, j = 0;
+	int hi, lo;
 
-	if (t == NULL)
-		return NULL;
-	for (size_t i = 0; i < n; i++)
-		if (t[i] == '+')
-			t[i] = ' ';
-	d = http_pct_decode(t, n);
-	free(t);
+	if (cap == 0)
+		return -1;
+	for (i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (c == '+' && plus_space) {
+			c = ' ';
+		} else if (c == '%') {
+			if (i + 2 >= n)
+				return -1;
+			hi = http_hexval((unsigned char)s[i + 1]);
+			lo = http_hexval((unsigned char)s[i + 2]);
+			if (hi < 0 || lo < 0)
+				return -1;
+			c = (char)(hi << 4 | lo);
+			i += 2;
+		}
+		if (c == '\0' || j + 1 >= cap)
+			return -1;
+		out[j++] = c;
+	}
+	out[j] = '\0';
+	return 0;
+}
+
+/* Percent-decode s[0..n) into a new string (plus_space: a '+' is a space,
+ * as in a query); NULL on bad escapes, %00 or out of memory. */
+static char *
+http_pct_decode(const char *s, size_t n, bool plus_space)
+{
+	char *d = malloc(n + 1);
+
+	if (d != NULL && http_pct_decode_into(s, n, plus_space, d, n + 1) == -1) {
+		free(d);
+		d = NULL;
+	}
 	return d;
 }
 
@@ -153,8 +180,8 @@ http_query_next(const char *query, size_t *pos, char **name, char **value)
 			continue;
 		if (eq == p)
 			return -1;
-		*name = http_query_decode(p, eq ? (size_t)(eq - p) : len);
-		*value = eq ? http_query_decode(eq + 1, len - (size_t)(eq - p) - 1) :
+		*name = http_pct_decode(p, eq ? (size_t)(eq - p) : len, true);
+		*value = eq ? http_pct_decode(eq + 1, len - (size_t)(eq - p) - 1, true) :
 		    http_strndup("", 0);
 		if (*name == NULL || *value == NULL || (*name)[0] == '\0') {
 			free(*name);
@@ -165,38 +192,6 @@ http_query_next(const char *query, size_t *pos, char **name, char **value)
 		return 1;
 	}
 	return 0;
-}
-
-/* Percent-decode s[0..n) into a new string; NULL on bad escapes or %00. */
-static char *
-http_pct_decode(const char *s, size_t n)
-{
-	char *d = malloc(n + 1);
-	size_t i, j = 0;
-	int hi, lo;
-
-	if (d == NULL)
-		return NULL;
-	for (i = 0; i < n; i++) {
-		if (s[i] != '%') {
-			d[j++] = s[i];
-			continue;
-		}
-		if (i + 2 >= n) {
-			free(d);
-			return NULL;
-		}
-		hi = http_hexval((unsigned char)s[i + 1]);
-		lo = http_hexval((unsigned char)s[i + 2]);
-		if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
-			free(d);
-			return NULL;
-		}
-		d[j++] = (char)(hi << 4 | lo);
-		i += 2;
-	}
-	d[j] = '\0';
-	return d;
 }
 
 static enum http_result
@@ -235,7 +230,7 @@ http_parse_target(struct http_parser *p, const char *t, size_t n)
 	}
 	if (path == end)
 		r->path = http_strndup("/", 1);
-	else if ((r->path = http_pct_decode(path, (size_t)(end - path))) == NULL)
+	else if ((r->path = http_pct_decode(path, (size_t)(end - path), false)) == NULL)
 		return http_fail(p, 400, "bad percent-encoding in request target");
 	if (r->path == NULL)
 		return http_fail(p, 500, "out of memory");

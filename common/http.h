@@ -105,6 +105,11 @@ enum http_result http_parser_feed(struct http_parser *p, const char *data, size_
  * the client asked for "100 Continue" (answered once by the caller). */
 bool http_parser_wants_continue(const struct http_parser *p);
 
+/* Percent-decode s[0..n) into out (cap bytes, NUL-terminated); with
+ * plus_space a '+' is a space (a query string's values). -1 for a bad
+ * escape, a decoded NUL, or a result that does not fit. */
+int http_pct_decode_into(const char *s, size_t n, bool plus_space, char *out, size_t cap);
+
 /* Case-insensitive lookup of the first header named `name`; NULL if absent. */
 const char *http_request_header(const struct http_request *r, const char *name);
 

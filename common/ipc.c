@@ -7,6 +7,7 @@
 #include "common/tlskeys.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -73,8 +74,7 @@ ipc_payload_ok(uint32_t type, uint32_t len)
 		return len == sizeof(struct ipc_handover);
 	case IPC_CONN_IN:
 	case IPC_CONN_OUT:
-		return len >= sizeof(struct ipc_conn_record) &&
-		       len <= sizeof(struct ipc_conn_record) + IPC_CONN_PENDING_MAX;
+		return len >= sizeof(struct ipc_conn_record) && len <= IPC_CONN_RECORD_MAX;
 	case IPC_CONN_DONE:
 	case IPC_CONN_TAKEN:
 		return len == sizeof(struct ipc_conn_ack);
@@ -90,9 +90,10 @@ ipc_payload_ok(uint32_t type, uint32_t len)
 		return len == sizeof(struct tlskeys);
 	case IPC_FAILED:
 		return len <= 1024;
+	case IPC_READY:
+		return len == sizeof(struct ipc_ready);
 	case IPC_ACCEPT:
 	case IPC_STOP:
-	case IPC_READY:
 		return len == 0;
 	default:
 		return 0;
@@ -112,6 +113,23 @@ ipc_encode(uint8_t *buf, size_t cap, enum ipc_type type, uint64_t generation,
 	if (len)
 		memcpy(buf + sizeof h, payload, len);
 	return (ssize_t)(sizeof h + len);
+}
+
+int
+ipc_decode_frame(const uint8_t *buf, size_t len, struct ipc_msg *msg, char *err, size_t errlen)
+{
+	if (len < sizeof(struct ipc_hdr)) {
+		snprintf(err, errlen, "short message (%zu bytes)", len);
+		return -1;
+	}
+	memcpy(&msg->hdr, buf, sizeof msg->hdr);
+	if ((size_t)msg->hdr.len != len - sizeof(struct ipc_hdr) || msg->hdr.len > IPC_MAX_PAYLOAD) {
+		snprintf(err, errlen, "message type %u: length %u does not match datagram (%zu)",
+		    msg->hdr.type, msg->hdr.len, len - sizeof(struct ipc_hdr));
+		return -1;
+	}
+	msg->payload = (uint8_t *)buf + sizeof(struct ipc_hdr);
+	return 0;
 }
 
 int
@@ -207,8 +225,11 @@ ipc_close_fds(struct ipc_msg *msg)
 	msg->nfds = 0;
 }
 
-int
-ipc_recv(int sock, uint8_t *buf, size_t cap, struct ipc_msg *msg, char *err, size_t errlen)
+/* One datagram and its fds; with `typed`, decoded by the worker protocol's
+ * rules (ipc_decode), otherwise only its envelope is checked. */
+static int
+ipc_recv_one(int sock, uint8_t *buf, size_t cap, struct ipc_msg *msg, bool typed, char *err,
+	     size_t errlen)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * IPC_MAX_FDS)];
@@ -239,13 +260,26 @@ ipc_recv(int sock, uint8_t *buf, size_t cap, struct ipc_msg *msg, char *err, siz
 		    (mh.msg_flags & MSG_CTRUNC) ? "file descriptors" : "payload");
 		goto bad;
 	}
-	if (ipc_decode(buf, (size_t)n, msg, err, errlen) == -1)
+	if (typed ? ipc_decode(buf, (size_t)n, msg, err, errlen) == -1 :
+	    ipc_decode_frame(buf, (size_t)n, msg, err, errlen) == -1)
 		goto bad;
 	return 1;
 bad:
 	ipc_close_fds(msg);
 	errno = EBADMSG;
 	return -1;
+}
+
+int
+ipc_recv(int sock, uint8_t *buf, size_t cap, struct ipc_msg *msg, char *err, size_t errlen)
+{
+	return ipc_recv_one(sock, buf, cap, msg, true, err, errlen);
+}
+
+int
+ipc_recv_frame(int sock, uint8_t *buf, size_t cap, struct ipc_msg *msg, char *err, size_t errlen)
+{
+	return ipc_recv_one(sock, buf, cap, msg, false, err, errlen);
 }
 
 int
@@ -257,7 +291,7 @@ ipc_conn_record_check(const void *payload, size_t len, size_t nfds, struct ipc_c
 		return -1;
 	}
 	memcpy(out, payload, sizeof *out);
-	if (out->version != IPC_CONN_RECORD_VERSION) {
+	if (out->version != IPC_CONN_RECORD_VERSION && out->version != IPC_CONN_RECORD_V1) {
 		snprintf(err, errlen, "connection record: version %u", out->version);
 		return -1;
 	}
@@ -265,8 +299,9 @@ ipc_conn_record_check(const void *payload, size_t len, size_t nfds, struct ipc_c
 		snprintf(err, errlen, "connection record: unknown flags 0x%x", out->flags);
 		return -1;
 	}
-	if (out->pending_len > IPC_CONN_PENDING_MAX ||
-	    (size_t)out->pending_len != len - sizeof *out) {
+	size_t head = ipc_conn_record_head(out);
+	if (len < head || out->pending_len > IPC_CONN_PENDING_MAX ||
+	    (size_t)out->pending_len != len - head) {
 		snprintf(err, errlen, "connection record: %u pending bytes in a %zu-byte payload",
 		    out->pending_len, len);
 		return -1;
@@ -281,6 +316,58 @@ ipc_conn_record_check(const void *payload, size_t len, size_t nfds, struct ipc_c
 		    out->broker_index, out->upstream_try);
 		return -1;
 	}
+	return 0;
+}
+
+size_t
+ipc_conn_record_head(const struct ipc_conn_record *r)
+{
+	return sizeof *r + (r->version >= IPC_CONN_RECORD_VERSION ?
+	    sizeof(struct ipc_conn_client) : 0);
+}
+
+/* A string field: NUL-terminated within its n bytes, printable before. */
+static int
+ipc_client_str(const char *s, size_t n, const char *what, char *err, size_t errlen)
+{
+	const char *z = memchr(s, 0, n);
+
+	if (z == NULL) {
+		snprintf(err, errlen, "connection record: %s not terminated", what);
+		return -1;
+	}
+	for (const char *p = s; p < z; p++)
+		if (*p < 0x20 || *p > 0x7e) {
+			snprintf(err, errlen, "connection record: %s not printable", what);
+			return -1;
+		}
+	return 0;
+}
+
+int
+ipc_conn_client_check(const struct ipc_conn_client *c, char *err, size_t errlen)
+{
+	if (c->flags & ~IPC_CONN_C_ALL) {
+		snprintf(err, errlen, "connection record: unknown client flags 0x%x", c->flags);
+		return -1;
+	}
+	if (c->family != 0 && c->family != AF_INET && c->family != AF_INET6) {
+		snprintf(err, errlen, "connection record: address family %u", c->family);
+		return -1;
+	}
+	if (c->age_ms > 100ULL * 366 * 24 * 3600 * 1000 || c->since_ms < 0) {
+		snprintf(err, errlen, "connection record: age %llu ms, since %lld",
+		    (unsigned long long)c->age_ms, (long long)c->since_ms);
+		return -1;
+	}
+	if (ipc_client_str(c->mech_name, sizeof c->mech_name, "mechanism", err, errlen) ||
+	    ipc_client_str(c->client_id, sizeof c->client_id, "client id", err, errlen) ||
+	    ipc_client_str(c->software_name, sizeof c->software_name, "software name", err,
+	    errlen) ||
+	    ipc_client_str(c->software_version, sizeof c->software_version, "software version",
+	    err, errlen) ||
+	    ipc_client_str(c->principal, sizeof c->principal, "principal", err, errlen))
+		return -1;
 	return 0;
 }
 

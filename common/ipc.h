@@ -26,6 +26,11 @@
 #define IPC_MAX_PAYLOAD (256 * 1024)
 #define IPC_MAX_FDS 64
 
+/* The version of this protocol between a supervisor and its workers. Both
+ * are always the same binary (workers run /proc/self/exe); an upgrade
+ * never mixes them (docs/design.md §11). */
+#define IPC_PROTOCOL_VERSION 2
+
 enum ipc_type {
 	IPC_NONE = 0,
 	/* supervisor -> worker */
@@ -53,7 +58,8 @@ enum ipc_type {
 	IPC_TICKET_KEYS, /* payload: struct tlskeys (common/tlskeys.h) exactly; also
 	                    sent to every live worker at each rotation */
 	/* worker -> supervisor */
-	IPC_READY,       /* config parsed, listeners received; held until ACCEPT */
+	IPC_READY,       /* payload: struct ipc_ready; config parsed, listeners
+	                    received; held until ACCEPT */
 	IPC_UPSTREAM,    /* payload: struct ipc_upstream */
 	IPC_FAILED,      /* payload: reason text; worker exits with WORKER_EXIT_CONFIG */
 	IPC_UNKNOWN_NODE, /* payload: struct ipc_unknown_node */
@@ -82,6 +88,16 @@ struct ipc_listeners {
 	uint32_t count;        /* number of fds that came with this message */
 	uint32_t first;        /* index of the first of them */
 	uint32_t total;        /* listening sockets of the cluster */
+};
+
+/* A worker is told the protocol version it must speak (--ipc N on its
+ * command line: one it does not speak is exit WORKER_EXIT_CONFIG before a
+ * single message) and says which it speaks in READY; the supervisor takes
+ * no other (a malformed message: the worker is killed). Defence in depth:
+ * both are the same binary. */
+struct ipc_ready {
+	uint32_t ipc_version;  /* IPC_PROTOCOL_VERSION */
+	uint32_t pad;
 };
 
 struct ipc_drain {
@@ -130,14 +146,72 @@ struct ipc_conn_record {
 	                          sasl_encode; never a raw exchange in progress) */
 	uint64_t requests;     /* requests served so far on this connection */
 	uint32_t pending_len;  /* client bytes read but not forwarded (a partial
-	                          request), right after this record */
-	uint32_t version;      /* IPC_CONN_RECORD_VERSION */
+	                          request), after the record (and its client part) */
+	uint32_t version;      /* IPC_CONN_RECORD_V1 or IPC_CONN_RECORD_VERSION */
 };
-#define IPC_CONN_RECORD_VERSION 1
+/* Version 1: the record, then the pending bytes. Version 2 (what this
+ * binary sends) puts struct ipc_conn_client between them: who the client
+ * is and since when, so the connection keeps its real address, its age
+ * (connection_max_age) and what it said of itself. A version 1 record is
+ * still adopted; its connection starts its age and identity afresh. */
+#define IPC_CONN_RECORD_V1 1
+#define IPC_CONN_RECORD_VERSION 2
+
+/* String sizes of the client part, NUL included (worker/kafka/clientinfo.h
+ * keeps values this long). */
+#define IPC_CONN_CLIENT_ID_MAX 256
+#define IPC_CONN_SOFTWARE_MAX 65
+#define IPC_CONN_MECH_MAX 24
+#define IPC_CONN_PRINCIPAL_MAX 256
+
+/* ipc_conn_client.flags */
+#define IPC_CONN_C_PROXIED         0x001u  /* addr came from a PROXY header */
+#define IPC_CONN_C_CLIENT_ID       0x002u  /* a request header was read */
+#define IPC_CONN_C_CLIENT_ID_NULL  0x004u
+#define IPC_CONN_C_CLIENT_ID_CUT   0x008u
+#define IPC_CONN_C_SOFTWARE        0x010u  /* ApiVersions v3+ was read */
+#define IPC_CONN_C_SOFTWARE_VALID  0x020u
+#define IPC_CONN_C_SOFTWARE_CUT    0x040u
+#define IPC_CONN_C_PRINCIPAL       0x080u  /* an asserted identity was read */
+#define IPC_CONN_C_PRINCIPAL_CUT   0x100u
+#define IPC_CONN_C_SASL_FIRST      0x200u  /* the next client token is the first */
+#define IPC_CONN_C_ALL             0x3ffu
+
+struct ipc_conn_client {
+	int64_t since_ms;      /* wall clock of its first accept */
+	uint64_t age_ms;       /* open this long when it left (monotonic) */
+	uint32_t age_rnd;      /* its draw in connection_max_age_jitter */
+	uint32_t flags;        /* IPC_CONN_C_* */
+	uint16_t family;       /* AF_INET, AF_INET6, or 0: not known */
+	uint16_t port;         /* host order */
+	uint8_t addr[16];      /* AF_INET: the first 4 bytes */
+	uint32_t mech;         /* enum sasl_mech (worker/kafka/sasl.h) */
+	char mech_name[IPC_CONN_MECH_MAX];
+	char client_id[IPC_CONN_CLIENT_ID_MAX];
+	char software_name[IPC_CONN_SOFTWARE_MAX];
+	char software_version[IPC_CONN_SOFTWARE_MAX];
+	char principal[IPC_CONN_PRINCIPAL_MAX];
+	uint8_t pad[6];
+};
+
+/* The largest CONN_OUT / CONN_IN payload. */
+#define IPC_CONN_RECORD_MAX (sizeof(struct ipc_conn_record) + \
+	sizeof(struct ipc_conn_client) + IPC_CONN_PENDING_MAX)
+
+/* The outcome of a handed-over connection (CONN_TAKEN, CONN_DONE). */
+enum ipc_adopted {
+	IPC_ADOPT_NO = 0,      /* refused: the old worker closes it cleanly (shutdown) */
+	IPC_ADOPT_YES = 1,     /* adopted: the old worker closes its copies only */
+	IPC_ADOPT_UNKNOWN = 2, /* no answer in time (relay timeout, the new worker
+	                          or supervisor gone): the old worker closes its
+	                          copies only, never shutdown(), which would cut the
+	                          connection for a worker that adopted it late; if
+	                          nobody did, that last close is the clean one */
+};
 
 struct ipc_conn_ack {
 	uint64_t id;
-	uint32_t adopted;      /* 1 adopted, 0 not */
+	uint32_t adopted;      /* enum ipc_adopted */
 	uint32_t pad;
 };
 
@@ -146,17 +220,24 @@ struct ipc_conn_ack {
  * reason. Pure. */
 int ipc_conn_record_check(const void *payload, size_t len, size_t nfds,
 			  struct ipc_conn_record *out, char *err, size_t errlen);
+/* Bytes of a checked record's payload before its pending bytes (the
+ * record, and its client part from version 2 on). */
+size_t ipc_conn_record_head(const struct ipc_conn_record *r);
+/* Check a client part: known flags and family, every string NUL-terminated
+ * and printable ASCII, an age below a century. 0, or -1 with a reason. */
+int ipc_conn_client_check(const struct ipc_conn_client *c, char *err, size_t errlen);
 
-/* The TLS files of a cluster (enum cfg_tls_file order), their bytes right
- * after this header, one after the other; len 0 = not set. The worker
- * builds its contexts from them and wipes the buffer. */
-#define IPC_TLS_FILES 6
+/* The TLS files of a cluster and its upstream SASL password (enum
+ * cfg_tls_file order), their bytes right after this header, one after the
+ * other; len 0 = not set. The worker builds its contexts from them, keeps
+ * the password in guarded memory and wipes the buffer. */
+#define IPC_TLS_FILES 7
 struct ipc_tls_material {
 	uint32_t len[IPC_TLS_FILES];
 	uint32_t version;      /* IPC_TLS_MATERIAL_VERSION */
 	uint32_t pad;
 };
-#define IPC_TLS_MATERIAL_VERSION 1
+#define IPC_TLS_MATERIAL_VERSION 2
 
 /* Check a TLS_MATERIAL payload: the header, its version, and that the
  * lengths add up to len exactly. 0, or -1 with a reason. Pure. */
@@ -207,6 +288,15 @@ int ipc_send(int sock, enum ipc_type type, uint64_t generation,
  * there; EBADMSG for a malformed message with the reason in err). Received
  * fds are O_CLOEXEC and owned by the caller (closed on error). */
 int ipc_recv(int sock, uint8_t *buf, size_t cap, struct ipc_msg *msg, char *err, size_t errlen);
+
+/* The same framing for another protocol over the same envelope (the
+ * upgrade channel, supervisor/upgproto.h): ipc_decode_frame checks only the
+ * envelope (length matches the datagram, at most IPC_MAX_PAYLOAD); the
+ * type and payload are the caller's to check. */
+int ipc_decode_frame(const uint8_t *buf, size_t len, struct ipc_msg *msg, char *err,
+		     size_t errlen);
+int ipc_recv_frame(int sock, uint8_t *buf, size_t cap, struct ipc_msg *msg, char *err,
+		   size_t errlen);
 
 void ipc_close_fds(struct ipc_msg *msg);
 /* The caller takes the fds (msg->fds stays readable; nfds becomes 0). */

@@ -68,7 +68,7 @@ metrics_totals_new(void)
 /* The block's first page: what every process that maps it holds anyway. */
 _Static_assert(offsetof(struct metrics, api) <= 4096, "metrics header beyond its first page");
 
-static void
+void
 metrics_mark_seen(struct metrics *m, unsigned slot)
 {
 	_Atomic uint64_t *w = &m->api_seen[slot / 64];

@@ -29,7 +29,7 @@
 
 #include "common/shmblock.h"
 
-#define METRICS_MAGIC 0x66657272790005ULL /* "ferry" v5: api_seen */
+#define METRICS_MAGIC 0x66657272790006ULL /* "ferry" v6: PROXY protocol, max-age */
 
 /* X-macro: name, type ("counter"/"gauge"), help. Order is ABI. */
 #define METRICS_FIELDS(X) \
@@ -71,7 +71,16 @@
 	X(sni_unknown, counter, "Client TLS handshakes refused on a gateway = sni port because the ClientHello named no server or one that is neither sni_bootstrap_host nor a broker name of sni_broker_pattern (alert unrecognized_name)") \
 	/* upstream TLS handshakes and their session resumption */ \
 	X(upstream_tls_handshakes, counter, "TLS handshakes completed with the upstream (client connections' and the worker's own metadata fetches)") \
-	X(upstream_tls_resumed, counter, "TLS handshakes with the upstream that resumed a cached session (no certificate exchange)")
+	X(upstream_tls_resumed, counter, "TLS handshakes with the upstream that resumed a cached session (no certificate exchange)") \
+	/* behind a load balancer: PROXY protocol headers, connection max-age */ \
+	X(proxy_headers_v1, counter, "PROXY protocol v1 headers read from trusted sources") \
+	X(proxy_headers_v2, counter, "PROXY protocol v2 headers read from trusted sources") \
+	X(proxy_untrusted_source, counter, "Client connections refused because proxy_protocol = required and the peer is not in proxy_protocol_from") \
+	X(proxy_header_missing, counter, "Client connections closed because proxy_protocol = required and their first bytes are not a PROXY protocol header") \
+	X(proxy_header_malformed, counter, "Client connections closed for a malformed or oversized PROXY protocol header") \
+	X(proxy_header_truncated, counter, "Client connections that closed in the middle of their PROXY protocol header") \
+	X(proxy_header_timeout, counter, "Client connections closed because their PROXY protocol header did not arrive within request_timeout") \
+	X(connections_expired, counter, "Client connections closed at a request boundary because they outlived connection_max_age")
 
 /* Per Kafka API key (0..METRICS_APIS-2; the last slot takes any other):
  * requests forwarded and the upstream latency of their responses, from the
@@ -120,6 +129,9 @@ void metrics_observe(struct metrics *m, int api_key, uint64_t latency_us);
 /* Was anything counted in slot (metrics_api_slot) of m? Reads only the
  * first page. */
 bool metrics_api_seen(const struct metrics *m, unsigned slot);
+/* Mark slot (metrics_api_slot) of m seen: for a writer that fills slots
+ * other than by metrics_request / metrics_observe. */
+void metrics_mark_seen(struct metrics *m, unsigned slot);
 /* OR m's map of slots seen into seen[METRICS_API_WORDS] (bit s: slot s). */
 void metrics_api_seen_or(const struct metrics *m, uint64_t *seen);
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <sodium.h>
 
@@ -86,6 +87,42 @@ tlsmat_size(const struct cfg_tls_files *f)
 	return n;
 }
 
+/* upstream_sasl_password_file: a secret's mode (checked before it is
+ * read), one line, its line end dropped. NULL with the reason in err. */
+static char *
+tlsmat_read_password(const char *fp, size_t *len, char *err, size_t errlen)
+{
+	struct stat st;
+	char why[160];
+
+	if (stat(fp, &st) == 0 && S_ISREG(st.st_mode) &&
+	    file_secret_mode_ok(st.st_mode, "the password", why, sizeof why) == -1) {
+		snprintf(err, errlen, "%.*s: %s", (int)(errlen > 200 ? errlen - 200 : 0), fp, why);
+		return NULL;
+	}
+	char *b = file_read_all(fp, CFG_SASL_PASSWORD_MAX + 2, len, err, errlen);
+	if (b == NULL)
+		return NULL;
+	size_t n = *len;
+	if (n > 0 && b[n - 1] == '\n')
+		n--;
+	if (n > 0 && b[n - 1] == '\r')
+		n--;
+	const char *bad = n == 0 ? "holds no password" : n > CFG_SASL_PASSWORD_MAX
+	    ? "holds a password longer than 1024 bytes"
+	    : memchr(b, '\n', n) || memchr(b, '\r', n) ? "holds more than one line (the "
+	    "password is the first and only line)" : memchr(b, 0, n) ? "holds a NUL byte" : NULL;
+	if (bad) {
+		sodium_memzero(b, *len);
+		free(b);
+		snprintf(err, errlen, "%.*s: %s", (int)(errlen > 200 ? errlen - 200 : 0), fp, bad);
+		return NULL;
+	}
+	sodium_memzero(b + n, *len - n);
+	*len = n;
+	return b;
+}
+
 int
 tlsmat_read_cluster(struct cfg_cluster *cl, const char *path, struct cfg_errors *errs)
 {
@@ -108,7 +145,10 @@ tlsmat_read_cluster(struct cfg_cluster *cl, const char *path, struct cfg_errors 
 		const char *key = cfg_tls_file_key((enum cfg_tls_file)i);
 		if (fp[0] == '\0')
 			continue;
-		f->data[i] = file_read_all(fp, CFG_TLS_FILE_MAX, &f->len[i], err, sizeof err);
+		if (i == CFG_TLS_F_UPSTREAM_SASL_PASSWORD)
+			f->data[i] = tlsmat_read_password(fp, &f->len[i], err, sizeof err);
+		else
+			f->data[i] = file_read_all(fp, CFG_TLS_FILE_MAX, &f->len[i], err, sizeof err);
 		if (f->data[i] == NULL) {
 			int line = cfg_cluster_key_line(cl, key);
 			cfg_errors_add(errs, "%s:%d: %s: %s", path, line ? line : cl->line, key, err);

@@ -1,6 +1,7 @@
 /*
- * tlsmat — a cluster's TLS material: the files its TLS keys name, read by
- * the privileged supervisor, checked by building the contexts they make,
+ * tlsmat — a cluster's TLS material: the files its TLS keys name (and the
+ * password of upstream_sasl_password_file, ferry's own upstream SASL
+ * secret, which travels the same way), read by the privileged supervisor, checked by building the contexts they make,
  * carried to the worker as bytes (IPC_TLS_MATERIAL) and turned into the
  * worker's SSL_CTXs there. Workers never open a key file.
  *
@@ -25,7 +26,10 @@
 #include "common/config.h"
 
 /* Reads the TLS files of every cluster of cfg into cl->files and checks
- * them (tlsmat_contexts). A cluster without TLS keys gets no files. Errors:
+ * them (tlsmat_contexts). A cluster without TLS keys gets no files. The
+ * password file must not be readable by others nor writable by its group
+ * (like admin_token_file) and hold one line of 1-1024 bytes (its line end
+ * is dropped). Errors:
  * "CFGPATH:LINE: KEY: PATH: cannot read: REASON", "CFGPATH:LINE: tls_key:
  * key does not match the certificate of tls_cert", ... (LINE of the key). */
 int tlsmat_read(struct cfg *cfg, struct cfg_errors *errs);

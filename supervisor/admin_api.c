@@ -23,6 +23,7 @@
 #include "common/units.h"
 #include "supervisor/adminauth.h"
 #include "supervisor/clusterlist.h"
+#include "supervisor/connlist.h"
 #include "supervisor/status.h"
 #include "supervisor/statuspage.h"
 #include "supervisor/supervisor.h"
@@ -38,6 +39,7 @@ static enum admin_handler_result admin_h_reload(struct admin_request *, struct a
 static enum admin_handler_result admin_h_config_status(struct admin_request *, struct admin_response *);
 static enum admin_handler_result admin_h_drain(struct admin_request *, struct admin_response *);
 static enum admin_handler_result admin_h_restart(struct admin_request *, struct admin_response *);
+static enum admin_handler_result admin_h_upgrade(struct admin_request *, struct admin_response *);
 
 /* The routes of docs/design.md §7, served in this order: the first whose
  * method and path match answers. */
@@ -51,6 +53,8 @@ static const struct admin_route admin_routes[] = {
 	{ "GET", "/admin/config/status", admin_h_config_status },
 	{ "POST", "/admin/clusters/*/drain", admin_h_drain },
 	{ "POST", "/admin/clusters/*/restart", admin_h_restart },
+	{ "POST", "/admin/upgrade", admin_h_upgrade },
+	{ "GET", "/admin/clusters/*/connections", connlist_handler },  /* connlist.h */
 	{ "GET", "/metrics", admin_h_metrics },
 	{ "GET", "/", admin_h_page },         /* the HTML status page */
 	{ "GET", "/admin/", admin_h_page },
@@ -113,8 +117,15 @@ admin_h_metrics(struct admin_request *req, struct admin_response *resp)
 		admin_response_error(resp, 500, "out of memory");
 		return ADMIN_RESPOND;
 	}
-	/* the admin API's own counters (adminauth.h) */
-	n = adminauth_metrics_text(admin_http_counters(req->admin), extra, sizeof extra);
+	/* the admin API's own counters (adminauth.h), with those of the
+	 * processes before this one (an upgrade carries them) */
+	uint64_t total[4];
+	struct adminauth_counters k;
+	admin_api_counters(req->admin, req->sup, total);
+	for (int i = 0; i < 3; i++)
+		k.refused[i] = total[i];
+	k.tls_failures = total[3];
+	n = adminauth_metrics_text(&k, extra, sizeof extra);
 	if (n > 0 && (body = realloc(resp->body, resp->body_len + (size_t)n + 1)) != NULL) {
 		memcpy(body + resp->body_len, extra, (size_t)n + 1);
 		resp->body = body;
@@ -323,7 +334,8 @@ admin_h_reload(struct admin_request *req, struct admin_response *resp)
 
 		clock_fmt_rfc3339(rec->timestamp_ms, since, sizeof since);
 		admin_response_json(resp, 409, json_pack("{s:b, s:s, s:s}", "success", 0,
-		    "error", "a reload is in progress", "inProgressSince", since));
+		    "error", rec->errors && rec->errors[0] ? rec->errors[0] :
+		    "a reload is in progress", "inProgressSince", since));
 		return ADMIN_RESPOND;
 	}
 	case SUP_UNAVAILABLE:
@@ -366,9 +378,79 @@ admin_h_restart(struct admin_request *req, struct admin_response *resp)
 	return ADMIN_RESPOND;
 }
 
+/* --- upgrade (docs/design.md §11) ------------------------------------------ */
+
+void
+admin_api_counters(const struct admin *a, const struct sup *s, uint64_t out[4])
+{
+	const struct adminauth_counters *k = a ? admin_http_counters(a) : NULL;
+
+	for (int i = 0; i < 4; i++)
+		out[i] = s->admin_carried[i] + (k == NULL ? 0 : i < 3 ? k->refused[i] :
+		    k->tls_failures);
+}
+
+static int
+admin_upgrade_http_status(const struct sup_upgrade_record *rec)
+{
+	return rec->status == SUP_UPGRADE_SUCCESS ? 200 : 500;
+}
+
+void
+admin_api_answer_upgrade(struct admin *a, struct sup *s, uint64_t waiter,
+			 const struct sup_upgrade_record *rec)
+{
+	struct admin_conn *c;
+	struct admin_response resp;
+
+	if (a == NULL || (c = admin_http_deferred(a, waiter)) == NULL)
+		return;
+	memset(&resp, 0, sizeof resp);
+	admin_response_json(&resp, admin_upgrade_http_status(rec), status_upgrade_reply_json(s, rec));
+	admin_conn_respond(c, &resp);
+}
+
+/* The executable is never chosen by the API: ferryd runs the file it was
+ * started from (a package upgrade replaces it), so a body is refused. */
+static enum admin_handler_result
+admin_h_upgrade(struct admin_request *req, struct admin_response *resp)
+{
+	const struct sup_upgrade_record *rec = NULL;
+	char err[256], since[40];
+	enum sup_result r;
+
+	if (req->http->body_len != 0) {
+		admin_response_error(resp, 400, "POST /admin/upgrade takes no body: ferryd always "
+		    "executes the file it was started from (%s)",
+		    req->sup->exec_path ? req->sup->exec_path : "unknown");
+		return ADMIN_RESPOND;
+	}
+	admin_clock(req->sup);
+	r = sup_upgrade_start(req->sup, "api", req->id, &rec, err, sizeof err);
+	switch (r) {
+	case SUP_DEFERRED:
+		return ADMIN_DEFERRED;
+	case SUP_CONFLICT:
+		clock_fmt_rfc3339(req->sup->reload ? sup_reload_since(req->sup) :
+		    sup_upgrade_since(req->sup) ? sup_upgrade_since(req->sup) : clock_wall_ms(),
+		    since, sizeof since);
+		admin_response_json(resp, 409, json_pack("{s:b, s:s, s:s}", "success", 0,
+		    "error", err, "inProgressSince", since));
+		return ADMIN_RESPOND;
+	case SUP_UNAVAILABLE:
+		admin_response_error(resp, 503, "%s", err);
+		return ADMIN_RESPOND;
+	default:
+		admin_response_json(resp, admin_upgrade_http_status(rec),
+		    status_upgrade_reply_json(req->sup, rec));
+		return ADMIN_RESPOND;
+	}
+}
+
 struct admin *
-admin_api_start(struct sup *s, struct ev_loop *loop, char *err, size_t errlen)
+admin_api_start(struct sup *s, struct ev_loop *loop, const struct admin_listeners *inherit,
+		char *err, size_t errlen)
 {
 	return admin_http_start(&s->cfg, s, loop, admin_routes,
-	    sizeof admin_routes / sizeof admin_routes[0], err, errlen);
+	    sizeof admin_routes / sizeof admin_routes[0], inherit, err, errlen);
 }

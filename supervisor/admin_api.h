@@ -30,7 +30,8 @@ struct sup_answer;
 /* Start the admin API's servers (admin_http_start) for s on loop, routed
  * to this module's handlers. NULL with a message in err when they cannot
  * start; admin_http_stop() ends them. */
-struct admin *admin_api_start(struct sup *s, struct ev_loop *loop, char *err, size_t errlen);
+struct admin *admin_api_start(struct sup *s, struct ev_loop *loop,
+			      const struct admin_listeners *inherit, char *err, size_t errlen);
 
 /* The engine answers a deferred request (reload, restart) by its waiter id;
  * a client that went away meanwhile (or a stopped admin, a == NULL) is
@@ -38,5 +39,11 @@ struct admin *admin_api_start(struct sup *s, struct ev_loop *loop, char *err, si
 void admin_api_answer_reload(struct admin *a, struct sup *s, uint64_t waiter,
 			     const struct sup_reload_record *rec);
 void admin_api_answer_op(struct admin *a, uint64_t waiter, const struct sup_answer *ans);
+struct sup_upgrade_record;
+void admin_api_answer_upgrade(struct admin *a, struct sup *s, uint64_t waiter,
+			      const struct sup_upgrade_record *rec);
+/* The admin API's counters (refused missing, malformed, wrong; TLS
+ * handshake failures) including those an upgrade carried over. */
+void admin_api_counters(const struct admin *a, const struct sup *s, uint64_t out[4]);
 
 #endif

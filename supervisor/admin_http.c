@@ -143,6 +143,7 @@ struct admin {
 	bool have_pending;
 	struct log_ratelimit rl_auth;   /* refusals */
 	struct adminauth_counters counters; /* refusals, for /metrics */
+	bool paused;                    /* not accepting (an upgrade commits) */
 };
 
 static void admin_conn_close(struct admin_conn *c);
@@ -707,7 +708,7 @@ admin_server_update(struct admin_server *srv)
 
 	if (srv->fd == -1)
 		return;
-	if (!srv->backing_off)
+	if (!srv->backing_off && !srv->admin->paused)
 		ev_io_start(loop, &srv->io);
 	else
 		ev_io_stop(loop, &srv->io);
@@ -926,7 +927,8 @@ admin_http_reload_end(struct admin *a, bool apply)
 
 struct admin *
 admin_http_start(const struct cfg *cfg, struct sup *sup, struct ev_loop *loop,
-		 const struct admin_route *routes, size_t n_routes, char *err, size_t errlen)
+		 const struct admin_route *routes, size_t n_routes,
+		 const struct admin_listeners *inherit, char *err, size_t errlen)
 {
 	struct admin *a;
 	char name[CFG_HOST_MAX + 16];
@@ -949,16 +951,25 @@ admin_http_start(const struct cfg *cfg, struct sup *sup, struct ev_loop *loop,
 	a->control.max_conns = a->http.max_conns = admin_listen_budget(cfg);
 	if (adminauth_load_cfg(&a->auth, cfg, err, errlen) == -1)
 		goto fail;
-	if ((fd = admin_listen_control(cfg->control_socket, (mode_t)cfg->control_socket_mode,
-	    cfg->control_socket_group, &a->socket_dev, &a->socket_ino, err, errlen)) == -1)
+	if (inherit) {
+		/* an upgrade: the predecessor's sockets, never bound again */
+		fd = inherit->control_fd;
+		a->socket_dev = inherit->control_dev;
+		a->socket_ino = inherit->control_ino;
+	} else if ((fd = admin_listen_control(cfg->control_socket,
+	    (mode_t)cfg->control_socket_mode, cfg->control_socket_group, &a->socket_dev,
+	    &a->socket_ino, err, errlen)) == -1) {
 		goto fail;
+	}
 	memcpy(a->socket_path, cfg->control_socket, strlen(cfg->control_socket) + 1);
 	admin_server_start(&a->control, fd);
 	log_info("control socket listening", "path=\"%s\" mode=%04o group=%s",
 	    cfg->control_socket, cfg->control_socket_mode,
 	    cfg->control_socket_group[0] ? cfg->control_socket_group : "-");
 	if (cfg->admin_enabled) {
-		if ((fd = admin_listen_tcp(&cfg->admin_listen, err, errlen)) == -1)
+		if (inherit)
+			fd = inherit->tcp_fd;
+		else if ((fd = admin_listen_tcp(&cfg->admin_listen, err, errlen)) == -1)
 			goto fail;
 		admin_server_start(&a->http, fd);
 		units_fmt_addr(&cfg->admin_listen, name, sizeof name);
@@ -1006,6 +1017,44 @@ admin_http_stop(struct admin *a)
 	adminauth_clear(&a->auth);
 	adminauth_clear(&a->pending);
 	free(a);
+}
+
+void
+admin_http_listeners(const struct admin *a, struct admin_listeners *out)
+{
+	out->control_fd = a->control.fd;
+	out->control_dev = a->socket_dev;
+	out->control_ino = a->socket_ino;
+	out->tcp_fd = a->http.fd;
+}
+
+void
+admin_http_accepting(struct admin *a, bool on)
+{
+	a->paused = !on;
+	if (on) {
+		admin_server_update(&a->control);
+		admin_server_update(&a->http);
+	} else {
+		if (a->control.fd != -1)
+			ev_io_stop(a->loop, &a->control.io);
+		if (a->http.fd != -1)
+			ev_io_stop(a->loop, &a->http.io);
+	}
+}
+
+void
+admin_http_close_listeners(struct admin *a)
+{
+	admin_server_close(&a->control);
+	admin_server_close(&a->http);
+	a->socket_path[0] = '\0';  /* the file is the successor's now */
+}
+
+bool
+admin_http_busy(const struct admin *a)
+{
+	return a->conns != NULL;
 }
 
 struct admin_conn *

@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include "common/config.h"
 #include "common/http.h"
@@ -97,14 +98,33 @@ struct admin_route {
 	admin_handler_fn handler;
 };
 
+/* The listening sockets of the servers, as an upgrade hands them to the
+ * successor (docs/design.md §11); -1 where there is none. */
+struct admin_listeners {
+	int control_fd;
+	dev_t control_dev;              /* the socket file's, to unlink only ours */
+	ino_t control_ino;
+	int tcp_fd;
+};
+
 /* Bind the control socket and, when enabled, the TCP admin listener of cfg
  * (read at start only; credentials change through admin_http_reload_*),
- * and start serving on loop: requests go to routes[0..n_routes) (kept by
- * the caller), each handler seeing sup as req->sup. Returns the servers,
- * or NULL with a message in err (nothing left bound or allocated). */
+ * or take over those of `inherit` (an upgrade; NULL: bind), and start
+ * serving on loop: requests go to routes[0..n_routes) (kept by the
+ * caller), each handler seeing sup as req->sup. Returns the servers, or
+ * NULL with a message in err (nothing left bound or allocated). */
 struct admin *admin_http_start(const struct cfg *cfg, struct sup *sup, struct ev_loop *loop,
-			       const struct admin_route *routes, size_t n_routes, char *err,
-			       size_t errlen);
+			       const struct admin_route *routes, size_t n_routes,
+			       const struct admin_listeners *inherit, char *err, size_t errlen);
+
+/* Upgrades: the listening sockets (not dup'ed); stop (false) or resume
+ * accepting on them, connections in progress going on; close them without
+ * unlinking the control socket (its file is the successor's); whether a
+ * connection is still open. */
+void admin_http_listeners(const struct admin *a, struct admin_listeners *out);
+void admin_http_accepting(struct admin *a, bool on);
+void admin_http_close_listeners(struct admin *a);
+bool admin_http_busy(const struct admin *a);
 
 /* Close every listener and connection, unlink the control socket and free
  * a. NULL is allowed. */

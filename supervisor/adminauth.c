@@ -110,12 +110,7 @@ adminauth_token_parse(const char *buf, size_t len, unsigned char digest[ADMINAUT
 int
 adminauth_token_mode_ok(mode_t mode, char *err, size_t errlen)
 {
-	if ((mode & 0027) == 0)
-		return 0;
-	snprintf(err, errlen, "mode %04o lets %s the token; use chmod 0600 (or 0640 for "
-	    "a group that may read it)", (unsigned)(mode & 07777),
-	    (mode & 0007) ? "other users read or change" : "its group change");
-	return -1;
+	return file_secret_mode_ok(mode, "the token", err, errlen);
 }
 
 bool

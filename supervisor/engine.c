@@ -86,6 +86,13 @@ sup_post_item(struct sup *s, struct sup_reload_item *it, enum fsm_ievent e, cons
 
 static void sup_start_batch(struct sup *s);
 
+void
+sup_post_upgrade(struct sup *s, int e, const char *why)
+{
+	if (s->upgrade)
+		sup_post(s, SUP_EV_UPGRADE, s->upgrade, NULL, e, why);
+}
+
 /* ---- dispatch -------------------------------------------------------------------- */
 
 static void
@@ -158,7 +165,7 @@ sup_after_chain(struct sup *s)
 		}
 	}
 	if (s->stopping && !s->stopped_reported && s->n_clusters == 0 && s->n_limbo == 0 &&
-	    !s->reload) {
+	    !s->reload && !upgrade_holds_exit(s)) {
 		s->stopped_reported = true;
 		if (s->ops->stopped)
 			s->ops->stopped(s);
@@ -185,6 +192,9 @@ sup_dispatch(struct sup *s)
 				break;
 			case SUP_EV_ITEM:
 				reload_item_event(s, e.target, (enum fsm_ievent)e.ev, e.why);
+				break;
+			case SUP_EV_UPGRADE:
+				upgrade_event(s, e.target, e.ev, e.why);
 				break;
 			}
 		}
@@ -344,6 +354,22 @@ sup_on_upstream(struct sup *s, struct sup_proc *p, const struct ipc_upstream *u)
 	    u->error);
 }
 
+int
+sup_unknown_nodes_alloc(struct sup_cluster *c)
+{
+	if (c->unknown_nodes)
+		return 0;
+	c->unknown_nodes = calloc(SUP_UNKNOWN_NODES, sizeof *c->unknown_nodes);
+	c->unknown_since_ms = calloc(SUP_UNKNOWN_NODES, sizeof *c->unknown_since_ms);
+	if (c->unknown_nodes && c->unknown_since_ms)
+		return 0;
+	free(c->unknown_nodes);
+	free(c->unknown_since_ms);
+	c->unknown_nodes = NULL;
+	c->unknown_since_ms = NULL;
+	return -1;
+}
+
 void
 sup_on_unknown_node(struct sup *s, struct sup_proc *p, const struct ipc_unknown_node *u)
 {
@@ -354,17 +380,8 @@ sup_on_unknown_node(struct sup *s, struct sup_proc *p, const struct ipc_unknown_
 	if (k == c->n_unknown_nodes) {
 		if (k == SUP_UNKNOWN_NODES)
 			return;
-		if (!c->unknown_nodes) {
-			c->unknown_nodes = calloc(SUP_UNKNOWN_NODES, sizeof *c->unknown_nodes);
-			c->unknown_since_ms = calloc(SUP_UNKNOWN_NODES, sizeof *c->unknown_since_ms);
-			if (!c->unknown_nodes || !c->unknown_since_ms) {
-				free(c->unknown_nodes);
-				free(c->unknown_since_ms);
-				c->unknown_nodes = NULL;
-				c->unknown_since_ms = NULL;
-				return;  /* out of memory: not shown, logged by the worker */
-			}
-		}
+		if (sup_unknown_nodes_alloc(c) == -1)
+			return;  /* out of memory: not shown, logged by the worker */
 		c->n_unknown_nodes++;
 		c->unknown_since_ms[k] = s->now_wall_ms;
 		log_warn("upstream node id has no broker port", "cluster=%s node_id=%d "
@@ -389,7 +406,8 @@ sup_min_deadline(uint64_t a, uint64_t b)
 static uint64_t
 sup_cluster_deadline(const struct sup_cluster *c)
 {
-	uint64_t d = c->restart_at;
+	/* a crash restart waits while an upgrade prepares (engine_upgrade.c) */
+	uint64_t d = upgrade_frozen(c->sup) ? 0 : c->restart_at;
 	for (const struct sup_gen *g = c->gens; g; g = g->next) {
 		if (!g->n_queued)  /* counts from the last start (sup_on_spawned) */
 			d = sup_min_deadline(d, g->init_at);
@@ -478,6 +496,13 @@ sup_dl_update(struct sup *s, struct sup_cluster *c)
 static void
 sup_dl_flush(struct sup *s)
 {
+	/* crash restarts wait while an upgrade prepares: every cluster's
+	 * earliest changes when that starts or ends */
+	bool frozen = upgrade_frozen(s);
+	if (frozen != s->dl_frozen) {
+		s->dl_frozen = frozen;
+		sup_deadline_touch_all(s);
+	}
 	for (size_t i = 0; i < s->n_dl_dirty; i++)
 		sup_dl_update(s, s->dl_dirty[i]);
 	s->n_dl_dirty = 0;
@@ -545,6 +570,7 @@ sup_next_deadline(struct sup *s)
 {
 	uint64_t d = sup_min_deadline(s->hup_at, reload_next_deadline(s));
 	d = sup_min_deadline(d, s->start_at);
+	d = sup_min_deadline(d, upgrade_deadline(s));
 	for (size_t i = 0; i < s->n_relays; i++)
 		d = sup_min_deadline(d, s->relays[i].deadline_ms);
 	sup_dl_flush(s);
@@ -570,7 +596,7 @@ sup_tick(struct sup *s)
 		sup_deadline_touch(c);
 		for (struct sup_gen *g = c->gens; g; g = g->next)
 			sup_gen_tick(s, g);
-		if (c->restart_at && s->now_ms >= c->restart_at) {
+		if (c->restart_at && s->now_ms >= c->restart_at && !upgrade_frozen(s)) {
 			c->restart_at = 0;
 			sup_post_cluster(s, c, FSM_CE_RESTART_TIMER, "restart after crash");
 		}
@@ -579,6 +605,7 @@ sup_tick(struct sup *s)
 		sup_start_batch(s);
 	sup_relays_tick(s);
 	reload_tick(s);
+	upgrade_tick(s);
 	sup_dispatch(s);
 }
 
@@ -660,6 +687,7 @@ sup_cluster_free(struct sup *s, struct sup_cluster *c)
 	sup_deadline_forget(s, c);
 	crash_free(&c->crash);
 	metrics_unmap(c->retired);
+	metrics_unmap(c->carried);
 	free(c->unknown_nodes);
 	free(c->unknown_since_ms);
 	sup_ccfg_free(s, c->ccfg);
@@ -711,6 +739,7 @@ sup_reap(struct sup *s)
 		return;
 	s->reap_pending = false;
 	reload_reap(s);
+	upgrade_reap(s);
 	if (s->reap_all) {
 		for (size_t i = 0; i < s->n_reap; i++)
 			s->reap_list[i]->reap_dirty = false;  /* before any is freed */
@@ -725,6 +754,7 @@ sup_reap(struct sup *s)
 	}
 	s->n_reap = 0;
 	s->reap_all = false;
+	upgrade_reaped(s);
 	if (s->stopping)
 		sup_after_chain(s);
 }
@@ -741,8 +771,14 @@ sup_init(struct sup *s, const struct sup_ops *ops, struct cfg *cfg, const char *
 	s->config_path = strdup(config_path ? config_path : "");
 	if (!s->config_path)
 		return -1;
-	s->started_at_ms = s->applied_at_ms = s->now_wall_ms;
+	s->started_at_ms = s->applied_at_ms = s->process_started_at_ms = s->now_wall_ms;
 	sup_hash_hex(config_bytes, config_len, s->config_version, sizeof s->config_version);
+	s->config_text = malloc(config_len + 1);
+	if (!s->config_text)
+		return -1;
+	memcpy(s->config_text, config_bytes, config_len);
+	s->config_text[config_len] = 0;
+	s->config_len = config_len;
 	return 0;
 }
 
@@ -834,6 +870,9 @@ sup_stop(struct sup *s, const char *why)
 		sup_kill_all(s);
 		return;
 	}
+	/* an upgrade in progress rolls back, or finishes (engine_upgrade.c) */
+	if (!upgrade_on_stop(s, why))
+		return;
 	s->stopping = true;
 	s->hup_pending = false;
 	s->hup_at = 0;
@@ -854,6 +893,7 @@ sup_stop(struct sup *s, const char *why)
 void
 sup_free(struct sup *s)
 {
+	upgrade_free(s);
 	reload_abort(s, "ferryd stopped");
 	s->reap_pending = true;
 	reload_reap(s);
@@ -874,4 +914,7 @@ sup_free(struct sup *s)
 	free(s->evq);
 	cfg_free(&s->cfg);
 	free(s->config_path);
+	free(s->config_text);
+	free(s->exec_path);
+	sup_upgrade_record_clear(&s->last_upgrade);
 }

@@ -377,7 +377,9 @@ sup_cluster_gen_ended(struct sup *s, struct sup_gen *g, bool crashed, const char
 		return;
 	}
 	/* A crash of the serving (or starting) generation: restart with
-	 * back-off, or give up on a crash loop. */
+	 * back-off, or give up on a crash loop. An upgrade preparing meanwhile
+	 * rolls back first. */
+	upgrade_cluster_crashed(s, c, why);
 	uint64_t delay = 0;
 	uint32_t n = 0;
 	if (sup_crash_policy(s, c, why, &delay, &n))
@@ -405,6 +407,11 @@ sup_op_lookup(struct sup *s, const char *name, struct sup_answer *a)
 	if (s->reload) {
 		a->result = SUP_CONFLICT;
 		snprintf(a->error, sizeof a->error, "a reload is in progress");
+		return NULL;
+	}
+	if (upgrade_busy(s)) {
+		a->result = SUP_CONFLICT;
+		snprintf(a->error, sizeof a->error, "an upgrade of ferryd is in progress");
 		return NULL;
 	}
 	if (s->stopping) {
@@ -519,6 +526,11 @@ sup_tickets_rotate_cluster(struct sup *s, struct sup_cluster *c)
 void
 sup_tickets_rotate(struct sup *s)
 {
+	/* not while an upgrade carries the keys over (the successor's timer
+	 * goes on from the predecessor's), nor in a predecessor that handed
+	 * over (its old workers' tickets must stay the successor's) */
+	if (upgrade_frozen(s) || (upgrade_busy(s) && !sup_upgrade_is_successor(s)))
+		return;
 	for (size_t i = 0; i < s->n_clusters; i++)
 		sup_tickets_rotate_cluster(s, s->clusters[i]);
 	for (size_t i = 0; i < s->n_limbo; i++)

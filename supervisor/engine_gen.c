@@ -396,6 +396,8 @@ sup_gen_event(struct sup *s, struct sup_gen *g, struct sup_proc *ep, enum fsm_ge
 	if (a & FSM_GA_HELD) {
 		if (g->owner == SUP_OWNER_RELOAD)
 			reload_gen_held(s, g);
+		else if (g->owner == SUP_OWNER_UPGRADE)
+			upgrade_gen_held(s, g);
 		else if (s->stopping || g->owner == SUP_OWNER_NONE)
 			sup_post_gen(s, g, FSM_GE_STOP, "ferryd is stopping");
 		else
@@ -426,10 +428,14 @@ sup_gen_event(struct sup *s, struct sup_gen *g, struct sup_proc *ep, enum fsm_ge
 		    (unsigned long long)c->last_replacement.drained,
 		    (unsigned long long)c->last_replacement.forced,
 		    (unsigned long long)c->last_replacement.duration_ms);
+		upgrade_gen_gone(s, c->last_replacement.handed_over, c->last_replacement.drained,
+		    c->last_replacement.forced);
 	}
 	if (a & FSM_GA_ENDED) {
 		if (g->owner == SUP_OWNER_RELOAD)
 			reload_gen_ended(s, g, why);
+		else if (g->owner == SUP_OWNER_UPGRADE)
+			upgrade_gen_ended(s, g, why);
 		else if (g->owner == SUP_OWNER_CLUSTER)
 			sup_cluster_gen_ended(s, g, (a & FSM_GA_CRASHED) != 0, why);
 	}

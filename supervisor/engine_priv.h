@@ -36,6 +36,10 @@ void sup_deadline_touch(struct sup_cluster *c);
 int sup_deadline_reserve(struct sup *s, size_t n);
 void sup_deadline_forget(struct sup *s, struct sup_cluster *c);
 
+/* c's SUP_UNKNOWN_NODES slots of upstream node ids without a broker port,
+ * allocated at the first: 0, or -1 out of memory. */
+int sup_unknown_nodes_alloc(struct sup_cluster *c);
+
 /* Cluster configurations and their listening sockets (engine_cluster.c). */
 /* A configuration of cl for workers: its canonical text (max_connections =
  * auto made a number: sup_max_connections), parsed back, its version (of
@@ -100,9 +104,17 @@ bool sup_crash_policy(struct sup *s, struct sup_cluster *c, const char *why, uin
 		      uint32_t *n);
 
 /* Live handover (engine_relay.c): relays of a process that exited end now;
- * relays past their deadline end as not adopted. */
+ * relays past their deadline end with their outcome unknown. */
 void sup_relays_proc_gone(struct sup *s, struct sup_proc *p);
 void sup_relays_tick(struct sup *s);
+/* The newest accepting generation of c other than `not`, and its process
+ * with the fewest connections (NULL: none). */
+struct sup_proc *sup_handover_target(struct sup_cluster *c, const struct sup_gen *not);
+/* Tell whoever handed a connection over (an old worker: CONN_DONE; NULL:
+ * the predecessor of an upgrade) its outcome (enum ipc_adopted). */
+void sup_relay_done(struct sup *s, struct sup_proc *from, uint64_t from_id, uint32_t adopted);
+/* Room for one more relay in s->relays: 0, or -1 when out of memory. */
+int sup_relay_room(struct sup *s);
 
 /* Reloads (reload.c), called by the rest of the engine: */
 struct sup_reload_item;
@@ -117,5 +129,72 @@ void reload_reap(struct sup *s);
 void reload_tick(struct sup *s);
 /* When the reload in progress posts its next batch of commits (0 none). */
 uint64_t reload_next_deadline(const struct sup *s);
+
+/* Upgrades (engine_upgrade.c: the machines, actions and hooks;
+ * engine_upgrade_msg.c: the channel's messages and relayed connections;
+ * engine_upgrade_restore.c: a successor's model from the record). The one
+ * upgrade in progress, on either side: */
+struct sup_upgrade {
+	bool successor;               /* which machine: upgrade.h "in" or "out" */
+	int st;                       /* enum upg_ostate / enum upg_istate */
+	char source[16];
+	uint64_t waiter;
+	uint64_t started_mono, started_wall;
+	uint64_t deadline;            /* mono; 0 none */
+	uint64_t counters_at;         /* predecessor handing over: next UPG_COUNTERS */
+	int32_t peer_pid;
+	char peer_version[64], peer_build[48];
+	uint32_t record;              /* the state record version agreed */
+	uint32_t conn_min, conn_max;  /* connection records the successor adopts */
+	bool peer_open;               /* the channel is up */
+	bool hurried;
+	char **errors;
+	char phase[24];               /* where it failed */
+	size_t to_hold, held;         /* successor: generations to prepare */
+	/* the tail: what the predecessor's replaced generations did */
+	uint64_t handed_over, drained, forced;
+	bool tail_valid;
+	struct sup_upgrade *next_free;
+};
+
+/* What the three files share. */
+const struct sup_upgrade_ops *upgrade_ops(const struct sup *s);
+void upgrade_error(struct sup_upgrade *u, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+const char *upgrade_state_name(const struct sup_upgrade *u);
+void upgrade_dispose(struct sup_upgrade *u);
+/* Send j (stolen) as a message of type on the channel. 0, or -1. */
+struct json_t;
+int upgrade_send_json(struct sup *s, uint32_t type, struct json_t *j);
+
+/* Upgrades, called by the rest of the engine: */
+void sup_post_upgrade(struct sup *s, int e, const char *why);
+void upgrade_event(struct sup *s, struct sup_upgrade *u, int e, const char *why);
+/* a generation owned by the upgrade is held / ended */
+void upgrade_gen_held(struct sup *s, struct sup_gen *g);
+void upgrade_gen_ended(struct sup *s, struct sup_gen *g, const char *why);
+/* a replaced generation of the predecessor is gone: its connections' fate */
+void upgrade_gen_gone(struct sup *s, uint64_t handed_over, uint64_t drained, uint64_t forced);
+/* a cluster's serving generation crashed */
+void upgrade_cluster_crashed(struct sup *s, struct sup_cluster *c, const char *why);
+/* Predecessor after the commit: relay an old worker's connection to the
+ * successor. true: taken care of (relayed, or declined to p). */
+bool upgrade_relay_out(struct sup *s, struct sup_proc *p, const struct ipc_conn_record *rec,
+		       const void *payload, size_t len, const int *fds, size_t nfds);
+/* Successor: the outcome of a connection relayed from the predecessor. */
+void upgrade_relay_answer(struct sup *s, uint64_t peer_id, uint32_t adopted);
+/* Before the commit nothing new starts (crash restarts wait, no rotation). */
+bool upgrade_frozen(const struct sup *s);
+/* Reloads, drains, restarts and another upgrade wait until it is over. */
+bool upgrade_busy(const struct sup *s);
+/* sup_stop(): false when the upgrade takes the stop over (see engine_upgrade.c). */
+bool upgrade_on_stop(struct sup *s, const char *why);
+/* A successor waiting for its predecessor's last connections does not exit. */
+bool upgrade_holds_exit(const struct sup *s);
+void upgrade_tick(struct sup *s);
+uint64_t upgrade_deadline(const struct sup *s);
+void upgrade_reaped(struct sup *s);
+void upgrade_reap(struct sup *s);
+void upgrade_free(struct sup *s);
 
 #endif

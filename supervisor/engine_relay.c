@@ -4,27 +4,49 @@
  * cluster's newest accepting generation (IPC_CONN_IN), and its adoption or
  * refusal (IPC_CONN_TAKEN) answered to the old worker (IPC_CONN_DONE);
  * a relay not answered within SUP_RELAY_TIMEOUT_MS, or whose process
- * exits, ends as not adopted. Part of the engine (engine_priv.h); pure
- * like engine.c.
+ * exits, ends with its outcome unknown (IPC_ADOPT_UNKNOWN: the old worker
+ * closes its copies only). During an upgrade one side of a relay is the
+ * other supervisor (engine_upgrade.c): the predecessor relays its old
+ * workers' connections to the successor, which relays them to its own.
+ * Part of the engine (engine_priv.h); pure like engine.c.
  */
 #include "supervisor/engine_priv.h"
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <sodium.h>
 #include <string.h>
 
 #include "common/log.h"
 
 /* ---- live handover: relaying connections between generations ------------------------ */
 
-static void
-sup_relay_done(struct sup *s, struct sup_proc *from, uint64_t from_id, bool adopted)
+void
+sup_relay_done(struct sup *s, struct sup_proc *from, uint64_t from_id, uint32_t adopted)
 {
-	if (!from || !from->alive)
+	if (!from) {
+		upgrade_relay_answer(s, from_id, adopted);
 		return;
-	struct ipc_conn_ack ack = { .id = from_id, .adopted = adopted ? 1 : 0 };
+	}
+	if (!from->alive)
+		return;
+	struct ipc_conn_ack ack = { .id = from_id, .adopted = adopted };
 	if (s->ops->send(s, from, IPC_CONN_DONE, &ack, sizeof ack) == -1)
 		sup_post_proc(s, from, FSM_GE_QUEUE_FULL, "control channel full");
+}
+
+int
+sup_relay_room(struct sup *s)
+{
+	if (s->n_relays < s->cap_relays)
+		return 0;
+	size_t cap = s->cap_relays ? s->cap_relays * 2 : 64;
+	struct sup_relay *r = realloc(s->relays, cap * sizeof *r);
+	if (!r)
+		return -1;
+	s->relays = r;
+	s->cap_relays = cap;
+	return 0;
 }
 
 static void
@@ -33,9 +55,7 @@ sup_relay_del(struct sup *s, size_t i)
 	s->relays[i] = s->relays[--s->n_relays];
 }
 
-/* The newest accepting generation of c other than `not`, and its process
- * with the fewest connections. */
-static struct sup_proc *
+struct sup_proc *
 sup_handover_target(struct sup_cluster *c, const struct sup_gen *not)
 {
 	for (struct sup_gen *g = c->gens; g; g = g->next) {
@@ -71,24 +91,22 @@ sup_on_conn_out(struct sup *s, struct sup_proc *p, const void *payload, size_t l
 		sup_on_malformed(s, p, err);
 		return;
 	}
+	/* an upgrade's predecessor: to the successor instead */
+	if (upgrade_relay_out(s, p, &rec, payload, len, fds, nfds))
+		return;
 	struct sup_proc *to = g->st == FSM_G_DRAINING && g->handover_keep ?
 	    sup_handover_target(g->cluster, g) : NULL;
 	bool sent = false;
 	if (to) {
-		if (s->n_relays == s->cap_relays) {
-			size_t cap = s->cap_relays ? s->cap_relays * 2 : 64;
-			struct sup_relay *r = realloc(s->relays, cap * sizeof *r);
-			if (r) {
-				s->relays = r;
-				s->cap_relays = cap;
-			}
-		}
-		if (s->n_relays < s->cap_relays) {
-			uint8_t buf[sizeof rec + IPC_CONN_PENDING_MAX];
+		if (sup_relay_room(s) == 0) {
+			uint8_t buf[IPC_CONN_RECORD_MAX];
 			memcpy(buf, payload, len);
 			struct ipc_conn_record *out = (struct ipc_conn_record *)buf;
 			out->id = ++s->next_relay;
-			if (s->ops->send_fds(s, to, IPC_CONN_IN, buf, len, fds, nfds) == 0) {
+			int sent_rc = s->ops->send_fds(s, to, IPC_CONN_IN, buf, len, fds, nfds);
+			/* the pending bytes may hold a client's SASL token */
+			sodium_memzero(buf + sizeof rec, len - sizeof rec);
+			if (sent_rc == 0) {
 				s->relays[s->n_relays++] = (struct sup_relay){
 					.id = out->id, .from = p, .to = to, .from_id = rec.id,
 					.deadline_ms = s->now_ms + SUP_RELAY_TIMEOUT_MS,
@@ -103,7 +121,7 @@ sup_on_conn_out(struct sup *s, struct sup_proc *p, const void *payload, size_t l
 	for (size_t i = 0; i < nfds; i++)
 		s->ops->close(s, fds[i]);
 	if (!sent)
-		sup_relay_done(s, p, rec.id, false);
+		sup_relay_done(s, p, rec.id, IPC_ADOPT_NO);
 	sup_dispatch(s);
 }
 
@@ -114,7 +132,8 @@ sup_on_conn_taken(struct sup *s, struct sup_proc *p, const struct ipc_conn_ack *
 		struct sup_relay *r = &s->relays[i];
 		if (r->id != ack->id || r->to != p)
 			continue;
-		sup_relay_done(s, r->from, r->from_id, ack->adopted != 0);
+		sup_relay_done(s, r->from, r->from_id, ack->adopted == IPC_ADOPT_YES ?
+		    IPC_ADOPT_YES : IPC_ADOPT_NO);
 		sup_relay_del(s, i);
 		break;
 	}
@@ -122,14 +141,16 @@ sup_on_conn_taken(struct sup *s, struct sup_proc *p, const struct ipc_conn_ack *
 	sup_dispatch(s);
 }
 
-/* A process exited: relays it was part of end now. */
+/* A process exited: relays it was part of end now. The new worker may
+ * have adopted the connection before it died (then it is closed with it)
+ * or not: either way the old one must not shut it down, only close. */
 void
 sup_relays_proc_gone(struct sup *s, struct sup_proc *p)
 {
 	for (size_t i = 0; i < s->n_relays;) {
 		struct sup_relay *r = &s->relays[i];
 		if (r->to == p) {
-			sup_relay_done(s, r->from, r->from_id, false);
+			sup_relay_done(s, r->from, r->from_id, IPC_ADOPT_UNKNOWN);
 			sup_relay_del(s, i);
 		} else if (r->from == p) {
 			sup_relay_del(s, i);  /* the new worker has it, or nobody */
@@ -148,9 +169,13 @@ sup_relays_tick(struct sup *s)
 			i++;
 			continue;
 		}
-		log_warn("handed-over connection not adopted in time; closing it",
-		    "cluster=%s timeout_ms=%d", r->from->gen->cluster->name, SUP_RELAY_TIMEOUT_MS);
-		sup_relay_done(s, r->from, r->from_id, false);
+		/* The new worker may still adopt it: the old one only closes its
+		 * copies (IPC_ADOPT_UNKNOWN), never shuts it down under them. */
+		const char *cluster = r->from ? r->from->gen->cluster->name :
+		    r->to ? r->to->gen->cluster->name : "?";
+		log_warn("handed-over connection: no answer in time; the old worker lets go of it",
+		    "cluster=%s relay=%s", cluster, r->to ? "worker" : "new ferryd");
+		sup_relay_done(s, r->from, r->from_id, IPC_ADOPT_UNKNOWN);
 		sup_relay_del(s, i);
 	}
 }

@@ -1,15 +1,18 @@
 /*
  * main — ferryd's command line. `--worker` hands over to the worker's entry
- * point and nothing more; everything else is the supervisor: `-t` validates
- * a config file, `-c FILE` runs in the foreground.
+ * point and nothing more, `--successor` to an upgrade's new supervisor
+ * (upgrade_io.c); everything else is the supervisor: `-t` validates a
+ * config file, `-c FILE` runs in the foreground.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "common/buildinfo.h"
 #include "common/config.h"
 #include "common/file.h"
 #include "common/tlsmat.h"
@@ -30,9 +33,17 @@ usage(FILE *f)
 int
 main(int argc, char **argv)
 {
-	for (int i = 1; i < argc; i++)
+	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--worker") == 0)
 			return worker_main(argc, argv);
+		/* started by a running ferryd to take over from it (docs/design.md §11) */
+		if (strcmp(argv[i], "--successor") == 0)
+			return upgrade_successor_main(argc, argv);
+	}
+	/* the file an upgrade executes: the one we were started from, as given
+	 * (before anything could change the directory) */
+	char exec_path[4096], xerr[256];
+	bool have_exec = buildinfo_exec_path(exec_path, sizeof exec_path, xerr, sizeof xerr) == 0;
 
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
@@ -47,7 +58,9 @@ main(int argc, char **argv)
 		switch (c) {
 		case 'c': path = optarg; break;
 		case 't': test = 1; break;
-		case 'V': printf("ferryd %s\n", FERRY_VERSION); return 0;
+		case 'V':
+			printf("ferryd %s (build %s)\n", buildinfo_version(), buildinfo_id());
+			return 0;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -103,7 +116,9 @@ main(int argc, char **argv)
 	log_init("supervisor", NULL, (enum log_level)cfg.log_level, cfg.log_format == CFG_LOG_JSON);
 	/* Workers re-execute this very binary (fresh address space), even if
 	 * the file on disk was replaced meanwhile. */
-	int rc = sup_run(&cfg, path, text, len, "/proc/self/exe");
+	if (!have_exec)
+		log_warn("upgrades disabled", "error=\"%s\"", xerr);
+	int rc = sup_run(&cfg, path, text, len, "/proc/self/exe", have_exec ? exec_path : NULL);
 	free(text);
 	return rc;
 }

@@ -66,24 +66,32 @@ int
 notify_init(void)
 {
 	const char *env = getenv("NOTIFY_SOCKET");
+	char copy[sizeof notify_ctx.address + 1];
+
+	snprintf(copy, sizeof copy, "%s", env ? env : "");
+	unsetenv("NOTIFY_SOCKET");
+	if (env != NULL && strlen(env) >= sizeof copy)
+		copy[0] = 'x';  /* too long: refused below as not an address */
+	return notify_init_address(copy);
+}
+
+int
+notify_init_address(const char *env)
+{
 	char value[sizeof notify_ctx.address];
 	size_t salen;
 
 	notify_close();
-	if (env == NULL || env[0] == '\0') {
-		unsetenv("NOTIFY_SOCKET");
+	if (env == NULL || env[0] == '\0')
 		return 1;
-	}
 	snprintf(value, sizeof value, "%s", env);
 	if (strlen(env) >= sizeof value ||
 	    (salen = notify_parse_address(value, &notify_ctx.sa)) == 0) {
 		log_warn("systemd notifications disabled",
 		    "reason=\"NOTIFY_SOCKET is not an AF_UNIX path or @abstract name\" value=\"%.64s\"",
 		    env);
-		unsetenv("NOTIFY_SOCKET");
 		return -1;
 	}
-	unsetenv("NOTIFY_SOCKET");
 	notify_ctx.fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (notify_ctx.fd == -1) {
 		log_warn("systemd notifications disabled", "reason=\"socket: %s\"", strerror(errno));
@@ -164,6 +172,19 @@ notify_reloading(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	snprintf(buf, sizeof buf, "RELOADING=1\nMONOTONIC_USEC=%llu",
 	    (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000ULL);
+	return notify_send(buf);
+}
+
+int
+notify_mainpid(int pid, const char *status)
+{
+	char buf[NOTIFY_STATUS_MAX + 48];
+	int n = snprintf(buf, sizeof buf, "MAINPID=%d", pid);
+
+	if (status != NULL && n > 0 && (size_t)n < sizeof buf - 1) {
+		buf[n] = '\n';
+		notify_format_status(buf + n + 1, sizeof buf - (size_t)n - 1, status);
+	}
 	return notify_send(buf);
 }
 

@@ -31,6 +31,10 @@
  * disabled and ferryd runs on. Calling it again re-initialises. */
 int notify_init(void);
 
+/* The same from a given $NOTIFY_SOCKET value (an upgrade's successor gets
+ * its predecessor's, which was removed from the environment). */
+int notify_init_address(const char *value);
+
 /* True between a successful notify_init() and notify_close(). */
 bool notify_enabled(void);
 
@@ -51,6 +55,12 @@ int notify_ready(const char *status);
 /* "RELOADING=1" and "MONOTONIC_USEC=<CLOCK_MONOTONIC in µs>" (systemd ≥ 253
  * uses the timestamp to match a reload to its ExecReload). */
 int notify_reloading(void);
+
+/* "MAINPID=<pid>" plus "STATUS=<status>" when status is not NULL: an
+ * upgrade's predecessor hands the unit over to its successor (systemd
+ * accepts it from the main process, NotifyAccess=main, and listens to the
+ * new main process from then on). */
+int notify_mainpid(int pid, const char *status);
 
 /* "STOPPING=1". */
 int notify_stopping(void);

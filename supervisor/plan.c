@@ -71,7 +71,9 @@ plan_upstream_key(const struct cfg_cluster *cl, char *out, size_t outlen)
 	}
 	/* How the brokers are reached and spoken to: the dial map and the
 	 * upstream TLS settings and files. A change means the connections of
-	 * the old configuration are not ones the new one would make. */
+	 * the old configuration are not ones the new one would make. ferry's
+	 * own SASL credentials are not part of it: clients authenticate
+	 * themselves, and the brokers learned stay the same brokers. */
 	for (size_t i = 0; i < cl->n_dial_map; i++) {
 		char a[2 * CFG_HOST_MAX + 40], f[CFG_HOST_MAX + 16], t[CFG_HOST_MAX + 16];
 		units_fmt_addr(&cl->dial_map[i].from, f, sizeof f);
@@ -84,7 +86,7 @@ plan_upstream_key(const struct cfg_cluster *cl, char *out, size_t outlen)
 		snprintf(a, sizeof a, "tls verify=%d ca=%s cert=%s key=%s", cl->upstream_tls_verify,
 		    cl->upstream_ca, cl->upstream_cert, cl->upstream_key);
 		crypto_hash_sha256_update(&st, (const unsigned char *)a, strlen(a) + 1);
-		plan_hash_files(&st, cl, CFG_TLS_F_UPSTREAM_CA, CFG_TLS_FILES);
+		plan_hash_files(&st, cl, CFG_TLS_F_UPSTREAM_CA, CFG_TLS_F_UPSTREAM_KEY + 1);
 	}
 	unsigned char h[crypto_hash_sha256_BYTES];
 	crypto_hash_sha256_final(&st, h);

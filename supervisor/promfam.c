@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/kafka_api.h"
+#include "supervisor/connlist.h"
 
 void
 promfam_label(FILE *f, const char *v)
@@ -29,6 +30,10 @@ promfam_field_sum(const struct sup_cluster *c, size_t off, bool counter)
 {
 	uint64_t v = counter && c->retired ? atomic_load_explicit(
 	    (_Atomic uint64_t *)((char *)c->retired + off), memory_order_relaxed) : 0;
+	/* an upgrade's predecessor: its counters, its gauges while it lives */
+	if (c->carried && (counter || c->carried_gauges))
+		v += atomic_load_explicit((_Atomic uint64_t *)((char *)c->carried + off),
+		    memory_order_relaxed);
 	for (const struct sup_gen *g = c->gens; g != NULL; g = g->next)
 		for (size_t k = 0; k < g->n_procs; k++) {
 			const struct sup_proc *p = &g->procs[k];
@@ -39,12 +44,16 @@ promfam_field_sum(const struct sup_cluster *c, size_t off, bool counter)
 	return v;
 }
 
-/* Every block that holds a cluster's counters: its retired totals and the
- * block of every process still mapped (a dead process's too, until it is
- * folded). */
+/* Every block that holds a cluster's counters: its retired totals, an
+ * upgrade's predecessor's, and the block of every process still mapped (a
+ * dead process's too, until it is folded). */
 #define PROMFAM_FOREACH_BLOCK(c, m, body) do { \
 	if ((c)->retired != NULL) { \
 		const struct metrics *m = (c)->retired; \
+		body; \
+	} \
+	if ((c)->carried != NULL) { \
+		const struct metrics *m = (c)->carried; \
 		body; \
 	} \
 	for (const struct sup_gen *g_ = (c)->gens; g_ != NULL; g_ = g_->next) \
@@ -55,20 +64,12 @@ promfam_field_sum(const struct sup_cluster *c, size_t off, bool counter)
 			} \
 } while (0)
 
-/* The API slots anything of the cluster counted: only those are read (a
- * read of a slot never written would allocate its page) and rendered. */
-static void
+void
 promfam_api_seen(const struct sup_cluster *c, uint64_t *seen)
 {
 	memset(seen, 0, METRICS_API_WORDS * sizeof *seen);
 	PROMFAM_FOREACH_BLOCK(c, m, metrics_api_seen_or(m, seen));
 }
-
-/* One API slot's counters, cluster-wide. */
-struct promfam_api {
-	uint64_t requests, responses, latency_sum_us;
-	uint64_t bucket[METRICS_BUCKETS];
-};
 
 static uint64_t
 promfam_get(const _Atomic uint64_t *v)
@@ -76,8 +77,7 @@ promfam_get(const _Atomic uint64_t *v)
 	return atomic_load_explicit((_Atomic uint64_t *)v, memory_order_relaxed);
 }
 
-/* Add slot's counters of c into *t. */
-static void
+void
 promfam_api_add(const struct sup_cluster *c, unsigned slot, struct promfam_api *t)
 {
 	PROMFAM_FOREACH_BLOCK(c, m, {
@@ -206,7 +206,7 @@ promfam_write(FILE *f, struct sup *s)
 	 * (cluster, label value), each summed from one shared-block field. */
 	static const struct promfam_split {
 		const char *name, *help, *label;
-		struct { const char *value; size_t off; } v[8];
+		struct { const char *value; size_t off; } v[12];
 		size_t n;
 	} splits[] = {
 		{ "ferry_bytes_total", "Bytes forwarded, by direction", "direction", {
@@ -221,7 +221,13 @@ promfam_write(FILE *f, struct sup *s)
 			{ "tls_handshake", offsetof(struct metrics, tls_handshake_failures) },
 			/* SNI gateway: a name that matches no broker */
 			{ "sni_unknown", offsetof(struct metrics, sni_unknown) },
-		}, 5 },
+			/* PROXY protocol (proxy_protocol, proxy_protocol_from) */
+			{ "proxy_untrusted_source", offsetof(struct metrics, proxy_untrusted_source) },
+			{ "proxy_header_missing", offsetof(struct metrics, proxy_header_missing) },
+			{ "proxy_header_malformed", offsetof(struct metrics, proxy_header_malformed) },
+			{ "proxy_header_truncated", offsetof(struct metrics, proxy_header_truncated) },
+			{ "proxy_header_timeout", offsetof(struct metrics, proxy_header_timeout) },
+		}, 10 },
 		{ "ferry_frames_rejected_total",
 		  "Connections closed for a frame ferry refused, by reason", "reason", {
 			{ "malformed_request", offsetof(struct metrics, malformed_requests) },
@@ -233,6 +239,11 @@ promfam_write(FILE *f, struct sup *s)
 			{ "sasl_frame_too_large", offsetof(struct metrics, sasl_frame_too_large) },
 			{ "sasl_mechanism_refused", offsetof(struct metrics, sasl_refused) },
 		}, 7 },
+		{ "ferry_proxy_headers_total", "PROXY protocol headers read, by version",
+		  "version", {
+			{ "1", offsetof(struct metrics, proxy_headers_v1) },
+			{ "2", offsetof(struct metrics, proxy_headers_v2) },
+		}, 2 },
 		{ "ferry_drain_closes_total",
 		  "Client connections closed while a generation drained, by outcome", "outcome", {
 			{ "drained", offsetof(struct metrics, connections_drained) },
@@ -258,4 +269,6 @@ promfam_write(FILE *f, struct sup *s)
 				    (unsigned long long)promfam_field_sum(s->clusters[i], sp->v[j].off, true));
 			}
 	}
+	/* who is connected: open connections by client software (connlist.h) */
+	connlist_metrics(f, s);
 }

@@ -65,40 +65,14 @@ static void reload_prepare_batch(struct sup *s, struct sup_reload *r);
 
 /* ---- records ----------------------------------------------------------------------- */
 
-static void
-strv_free(char **v)
-{
-	if (!v)
-		return;
-	for (char **p = v; *p; p++)
-		free(*p);
-	free(v);
-}
-
-static char **
-strv_add(char **v, const char *s)
-{
-	size_t n = 0;
-	while (v && v[n])
-		n++;
-	char *d = strdup(s);
-	char **nv = d ? realloc(v, (n + 2) * sizeof *nv) : NULL;
-	if (!nv) {
-		free(d);
-		return v;  /* out of memory: the record lacks one line, nothing worse */
-	}
-	nv[n] = d;
-	nv[n + 1] = NULL;
-	return nv;
-}
 
 void
 sup_record_clear(struct sup_reload_record *rec)
 {
-	strv_free(rec->added);
-	strv_free(rec->modified);
-	strv_free(rec->removed);
-	strv_free(rec->errors);
+	sup_strv_free(rec->added);
+	sup_strv_free(rec->modified);
+	sup_strv_free(rec->removed);
+	sup_strv_free(rec->errors);
 	memset(rec, 0, sizeof *rec);
 }
 
@@ -122,7 +96,7 @@ reload_add_error(struct sup *s, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
-	s->last_reload.errors = strv_add(s->last_reload.errors, buf);
+	s->last_reload.errors = sup_strv_add(s->last_reload.errors, buf);
 }
 
 uint64_t
@@ -200,11 +174,11 @@ reload_finish(struct sup *s, struct sup_reload *r, enum sup_reload_status st, bo
 		if (it->st != FSM_I_COMMITTED)
 			continue;
 		if (it->pi->op == PLAN_ADD)
-			rec->added = strv_add(rec->added, it->pi->name);
+			rec->added = sup_strv_add(rec->added, it->pi->name);
 		else if (it->pi->op == PLAN_MODIFY)
-			rec->modified = strv_add(rec->modified, it->pi->name);
+			rec->modified = sup_strv_add(rec->modified, it->pi->name);
 		else if (it->pi->op == PLAN_REMOVE)
-			rec->removed = strv_add(rec->removed, it->pi->name);
+			rec->removed = sup_strv_add(rec->removed, it->pi->name);
 	}
 	if (st == SUP_RELOAD_SUCCESS) {
 		/* The new file is the running config now. */
@@ -225,6 +199,10 @@ reload_finish(struct sup *s, struct sup_reload *r, enum sup_reload_status st, bo
 			snprintf(rec->persist_error, sizeof rec->persist_error,
 			    "persist = false in [ferry]");
 		}
+		free(s->config_text);
+		s->config_text = r->text;
+		s->config_len = r->len;
+		r->text = NULL;
 	}
 	if (s->ops->clock)
 		s->ops->clock(s);  /* the time of this turn's work (plan, commits) counts */
@@ -579,7 +557,7 @@ reload_tick(struct sup *s)
 	if (!s->hup_at || s->now_ms < s->hup_at)
 		return;
 	s->hup_at = 0;
-	if (!s->hup_pending || s->reload || s->stopping)
+	if (!s->hup_pending || s->reload || upgrade_busy(s) || s->stopping)
 		return;
 	s->hup_pending = false;
 	log_info("running the reload requested during the previous one", "%s", "");
@@ -667,6 +645,14 @@ sup_reload_start(struct sup *s, const char *text, size_t len, const char *source
 		*rec = &conflict;
 		return SUP_CONFLICT;
 	}
+	if (upgrade_busy(s)) {
+		sup_record_clear(&conflict);
+		conflict.conflict = true;
+		conflict.timestamp_ms = sup_upgrade_since(s);
+		conflict.errors = sup_strv_add(NULL, "an upgrade of ferryd is in progress");
+		*rec = &conflict;
+		return SUP_CONFLICT;
+	}
 	if (s->stopping) {
 		sup_record_clear(&conflict);
 		conflict.aborted = true;
@@ -676,7 +662,7 @@ sup_reload_start(struct sup *s, const char *text, size_t len, const char *source
 	struct sup_reload *r = calloc(1, sizeof *r);
 	if (!r) {
 		sup_record_clear(&conflict);
-		conflict.errors = strv_add(NULL, "out of memory");
+		conflict.errors = sup_strv_add(NULL, "out of memory");
 		conflict.status = SUP_RELOAD_FAILED;
 		*rec = &conflict;
 		return SUP_FAILED;
@@ -807,9 +793,10 @@ sup_reload_start(struct sup *s, const char *text, size_t len, const char *source
 void
 sup_reload_signal(struct sup *s)
 {
-	if (s->reload) {
+	if (s->reload || upgrade_busy(s)) {
 		if (!s->hup_pending)
-			log_info("SIGHUP during a reload: one more reload will follow", "%s", "");
+			log_info(s->reload ? "SIGHUP during a reload: one more reload will follow" :
+			    "SIGHUP during an upgrade: a reload will follow it", "%s", "");
 		s->hup_pending = true;
 		return;
 	}

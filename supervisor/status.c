@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buildinfo.h"
 #include "common/log.h"
 #include "common/units.h"
 
@@ -218,10 +219,15 @@ status_health_json(const struct sup *s, uint64_t now_ms)
 {
 	uint64_t up = now_ms > s->started_at_ms ? (now_ms - s->started_at_ms) / 1000 : 0;
 
-	return json_pack("{s:s, s:s, s:I, s:I}",
+	return json_pack("{s:s, s:s, s:s, s:i, s:o, s:I, s:o, s:o, s:I}",
 	    "status", "UP",
-	    "version", FERRY_VERSION,
+	    "version", buildinfo_version(),
+	    "buildId", buildinfo_id(),
+	    "pid", (int)s->pid,
+	    "execPath", status_str_or_null(s->exec_path),
 	    "uptimeSeconds", (json_int_t)up,
+	    "startedAt", status_time(s->started_at_ms),
+	    "processStartedAt", status_time(s->process_started_at_ms),
 	    "clusters", (json_int_t)s->n_clusters);
 }
 
@@ -425,6 +431,21 @@ status_metrics_text(struct sup *s, size_t *len)
 	promfam_label(f, s->config_version);
 	fputs("\"} 1\n", f);
 
+	fputs("# HELP ferry_upgrades_total Upgrades of ferryd itself finished, by outcome\n"
+	    "# TYPE ferry_upgrades_total counter\n", f);
+	for (st = SUP_UPGRADE_SUCCESS; st < SUP_UPGRADE_RESULTS; st++)
+		fprintf(f, "ferry_upgrades_total{result=\"%s\"} %llu\n",
+		    sup_upgrade_status_str((enum sup_upgrade_status)st),
+		    (unsigned long long)s->upgrade_results[st]);
+
+	fputs("# HELP ferry_build_info The running ferryd's version and build id\n"
+	    "# TYPE ferry_build_info gauge\n"
+	    "ferry_build_info{version=\"", f);
+	promfam_label(f, buildinfo_version());
+	fputs("\",build_id=\"", f);
+	promfam_label(f, buildinfo_id());
+	fputs("\"} 1\n", f);
+
 	fputs("# HELP ferry_up Whether the ferry supervisor is running\n"
 	    "# TYPE ferry_up gauge\n"
 	    "ferry_up 1\n", f);
@@ -485,6 +506,71 @@ status_reload_reply_json(const struct sup *s, const struct sup_reload_record *re
 }
 
 json_t *
+status_upgrade_reply_json(const struct sup *s, const struct sup_upgrade_record *rec)
+{
+	bool ok = rec->status == SUP_UPGRADE_SUCCESS;
+	json_t *o = json_object(), *cl = json_array();
+
+	if (o == NULL || cl == NULL) {
+		json_decref(o);
+		json_decref(cl);
+		return NULL;
+	}
+	json_object_set_new(o, "success", json_boolean(ok));
+	json_object_set_new(o, "status", json_string(sup_upgrade_status_str(rec->status)));
+	json_object_set_new(o, "phase", json_string(rec->phase));
+	json_object_set_new(o, "fromVersion", json_string(rec->from_version));
+	json_object_set_new(o, "toVersion", status_str_or_null(rec->to_version));
+	json_object_set_new(o, "fromBuildId", json_string(rec->from_build));
+	json_object_set_new(o, "toBuildId", status_str_or_null(rec->to_build));
+	json_object_set_new(o, "previousPid", json_integer(rec->from_pid));
+	json_object_set_new(o, "pid", ok ? json_integer(rec->to_pid) : json_integer(rec->from_pid));
+	json_object_set_new(o, "successorPid", rec->to_pid ? json_integer(rec->to_pid) :
+	    json_null());
+	json_object_set_new(o, "durationMs", json_integer((json_int_t)rec->duration_ms));
+	json_object_set_new(o, "errors", status_strv(rec->errors));
+	/* the successor numbers its first generation of a cluster on from
+	 * ours (the record carries nextGeneration) */
+	for (size_t i = 0; ok && i < s->n_clusters; i++) {
+		const struct sup_cluster *c = s->clusters[i];
+		const struct sup_gen *g = sup_cluster_serving(c);
+
+		json_array_append_new(cl, json_pack("{s:s, s:o, s:o}", "name", c->name,
+		    "fromGeneration", g ? json_integer((json_int_t)g->generation) : json_null(),
+		    "toGeneration", g && g->replaced ?
+		    json_integer((json_int_t)(c->next_generation + 1)) : json_null()));
+	}
+	json_object_set_new(o, "clusters", cl);
+	return o;
+}
+
+static json_t *
+status_upgrade_record_json(const struct sup_upgrade_record *u)
+{
+	if (u->status == SUP_UPGRADE_NONE)
+		return json_null();
+	json_t *o = json_object();
+
+	json_object_set_new(o, "timestamp", status_time(u->timestamp_ms));
+	json_object_set_new(o, "status", json_string(sup_upgrade_status_str(u->status)));
+	json_object_set_new(o, "source", json_string(u->source));
+	json_object_set_new(o, "phase", json_string(u->phase));
+	json_object_set_new(o, "fromVersion", json_string(u->from_version));
+	json_object_set_new(o, "toVersion", status_str_or_null(u->to_version));
+	json_object_set_new(o, "fromBuildId", json_string(u->from_build));
+	json_object_set_new(o, "toBuildId", status_str_or_null(u->to_build));
+	json_object_set_new(o, "predecessorPid", json_integer(u->from_pid));
+	json_object_set_new(o, "successorPid", u->to_pid ? json_integer(u->to_pid) : json_null());
+	json_object_set_new(o, "durationMs", json_integer((json_int_t)u->duration_ms));
+	json_object_set_new(o, "errors", status_strv(u->errors));
+	json_object_set_new(o, "connections", u->tail_valid ? json_pack("{s:I, s:I, s:I}",
+	    "handedOver", (json_int_t)u->handed_over, "closed", (json_int_t)u->closed,
+	    "forced", (json_int_t)u->forced) : json_null());
+	json_object_set_new(o, "completedAt", status_time(u->completed_ms));
+	return o;
+}
+
+json_t *
 status_config_json(const struct sup *s)
 {
 	json_t *o = json_object();
@@ -499,6 +585,21 @@ status_config_json(const struct sup *s)
 	/* how long a reload can take: ferryctl waits that long */
 	json_object_set_new(o, "reloadTimeoutMs", json_integer((json_int_t)
 	    sup_reload_timeout_ms(s)));
+	/* upgrades of ferryd itself: the one running, the last outcome, how
+	 * long one may take to commit or roll back (ferryctl waits that long)
+	 * and to finish (the old process's connections: drain_timeout) */
+	json_object_set_new(o, "upgradeInProgress", json_boolean(s->upgrade != NULL));
+	if (s->upgrade)
+		json_object_set_new(o, "upgrade", json_pack("{s:o, s:s, s:s, s:o}",
+		    "since", status_time(sup_upgrade_since(s)), "phase", sup_upgrade_phase(s),
+		    "role", sup_upgrade_is_successor(s) ? "successor" : "predecessor",
+		    sup_upgrade_is_successor(s) ? "predecessorPid" : "successorPid",
+		    sup_upgrade_peer(s) ? json_integer(sup_upgrade_peer(s)) : json_null()));
+	json_object_set_new(o, "upgradeTimeoutMs", json_integer((json_int_t)
+	    (3 * s->cfg.init_timeout_ms + SUP_STOP_GRACE_MS + SUP_UPGRADE_COMMIT_MS)));
+	json_object_set_new(o, "upgradeTailTimeoutMs", json_integer((json_int_t)
+	    (s->cfg.drain_timeout_ms + SUP_STOP_GRACE_MS + SUP_UPGRADE_RELAY_MS)));
+	json_object_set_new(o, "lastUpgradeAttempt", status_upgrade_record_json(&s->last_upgrade));
 	const struct sup_reload_record *rec = &s->last_reload;
 	if (rec->status == SUP_RELOAD_NONE) {
 		json_object_set_new(o, "lastReloadAttempt", json_null());

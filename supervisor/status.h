@@ -26,8 +26,10 @@ json_t *status_cluster_json(struct sup_cluster *c);
 /* {"clusters":[CLUSTER,...]} in configuration order. */
 json_t *status_clusters_json(struct sup *s);
 
-/* {"status":"UP","version","uptimeSeconds","clusters":N}; now_ms and
- * s->started_at_ms are wall-clock milliseconds. */
+/* {"status":"UP","version","buildId","pid","execPath","uptimeSeconds",
+ * "startedAt","processStartedAt","clusters":N}; now_ms and the start times
+ * are wall-clock milliseconds (startedAt and uptime: the service's, which an
+ * upgrade carries; processStartedAt: this process's). */
 json_t *status_health_json(const struct sup *s, uint64_t now_ms);
 
 /* {"ready":bool,"startupPolicy","clusters":{"NAME":"state",...}}. */
@@ -43,6 +45,13 @@ json_t *status_ready_json(struct sup *s);
  * sum c->retired and every still-mapped worker block; gauges sum the live
  * workers only. Returns a malloc'd NUL-terminated text, its length in *len. */
 char *status_metrics_text(struct sup *s, size_t *len);
+
+/* The answer to POST /admin/upgrade for an upgrade that committed or rolled
+ * back: {"success","status","phase","fromVersion","toVersion","fromBuildId",
+ * "toBuildId","previousPid","pid","durationMs","errors","clusters"}; at the
+ * commit, clusters names each served cluster's generation and the one the
+ * successor starts (docs/design.md §11). */
+json_t *status_upgrade_reply_json(const struct sup *s, const struct sup_upgrade_record *rec);
 
 /* The answer to POST /admin/config/reload for a finished reload. */
 json_t *status_reload_reply_json(const struct sup *s, const struct sup_reload_record *rec);

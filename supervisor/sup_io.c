@@ -34,6 +34,7 @@
  * before it ran is cancelled and reported as an exit.
  */
 #include "supervisor/sup_io.h"
+#include "supervisor/sup_io_priv.h"
 
 #include <errno.h>
 #include <ev.h>
@@ -59,6 +60,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/buildinfo.h"
+#include "common/conntab.h"
 #include "common/genshm.h"
 #include "common/ipc.h"
 #include "common/ipcq.h"
@@ -82,38 +85,6 @@
 #define SUP_SPAWN_INFLIGHT_PER_CPU 4 /* started, not READY yet: this per CPU */
 #define SUP_SPAWN_STACK (64u << 10) /* the start's stack (the child until exec) */
 
-struct sup_chan;
-TAILQ_HEAD(sup_chanq, sup_chan);
-
-struct sup_io {
-	struct sup *s;
-	struct ev_loop *loop;
-	struct admin *admin;          /* the admin API's servers (admin_http.h) */
-	char *self_exe;
-	uid_t worker_uid;
-	gid_t worker_gid;
-	bool drop_privileges;
-	ev_signal sig_term, sig_int, sig_hup;
-	ev_timer deadline;
-	ev_timer backstop;
-	ev_timer tickets;             /* session-ticket key rotation */
-	ev_timer certs;               /* daily certificate expiry check */
-	ev_prepare prepare;
-	bool notified_ready;          /* READY=1 sent once serving */
-	bool trim_pending;            /* a reload ended: give freed heap back */
-	char last_status[256];        /* last STATUS= sent */
-	uint8_t buf[sizeof(struct ipc_hdr) + IPC_MAX_PAYLOAD];
-	uint8_t nodes_buf[IPC_MAX_PAYLOAD]; /* IPC_NODES being encoded (buf may
-	                                       hold the message being handled) */
-	/* paced starts */
-	struct sup_chanq spawnq;      /* prepared, waiting for their start */
-	struct sup_chanq cancelled;   /* stopped before they started: exit to report */
-	ev_timer pace;                /* the next batch, after the loop's I/O */
-	size_t inflight;              /* started, not READY (nor exited) yet */
-	size_t inflight_max;
-	void *stack;                  /* SUP_SPAWN_STACK for the start's child */
-};
-
 /* One worker process's control channel and exit watcher. */
 struct sup_chan {
 	struct sup_io *io;
@@ -124,14 +95,15 @@ struct sup_chan {
 	ev_child child;
 	struct ipcq q;
 	int metrics_fd;
+	int conns_fd;
 	enum { SUP_CHAN_QUEUED, SUP_CHAN_CANCELLED, SUP_CHAN_STARTED, SUP_CHAN_NEVER } st;
 	int cancel_status;            /* the exit reported for a cancelled start */
 	bool inflight;                /* counted in io->inflight */
 	TAILQ_ENTRY(sup_chan) link;   /* in spawnq or cancelled */
 };
 
-static void
-sup_clock(struct sup *s)
+void
+sup_io_clock(struct sup *s)
 {
 	s->now_ms = clock_mono_ms();
 	s->now_wall_ms = clock_wall_ms();
@@ -172,7 +144,7 @@ sup_chan_read(struct sup_chan *ch)
 	for (;;) {
 		struct ipc_msg msg;
 		char err[128] = "";
-		sup_clock(s);
+		sup_io_clock(s);
 		int r = ipc_recv(ch->fd, io->buf, sizeof io->buf, &msg, err, sizeof err);
 		if (r == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return true;
@@ -198,10 +170,21 @@ sup_chan_read(struct sup_chan *ch)
 			return false;
 		}
 		switch (msg.hdr.type) {
-		case IPC_READY:
+		case IPC_READY: {
 			sup_inflight_done(ch);
+			struct ipc_ready rd;
+			memcpy(&rd, msg.payload, sizeof rd);
+			if (rd.ipc_version != IPC_PROTOCOL_VERSION) {
+				char what[96];
+				snprintf(what, sizeof what, "speaks IPC protocol %u, not %d",
+				    rd.ipc_version, IPC_PROTOCOL_VERSION);
+				sup_chan_stop(ch);
+				sup_on_malformed(s, p, what);
+				return false;
+			}
 			sup_on_ready(s, p);
 			break;
+		}
 		case IPC_FAILED: {
 			char reason[192];
 			size_t n = msg.hdr.len < sizeof reason - 1 ? msg.hdr.len : sizeof reason - 1;
@@ -291,7 +274,7 @@ sup_child_cb(struct ev_loop *loop, ev_child *w, int revents)
 		sup_chan_read(ch);
 	sup_chan_stop(ch);
 	ipcq_clear(&ch->q);
-	sup_clock(s);
+	sup_io_clock(s);
 	sup_on_exit(s, ch->p, w->rstatus);
 }
 
@@ -363,13 +346,14 @@ sup_chan_start(struct sup_io *io, struct sup_chan *ch)
 {
 	struct sup *s = io->s;
 	struct sup_proc *p = ch->p;
-	char gen[24], pp[24], idx[16], err[160];
+	char gen[24], pp[24], idx[16], ipc[16], err[160];
+	snprintf(ipc, sizeof ipc, "%d", IPC_PROTOCOL_VERSION);
 	snprintf(gen, sizeof gen, "%llu", (unsigned long long)p->gen->generation);
 	snprintf(pp, sizeof pp, "%d", (int)getpid());
 	snprintf(idx, sizeof idx, "%u", p->index);
 	char *argv[] = {
 		"ferryd", "--worker", "--cluster", p->gen->cluster->name, "--generation", gen,
-		"--ppid", pp, "--index", idx,
+		"--ppid", pp, "--index", idx, "--ipc", ipc,
 		"--log-level", (char *)log_level_str((enum log_level)s->cfg.log_level),
 		s->cfg.log_format == CFG_LOG_JSON ? "--log-json" : NULL, NULL,
 	};
@@ -397,7 +381,7 @@ sup_chan_start(struct sup_io *io, struct sup_chan *ch)
 	if (pid == -1) {
 		snprintf(err, sizeof err, "clone: %s", io->stack ? strerror(errno) :
 		    "no stack for the start");
-		sup_clock(s);
+		sup_io_clock(s);
 		sup_on_spawn_failed(s, p, err);
 		return;
 	}
@@ -410,7 +394,7 @@ sup_chan_start(struct sup_io *io, struct sup_chan *ch)
 	ev_child_init(&ch->child, sup_child_cb, pid, 0);
 	ch->child.data = ch;
 	ev_child_start(io->loop, &ch->child);
-	sup_clock(s);
+	sup_io_clock(s);
 	sup_on_spawned(s, p);
 }
 
@@ -442,7 +426,7 @@ sup_pace_cb(struct ev_loop *loop, ev_timer *t, int revents)
 		TAILQ_REMOVE(&io->cancelled, ch, link);
 		ch->st = SUP_CHAN_NEVER;  /* its exit is reported: never started */
 		sup_chan_stop(ch);
-		sup_clock(s);
+		sup_io_clock(s);
 		sup_on_exit(s, ch->p, ch->cancel_status);
 	}
 	uint64_t until = clock_mono_ms() + SUP_SPAWN_SLICE_MS;
@@ -537,11 +521,18 @@ sup_io_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char 
 	ch->io = io;
 	ch->p = p;
 	ch->fd = ch->child_fd = -1;
+	ch->conns_fd = -1;
 	ipcq_init(&ch->q, 0, 0);
 	int sv[2] = { -1, -1 };
 	ch->metrics_fd = metrics_create(p->gen->generation, &p->metrics);
 	if (ch->metrics_fd == -1) {
 		snprintf(err, errlen, "metrics block: %s", strerror(errno));
+		goto fail;
+	}
+	p->conns_rows = conntab_rows(cc->cl->max_connections);
+	ch->conns_fd = conntab_create(p->conns_rows, &p->conns);
+	if (ch->conns_fd == -1) {
+		snprintf(err, errlen, "connection table: %s", strerror(errno));
 		goto fail;
 	}
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1) {
@@ -558,11 +549,13 @@ sup_io_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char 
 	/* Config text + metrics block, then the listening sockets, queued in
 	 * order like every other message. */
 	uint64_t g = p->gen->generation;
-	int cfds[2] = { ch->metrics_fd, gi->fd };
+	int cfds[3] = { ch->metrics_fd, gi->fd, ch->conns_fd };
 	int rc = ipcq_send(&ch->q, ch->fd, IPC_CONFIG, g, cc->canonical, strlen(cc->canonical),
-	    cfds, 2);
+	    cfds, 3);
 	close(ch->metrics_fd);  /* the mapping keeps the block; the worker gets its fd */
 	ch->metrics_fd = -1;
+	close(ch->conns_fd);
+	ch->conns_fd = -1;
 	if (rc == 0 && p->gen->n_procs == 1) {
 		/* the only worker of its generation has the block's fd: a
 		 * replacement of it is a new generation with a new block */
@@ -630,10 +623,14 @@ fail:
 		close(ch->child_fd);
 	if (ch->metrics_fd >= 0)
 		close(ch->metrics_fd);
+	if (ch->conns_fd >= 0)
+		close(ch->conns_fd);
 	if (p->metrics) {
 		metrics_unmap(p->metrics);
 		p->metrics = NULL;
 	}
+	conntab_unmap(p->conns, p->conns_rows);
+	p->conns = NULL;
 	free(ch);
 	return -1;
 }
@@ -708,6 +705,8 @@ sup_io_proc_free(struct sup *s, struct sup_proc *p)
 	if (p->metrics)
 		metrics_unmap(p->metrics);
 	p->metrics = NULL;
+	conntab_unmap(p->conns, p->conns_rows);
+	p->conns = NULL;
 }
 
 static int
@@ -886,7 +885,7 @@ sup_io_status_update(struct sup *s)
 {
 	struct sup_io *io = s->io;
 	char buf[sizeof io->last_status];
-	if (!notify_enabled() || s->reload)
+	if (!notify_enabled() || s->reload || !sup_upgrade_may_notify(s))
 		return;
 	status_summary_text(s, buf, sizeof buf);
 	if (strcmp(buf, io->last_status) == 0)
@@ -898,7 +897,8 @@ sup_io_status_update(struct sup *s)
 static void
 sup_io_stopping(struct sup *s, const char *why)
 {
-	(void)s;
+	if (!sup_upgrade_may_notify(s))
+		return;  /* an upgrade's predecessor: the successor is the service */
 	notify_stopping();
 	notify_status("stopping: %s", why);
 }
@@ -918,11 +918,8 @@ sup_io_reload_end(struct sup *s, const struct sup_reload_record *rec)
 		certs_update(s, "reload");  /* certificate expiry: renewed, or a warning */
 	/* tls_ticket_rotation changed: the next rotation one new period from now */
 	double period = (double)s->cfg.tls_ticket_rotation_ms / 1000.0;
-	if (period != io->tickets.repeat) {
-		ev_timer_stop(io->loop, &io->tickets);
-		ev_timer_set(&io->tickets, period, period);
-		ev_timer_start(io->loop, &io->tickets);
-	}
+	if (period != io->tickets.repeat)
+		sup_io_tickets_arm(io, period);
 	io->trim_pending = true;
 	char buf[sizeof io->last_status];
 	admin_http_reload_end(io->admin, rec->status == SUP_RELOAD_SUCCESS ||
@@ -954,7 +951,8 @@ static const struct sup_ops sup_io_ops = {
 	.admin_prepare = sup_io_admin_prepare,
 	.reload_end = sup_io_reload_end,
 	.ready_changed = sup_io_ready_changed,
-	.clock = sup_clock,
+	.clock = sup_io_clock,
+	.upgrade = &upgrade_io_ops,
 };
 
 /* ---- loop plumbing ---------------------------------------------------------------------- */
@@ -965,7 +963,7 @@ sup_deadline_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	(void)loop;
 	(void)revents;
 	struct sup_io *io = t->data;
-	sup_clock(io->s);
+	sup_io_clock(io->s);
 	sup_tick(io->s);
 }
 
@@ -976,7 +974,7 @@ sup_prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 	(void)revents;
 	struct sup_io *io = w->data;
 	struct sup *s = io->s;
-	sup_clock(s);
+	sup_io_clock(s);
 	sup_reap(s);
 	if (io->trim_pending && !s->reload) {
 		/* A reload parsed and prepared a whole configuration and freed
@@ -986,6 +984,7 @@ sup_prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 		malloc_trim(0);
 	}
 	sup_io_status_update(s);
+	upgrade_io_prepare(io);
 	ev_timer_stop(loop, &io->deadline);
 	uint64_t d = sup_next_deadline(s);
 	if (d) {
@@ -1003,7 +1002,7 @@ sup_tickets_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	(void)loop;
 	(void)revents;
 	struct sup_io *io = t->data;
-	sup_clock(io->s);
+	sup_io_clock(io->s);
 	if (!io->s->stopping)
 		sup_tickets_rotate(io->s);
 }
@@ -1015,7 +1014,7 @@ sup_certs_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	(void)loop;
 	(void)revents;
 	struct sup_io *io = t->data;
-	sup_clock(io->s);
+	sup_io_clock(io->s);
 	certs_update(io->s, "daily");
 }
 
@@ -1035,10 +1034,18 @@ sup_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	(void)revents;
 	struct sup_io *io = w->data;
 	struct sup *s = io->s;
-	sup_clock(s);
+	sup_io_clock(s);
 	if (w->signum == SIGHUP) {
 		if (!s->stopping)
 			sup_reload_signal(s);
+		return;
+	}
+	if (w->signum == SIGUSR2) {
+		const struct sup_upgrade_record *rec;
+		char err[256];
+		enum sup_result r = sup_upgrade_start(s, "SIGUSR2", 0, &rec, err, sizeof err);
+		if (r == SUP_CONFLICT || r == SUP_UNAVAILABLE)
+			log_warn("upgrade refused", "source=SIGUSR2 error=\"%s\"", err);
 		return;
 	}
 	if (s->stopping) {
@@ -1121,9 +1128,17 @@ sup_resolve_user(struct sup_io *io, const char *user)
 	return 0;
 }
 
-int
-sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
-	size_t config_len, const char *self_exe)
+void
+sup_io_tickets_arm(struct sup_io *io, double after)
+{
+	double period = (double)io->s->cfg.tls_ticket_rotation_ms / 1000.0;
+	ev_timer_stop(io->loop, &io->tickets);
+	ev_timer_set(&io->tickets, after > 0 ? after : 0.001, period);
+	ev_timer_start(io->loop, &io->tickets);
+}
+
+struct sup_io *
+sup_io_new(void)
 {
 	struct sup *s = calloc(1, sizeof *s);
 	struct sup_io *io = calloc(1, sizeof *io);
@@ -1131,11 +1146,10 @@ sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 		fprintf(stderr, "ferryd: cannot initialise\n");
 		free(s);
 		free(io);
-		return 1;
+		return NULL;
 	}
 	io->s = s;
 	s->io = io;
-	io->self_exe = strdup(self_exe);
 	TAILQ_INIT(&io->spawnq);
 	TAILQ_INIT(&io->cancelled);
 	cpu_set_t cpus;
@@ -1143,17 +1157,28 @@ sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 	    &cpus) == 0 && CPU_COUNT(&cpus) > 0 ? CPU_COUNT(&cpus) : 1);
 	io->loop = ev_default_loop(EVFLAG_AUTO);
 	signal(SIGPIPE, SIG_IGN);
-	notify_init();  /* before any worker is forked: they must not inherit it */
-	sup_clock(s);
+	return io;
+}
 
-	int rc = 1;
-	char err[256];
+int
+sup_io_init(struct sup_io *io, struct cfg *cfg, const char *config_path, const char *config_bytes,
+	    size_t config_len, const char *self_exe, const char *notify_address)
+{
+	struct sup *s = io->s;
+	io->self_exe = strdup(self_exe);
+	/* before any worker is forked: they must not inherit it */
+	if (notify_address)
+		notify_init_address(notify_address);
+	else
+		notify_init();
+	sup_io_clock(s);
+	s->pid = (int32_t)getpid();
 	if (sup_init(s, &sup_io_ops, cfg, config_path, config_bytes, config_len) == -1 ||
 	    !io->self_exe)
-		goto out;
+		return -1;
 	sup_raise_nofile(s);
 	if (sup_resolve_user(io, s->cfg.user) == -1)
-		goto out;
+		return -1;
 
 	ev_timer_init(&io->deadline, sup_deadline_cb, 0., 0.);
 	io->deadline.data = io;
@@ -1174,33 +1199,24 @@ sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 	ev_signal_init(&io->sig_term, sup_signal_cb, SIGTERM);
 	ev_signal_init(&io->sig_int, sup_signal_cb, SIGINT);
 	ev_signal_init(&io->sig_hup, sup_signal_cb, SIGHUP);
-	io->sig_term.data = io->sig_int.data = io->sig_hup.data = io;
+	ev_signal_init(&io->sig_usr2, sup_signal_cb, SIGUSR2);
+	io->sig_term.data = io->sig_int.data = io->sig_hup.data = io->sig_usr2.data = io;
 	ev_signal_start(io->loop, &io->sig_term);
 	ev_signal_start(io->loop, &io->sig_int);
 	ev_signal_start(io->loop, &io->sig_hup);
+	ev_signal_start(io->loop, &io->sig_usr2);
+	return 0;
+}
 
-	log_info("ferryd starting", "version=%s clusters=%zu config=%s config_version=%s",
-	    FERRY_VERSION, s->cfg.n_clusters, s->config_path, s->config_version);
-	io->admin = admin_api_start(s, io->loop, err, sizeof err);
-	if (!io->admin) {
-		log_error("cannot start admin API", "error=\"%s\"", err);
-		goto out;
-	}
-	if (sup_start(s) == -1) {
-		admin_http_stop(io->admin);
-		io->admin = NULL;
-		goto out;
-	}
-	certs_update(s, "start");
-	malloc_trim(0);  /* the parse of the whole file is freed (each cluster has its copy) */
-	ev_run(io->loop, 0);
-	rc = s->exit_code;
-	log_info("ferryd stopped", "exit_code=%d", rc);
+int
+sup_io_finish(struct sup_io *io, int rc)
+{
+	struct sup *s = io->s;
 	admin_http_stop(io->admin);
 	io->admin = NULL;
-out:
 	sup_kill_all(s);
 	sup_free(s);
+	upgrade_io_free(io);
 	ev_prepare_stop(io->loop, &io->prepare);
 	ev_timer_stop(io->loop, &io->deadline);
 	ev_timer_stop(io->loop, &io->backstop);
@@ -1214,4 +1230,39 @@ out:
 	free(s);
 	notify_close();
 	return rc;
+}
+
+int
+sup_io_run(struct sup_io *io)
+{
+	ev_run(io->loop, 0);
+	int rc = io->s->exit_code;
+	log_info("ferryd stopped", "exit_code=%d", rc);
+	return sup_io_finish(io, rc);
+}
+
+int
+sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
+	size_t config_len, const char *self_exe, const char *exec_path)
+{
+	struct sup_io *io = sup_io_new();
+	if (!io)
+		return 1;
+	struct sup *s = io->s;
+	char err[256];
+	if (sup_io_init(io, cfg, config_path, config_bytes, config_len, self_exe, NULL) == -1)
+		return sup_io_finish(io, 1);
+	s->exec_path = exec_path ? strdup(exec_path) : NULL;
+	log_info("ferryd starting", "version=%s build=%s clusters=%zu config=%s config_version=%s",
+	    FERRY_VERSION, buildinfo_id(), s->cfg.n_clusters, s->config_path, s->config_version);
+	io->admin = admin_api_start(s, io->loop, NULL, err, sizeof err);
+	if (!io->admin) {
+		log_error("cannot start admin API", "error=\"%s\"", err);
+		return sup_io_finish(io, 1);
+	}
+	if (sup_start(s) == -1)
+		return sup_io_finish(io, 1);
+	certs_update(s, "start");
+	malloc_trim(0);  /* the parse of the whole file is freed (each cluster has its copy) */
+	return sup_io_run(io);
 }

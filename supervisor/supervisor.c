@@ -9,6 +9,7 @@
 
 #include <sodium.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- names ----------------------------------------------------------------- */
@@ -49,6 +50,52 @@ sup_reload_status_str(enum sup_reload_status st)
 	case SUP_RELOAD_NONE: break;
 	}
 	return "NONE";
+}
+
+const char *
+sup_upgrade_status_str(enum sup_upgrade_status st)
+{
+	switch (st) {
+	case SUP_UPGRADE_SUCCESS: return "SUCCESS";
+	case SUP_UPGRADE_FAILED: return "FAILED";
+	case SUP_UPGRADE_REJECTED: return "REJECTED";
+	case SUP_UPGRADE_NONE: break;
+	}
+	return "NONE";
+}
+
+void
+sup_strv_free(char **v)
+{
+	if (!v)
+		return;
+	for (char **p = v; *p; p++)
+		free(*p);
+	free(v);
+}
+
+char **
+sup_strv_add(char **v, const char *s)
+{
+	size_t n = 0;
+	while (v && v[n])
+		n++;
+	char *d = strdup(s);
+	char **nv = d ? realloc(v, (n + 2) * sizeof *nv) : NULL;
+	if (!nv) {
+		free(d);
+		return v;  /* out of memory: the record lacks one line, nothing worse */
+	}
+	nv[n] = d;
+	nv[n + 1] = NULL;
+	return nv;
+}
+
+void
+sup_upgrade_record_clear(struct sup_upgrade_record *rec)
+{
+	sup_strv_free(rec->errors);
+	memset(rec, 0, sizeof *rec);
 }
 
 const char *

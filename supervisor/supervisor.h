@@ -42,6 +42,7 @@ struct sup;
 struct sup_cluster;
 struct sup_gen;
 struct sup_reload;
+struct sup_upgrade;
 
 #define SUP_MAX_PROCS 64          /* worker processes per generation */
 #define SUP_STOP_GRACE_MS 2000    /* beyond drain_timeout before SIGKILL */
@@ -100,6 +101,9 @@ struct sup_proc {
 	bool ready;                   /* sent READY */
 	void *chan;                   /* the I/O layer's control channel */
 	struct metrics *metrics;      /* shared block; kept after exit */
+	struct conntab *conns;        /* its connections (conntab.h); read while alive */
+	uint32_t conns_rows;          /* the rows it was created with (never read
+	                                 from the block, which the worker can write) */
 	uint64_t ping_seq;            /* last PING sent */
 	uint64_t last_answer_ms;      /* mono: last PONG (or start) */
 	uint64_t unanswered_since_ms; /* mono: when the oldest PING not answered
@@ -110,7 +114,11 @@ struct sup_proc {
 	uint64_t starts;              /* times this slot was started */
 };
 
-enum sup_owner { SUP_OWNER_CLUSTER = 0, SUP_OWNER_RELOAD, SUP_OWNER_NONE };
+/* Who hears a generation's HELD and ENDED: its cluster, the reload that
+ * prepares it, the upgrade that prepares it (a successor's generations,
+ * held until the predecessor commits, engine_upgrade.c), or nobody (a
+ * rolled-back one). */
+enum sup_owner { SUP_OWNER_CLUSTER = 0, SUP_OWNER_RELOAD, SUP_OWNER_NONE, SUP_OWNER_UPGRADE };
 
 /* One generation of a cluster: the worker processes started with one
  * configuration. */
@@ -183,6 +191,12 @@ struct sup_cluster {
 	struct metrics *retired;      /* counters of processes that ended (private,
 	                                 never shared; metrics_totals_new at the
 	                                 first), so totals stay monotonic; NULL: none */
+	/* after an upgrade: the predecessor's totals for this cluster (its
+	 * counters by name, staterec.h), updated while it hands over, folded
+	 * into retired when it is gone; its gauges count while it lives.
+	 * Allocated like retired when an upgrade carries any; NULL: none */
+	struct metrics *carried;
+	bool carried_gauges;
 	/* upstream node ids without a broker port, as reported by workers:
 	 * SUP_UNKNOWN_NODES slots allocated at the first report */
 	struct ipc_unknown_node *unknown_nodes;
@@ -237,6 +251,30 @@ struct sup_reload_record {
 	bool conflict;                /* another reload was in progress */
 };
 
+/* Outcome of the last upgrade of ferryd itself (docs/design.md §11), for
+ * GET /admin/config/status; carried from the predecessor to the successor,
+ * which shows the attempt that made it. */
+enum sup_upgrade_status {
+	SUP_UPGRADE_NONE = 0, SUP_UPGRADE_SUCCESS, SUP_UPGRADE_FAILED, SUP_UPGRADE_REJECTED,
+};
+#define SUP_UPGRADE_RESULTS 4
+const char *sup_upgrade_status_str(enum sup_upgrade_status s);
+
+struct sup_upgrade_record {
+	enum sup_upgrade_status status;
+	uint64_t timestamp_ms;        /* wall: requested */
+	uint64_t duration_ms;         /* to the commit or the rollback */
+	uint64_t completed_ms;        /* wall: the predecessor was gone (0: not yet) */
+	char source[16];              /* "SIGUSR2", "api" */
+	char phase[24];               /* the phase it failed in, or "committed" */
+	char from_version[64], to_version[64];
+	char from_build[48], to_build[48];
+	int32_t from_pid, to_pid;
+	char **errors;                /* NULL-terminated, malloc'd */
+	bool tail_valid;              /* the predecessor reported its connections: */
+	uint64_t handed_over, closed, forced;
+};
+
 struct sup_validation_record {
 	bool valid;
 	uint64_t timestamp_ms;        /* 0: never */
@@ -261,6 +299,46 @@ struct sup_answer {
 	uint64_t generation;
 	enum lc_state state;
 	char error[256];
+};
+
+/* What an upgrade asks of the I/O layer (upgrade_io.c; docs/design.md
+ * §11). The channel is the one to the other supervisor: the successor (in
+ * the predecessor) or the predecessor (in the successor). */
+enum sup_upgrade_admin { SUP_UPG_ADMIN_PAUSE = 0, SUP_UPG_ADMIN_RESUME, SUP_UPG_ADMIN_CLOSE };
+enum sup_upgrade_notify {
+	SUP_UPG_NOTIFY_RELOADING = 0, /* an upgrade starts */
+	SUP_UPG_NOTIFY_READY,         /* it rolled back (predecessor), or we are the
+	                                 main process now (successor): READY=1 + STATUS */
+	SUP_UPG_NOTIFY_MAINPID,       /* the successor is the main process: MAINPID= */
+};
+
+struct sup_upgrade_ops {
+	/* Predecessor: start the successor from s->exec_path with the channel
+	 * on its fd 3 and send it OFFER. 0, or -1 with err (nothing started). */
+	int (*spawn)(struct sup *s, int32_t *pid, char *err, size_t errlen);
+	/* Send the state record (version `record`), the listening sockets and
+	 * the ticket keys, then UPG_SENT. 0, or -1 with err. */
+	int (*send_state)(struct sup *s, uint32_t record, char *err, size_t errlen);
+	/* Queue a message without descriptors (-1: channel gone or full). */
+	int (*send)(struct sup *s, uint32_t type, const void *payload, size_t len);
+	/* A connection to relay (predecessor) with its fds (the caller keeps
+	 * its own): struct upg_conn + the worker's record. */
+	int (*send_conn)(struct sup *s, const void *payload, size_t len, const int *fds,
+			 size_t nfds);
+	/* Predecessor: kill the successor (when alive) and close the channel. */
+	void (*end)(struct sup *s);
+	void (*admin)(struct sup *s, enum sup_upgrade_admin how);
+	void (*notify)(struct sup *s, enum sup_upgrade_notify what, int32_t pid, const char *status);
+	void (*answer)(struct sup *s, uint64_t waiter, const struct sup_upgrade_record *rec);
+	/* Successor at the commit: outlive the predecessor (no more parent-death
+	 * signal), serve the admin API on the inherited sockets. */
+	void (*commit)(struct sup *s);
+	/* Successor, the main process now: the ticket rotation timer resumes
+	 * where the predecessor's was. */
+	void (*ready)(struct sup *s);
+	/* Leave the loop with this exit code once the channel and the admin
+	 * API's answers are out (a few seconds at most). */
+	void (*exit)(struct sup *s, int code);
 };
 
 /* I/O the engine asks for. Every function reports failure instead of
@@ -314,9 +392,11 @@ struct sup_ops {
 	 * current turn counts), for durations the engine reports. May be NULL
 	 * (the clock set by the caller stands). */
 	void (*clock)(struct sup *s);
+	/* Upgrades of ferryd itself; NULL where there are none (tests). */
+	const struct sup_upgrade_ops *upgrade;
 };
 
-enum sup_ev_kind { SUP_EV_GEN = 0, SUP_EV_CLUSTER, SUP_EV_ITEM };
+enum sup_ev_kind { SUP_EV_GEN = 0, SUP_EV_CLUSTER, SUP_EV_ITEM, SUP_EV_UPGRADE };
 
 struct sup_event {
 	enum sup_ev_kind kind;
@@ -334,6 +414,9 @@ struct sup {
 	struct cfg cfg;               /* running config: its [ferry] settings (each
 	                                 cluster's configuration is its ccfg) */
 	char *config_path;
+	char *config_text;            /* the running configuration's bytes (a posted
+	                                 one too): what an upgrade validates */
+	size_t config_len;
 	char config_version[PLAN_VERSION_LEN]; /* sha256 of the config file bytes */
 	uint64_t applied_at_ms;
 	uint64_t started_at_ms;
@@ -361,6 +444,20 @@ struct sup {
 	struct reload_stats reload_stats; /* every finished reload, for /metrics */
 	struct sup_validation_record last_validation;
 
+	/* what this process is (status, health; an upgrade carries the rest) */
+	int32_t pid;
+	uint64_t process_started_at_ms; /* wall: this process (started_at_ms: the
+	                                   service, carried across upgrades) */
+	char *exec_path;              /* what an upgrade executes (buildinfo.h) */
+	/* upgrades of ferryd itself (engine_upgrade.c) */
+	struct sup_upgrade *upgrade;  /* in progress (either side), or NULL */
+	struct sup_upgrade *upgrade_dead; /* finished, freed by sup_reap() */
+	struct sup_upgrade_record last_upgrade;
+	uint64_t upgrade_results[SUP_UPGRADE_RESULTS]; /* by status, for /metrics */
+	/* the admin API's counters of the processes before this one (an
+	 * upgrade carries them): refused missing, malformed, wrong; TLS */
+	uint64_t admin_carried[4];
+
 	/* event queue of the current chain */
 	struct sup_event *evq;
 	size_t evq_head, evq_len, evq_cap;
@@ -377,13 +474,15 @@ struct sup {
 	 * for every cluster (reserved when a cluster is made) */
 	struct sup_cluster **dl_heap, **dl_dirty, **dl_due;
 	size_t n_dl_heap, n_dl_dirty, cap_dl;
+	bool dl_frozen;               /* upgrade_frozen() when they were computed */
 	uint64_t violations;          /* forbidden pairs met (programming errors) */
 	/* live handover: connections passed from an old worker to a new one */
 	struct sup_relay {
 		uint64_t id;              /* ours, given to the new worker */
-		struct sup_proc *from, *to;
-		uint64_t from_id;         /* the old worker's */
-		uint64_t deadline_ms;     /* mono: not adopted by then = not adopted */
+		struct sup_proc *from, *to; /* NULL: the other supervisor of an
+		                               upgrade (engine_upgrade.c) */
+		uint64_t from_id;         /* the old worker's (or the predecessor's relay id) */
+		uint64_t deadline_ms;     /* mono: no answer by then = outcome unknown */
 	} *relays;
 	size_t n_relays, cap_relays;
 	uint64_t next_relay;
@@ -504,6 +603,50 @@ void sup_reload_signal(struct sup *s);
 uint64_t sup_reload_since(const struct sup *s);
 void sup_record_validation(struct sup *s, bool valid, const char *version);
 void sup_record_clear(struct sup_reload_record *rec);
+void sup_upgrade_record_clear(struct sup_upgrade_record *rec);
+/* The records' NULL-terminated string lists: add a copy of str (out of
+ * memory: the list lacks it, nothing worse), free one. */
+char **sup_strv_add(char **v, const char *str);
+void sup_strv_free(char **v);
+
+/* ---- upgrades of ferryd itself (engine_upgrade.c, docs/design.md §11) ---- */
+
+#define SUP_UPGRADE_COMMIT_MS 5000   /* COMMIT to COMMITTED */
+#define SUP_UPGRADE_RELAY_MS 3000    /* predecessor: a connection relayed to the
+                                        successor not answered by then: unknown */
+#define SUP_UPGRADE_COUNTERS_MS 1000 /* predecessor: its counters every this */
+
+/* SIGUSR2 or POST /admin/upgrade. SUP_DEFERRED: started, the outcome goes
+ * to ops->upgrade->answer(waiter) (0: nobody waits). SUP_CONFLICT,
+ * SUP_UNAVAILABLE: refused with err, nothing recorded. SUP_FAILED: it
+ * ended during the call (the file cannot be executed): *rec is
+ * s->last_upgrade. */
+enum sup_result sup_upgrade_start(struct sup *s, const char *source, uint64_t waiter,
+				  const struct sup_upgrade_record **rec, char *err, size_t errlen);
+/* A message on the upgrade channel, its type and size checked
+ * (upg_decode); its fds are the engine's (closed whatever happens). */
+void sup_on_upgrade_msg(struct sup *s, struct ipc_msg *msg);
+/* The other supervisor is gone (exit, channel EOF or broken), why says how. */
+void sup_on_upgrade_gone(struct sup *s, const char *why);
+struct staterec;
+struct upg_secret;
+/* Successor: build the model from the predecessor's record, taking the
+ * listening sockets of fds[] (record order; a taken one becomes -1) and
+ * the ticket keys, and start a held generation of every cluster that
+ * serves. 0, or -1 with err (then nothing was started). */
+int sup_upgrade_restore(struct sup *s, struct staterec *rec, int *fds, size_t nfds,
+			const struct upg_secret *secrets, size_t n_secrets, char *err,
+			size_t errlen);
+/* For status: the phase of the upgrade in progress (NULL: none), since
+ * when (wall ms), the other process's pid, and whether this process is the
+ * successor. */
+const char *sup_upgrade_phase(const struct sup *s);
+uint64_t sup_upgrade_since(const struct sup *s);
+int32_t sup_upgrade_peer(const struct sup *s);
+bool sup_upgrade_is_successor(const struct sup *s);
+/* Whether this process may speak to systemd now (not a predecessor that
+ * handed over, not a successor before it is the main process). */
+bool sup_upgrade_may_notify(const struct sup *s);
 
 /* Engine entry points read the clock from the model: callers set it first. */
 static inline void

@@ -49,6 +49,21 @@ tickets_of(struct sup_cluster *c)
 	return k;
 }
 
+int
+tickets_import(struct sup_cluster *c, const struct tlskeys *k)
+{
+	if (k->n == 0 || k->n > TLSKEYS_MAX)
+		return -1;
+	struct tlskeys *d = c->tickets ? c->tickets : sodium_malloc(sizeof *d);
+	if (!d)
+		return -1;
+	memcpy(d, k, sizeof *d);
+	c->tickets = d;
+	log_info("session-ticket keys taken over", "cluster=%s serial=%llu keys=%u", c->name,
+	    (unsigned long long)d->serial, d->n);
+	return 0;
+}
+
 void
 tickets_free(struct sup_cluster *c)
 {

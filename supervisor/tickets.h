@@ -41,6 +41,12 @@ const struct tlskeys *tickets_of(struct sup_cluster *c);
  * the random bytes. */
 void tickets_rotate(struct tlskeys *k);
 
+/* Take over keys created by another process (an upgrade's predecessor,
+ * docs/design.md §11) as the cluster's, into guarded memory: tickets they
+ * issued keep decrypting. 0, or -1 when out of memory or k is not a valid
+ * set (then the cluster creates new keys on first use). */
+int tickets_import(struct sup_cluster *c, const struct tlskeys *k);
+
 /* Wipe and free the cluster's keys. */
 void tickets_free(struct sup_cluster *c);
 

@@ -8,30 +8,13 @@
  * addresses (Metadata, FindCoordinator) and ApiVersions are accumulated
  * whole, rewritten by worker/kafka and written from the rewritten copy.
  *
- * Per connection, a FIFO of in-flight requests {correlation id, api key,
- * version} matches every response to its request; acks=0 Produce requests
- * owe none. Anything malformed closes this connection only, is counted by
- * reason and logged at a bounded rate: a size prefix < 8 or above
- * max_frame_bytes, a header the codec rejects, a refused API key or one
- * above KC_API_KEY_MAX_KNOWN, a TLS ClientHello as the first bytes of a
- * plaintext connection (or plaintext on a TLS listener), a response out
- * of FIFO order, a rewritten response that does not parse, a client frame
- * above sasl_max_frame_bytes before
- * SASL authentication, a legacy SaslHandshake v0 whose mechanism is not
- * relayed.
- *
- * SASL pass-through (worker/kafka/sasl.h holds the state and the rules):
- * SaslHandshake and SaslAuthenticate go through the FIFO like any request;
- * their responses' error codes are read on the way (never rewritten) to
- * learn when the client has authenticated. Until then every client frame
- * is held to sasl_max_frame_bytes (a client that goes on without SASL is
- * exempt from its first non-SASL request). A SaslHandshake v0 stops the
- * request parser until its response; if the broker accepts it, the legacy
- * raw tokens ([int32 length][token], no header, no correlation id, no FIFO
- * entry) are streamed by their length prefix, client and broker in turn
- * (PLAIN 1+1, SCRAM 2+2), and Kafka framing resumes after the broker's last
- * token. While the broker's token is awaited the connection owes it (no
- * idle close, no drain close).
+ * The framing (worker/frame.h) decides where each request and response
+ * starts and ends, matches responses to requests through a FIFO, and says
+ * what is malformed: anything malformed closes this connection only, is
+ * counted by reason and logged at a bounded rate. SASL is passed through
+ * (frame.h, worker/kafka/sasl.h); while the broker's raw token of a legacy
+ * SASL exchange is awaited the connection owes it (no idle close, no drain
+ * close).
  *
  * TLS (cluster tls_cert): accept -> the client's TLS handshake, bounded by
  * request_timeout -> conn_tls_accepted() -> only then the upstream
@@ -76,36 +59,37 @@
  * frame in progress is still read to its end), deliver every owed
  * response, then close; force-close at the deadline.
  *
- * Reload: how a connection leaves its generation (worker/handover.h).
- *   serving --IPC_DRAIN--> draining --nothing owed--> closed (drained)
- *   serving --HANDOVER h=1--> to-boundary: nothing more is parsed (no
- *     grace: what was read and not parsed travels as pending bytes); the
- *     frame in progress is read and forwarded, every response owed is
- *     delivered, both buffers flushed; then (handover_decide):
- *       NOW   -> CONN_OUT {record, pending, [client, upstream]} -> handed:
- *                no watcher, no timer, fds kept; at most
- *                WORKER_HANDOVER_WINDOW handed at once, the rest wait;
- *                CONN_DONE adopted=1 -> close our copies (handed over);
- *                adopted=0 -> shutdown + close (drained);
- *                deadline -> shutdown + close (forced);
- *                channel gone -> close our copies (drained)
- *       DRAIN -> cannot move (client half-closed, upstream closed, TLS,
- *                a raw SASL exchange in progress, channel refused): serve
- *                the bytes read, then close
- *     A connection not connected upstream yet moves at once, client only.
- *   serving --HANDOVER h=0--> spread: served as usual until a random time
- *     in the drain_spread window, then drained; not connected upstream:
- *     drained at once.
- *   (new worker) CONN_IN --record ok--> open both ways (or connecting, as
- *     a fresh connection), pending bytes first in the client buffer, SASL
- *     state from the record (an authenticated client stays authenticated),
- *     CONN_TAKEN adopted=1; a bad record or a full worker: fds closed,
- *     CONN_TAKEN adopted=0.
+ * Lifecycle: a table (worker/conn_fsm.h; docs/state-machines.md shows it),
+ * fed by conn_event() only. On a reload a connection leaves its generation
+ * one of three ways (the pure decisions: worker/handover.h):
+ *   draining   (IPC_DRAIN) as above, then closed (drained);
+ *   +handover  (IPC_HANDOVER, handover = 1) nothing more is parsed (no
+ *              grace: what was read and not parsed travels as pending
+ *              bytes); the frame in progress is read and forwarded, every
+ *              response owed is delivered, both buffers flushed; then
+ *              handover_decide() says: move now -> CONN_OUT {record,
+ *              pending, [client, upstream]} -> handed (no watcher, no
+ *              timer, fds kept; at most WORKER_HANDOVER_WINDOW handed at
+ *              once, the rest are +held), and CONN_DONE closes our copies
+ *              (adopted) or shuts the connection down cleanly (declined);
+ *              the drain deadline shuts it down (forced); a lost channel
+ *              closes our copies. Or it cannot move (client half-closed,
+ *              upstream closed, TLS, a raw SASL exchange in progress, the
+ *              channel refused it): no-move -> +draining, serving the bytes
+ *              read. A connection not open yet moves at once, client only.
+ *   +spread    (IPC_HANDOVER, handover = 0, or a TLS connection) served as
+ *              usual until a random time in the drain_spread window, then
+ *              +draining; one not open yet drains at once.
+ * The new worker (CONN_IN): a good record -> adopted, open both ways (or
+ * connecting, as a fresh connection), pending bytes first in the client
+ * buffer, SASL state from the record (an authenticated client stays
+ * authenticated), CONN_TAKEN adopted=1; a bad record or a full worker:
+ * fds closed, CONN_TAKEN adopted=0.
  */
 #ifndef FERRY_WORKER_CONN_H
 #define FERRY_WORKER_CONN_H
 
-#include "worker/worker.h"
+#include "worker/context.h"
 
 /* Take ownership of an accepted client fd (non-blocking). broker_index -1
  * for the bootstrap listener. */

@@ -4,8 +4,15 @@
  */
 #include "worker/handover.h"
 
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+
+/* The client part holds clientinfo's values whole. */
+_Static_assert(IPC_CONN_CLIENT_ID_MAX == CI_CLIENT_ID_MAX + 1, "client id size");
+_Static_assert(IPC_CONN_SOFTWARE_MAX == CI_SOFTWARE_MAX + 1, "software size");
+_Static_assert(IPC_CONN_PRINCIPAL_MAX == CI_PRINCIPAL_MAX + 1, "principal size");
+_Static_assert(IPC_CONN_MECH_MAX == CI_MECH_MAX + 1, "mechanism size");
 
 const char *
 handover_exit_str(enum handover_exit e)
@@ -79,7 +86,93 @@ handover_record_init(struct ipc_conn_record *r, uint64_t id, int broker_index,
 	r->sasl = sasl;  /* sasl_encode(): opaque here */
 	r->requests = requests;
 	r->pending_len = (uint32_t)pending;
+	r->version = IPC_CONN_RECORD_V1;  /* handover_client_encode makes it 2 */
+}
+
+void
+handover_client_encode(struct ipc_conn_record *r, struct ipc_conn_client *out,
+		       const struct handover_client *hc)
+{
+	const struct ci_info *ci = &hc->ci;
+
+	memset(out, 0, sizeof *out);
 	r->version = IPC_CONN_RECORD_VERSION;
+	out->since_ms = hc->since_ms;
+	out->age_ms = hc->age_ms;
+	out->age_rnd = hc->age_rnd;
+	if (hc->addr.ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)&hc->addr;
+
+		out->family = AF_INET;
+		out->port = ntohs(a->sin_port);
+		memcpy(out->addr, &a->sin_addr, 4);
+	} else if (hc->addr.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&hc->addr;
+
+		out->family = AF_INET6;
+		out->port = ntohs(a->sin6_port);
+		memcpy(out->addr, &a->sin6_addr, 16);
+	}
+	out->flags = (hc->proxied ? IPC_CONN_C_PROXIED : 0) |
+	    (ci->client_id_seen ? IPC_CONN_C_CLIENT_ID : 0) |
+	    (ci->client_id_null ? IPC_CONN_C_CLIENT_ID_NULL : 0) |
+	    (ci->client_id_cut ? IPC_CONN_C_CLIENT_ID_CUT : 0) |
+	    (ci->software_seen ? IPC_CONN_C_SOFTWARE : 0) |
+	    (ci->software_valid ? IPC_CONN_C_SOFTWARE_VALID : 0) |
+	    (ci->software_cut ? IPC_CONN_C_SOFTWARE_CUT : 0) |
+	    (ci->principal_seen ? IPC_CONN_C_PRINCIPAL : 0) |
+	    (ci->principal_cut ? IPC_CONN_C_PRINCIPAL_CUT : 0) |
+	    (ci->sasl_first_pending ? IPC_CONN_C_SASL_FIRST : 0);
+	out->mech = (uint32_t)ci->mech;
+	/* (the sizes match: the static asserts above) */
+	memcpy(out->mech_name, ci->mech_name, sizeof out->mech_name);
+	memcpy(out->client_id, ci->client_id, sizeof out->client_id);
+	memcpy(out->software_name, ci->software_name, sizeof out->software_name);
+	memcpy(out->software_version, ci->software_version, sizeof out->software_version);
+	memcpy(out->principal, ci->principal, sizeof out->principal);
+}
+
+/* A checked client part back into hc. */
+static void
+handover_client_decode(const struct ipc_conn_client *in, struct handover_client *hc)
+{
+	struct ci_info *ci = &hc->ci;
+	uint32_t f = in->flags;
+
+	memset(hc, 0, sizeof *hc);
+	ci_init(ci);
+	hc->since_ms = in->since_ms;
+	hc->age_ms = in->age_ms;
+	hc->age_rnd = in->age_rnd;
+	hc->proxied = (f & IPC_CONN_C_PROXIED) != 0;
+	if (in->family == AF_INET) {
+		struct sockaddr_in *a = (struct sockaddr_in *)&hc->addr;
+
+		a->sin_family = AF_INET;
+		a->sin_port = htons(in->port);
+		memcpy(&a->sin_addr, in->addr, 4);
+	} else if (in->family == AF_INET6) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&hc->addr;
+
+		a->sin6_family = AF_INET6;
+		a->sin6_port = htons(in->port);
+		memcpy(&a->sin6_addr, in->addr, 16);
+	}
+	ci->client_id_seen = (f & IPC_CONN_C_CLIENT_ID) != 0;
+	ci->client_id_null = (f & IPC_CONN_C_CLIENT_ID_NULL) != 0;
+	ci->client_id_cut = (f & IPC_CONN_C_CLIENT_ID_CUT) != 0;
+	ci->software_seen = (f & IPC_CONN_C_SOFTWARE) != 0;
+	ci->software_valid = (f & IPC_CONN_C_SOFTWARE_VALID) != 0;
+	ci->software_cut = (f & IPC_CONN_C_SOFTWARE_CUT) != 0;
+	ci->principal_seen = (f & IPC_CONN_C_PRINCIPAL) != 0;
+	ci->principal_cut = (f & IPC_CONN_C_PRINCIPAL_CUT) != 0;
+	ci->sasl_first_pending = (f & IPC_CONN_C_SASL_FIRST) != 0;
+	ci->mech = (enum sasl_mech)in->mech;
+	memcpy(ci->mech_name, in->mech_name, sizeof ci->mech_name);
+	memcpy(ci->client_id, in->client_id, sizeof ci->client_id);
+	memcpy(ci->software_name, in->software_name, sizeof ci->software_name);
+	memcpy(ci->software_version, in->software_version, sizeof ci->software_version);
+	memcpy(ci->principal, in->principal, sizeof ci->principal);
 }
 
 int
@@ -108,8 +201,21 @@ handover_adopt_plan(const void *payload, size_t len, size_t nfds, size_t n_broke
 	}
 	if (sasl_decode(r->sasl, &out->sasl, err, errlen) == -1)
 		return -1;
+	if (r->version >= IPC_CONN_RECORD_VERSION) {
+		struct ipc_conn_client cc;
+
+		memcpy(&cc, (const uint8_t *)payload + sizeof *r, sizeof cc);
+		if (ipc_conn_client_check(&cc, err, errlen) == -1)
+			return -1;
+		if (cc.mech >= SASL_MECH_COUNT) {
+			snprintf(err, errlen, "connection record: SASL mechanism %u", cc.mech);
+			return -1;
+		}
+		handover_client_decode(&cc, &out->client);
+		out->has_client = true;
+	}
 	out->open = (r->flags & IPC_CONN_F_UPSTREAM) != 0;
 	out->seen_request = r->requests > 0;
-	out->pending = (const uint8_t *)payload + sizeof *r;
+	out->pending = (const uint8_t *)payload + ipc_conn_record_head(r);
 	return 0;
 }

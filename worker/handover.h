@@ -17,6 +17,9 @@
  * frame in progress), or cannot move and must finish as a drain.
  * handover_adopt_plan() checks a received record against the adopting
  * worker's cluster and says in which state the connection resumes.
+ * The client part of a record (version 2) carries who the client is and
+ * since when: handover_client_encode() fills it, handover_adopt_plan()
+ * checks it and gives it back as the adopted connection's identity.
  */
 #ifndef FERRY_WORKER_HANDOVER_H
 #define FERRY_WORKER_HANDOVER_H
@@ -25,7 +28,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sys/socket.h>
+
 #include "common/ipc.h"
+#include "worker/kafka/clientinfo.h"
 #include "worker/kafka/sasl.h"
 
 /* How a connection leaves its generation. */
@@ -77,9 +83,25 @@ void handover_record_init(struct ipc_conn_record *r, uint64_t id, int broker_ind
 			  size_t upstream_try, bool has_upstream, uint64_t requests,
 			  size_t pending, uint32_t sasl);
 
+/* Who the client is and since when: what a record's client part holds. */
+struct handover_client {
+	struct sockaddr_storage addr; /* family 0: not known */
+	bool proxied;                 /* addr came from a PROXY header */
+	int64_t since_ms;             /* wall clock of its first accept */
+	uint64_t age_ms;              /* how long it has been open */
+	uint32_t age_rnd;             /* its draw in connection_max_age_jitter */
+	struct ci_info ci;
+};
+
+/* The client part of r (which becomes version 2) from hc. */
+void handover_client_encode(struct ipc_conn_record *r, struct ipc_conn_client *out,
+			    const struct handover_client *hc);
+
 /* How an adopted connection resumes. */
 struct handover_adopt {
 	struct ipc_conn_record rec;
+	bool has_client;      /* a version 2 record: client holds its identity */
+	struct handover_client client;
 	bool open;            /* upstream socket given: resume open both ways;
 	                         else connect as a fresh connection would */
 	bool seen_request;    /* a request was parsed: TLS sniffing is over */
@@ -89,6 +111,7 @@ struct handover_adopt {
 };
 
 /* Check a CONN_IN payload and its fd count (ipc_conn_record_check), its
+ * client part (ipc_conn_client_check, a known mechanism), its
  * SASL state (sasl_decode: never a raw exchange), that it fits this
  * worker's cluster (broker index below n_brokers, upstream
  * index below n_upstream) and that a connection may be added (n_conns

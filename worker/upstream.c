@@ -12,6 +12,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,10 +20,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "worker/conn.h"
 #include "worker/kafka/apiversions.h"
 #include "worker/kafka/codec.h"
 #include "worker/kafka/rewrite.h"
+#include "worker/kafka/sasl_client.h"
 #include "worker/kafka/sniff.h"
 #include "common/tls.h"
 #include "common/transport.h"
@@ -523,6 +524,32 @@ upstream_probe_stop(struct worker *w)
 	w->probe_delay_ms = WORKER_PROBE_MIN_MS;
 }
 
+void
+upstream_report(struct worker *w, bool reachable, const char *error)
+{
+	/* ferry's own credentials were refused: only a fetch that
+	 * authenticates clears that (fetch_end), not a client's traffic */
+	if (reachable && w->upstream_auth_failed)
+		return;
+	int now = reachable ? 1 : 0;
+	if (reachable)
+		upstream_probe_stop(w);
+	else
+		upstream_probe_schedule(w);
+	if (w->upstream_reachable == now &&
+	    (reachable || strcmp(w->upstream_error, error ? error : "") == 0))
+		return;
+	if (w->upstream_reachable != now)
+		log_msg(reachable ? LOG_INFO : LOG_WARN,
+		    reachable ? "upstream reachable" : "upstream unreachable",
+		    error && *error ? "error=\"%s\"" : "%s", error && *error ? error : "");
+	w->upstream_reachable = now;
+	struct ipc_upstream u = { .reachable = (uint32_t)now };
+	snprintf(u.error, sizeof u.error, "%s", error ? error : "");
+	snprintf(w->upstream_error, sizeof w->upstream_error, "%s", u.error);
+	worker_ipc_send(w, IPC_UPSTREAM, &u, sizeof u);
+}
+
 /* ---- learning broker addresses -------------------------------------------- */
 
 void
@@ -577,7 +604,7 @@ upstream_node_find(struct worker *w, int32_t node_id)
 		return idx;
 	if (w->cl->gateway != CFG_GATEWAY_SNI || node_id < 0)
 		return -1;
-	/* [sni] a sibling may have learned it in a slot this worker has not
+	/* gateway = sni: a sibling may have learned it in a slot this worker has not
 	 * taken: look for the id in the whole shared block (a miss path) */
 	for (size_t i = 0; i < GENSHM_NODES; i++) {
 		int32_t id, port;
@@ -594,7 +621,17 @@ upstream_node_find(struct worker *w, int32_t node_id)
 
 /* ---- the worker's own metadata fetch ------------------------------------- */
 
-enum fetch_phase { FETCH_CONNECTING = 0, FETCH_APIVERSIONS, FETCH_METADATA };
+/*
+ * ApiVersions, then (upstream_sasl_*) SaslHandshake v1 and one
+ * SaslAuthenticate per client token (worker/kafka/sasl_client.h), then
+ * Metadata. Without credentials, a broker that answers ApiVersions and
+ * closes the connection on Metadata requires SASL: that counts as
+ * reachable, with nothing learned (fetch_sasl_required).
+ */
+enum fetch_phase {
+	FETCH_CONNECTING = 0, FETCH_APIVERSIONS, FETCH_SASL_HANDSHAKE, FETCH_SASL_AUTHENTICATE,
+	FETCH_METADATA,
+};
 
 struct upstream_fetch {
 	struct worker *w;
@@ -604,11 +641,16 @@ struct upstream_fetch {
 	struct transport t;  /* to the bootstrap server being asked */
 	ev_io io;
 	ev_timer timer;
-	uint8_t req[256];
+	uint8_t req[SASL_CLIENT_TOKEN_MAX + 256];  /* wiped: it may hold a PLAIN token */
 	size_t req_len, req_off;
 	uint8_t *buf;
 	size_t len, cap;
 	int16_t md_version;
+	int16_t auth_version;  /* SaslAuthenticate version spoken */
+	int32_t corr;          /* of the last request */
+	bool offers_sasl;      /* ApiVersions listed SaslHandshake */
+	bool auth_failed;      /* ended because ferry's credentials were refused */
+	struct sasl_client sasl;
 	bool local;          /* the last error was ours (descriptors, memory) */
 	char err[400];
 };
@@ -625,7 +667,12 @@ fetch_addr(const struct upstream_fetch *f, char *buf, size_t len)
 static const char *
 fetch_api(const struct upstream_fetch *f)
 {
-	return f->phase == FETCH_METADATA ? "Metadata" : "ApiVersions";
+	switch (f->phase) {
+	case FETCH_SASL_HANDSHAKE: return "SaslHandshake";
+	case FETCH_SASL_AUTHENTICATE: return "SaslAuthenticate";
+	case FETCH_METADATA: return "Metadata";
+	default: return "ApiVersions";
+	}
 }
 
 /* The upstream does not speak Kafka (or not well): f->err, try the next.
@@ -666,6 +713,8 @@ fetch_discard(struct upstream_fetch *f)
 	if (f->uc)
 		upstream_connect_cancel(f->uc);
 	transport_close(&f->t);
+	sasl_client_wipe(&f->sasl);
+	sodium_memzero(f->req, sizeof f->req);
 	free(f->buf);
 	free(f);
 }
@@ -680,16 +729,19 @@ fetch_end(struct upstream_fetch *f, bool ok)
 		if (log_ratelimit_ok(&w->rl_upstream, 5, 10, &sup))
 			log_warn("metadata fetch failed", "error=\"%s\" suppressed=%llu", f->err,
 			    (unsigned long long)sup);
+		if (f->auth_failed)
+			w->upstream_auth_failed = true;
 		if (!local)
-			worker_upstream_report(w, false, f->err);
+			upstream_report(w, false, f->err);
 	} else {
-		worker_upstream_report(w, true, NULL);
+		w->upstream_auth_failed = false;
+		upstream_report(w, true, NULL);
 	}
 	fetch_discard(f);
 	w->fetch = NULL;
 	if (!ok)
 		upstream_probe_schedule(w);  /* (a local failure is retried too) */
-	conn_metadata_ready(w);
+	worker_metadata_ready(w);
 }
 
 /* This fetch failed against one bootstrap server: try the next one. */
@@ -743,6 +795,186 @@ fetch_send(struct upstream_fetch *f)
 	fetch_watch(f, false, true);
 }
 
+/* ferry's own credentials were refused (or cannot be used here): the
+ * fetch ends at once (every broker would say the same; asking them all
+ * with a wrong password helps nobody) and the condition stays unreachable
+ * with this reason until a fetch authenticates. */
+static void
+fetch_auth_error(struct upstream_fetch *f, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+fetch_auth_error(struct upstream_fetch *f, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(f->err, sizeof f->err, fmt, ap);
+	va_end(ap);
+	f->auth_failed = true;
+	f->local = false;
+	fetch_end(f, false);
+}
+
+static void
+fetch_metadata_send(struct upstream_fetch *f)
+{
+	sodium_memzero(f->req, sizeof f->req);
+	f->req_len = kc_build_metadata_request(f->req, sizeof f->req, f->md_version, ++f->corr,
+	    "ferry");
+	f->phase = FETCH_METADATA;
+	fetch_send(f);
+}
+
+/* One SaslAuthenticate carrying token (wiped here). */
+static void
+fetch_authenticate_send(struct upstream_fetch *f, uint8_t *token, size_t len)
+{
+	sodium_memzero(f->req, sizeof f->req);
+	f->req_len = sasl_client_authenticate_request(f->req, sizeof f->req, f->auth_version,
+	    ++f->corr, "ferry", token, len);
+	sodium_memzero(token, len);
+	if (f->req_len == 0) {  /* (every token of sasl_client.h fits) */
+		fetch_auth_error(f, "upstream SASL: a %zu byte token does not fit a request", len);
+		return;
+	}
+	f->phase = FETCH_SASL_AUTHENTICATE;
+	fetch_send(f);
+}
+
+/* After ApiVersions, with upstream_sasl_*: SaslHandshake v1. */
+static void
+fetch_sasl_start(struct upstream_fetch *f)
+{
+	struct worker *w = f->w;
+	const char *mech = cfg_sasl_mech_str(w->cl->upstream_sasl_mechanism);
+	char addr[CFG_HOST_MAX + 16], err[200], nonce[48];
+	int16_t hmin = 0, hmax = 0, amin = 0, amax = 0;
+	uint8_t rnd[24];
+
+	fetch_addr(f, addr, sizeof addr);
+	if (kc_apiversions_find(f->buf, f->len, 0, KC_API_SASL_HANDSHAKE, &hmin, &hmax) != KC_OK ||
+	    hmax < 1 ||
+	    kc_apiversions_find(f->buf, f->len, 0, KC_API_SASL_AUTHENTICATE, &amin, &amax) != KC_OK) {
+		fetch_auth_error(f, "upstream_sasl_mechanism is set but %s offers no SaslHandshake "
+		    "v1 and SaslAuthenticate", addr);
+		return;
+	}
+	f->auth_version = amax > 2 ? 2 : amax;
+	randombytes_buf(rnd, sizeof rnd);
+	sodium_bin2base64(nonce, sizeof nonce, rnd, sizeof rnd,
+	    sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+	enum sasl_mech m = sasl_mech_parse((const uint8_t *)mech, strlen(mech));
+	if (sasl_client_init(&f->sasl, m, w->cl->upstream_sasl_username, w->sasl_password,
+	    w->sasl_password_len, nonce, err, sizeof err) != 0) {
+		fetch_auth_error(f, "upstream SASL %s: %s", mech, err);
+		return;
+	}
+	f->req_len = sasl_client_handshake_request(f->req, sizeof f->req, ++f->corr, "ferry", mech);
+	f->phase = FETCH_SASL_HANDSHAKE;
+	fetch_send(f);
+}
+
+/* The SaslHandshake answer: the first token, or why not. */
+static void
+fetch_sasl_handshake(struct upstream_fetch *f)
+{
+	const char *mech = cfg_sasl_mech_str(f->w->cl->upstream_sasl_mechanism);
+	char addr[CFG_HOST_MAX + 16], mechs[120], err[200];
+	uint8_t tok[SASL_CLIENT_TOKEN_MAX];
+	size_t n = 0;
+	int16_t e = 0;
+
+	fetch_addr(f, addr, sizeof addr);
+	if (sasl_client_handshake_response(f->buf, f->len, &e, mechs, sizeof mechs, err,
+	    sizeof err) != KC_OK) {
+		fetch_protocol_error(f, "malformed SaslHandshake response: %s", err);
+		return;
+	}
+	if (e == SASL_CLIENT_ERR_UNSUPPORTED_MECHANISM) {
+		fetch_auth_error(f, "upstream SASL: %s does not enable %s (it enables %s)", addr,
+		    mech, mechs[0] ? mechs : "none");
+		return;
+	}
+	if (e == SASL_CLIENT_ERR_ILLEGAL_SASL_STATE) {
+		fetch_auth_error(f, "upstream SASL: %s is not a SASL listener (SaslHandshake "
+		    "refused: ILLEGAL_SASL_STATE) but upstream_sasl_mechanism is set", addr);
+		return;
+	}
+	if (e != 0) {
+		fetch_auth_error(f, "upstream SASL: %s refused SaslHandshake %s: error %d", addr,
+		    mech, e);
+		return;
+	}
+	if (sasl_client_first(&f->sasl, tok, sizeof tok, &n, err, sizeof err) != 0) {
+		fetch_auth_error(f, "upstream SASL %s: %s", mech, err);
+		return;
+	}
+	fetch_authenticate_send(f, tok, n);
+}
+
+/* A SaslAuthenticate answer: the next token, Metadata, or a refusal. */
+static void
+fetch_sasl_authenticate(struct upstream_fetch *f)
+{
+	struct worker *w = f->w;
+	const char *mech = cfg_sasl_mech_str(w->cl->upstream_sasl_mechanism);
+	char addr[CFG_HOST_MAX + 16], msg[160], err[200];
+	uint8_t out[SASL_CLIENT_TOKEN_MAX];
+	const uint8_t *tok = NULL;
+	size_t tl = 0, n = 0;
+	int16_t e = 0;
+
+	fetch_addr(f, addr, sizeof addr);
+	if (sasl_client_authenticate_response(f->buf, f->len, f->auth_version, &e, msg, sizeof msg,
+	    &tok, &tl, err, sizeof err) != KC_OK) {
+		fetch_protocol_error(f, "malformed SaslAuthenticate v%d response: %s",
+		    f->auth_version, err);
+		return;
+	}
+	if (e != 0) {
+		fetch_auth_error(f, "upstream SASL %s as '%s' refused by %s: %s", mech,
+		    w->cl->upstream_sasl_username, addr, msg[0] ? msg : e ==
+		    SASL_CLIENT_ERR_AUTHENTICATION_FAILED ? "SASL_AUTHENTICATION_FAILED" : "error");
+		return;
+	}
+	if (sasl_client_step(&f->sasl, tok, tl, out, sizeof out, &n, err, sizeof err) != 0) {
+		fetch_auth_error(f, "upstream SASL %s at %s: %s", mech, addr, err);
+		return;
+	}
+	if (n > 0) {
+		fetch_authenticate_send(f, out, n);
+		return;
+	}
+	log_debug("authenticated to the upstream", "upstream=%s mechanism=%s username=\"%s\"",
+	    addr, mech, w->cl->upstream_sasl_username);
+	sasl_client_wipe(&f->sasl);
+	fetch_metadata_send(f);
+}
+
+/* No upstream_sasl_*, and the broker answered ApiVersions then closed the
+ * connection on Metadata: its listener requires SASL. The upstream is
+ * up (it speaks Kafka), so this ends the fetch as reachable with nothing
+ * learned: brokers are learned from the Metadata responses of clients,
+ * which authenticate themselves, and kept across restarts (IPC_NODES). */
+static void
+fetch_sasl_required(struct upstream_fetch *f)
+{
+	struct worker *w = f->w;
+	char addr[CFG_HOST_MAX + 16];
+	if (!w->upstream_sasl_required) {
+		size_t known = 0;
+		for (size_t i = 0; i < w->n_nodes; i++)
+			known += w->nodes[i].known;
+		log_warn("upstream requires SASL: ferry's own metadata fetch cannot authenticate",
+		    "upstream=%s brokers_known=%zu hint=\"clients reach the brokers once one has "
+		    "bootstrapped through ferry (the brokers learned are kept across restarts); set "
+		    "upstream_sasl_mechanism, upstream_sasl_username and upstream_sasl_password_file "
+		    "to learn them at start\"", fetch_addr(f, addr, sizeof addr), known);
+	}
+	w->upstream_sasl_required = true;
+	fetch_end(f, true);
+}
+
 /* The transport failed (errno): say so and try the next server. */
 static void
 fetch_io_error(struct upstream_fetch *f, const char *what)
@@ -750,10 +982,16 @@ fetch_io_error(struct upstream_fetch *f, const char *what)
 	char addr[CFG_HOST_MAX + 16];
 	int e = errno;
 	if (transport_is_tls(&f->t) && transport_tls_error(&f->t)[0]) {
+		const char *tls = transport_tls_error(&f->t);
 		if (strcmp(what, "handshake") == 0)
 			METRIC_ADD(f->w->m, upstream_tls_failures, 1);
-		snprintf(f->err, sizeof f->err, "metadata fetch from %s: %s", fetch_addr(f, addr,
-		    sizeof addr), transport_tls_error(&f->t));
+		/* a broker that requires client certificates says so with an
+		 * alert, after the handshake under TLS 1.3 */
+		bool no_cert = !f->w->cl->upstream_cert[0] && (strstr(tls, "alert bad certificate") ||
+		    strstr(tls, "certificate required"));
+		snprintf(f->err, sizeof f->err, "metadata fetch from %s: %s%s", fetch_addr(f, addr,
+		    sizeof addr), tls, no_cert ? " (the broker wants a client certificate: "
+		    "upstream_cert, upstream_key)" : "");
 	} else {
 		snprintf(f->err, sizeof f->err, "metadata fetch from %s: %s%s%s",
 		    fetch_addr(f, addr, sizeof addr), what, *what ? ": " : "", strerror(e));
@@ -766,11 +1004,17 @@ static void
 fetch_handle(struct upstream_fetch *f)
 {
 	struct worker *w = f->w;
+	if (f->len < 8 || kc_get_i32(f->buf + 4) != f->corr) {
+		fetch_protocol_error(f, "%s response with correlation id %d, %d expected",
+		    fetch_api(f), f->len < 8 ? -1 : kc_get_i32(f->buf + 4), f->corr);
+		return;
+	}
 	if (f->phase == FETCH_APIVERSIONS) {
 		int16_t min = 0, max = 0;
 		int r = kc_apiversions_find(f->buf, f->len, 0, 3, &min, &max);
 		if (r != KC_OK) {
-			fetch_protocol_error(f, "%s", r == -2 ? "ApiVersions response lists no Metadata"
+			fetch_protocol_error(f, "%s", r == KC_APIVERSIONS_ABSENT
+			    ? "ApiVersions response lists no Metadata"
 			    : "malformed response to ApiVersions");
 			return;
 		}
@@ -785,9 +1029,20 @@ fetch_handle(struct upstream_fetch *f)
 			return;
 		}
 		f->md_version = v;
-		f->req_len = kc_build_metadata_request(f->req, sizeof f->req, v, 2, "ferry");
-		f->phase = FETCH_METADATA;
-		fetch_send(f);
+		f->offers_sasl = kc_apiversions_find(f->buf, f->len, 0, KC_API_SASL_HANDSHAKE, NULL,
+		    NULL) == KC_OK;
+		if (w->sasl_password)
+			fetch_sasl_start(f);
+		else
+			fetch_metadata_send(f);
+		return;
+	}
+	if (f->phase == FETCH_SASL_HANDSHAKE) {
+		fetch_sasl_handshake(f);
+		return;
+	}
+	if (f->phase == FETCH_SASL_AUTHENTICATE) {
+		fetch_sasl_authenticate(f);
 		return;
 	}
 	struct kc_broker_map map = { .map = fetch_learn, .ctx = w };
@@ -801,6 +1056,7 @@ fetch_handle(struct upstream_fetch *f)
 		return;
 	}
 	free(out);
+	w->upstream_sasl_required = false;
 	fetch_end(f, true);
 }
 
@@ -880,6 +1136,11 @@ fetch_io_cb(struct ev_loop *loop, ev_io *io, int revents)
 			fetch_watch(f, true, false);
 			return;
 		}
+		if ((n == 0 || (n < 0 && errno == ECONNRESET)) && f->len == 0 &&
+		    f->phase == FETCH_METADATA && f->offers_sasl && !f->w->sasl_password) {
+			fetch_sasl_required(f);
+			return;
+		}
 		if (n < 0) {
 			fetch_io_error(f, "");
 			return;
@@ -923,7 +1184,8 @@ fetch_connected(void *arg, int fd, const char *err, bool local)
 		return;
 	}
 	f->phase = FETCH_APIVERSIONS;
-	f->req_len = kc_build_apiversions_request(f->req, sizeof f->req, 1, "ferry");
+	f->corr = 1;
+	f->req_len = kc_build_apiversions_request(f->req, sizeof f->req, f->corr, "ferry");
 	fetch_send(f);
 }
 
@@ -965,7 +1227,7 @@ upstream_fetch_metadata(struct worker *w)
 		return;
 	struct upstream_fetch *f = calloc(1, sizeof *f);
 	if (!f) {
-		conn_metadata_ready(w);
+		worker_metadata_ready(w);
 		return;
 	}
 	f->w = w;

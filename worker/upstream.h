@@ -5,7 +5,10 @@
  * resolved address, and the worker's own metadata fetch that learns the
  * upstream address of each broker (needed when a client connects straight
  * to a broker port before any Metadata response has passed through, e.g.
- * right after a worker restart).
+ * right after a worker restart) and serves as the health probe. With
+ * upstream_sasl_* the fetch authenticates first (worker/kafka/sasl_client.h);
+ * without, an upstream that answers ApiVersions and closes on Metadata
+ * requires SASL: reachable, nothing learned.
  */
 #ifndef FERRY_WORKER_UPSTREAM_H
 #define FERRY_WORKER_UPSTREAM_H
@@ -14,7 +17,7 @@
 #include <stdint.h>
 
 #include "common/transport.h"
-#include "worker/worker.h"
+#include "worker/context.h"
 
 struct upstream_connect;
 
@@ -53,8 +56,14 @@ void upstream_tls_handshake_end(struct worker *w, const struct transport *t, boo
 const char *upstream_transport_error(const struct transport *t, int err);
 
 /* Start a metadata fetch unless one is running; when it ends every
- * connection waiting for broker addresses is resumed (conn_metadata_ready). */
+ * connection waiting for broker addresses is resumed (worker_metadata_ready). */
 void upstream_fetch_metadata(struct worker *w);
+
+/* Report the upstream condition to the supervisor when it changes: a
+ * well-formed Kafka answer makes it reachable, a failed connect or a
+ * protocol error unreachable (with the reason), and then re-probes it
+ * (below) until it answers again. */
+void upstream_report(struct worker *w, bool reachable, const char *error);
 
 /* The upstream was found unreachable: re-probe it (a metadata fetch) after
  * a delay that doubles from WORKER_PROBE_MIN_MS to WORKER_PROBE_MAX_MS, until
@@ -70,8 +79,9 @@ void upstream_learn_node(struct worker *w, int32_t node_id, const char *host, si
 /* Take broker index idx's address from what a sibling worker of the
  * generation published (genshm.h); true when it is known now. */
 bool upstream_node_from_siblings(struct worker *w, int idx);
-/* [sni] The slot of node_id in w->nodes when its upstream address is known
- * here or to a sibling worker (then copied here), else -1. */
+/* gateway = sni: the slot of node_id in w->nodes when its upstream
+ * address is known here or to a sibling worker (then copied here), else
+ * -1. */
 int upstream_node_find(struct worker *w, int32_t node_id);
 
 /* c-ares on libev. */

@@ -18,169 +18,18 @@
 
 #include <sodium.h>
 
+#include "common/fault.h"
+#include "common/conntab.h"
 #include "common/ipc.h"
 #include "common/nodemap.h"
 #include "common/tls.h"
 #include "common/tlsmat.h"
 #include "worker/conn.h"
+#include "worker/context.h"
 #include "worker/handover.h"
 #include "worker/upstream.h"
 
-/* ---- buffer pool ------------------------------------------------------------ */
-
-void *
-worker_buf_get(struct worker *w)
-{
-	if (w->n_pool)
-		return w->pool[--w->n_pool];
-	return malloc(WORKER_BUF_SIZE);
-}
-
-void
-worker_buf_put(struct worker *w, void *buf)
-{
-	if (w->n_pool < WORKER_BUF_POOL)
-		w->pool[w->n_pool++] = buf;
-	else
-		free(buf);
-}
-
-/* ---- reporting ---------------------------------------------------------------- */
-
-void
-worker_upstream_report(struct worker *w, bool reachable, const char *error)
-{
-	int now = reachable ? 1 : 0;
-	if (reachable)
-		upstream_probe_stop(w);
-	else
-		upstream_probe_schedule(w);
-	if (w->upstream_reachable == now &&
-	    (reachable || strcmp(w->upstream_error, error ? error : "") == 0))
-		return;
-	if (w->upstream_reachable != now)
-		log_msg(reachable ? LOG_INFO : LOG_WARN,
-		    reachable ? "upstream reachable" : "upstream unreachable",
-		    error && *error ? "error=\"%s\"" : "%s", error && *error ? error : "");
-	w->upstream_reachable = now;
-	struct ipc_upstream u = { .reachable = (uint32_t)now };
-	snprintf(u.error, sizeof u.error, "%s", error ? error : "");
-	snprintf(w->upstream_error, sizeof w->upstream_error, "%s", u.error);
-	worker_ipc_send(w, IPC_UPSTREAM, &u, sizeof u);
-}
-
-void
-worker_unknown_node(struct worker *w, int32_t node_id, const char *host, size_t host_len,
-		    int32_t port)
-{
-	struct ipc_unknown_node u = { .node_id = node_id, .port = port };
-	snprintf(u.host, sizeof u.host, "%.*s", (int)host_len, host);
-	for (size_t i = 0; i < w->n_unknown; i++)
-		if (w->unknown[i].node_id == node_id && w->unknown[i].port == port &&
-		    strcmp(w->unknown[i].host, u.host) == 0)
-			return;
-	if (w->n_unknown == WORKER_UNKNOWN_NODES)
-		return;  /* enough to tell the operator what is wrong */
-	w->unknown[w->n_unknown++] = u;
-	if (w->cl->gateway == CFG_GATEWAY_SNI)
-		log_warn("upstream broker has no server name", "node_id=%d upstream=%s:%d "
-		    "hint=\"more than %d distinct node ids (or a negative one); clients cannot "
-		    "reach it\"", node_id, u.host, port, WORKER_SNI_NODES);
-	else
-		log_warn("upstream broker has no broker port", "node_id=%d upstream=%s:%d "
-		    "hint=\"add it to node_ids and broker_ports; clients cannot reach it\"",
-		    node_id, u.host, port);
-	worker_ipc_send(w, IPC_UNKNOWN_NODE, &u, sizeof u);
-}
-
-/* ---- brokers known across generations [tickets] ------------------------------------ */
-
-/* Tell the supervisor every node learned here since the last report, in as
- * few IPC_NODE_LEARNED messages as they fit in. */
-static void
-worker_nodes_report_cb(struct ev_loop *loop, ev_timer *t, int revents)
-{
-	(void)loop;
-	(void)revents;
-	struct worker *w = t->data;
-	size_t n = 0;
-	for (size_t i = 0; i < w->n_nodes; i++)
-		n += w->nodes[i].report;
-	if (!n || w->ipc_fd < 0)
-		return;
-	size_t cap = sizeof(struct nodemap_hdr) + n * (7 + CFG_HOST_MAX);
-	if (cap > IPC_MAX_PAYLOAD)
-		cap = IPC_MAX_PAYLOAD;
-	uint8_t *buf = malloc(cap);
-	if (!buf)
-		return;  /* kept: the next learned node tries again */
-	size_t i = 0;
-	while (i < w->n_nodes && w->ipc_fd >= 0) {
-		struct nodemap_writer wr;
-		nodemap_writer_init(&wr, buf, cap, 0);
-		for (; i < w->n_nodes; i++) {
-			struct worker_node *wn = &w->nodes[i];
-			if (!wn->report)
-				continue;
-			struct nodemap_entry e = { .node_id = wn->node_id, .port = wn->port };
-			snprintf(e.host, sizeof e.host, "%s", wn->host);
-			if (!nodemap_writer_add(&wr, &e))
-				break;  /* full: the next message */
-			wn->report = false;
-		}
-		if (!wr.count)
-			break;
-		size_t len = nodemap_writer_finish(&wr);
-		log_debug("reporting learned brokers", "brokers=%u", wr.count);
-		worker_ipc_send(w, IPC_NODE_LEARNED, buf, len);
-	}
-	free(buf);
-}
-
-void
-worker_node_learned(struct worker *w, size_t n)
-{
-	if (n >= w->n_nodes)
-		return;
-	w->nodes[n].report = true;
-	if (w->nodes_reporting && w->loop && !ev_is_active(&w->nodes_report)) {
-		ev_timer_set(&w->nodes_report, 0., 0.);
-		ev_timer_start(w->loop, &w->nodes_report);
-	}
-}
-
-/* IPC_NODES at start: what earlier generations learned. -1: malformed. */
-static int
-worker_nodes_inherit(struct worker *w, const struct ipc_msg *msg, char *err, size_t errlen)
-{
-	struct nodemap_reader r;
-	struct nodemap_entry e;
-	if (nodemap_reader_init(&r, msg->payload, msg->hdr.len, (uint32_t)w->n_nodes, err,
-	    errlen) == -1)
-		return -1;
-	int rc;
-	while ((rc = nodemap_reader_next(&r, &e, err, errlen)) == 1) {
-		int idx = worker_node_slot(w, e.node_id, true);
-		if (idx < 0)
-			continue;  /* not ours, or the SNI table is full */
-		struct worker_node *n = &w->nodes[idx];
-		if (!n->known)
-			w->nodes_inherited++;
-		snprintf(n->host, sizeof n->host, "%s", e.host);
-		n->port = e.port;
-		n->known = true;
-		n->report = false;
-		log_debug("upstream broker known from an earlier generation", "node_id=%d "
-		    "upstream=%s:%d", e.node_id, n->host, n->port);
-	}
-	if (rc == -1)
-		return -1;
-	if (r.flags & NODEMAP_F_REACHABLE)
-		w->nodes_reachable = true;
-	return 0;
-}
-
-/* [tickets] IPC_TICKET_KEYS: take the supervisor's session-ticket keys (at
+/* IPC_TICKET_KEYS: take the supervisor's TLS session-ticket keys (at
  * start and at every rotation). The old copy and the message buffer are
  * wiped; the struct is updated in place, so every TLS context that points
  * at it uses the new keys from the next handshake on. */
@@ -225,13 +74,6 @@ worker_accept_pause(struct worker *w, int err)
 	ev_timer_stop(w->loop, &w->accept_backoff);
 	ev_timer_set(&w->accept_backoff, WORKER_ACCEPT_BACKOFF_MS / 1000.0, 0.);
 	ev_timer_start(w->loop, &w->accept_backoff);
-}
-
-void
-worker_conn_closed(struct worker *w)
-{
-	if (w->draining && w->n_conns == 0)
-		ev_break(w->loop, EVBREAK_ALL);
 }
 
 static void
@@ -357,14 +199,6 @@ worker_heartbeat_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	    (uint64_t)(ev_now(loop) * 1000.0), memory_order_relaxed);
 }
 
-void
-worker_conns_changed(struct worker *w)
-{
-	if (w->gen)
-		atomic_store_explicit(&w->gen->workers[w->index].connections, w->n_conns,
-		    memory_order_relaxed);
-}
-
 static void
 worker_accept_cb(struct ev_loop *loop, ev_io *io, int revents)
 {
@@ -459,35 +293,6 @@ worker_orphan(struct worker *w, const char *why)
 	w->ipc_fd = -1;
 	conn_handover_abort(w);
 	worker_drain(w, WORKER_ORPHAN_DRAIN_MS, "supervisor gone");
-}
-
-int
-worker_ipc_send_fds(struct worker *w, enum ipc_type type, const void *payload, size_t len,
-		    const int *fds, size_t nfds)
-{
-	if (w->ipc_fd < 0) {
-		errno = EPIPE;
-		return -1;
-	}
-	if (ipcq_send(&w->ipc_q, w->ipc_fd, type, w->generation, payload, len, fds, nfds) == -1)
-		return -1;
-	if (ipcq_pending(&w->ipc_q) && w->loop)
-		ev_io_start(w->loop, &w->ipc_wio);
-	return 0;
-}
-
-void
-worker_ipc_send(struct worker *w, enum ipc_type type, const void *payload, size_t len)
-{
-	if (w->ipc_fd < 0)
-		return;
-	if (worker_ipc_send_fds(w, type, payload, len, NULL, 0) == -1) {
-		char why[96];
-		snprintf(why, sizeof why, "cannot send %s: %s", ipc_type_str(type),
-		    errno == ENOBUFS ? "the supervisor does not read its control channel" :
-		    strerror(errno));
-		worker_orphan(w, why);
-	}
 }
 
 static void
@@ -649,6 +454,31 @@ worker_signal_cb(struct ev_loop *loop, ev_signal *s, int revents)
 	worker_drain(w, WORKER_ORPHAN_DRAIN_MS, s->signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
+/* upstream_sasl_*: ferry's own password, from the material's bytes into
+ * guarded memory (sodium_malloc: guard pages, no core dumps, read-only
+ * from here on), for the metadata fetch's SASL exchange. */
+static void
+worker_sasl_setup(struct worker *w, const struct cfg_tls_files *f)
+{
+	size_t n = f->len[CFG_TLS_F_UPSTREAM_SASL_PASSWORD];
+	if (n == 0 || n > CFG_SASL_PASSWORD_MAX)
+		worker_fail(w, "upstream_sasl_mechanism is set but no password came from the "
+		    "supervisor");
+	if (sodium_init() < 0)
+		worker_fail(w, "libsodium initialisation failed (upstream SASL)");
+	if ((w->sasl_password = sodium_malloc(n)) == NULL)
+		worker_fail(w, "out of memory for the upstream SASL password");
+	memcpy(w->sasl_password, f->data[CFG_TLS_F_UPSTREAM_SASL_PASSWORD], n);
+	w->sasl_password_len = n;
+	sodium_mprotect_readonly(w->sasl_password);
+	log_info("upstream SASL ready", "mechanism=%s username=\"%s\" used_for=\"ferry's own metadata "
+	    "fetch and probes\"", cfg_sasl_mech_str(w->cl->upstream_sasl_mechanism),
+	    w->cl->upstream_sasl_username);
+	if (w->cl->upstream_sasl_mechanism == CFG_SASL_PLAIN && !w->cl->upstream_tls)
+		log_warn("upstream_sasl_mechanism = PLAIN without upstream_tls: ferry's password "
+		    "crosses the network in clear (use SCRAM, or TLS)", "%s", "");
+}
+
 /* TLS_MATERIAL follows CONFIG: the contexts are built from the bytes, which
  * are wiped at once. Bad material is a configuration that is not viable. */
 static void
@@ -664,19 +494,23 @@ worker_tls_setup(struct worker *w)
 	int rc = tlsmat_decode(msg.payload, msg.hdr.len, &f, err, sizeof err);
 	if (rc == 0)
 		rc = tlsmat_contexts(w->cl, &f, &w->tls_server, &w->tls_client, err, sizeof err);
+	if (rc == 0 && w->cl->upstream_sasl_mechanism != CFG_SASL_NONE)
+		worker_sasl_setup(w, &f);
 	sodium_memzero(msg.payload, msg.hdr.len);
 	if (rc != 0) {
 		snprintf(reason, sizeof reason, "TLS: %s", err);
 		worker_fail(w, reason);
 	}
 	if (w->tls_client) {
-		/* [upresume] sessions towards the upstream, per broker */
+		/* TLS sessions towards the upstream, one per broker, so that the
+		 * next connection to a broker resumes */
 		if ((w->tls_sessions = tlscache_new(WORKER_TLS_SESSIONS)) == NULL ||
 		    tlscache_attach(w->tls_sessions, w->tls_client) != 0)
 			worker_fail(w, "TLS: cannot set up the upstream session cache: out of memory");
 	}
 	if (w->cl->gateway == CFG_GATEWAY_SNI) {
-		/* [sni] the ClientHello's server name picks bootstrap or broker */
+		/* gateway = sni: the ClientHello's server name picks bootstrap or
+		 * broker */
 		w->sni_gate = (struct sni_gate){ w->cl->sni_bootstrap_host,
 		    w->cl->sni_broker_pattern, w->m, &w->rl_proto };
 		if (!w->tls_server || sni_gate_install(w->tls_server, &w->sni_gate) != 0)
@@ -685,10 +519,11 @@ worker_tls_setup(struct worker *w)
 	if (w->cl->upstream_tls && !w->cl->upstream_tls_verify)
 		log_warn("upstream_tls_verify = off: the upstream brokers' certificates and "
 		    "names are not checked (anyone on the path can impersonate them)", "%s", "");
-	log_info("TLS ready", "clients=%s upstream=%s min_version=%s client_auth=%s",
-	    w->tls_server ? "on" : "off", w->tls_client ? "on" : "off",
-	    cfg_tls_version_str((enum cfg_tls_version)w->cl->tls_min_version),
-	    cfg_tls_client_auth_str(w->cl->tls_client_auth));
+	if (w->tls_server || w->tls_client)
+		log_info("TLS ready", "clients=%s upstream=%s min_version=%s client_auth=%s",
+		    w->tls_server ? "on" : "off", w->tls_client ? "on" : "off",
+		    cfg_tls_version_str((enum cfg_tls_version)w->cl->tls_min_version),
+		    cfg_tls_client_auth_str(w->cl->tls_client_auth));
 }
 
 /* Receive CONFIG and LISTENERS, set everything up. -1: exit. */
@@ -702,7 +537,11 @@ worker_setup(struct worker *w)
 
 	if (worker_expect(w, IPC_CONFIG, buf, cap, &msg) == -1)
 		return -1;
-	if (msg.nfds != 2 || metrics_map(msg.fds[0], &w->m) == -1) {
+	if (fault_at("worker-fail-at-start")) {
+		ipc_close_fds(&msg);
+		worker_fail(w, "fault injection: worker-fail-at-start");
+	}
+	if (msg.nfds != 3 || metrics_map(msg.fds[0], &w->m) == -1) {
 		ipc_close_fds(&msg);
 		worker_fail(w, "no usable metrics block");
 	}
@@ -712,20 +551,28 @@ worker_setup(struct worker *w)
 	}
 	/* a replacement starts from nothing, not from its predecessor's count */
 	worker_conns_changed(w);
-	ipc_close_fds(&msg);
 	struct cfg_errors errs;
 	cfg_errors_init(&errs);
 	if (cfg_parse_string("<cluster config>", (const char *)msg.payload, msg.hdr.len, &w->cfg,
 	    &errs) == -1 || w->cfg.n_clusters != 1) {
 		snprintf(reason, sizeof reason, "%s", errs.n ? errs.msg[0] : "not one cluster");
 		cfg_errors_free(&errs);
+		ipc_close_fds(&msg);
 		worker_fail(w, reason);
 	}
 	cfg_errors_free(&errs);
 	w->cl = &w->cfg.clusters[0];
-	if (w->cl->tls || w->cl->upstream_tls)
+	/* the connection table is sized by the configuration just read */
+	struct conntab *ct = NULL;
+	uint32_t rows = conntab_rows(w->cl->max_connections);
+	if (conntab_map(msg.fds[2], rows, &ct) == -1 || conntab_writer_init(&w->ct, ct, rows) == -1) {
+		ipc_close_fds(&msg);
+		worker_fail(w, "no usable connection table");
+	}
+	ipc_close_fds(&msg);
+	if (w->cl->tls || w->cl->upstream_tls || w->cl->upstream_sasl_mechanism != CFG_SASL_NONE)
 		worker_tls_setup(w);
-	/* [tickets] the client-facing context encrypts and decrypts session
+	/* the client-facing context encrypts and decrypts TLS session
 	 * tickets with the supervisor's keys (IPC_TICKET_KEYS, before
 	 * LISTENERS; updated in place at each rotation) */
 	if (w->tls_server && tls_ticket_keys_install(w->tls_server, &w->tickets) == -1)
@@ -776,32 +623,6 @@ worker_setup(struct worker *w)
 }
 
 int
-worker_node_slot(struct worker *w, int32_t node_id, bool add)
-{
-	if (w->cl->gateway != CFG_GATEWAY_SNI)
-		return cfg_node_index(w->cl, node_id);
-	if (node_id < 0 || w->n_nodes == 0)
-		return -1;
-	/* node ids are mostly small and dense: slot = id modulo the table,
-	 * the same in every worker of the generation (the shared block is
-	 * indexed by slot too) */
-	for (size_t k = 0, i = (size_t)node_id % w->n_nodes; k < w->n_nodes;
-	     k++, i = (i + 1) % w->n_nodes) {
-		struct worker_node *n = &w->nodes[i];
-		if (n->used && n->node_id == node_id)
-			return (int)i;
-		if (!n->used) {
-			if (!add)
-				return -1;
-			n->used = true;
-			n->node_id = node_id;
-			return (int)i;
-		}
-	}
-	return -1;
-}
-
-int
 worker_main(int argc, char **argv)
 {
 	static struct worker wk;
@@ -815,8 +636,10 @@ worker_main(int argc, char **argv)
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "log-json", no_argument, NULL, 'j' },
 		{ "index", required_argument, NULL, 'i' },
+		{ "ipc", required_argument, NULL, 'I' },
 		{ 0, 0, 0, 0 },
 	};
+	long ipc_version = -1;
 	int level = LOG_INFO, c;
 	bool json = false;
 	optind = 1;
@@ -829,6 +652,7 @@ worker_main(int argc, char **argv)
 		case 'l': level = log_level_parse(optarg) < 0 ? LOG_INFO : log_level_parse(optarg); break;
 		case 'j': json = true; break;
 		case 'i': w->index = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'I': ipc_version = strtol(optarg, NULL, 10); break;
 		default:
 			fprintf(stderr, "ferryd --worker is started by ferryd itself\n");
 			return 2;
@@ -840,6 +664,7 @@ worker_main(int argc, char **argv)
 	log_set_generation(w->generation);
 	w->ipc_fd = WORKER_IPC_FD;
 	w->upstream_reachable = -1;
+	worker_context_init(w, worker_orphan, conn_metadata_ready);
 	ipcq_init(&w->ipc_q, 0, 0);
 
 	/* Backstop for supervisor death (set after the credential change,
@@ -848,9 +673,19 @@ worker_main(int argc, char **argv)
 	/* exec of /proc/self/exe names the process "exe": let ps -C ferryd
 	 * and pkill find workers too. */
 	prctl(PR_SET_NAME, "ferryd", 0, 0, 0);
+	/* No core dump, no ptrace by its own user, no /proc/PID/mem: the
+	 * bytes a worker relays include clients' SASL passwords and tokens
+	 * (and TLS keys live here), which must never land in a core file. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (w->supervisor_pid && getppid() != w->supervisor_pid) {
 		log_error("supervisor already gone", "%s", "");
 		return 1;
+	}
+	/* never one message in a protocol this worker does not speak */
+	if (ipc_version != IPC_PROTOCOL_VERSION) {
+		log_error("the supervisor speaks another IPC protocol", "supervisor=%ld worker=%d",
+		    ipc_version, IPC_PROTOCOL_VERSION);
+		return WORKER_EXIT_CONFIG;
 	}
 	if (fcntl(w->ipc_fd, F_GETFD) == -1) {
 		fprintf(stderr, "ferryd --worker: no control channel on fd %d\n", WORKER_IPC_FD);
@@ -868,8 +703,6 @@ worker_main(int argc, char **argv)
 	w->accept_backoff.data = w;
 	ev_timer_init(&w->accept_defer, worker_defer_cb, WORKER_DEFER_MS / 1000.0, 0.);
 	w->accept_defer.data = w;
-	ev_timer_init(&w->nodes_report, worker_nodes_report_cb, 0., 0.);
-	w->nodes_report.data = w;
 	ev_timer_init(&w->heartbeat, worker_heartbeat_cb, 0., WORKER_HEARTBEAT_MS / 1000.0);
 	w->heartbeat.data = w;
 	ev_timer_start(w->loop, &w->heartbeat);
@@ -889,7 +722,8 @@ worker_main(int argc, char **argv)
 	ev_io_init(&w->ipc_wio, worker_ipc_write_cb, w->ipc_fd, EV_WRITE);
 	w->ipc_wio.data = w;
 
-	worker_ipc_send(w, IPC_READY, NULL, 0);
+	struct ipc_ready rd = { .ipc_version = IPC_PROTOCOL_VERSION };
+	worker_ipc_send(w, IPC_READY, &rd, sizeof rd);
 	if (w->ipc_fd < 0)
 		return 1;
 	log_info("ready", "generation=%llu bootstrap=%s:%u brokers=%zu gateway=%s",
@@ -898,8 +732,9 @@ worker_main(int argc, char **argv)
 
 	ev_run(w->loop, 0);
 
-	log_info("exiting", "connections=%llu metadata_fetches=%llu",
-	    (unsigned long long)w->n_conns, (unsigned long long)w->metadata_fetches);
+	log_info("exiting", "connections=%llu metadata_fetches=%llu violations=%llu",
+	    (unsigned long long)w->n_conns, (unsigned long long)w->metadata_fetches,
+	    (unsigned long long)w->conn_violations);
 	ev_timer_stop(w->loop, &w->nodes_report);
 	conn_close_all(w, false);
 	worker_close_listeners(w);
@@ -915,7 +750,11 @@ worker_main(int argc, char **argv)
 	}
 	genshm_unmap(w->gen);
 	metrics_unmap(w->m);
+	conntab_unmap(w->ct.t, w->ct.rows);
+	conntab_writer_free(&w->ct);
 	sodium_memzero(&w->tickets, sizeof w->tickets);
+	if (w->sasl_password)
+		sodium_free(w->sasl_password);  /* (wipes it) */
 	cfg_free(&w->cfg);
 	SSL_CTX_free(w->tls_server);
 	SSL_CTX_free(w->tls_client);

@@ -4,11 +4,12 @@
  * ferryctl is one program in four files around its connection (ctlconn.h):
  *   ferryctl.c  options, the command table, the one-shot commands and how
  *               each renders its reply (health, ready, validate, reload,
- *               config, drain, restart, metrics);
+ *               config, drain, restart, metrics, upgrade);
  *   request.c   one HTTP/1.1 request to ferryd and the generic handling of
  *               a reply (errors, 401, exit code);
  *   status.c    the status table, and the ages and colours of every view;
- *   top.c       the live views: `status -w` and `top`.
+ *   top.c       the live views: `status -w` and `top`;
+ *   connections.c  `connections NAME`: who is connected to a cluster.
  *
  * Exit codes are contract (docs/design.md §8): 0 ok, 1 the operation failed
  * or was rejected (HTTP 4xx/5xx, not ready, invalid config, unknown
@@ -46,6 +47,12 @@ struct ctl_opts {
 	long count;                     /* -n: refreshes of -w / top; 0 = until quit */
 	const char *state;              /* status --state S[,S]: filter */
 	const char *sort;               /* status --sort KEY */
+	bool wait;                      /* upgrade --wait: until the old ferryd is gone */
+	/* connections: filters and paging */
+	const char *conn_client_id;     /* --client-id, or NULL */
+	const char *conn_principal;     /* --principal, or NULL */
+	long conn_limit;                /* --limit: rows; 0 = all (--json: 100) */
+	long conn_offset;               /* --offset */
 };
 
 struct ctl_reply {
@@ -127,6 +134,12 @@ void ctl_status_path(const struct ctl_opts *o, const char *name, char *path, siz
 
 /* --state / --sort values ferryd knows: 0, or -1 (reported; usage). */
 int ctl_status_check(const struct ctl_opts *o);
+
+/* --- connections.c ------------------------------------------------------ */
+
+/* `connections NAME`: the table (every page, or --limit rows), or with
+ * --json one page of the API unchanged. Returns the exit code. */
+int ctl_connections(const struct ctl_opts *o, const char *name);
 
 /* --- top.c -------------------------------------------------------------- */
 

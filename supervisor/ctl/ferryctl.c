@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/file.h"
 #include "common/http.h"
@@ -46,8 +47,10 @@ ctl_usage(FILE *f)
 	    "  config             configuration status (version, last reload, validation)\n"
 	    "  drain NAME         drain one cluster: finish what it owes, release its sockets\n"
 	    "  restart NAME       start a fresh generation (retry from failed, or roll)\n"
+	    "  upgrade [--wait]   run ferryd's own file again in its place, keeping every connection\n"
 	    "  metrics            Prometheus metrics\n"
 	    "  top                live per-cluster connections, requests/s, bytes/s (q quits)\n"
+	    "  connections NAME   who is connected: address, client id, software, SASL name\n"
 	    "\n"
 	    "options:\n"
 	    "  -s, --socket SOCKET       control socket (default: $FERRY_SOCKET, else %s)\n"
@@ -65,7 +68,12 @@ ctl_usage(FILE *f)
 	    "      --state S[,S...]      status: only clusters in these states (initializing,\n"
 	    "                            accepting, draining, failed, stopped, unresponsive)\n"
 	    "      --sort KEY            status: file (default), name, connections, state, since\n"
+	    "      --wait                upgrade: wait until the old ferryd's connections moved\n"
 	    "  -n, --count N             -w and top: stop after N refreshes\n"
+	    "      --client-id ID        connections: only those with this client id\n"
+	    "      --principal NAME      connections: only those asserting this SASL name\n"
+	    "      --limit N             connections: the first N (--json: one page of N)\n"
+	    "      --offset N            connections: from the Nth\n"
 	    "  -h, --help                show this help\n"
 	    "  -V, --version             show the version\n"
 	    "\n"
@@ -94,11 +102,13 @@ ctl_cmd_health(const struct ctl_reply *r)
 		return CTL_EXIT_UNREACHABLE;
 	}
 	ctl_fmt_age(json_integer_value(json_object_get(j, "uptimeSeconds")), up, sizeof up);
-	printf("%s (version %s, uptime %s, %lld clusters)\n",
+	printf("%s (version %s, build %.12s, pid %lld, uptime %s, %lld clusters)\n",
 	    json_string_value(json_object_get(j, "status")) ?
 	    json_string_value(json_object_get(j, "status")) : "?",
 	    json_string_value(json_object_get(j, "version")) ?
 	    json_string_value(json_object_get(j, "version")) : "?",
+	    json_string_value(json_object_get(j, "buildId")) ?: "?",
+	    (long long)json_integer_value(json_object_get(j, "pid")),
 	    up, (long long)json_integer_value(json_object_get(j, "clusters")));
 	json_decref(j);
 	return CTL_EXIT_OK;
@@ -272,6 +282,21 @@ ctl_cmd_config(const struct ctl_reply *r)
 	} else {
 		printf("last reload:      none\n");
 	}
+	if (json_is_true(json_object_get(j, "upgradeInProgress")))
+		printf("upgrade running since %s (%s)\n",
+		    json_string_value(json_object_get(json_object_get(j, "upgrade"), "since")) ?: "?",
+		    json_string_value(json_object_get(json_object_get(j, "upgrade"), "phase")) ?: "?");
+	last = json_object_get(j, "lastUpgradeAttempt");
+	if (json_is_object(last)) {
+		printf("last upgrade:     %s at %s (%s, %s -> %s, %lld ms)\n",
+		    json_string_value(json_object_get(last, "status")) ?: "?",
+		    json_string_value(json_object_get(last, "timestamp")) ?: "?",
+		    json_string_value(json_object_get(last, "phase")) ?: "?",
+		    json_string_value(json_object_get(last, "fromVersion")) ?: "?",
+		    json_string_value(json_object_get(last, "toVersion")) ?: "?",
+		    (long long)json_integer_value(json_object_get(last, "durationMs")));
+		ctl_print_errors(last, NULL);
+	}
 	last = json_object_get(j, "lastValidationAttempt");
 	if (json_is_object(last))
 		printf("last validation:  %s at %s (%s)\n",
@@ -312,6 +337,129 @@ ctl_cmd_cluster_op(const struct ctl_reply *r, const char *op, const char *name)
 	return CTL_EXIT_FAILED;
 }
 
+/* --- upgrade ----------------------------------------------------------- */
+
+static const char *
+ctl_jstr(const json_t *j, const char *key)
+{
+	const char *v = json_string_value(json_object_get(j, key));
+
+	return v ? v : "?";
+}
+
+/* The outcome of POST /admin/upgrade (answered by the old ferryd at the
+ * commit or the rollback). */
+static int
+ctl_cmd_upgrade(const struct ctl_reply *r)
+{
+	json_t *j, *c;
+	size_t i;
+
+	if ((j = ctl_body_json(r)) == NULL)
+		return CTL_EXIT_UNREACHABLE;
+	if (r->status == 409 || r->status == 400 || r->status == 503) {
+		printf("upgrade refused: %s\n", ctl_jstr(j, "error"));
+		json_decref(j);
+		return CTL_EXIT_FAILED;
+	}
+	if (!json_is_string(json_object_get(j, "status"))) {
+		json_decref(j);
+		return ctl_http_failure(r);
+	}
+	if (json_is_true(json_object_get(j, "success"))) {
+		printf("upgraded ferryd %s (build %.12s) pid %lld -> %s (build %.12s) pid %lld "
+		    "in %lld ms\n", ctl_jstr(j, "fromVersion"), ctl_jstr(j, "fromBuildId"),
+		    (long long)json_integer_value(json_object_get(j, "previousPid")),
+		    ctl_jstr(j, "toVersion"), ctl_jstr(j, "toBuildId"),
+		    (long long)json_integer_value(json_object_get(j, "pid")),
+		    (long long)json_integer_value(json_object_get(j, "durationMs")));
+		json_array_foreach(json_object_get(j, "clusters"), i, c) {
+			json_t *from = json_object_get(c, "fromGeneration");
+			json_t *to = json_object_get(c, "toGeneration");
+
+			if (json_is_integer(from) && json_is_integer(to))
+				printf("  %s: generation %lld -> %lld\n", ctl_jstr(c, "name"),
+				    (long long)json_integer_value(from), (long long)json_integer_value(to));
+			else
+				printf("  %s: not serving, carried over as it is\n", ctl_jstr(c, "name"));
+		}
+		json_decref(j);
+		return CTL_EXIT_OK;
+	}
+	printf("upgrade %s during %s, rolled back; ferryd %s pid %lld still serving\n",
+	    ctl_jstr(j, "status"), ctl_jstr(j, "phase"), ctl_jstr(j, "fromVersion"),
+	    (long long)json_integer_value(json_object_get(j, "previousPid")));
+	ctl_print_errors(j, NULL);
+	json_decref(j);
+	return CTL_EXIT_FAILED;
+}
+
+/* A number of GET /admin/config/status, or def. */
+static long
+ctl_status_ms(const struct ctl_opts *o, const char *key, long def)
+{
+	struct ctl_reply r;
+	char err[256];
+	long t = def;
+
+	if (ctl_request(o, "GET", "/admin/config/status", NULL, 0, &r, err, sizeof err) == 0 &&
+	    r.status == 200) {
+		json_t *j = json_loadb(r.body, r.body_len, 0, NULL);
+		json_t *v = json_object_get(j, key);
+
+		if (json_is_integer(v) && json_integer_value(v) + 10000 > t)
+			t = (long)json_integer_value(v) + 10000;
+		json_decref(j);
+	}
+	free(r.raw);
+	return t;
+}
+
+/* upgrade --wait: the new ferryd reports the old one's end (its connections
+ * handed over, closed at request boundaries, forced) in lastUpgradeAttempt;
+ * ask it until then. */
+static int
+ctl_upgrade_wait(const struct ctl_opts *o)
+{
+	long budget = ctl_status_ms(o, "upgradeTailTimeoutMs", CTL_TIMEOUT_MS);
+	struct timespec ts = { 0, 200 * 1000000L };
+	char err[256];
+
+	for (long waited = 0; waited < budget; waited += 200) {
+		struct ctl_reply r;
+
+		if (ctl_request(o, "GET", "/admin/config/status", NULL, 0, &r, err, sizeof err) == 0 &&
+		    r.status == 200) {
+			json_t *j = json_loadb(r.body, r.body_len, 0, NULL);
+			json_t *last = json_object_get(j, "lastUpgradeAttempt");
+			json_t *conns = json_object_get(last, "connections");
+
+			if (!json_is_true(json_object_get(j, "upgradeInProgress")) &&
+			    json_is_string(json_object_get(last, "completedAt"))) {
+				if (o->json)
+					fwrite(r.body, 1, r.body_len, stdout);
+				else if (json_is_object(conns))
+					printf("  connections: %lld handed over, %lld closed at request "
+					    "boundaries, %lld forced\n",
+					    (long long)json_integer_value(json_object_get(conns, "handedOver")),
+					    (long long)json_integer_value(json_object_get(conns, "closed")),
+					    (long long)json_integer_value(json_object_get(conns, "forced")));
+				if (!o->json)
+					printf("  old ferryd gone at %s\n", ctl_jstr(last, "completedAt"));
+				json_decref(j);
+				free(r.raw);
+				return CTL_EXIT_OK;
+			}
+			json_decref(j);
+		}
+		free(r.raw);
+		nanosleep(&ts, NULL);
+	}
+	ctl_err("the old ferryd still hands connections over after %lds; `ferryctl config` "
+	    "shows the outcome", budget / 1000);
+	return CTL_EXIT_FAILED;
+}
+
 /* The request body for `validate FILE` / `reload FILE`. An empty body means
  * "ferryd's own file" to the API, so an empty FILE is refused rather than
  * silently acting on something other than what was asked for. */
@@ -347,6 +495,8 @@ enum ctl_command {
 	CTL_CMD_DRAIN,
 	CTL_CMD_RESTART,
 	CTL_CMD_TOP,
+	CTL_CMD_UPGRADE,
+	CTL_CMD_CONNECTIONS,
 };
 
 /*
@@ -377,6 +527,9 @@ static const struct ctl_command_def ctl_commands[] = {
 	{ "drain", CTL_CMD_DRAIN, 1, 1, "POST", NULL, "/admin/clusters/", "/drain", false },
 	{ "restart", CTL_CMD_RESTART, 1, 1, "POST", NULL, "/admin/clusters/", "/restart", false },
 	{ "top", CTL_CMD_TOP, 0, 0, "GET", "/admin/clusters", NULL, NULL, false },
+	{ "upgrade", CTL_CMD_UPGRADE, 0, 0, "POST", "/admin/upgrade", NULL, NULL, false },
+	{ "connections", CTL_CMD_CONNECTIONS, 1, 1, "GET", NULL, "/admin/clusters/", "/connections",
+	  false },  /* connections.c */
 };
 
 /* How long a reload may take (init_timeout plus margin, as ferryd says in
@@ -399,6 +552,24 @@ ctl_reload_timeout(const struct ctl_opts *o)
 	}
 	free(r.raw);
 	return t;
+}
+
+/* Below the status table: which ferryd answered (an upgrade changes it). */
+static void
+ctl_status_footer(const struct ctl_opts *o)
+{
+	struct ctl_reply r;
+	char err[256];
+
+	if (ctl_request(o, "GET", "/admin/health", NULL, 0, &r, err, sizeof err) == 0 &&
+	    r.status == 200) {
+		json_t *j = json_loadb(r.body, r.body_len, 0, NULL);
+
+		printf("\nferryd %s (build %.12s) pid %lld\n", ctl_jstr(j, "version"),
+		    ctl_jstr(j, "buildId"), (long long)json_integer_value(json_object_get(j, "pid")));
+		json_decref(j);
+	}
+	free(r.raw);
 }
 
 static int
@@ -427,13 +598,16 @@ ctl_run(const struct ctl_opts *o, const struct ctl_command_def *def, const char 
 	struct ctl_opts ro = *o;
 	if (def->cmd == CTL_CMD_RELOAD)
 		ro.timeout_ms = ctl_reload_timeout(o);
+	if (def->cmd == CTL_CMD_UPGRADE)
+		ro.timeout_ms = ctl_status_ms(o, "upgradeTimeoutMs", CTL_TIMEOUT_MS);
 	rc = ctl_request(&ro, method, path, body, body_len, &reply, err, sizeof err);
 	free(body);
-	if (rc == -1 && def->cmd == CTL_CMD_RELOAD && reply.sent && reply.timed_out) {
+	if (rc == -1 && (def->cmd == CTL_CMD_RELOAD || def->cmd == CTL_CMD_UPGRADE) && reply.sent &&
+	    reply.timed_out) {
 		/* ferryd took the request but has not answered in the time a
 		 * reload can take: it is not unreachable, the reload runs on */
-		ctl_err("reload still in progress after %lds (%s); `ferryctl config` shows its "
-		    "outcome", ro.timeout_ms / 1000, err);
+		ctl_err("%s still in progress after %lds (%s); `ferryctl config` shows its "
+		    "outcome", def->name, ro.timeout_ms / 1000, err);
 		free(reply.raw);
 		return CTL_EXIT_FAILED;
 	}
@@ -496,8 +670,17 @@ ctl_run(const struct ctl_opts *o, const struct ctl_command_def *def, const char 
 			break;
 		case CTL_CMD_TOP:
 			break;  /* ctl_live(), top.c */
+		case CTL_CMD_UPGRADE:
+			rc = ctl_cmd_upgrade(&reply);
+			break;
+		case CTL_CMD_CONNECTIONS:
+			break;  /* ctl_connections(), connections.c */
 		}
 	}
+	if (def->cmd == CTL_CMD_UPGRADE && o->wait && rc == CTL_EXIT_OK && reply.status == 200)
+		rc = ctl_upgrade_wait(o);
+	if (def->cmd == CTL_CMD_STATUS && !o->json && rc == CTL_EXIT_OK)
+		ctl_status_footer(o);
 	free(reply.raw);
 	if (fflush(stdout) == EOF && rc == CTL_EXIT_OK)
 		rc = CTL_EXIT_FAILED;
@@ -521,6 +704,12 @@ main(int argc, char **argv)
 		{ "key", required_argument, NULL, 'K' },
 		{ "state", required_argument, NULL, 256 },
 		{ "sort", required_argument, NULL, 257 },
+		{ "wait", no_argument, NULL, 'W' },
+		/* connections */
+		{ "client-id", required_argument, NULL, 'I' },
+		{ "principal", required_argument, NULL, 'P' },
+		{ "limit", required_argument, NULL, 'L' },
+		{ "offset", required_argument, NULL, 'O' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static struct ctl_opts o;
@@ -531,8 +720,11 @@ main(int argc, char **argv)
 	const char *env;
 	size_t i;
 	int ch, nargs;
+	long n;
+	bool conn_opts = false;
 
 	while ((ch = getopt_long(argc, argv, "s:a:jhVwn:T:C:E:K:", longopts, NULL)) != -1) {
+		/* (the connections options are long ones only) */
 		switch (ch) {
 		case 's':
 			o.socket = optarg;
@@ -571,6 +763,9 @@ main(int argc, char **argv)
 		case 'w':
 			o.watch = true;
 			break;
+		case 'W':
+			o.wait = true;
+			break;
 		case 'n':
 			errno = 0;
 			o.count = strtol(optarg, &end, 10);
@@ -578,6 +773,30 @@ main(int argc, char **argv)
 				ctl_err("bad count '%s' (want a positive number)", optarg);
 				return CTL_EXIT_USAGE;
 			}
+			break;
+		case 'I':
+			o.conn_client_id = optarg;
+			conn_opts = true;
+			break;
+		case 'P':
+			o.conn_principal = optarg;
+			conn_opts = true;
+			break;
+		case 'L':
+		case 'O':
+			errno = 0;
+			n = strtol(optarg, &end, 10);
+			if (errno != 0 || *end != '\0' || end == optarg || n < (ch == 'L') ||
+			    n > 100000000) {
+				ctl_err("bad %s '%s' (want a %s number)", ch == 'L' ? "limit" : "offset",
+				    optarg, ch == 'L' ? "positive" : "non-negative");
+				return CTL_EXIT_USAGE;
+			}
+			if (ch == 'L')
+				o.conn_limit = n;
+			else
+				o.conn_offset = n;
+			conn_opts = true;
 			break;
 		case 'h':
 			ctl_usage(stdout);
@@ -645,8 +864,13 @@ main(int argc, char **argv)
 		return CTL_EXIT_USAGE;
 	}
 	if ((def->cmd == CTL_CMD_STATUS || def->cmd == CTL_CMD_DRAIN ||
-	    def->cmd == CTL_CMD_RESTART) && nargs == 1 && argv[optind + 1][0] == '\0') {
+	    def->cmd == CTL_CMD_RESTART || def->cmd == CTL_CMD_CONNECTIONS) && nargs == 1 &&
+	    argv[optind + 1][0] == '\0') {
 		ctl_err("empty cluster name");
+		return CTL_EXIT_USAGE;
+	}
+	if (o.wait && def->cmd != CTL_CMD_UPGRADE) {
+		ctl_err("--wait only applies to upgrade");
 		return CTL_EXIT_USAGE;
 	}
 	if (o.watch && def->cmd != CTL_CMD_STATUS) {
@@ -663,7 +887,13 @@ main(int argc, char **argv)
 		ctl_err("-n only applies to status -w and top");
 		return CTL_EXIT_USAGE;
 	}
+	if (conn_opts && def->cmd != CTL_CMD_CONNECTIONS) {
+		ctl_err("--client-id, --principal, --limit and --offset only apply to connections");
+		return CTL_EXIT_USAGE;
+	}
 	ctl_color_init(o.json);
+	if (def->cmd == CTL_CMD_CONNECTIONS)
+		return ctl_connections(&o, argv[optind + 1]);
 	if (o.watch || def->cmd == CTL_CMD_TOP)
 		return ctl_live(&o, def->cmd == CTL_CMD_TOP, nargs == 1 ? argv[optind + 1] : NULL);
 	return ctl_run(&o, def, nargs == 1 ? argv[optind + 1] : NULL);

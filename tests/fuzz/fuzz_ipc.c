@@ -96,13 +96,26 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct ipc_conn_record rec;
 		char err[160];
 
-		FUZZ_CHECK(msg.hdr.len >= sizeof rec &&
-		    msg.hdr.len <= sizeof rec + IPC_CONN_PENDING_MAX, "record size");
+		FUZZ_CHECK(msg.hdr.len >= sizeof rec && msg.hdr.len <= IPC_CONN_RECORD_MAX,
+		    "record size");
 		/* what the engine and the worker do with it: checked, never trusted */
 		for (size_t nfds = 0; nfds <= 2; nfds++)
 			if (ipc_conn_record_check(msg.payload, msg.hdr.len, nfds, &rec, err,
 			    sizeof err) == 0) {
-				FUZZ_CHECK(rec.pending_len == msg.hdr.len - sizeof rec, "pending length");
+				FUZZ_CHECK(rec.pending_len == msg.hdr.len - ipc_conn_record_head(&rec),
+				    "pending length");
+				FUZZ_CHECK(rec.version == IPC_CONN_RECORD_V1 ||
+				    rec.version == IPC_CONN_RECORD_VERSION, "version");
+				if (rec.version == IPC_CONN_RECORD_VERSION) {
+					/* the client part: checked, every string bounded */
+					struct ipc_conn_client cc;
+
+					memcpy(&cc, msg.payload + sizeof rec, sizeof cc);
+					if (ipc_conn_client_check(&cc, err, sizeof err) == 0)
+						FUZZ_CHECK(memchr(cc.client_id, 0, sizeof cc.client_id) &&
+						    memchr(cc.principal, 0, sizeof cc.principal),
+						    "client strings terminated");
+				}
 				FUZZ_CHECK(nfds == ((rec.flags & IPC_CONN_F_UPSTREAM) ? 2u : 1u), "fds");
 				FUZZ_CHECK(rec.broker_index >= -1 && rec.upstream_try >= 0, "indexes");
 			}
@@ -139,6 +152,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FUZZ_CHECK(e.port > 0 && e.port <= 65535 && e.host[0] &&
 			    strlen(e.host) < sizeof e.host, "node %d", e.node_id);
 		FUZZ_CHECK(nr == 0, "accepted map ends badly: %s", nerr);
+		break;
+	}
+	case IPC_READY: {
+		struct ipc_ready rd;
+
+		/* the receiver compares the worker's protocol version; any value decodes */
+		FUZZ_CHECK(msg.hdr.len == sizeof rd, "ready size");
+		memcpy(&rd, msg.payload, sizeof rd);
 		break;
 	}
 	case IPC_TICKET_KEYS: {

@@ -3,7 +3,8 @@
  * (worker/kafka/rewrite*.c + apiversions.c): Metadata (3), FindCoordinator
  * (10) and ApiVersions (18) responses, plus every other key
  * kc_response_needs_rewrite accepts (found by probing it at start-up:
- * Produce 0, Fetch 1 and DescribeCluster 60 at the time of writing).
+ * Produce 0, Fetch 1, DescribeCluster 60, ShareFetch 78 and
+ * ShareAcknowledge 79 at the time of writing).
  *
  * Input: [key][version][map mode] then the response frame (size prefix
  * included).

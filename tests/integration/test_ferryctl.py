@@ -31,10 +31,14 @@ HEADER = ["NAME", "STATE", "SINCE", "GEN", "PID", "CONNS", "REASON"]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def table(out):
+def table(out, footer=True):
     lines = [ln for ln in out.splitlines() if ln.strip()]
     assert lines and lines[0].split() == HEADER, out
-    return lines
+    if not footer:  # the live views have their own
+        return lines
+    # the last line names the ferryd that answered (version, build, pid)
+    assert re.fullmatch(r"ferryd \S+ \(build [0-9a-f]+\) pid \d+", lines[-1]), out
+    return lines[:-1]
 
 
 class Tmux:
@@ -110,7 +114,8 @@ def test_every_command_table_and_json(two_clusters):
     assert json.loads(f.ctl("--json", "status", "A").stdout)["name"] == "A"
 
     # health / ready / config / metrics
-    assert re.match(r"^UP \(version \S+, uptime \d+\w*, 2 clusters\)$", f.ctl("health").stdout)
+    assert re.match(r"^UP \(version \S+, build [0-9a-f]+, pid \d+, uptime \d+\w*, 2 clusters\)$",
+                    f.ctl("health").stdout)
     assert json.loads(f.ctl("--json", "health").stdout)["status"] == "UP"
     assert f.ctl("ready").stdout.startswith("ready (startup_policy fail-fast)")
     assert json.loads(f.ctl("--json", "ready").stdout)["ready"] is True
@@ -204,7 +209,7 @@ def test_status_watch_in_tmux(two_clusters, tmux, workdir):
     tmux.run("w", [FERRYCTL, "-s", f.sock, "status", "-w"], rc)
     wait_for(lambda: "q or Ctrl-C quits" in tmux.capture("w"), 10, what="the watch screen")
     screen = tmux.capture("w")
-    lines = table(screen.split("\n\nevery")[0])
+    lines = table(screen.split("\n\nevery")[0], footer=False)
     assert {ln.split()[0] for ln in lines[1:]} == {"A", "B"}, screen
     # it refreshes: the clock in the footer moves, and a state change shows up
     t0 = re.search(r"every 1s  (\S+)", screen).group(1)
@@ -223,7 +228,7 @@ def test_status_watch_in_tmux(two_clusters, tmux, workdir):
     rc2 = workdir / "watch2.rc"
     tmux.run("w2", [FERRYCTL, "-s", f.sock, "status", "-w", "A"], rc2)
     wait_for(lambda: "q or Ctrl-C quits" in tmux.capture("w2"), 10, what="the watch screen")
-    assert [ln.split()[0] for ln in table(tmux.capture("w2").split("\n\nevery")[0])[1:]] == ["A"]
+    assert [ln.split()[0] for ln in table(tmux.capture("w2").split("\n\nevery")[0], footer=False)[1:]] == ["A"]
     tmux.keys("w2", "C-c")
     assert wait_rc(rc2) == 0
 

@@ -252,9 +252,10 @@ class SeqProducer(threading.Thread):
     """An idempotent confluent-kafka producer sending sequence-numbered
     messages (key = 8-digit sequence number) until stopped, then flushing."""
 
-    def __init__(self, bootstrap, topic):
+    def __init__(self, bootstrap, topic, conf=None):
         super().__init__(daemon=True)
         self.bootstrap, self.topic = bootstrap, topic
+        self.conf = conf or {}   # more librdkafka settings (statistics, ...)
         self.stop_ev = threading.Event()
         self.produced = []
         self.delivered = []
@@ -268,7 +269,8 @@ class SeqProducer(threading.Thread):
             from confluent_kafka import Producer
             p = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
                           "acks": "all", "linger.ms": 5, "message.timeout.ms": 60000,
-                          "error_cb": lambda e: self.client_errors.append(str(e))})
+                          "error_cb": lambda e: self.client_errors.append(str(e)),
+                          **self.conf})
 
             def on_delivery(err, msg):
                 if err is not None:

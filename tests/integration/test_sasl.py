@@ -6,7 +6,10 @@ relays the legacy raw token exchange after a v0 handshake for PLAIN and
 SCRAM without taking tokens for Kafka frames, refuses v0 raw mechanisms it
 cannot frame, holds every client frame to sasl_max_frame_bytes until the
 client has authenticated, lets a client re-authenticate (KIP-368), and moves
-an authenticated connection on a reload knowing it is authenticated.
+an authenticated connection on a reload knowing it is authenticated. Its
+own metadata fetch authenticates with upstream_sasl_* (PLAIN, SCRAM),
+keeps the upstream unreachable while its password is refused, and without
+credentials counts a SASL-only upstream reachable and says why.
 
     FERRY_BUILD=$PWD/build /usr/bin/python3 -m pytest -q -p no:cacheprovider \
         tests/integration/test_sasl.py
@@ -470,3 +473,84 @@ def test_authenticated_connection_moves_on_reload_raw_exchange_drains(keeper, wo
     assert frames_rejected(f, "S", "sasl_frame_too_large") == 0
     auth.close()
     raw.close()
+
+
+# --------------------------------------------------------------------------
+# ferry's own metadata fetch (the worker's start-up fetch and health probe)
+# against an upstream that requires SASL: upstream_sasl_* credentials, a
+# wrong password, none at all (tests/integration/realkafka/test_sasl_tls.py
+# does the same against Apache Kafka)
+# --------------------------------------------------------------------------
+
+def own_keys(workdir, mech, password="own-secret"):
+    pw = workdir / "ferry.password"
+    pw.write_text(password + "\n")
+    pw.chmod(0o600)
+    return {"upstream_sasl_mechanism": mech, "upstream_sasl_username": "ferry",
+            "upstream_sasl_password_file": pw}
+
+
+def own_peer(keeper, workdir, request):
+    peer = SaslPeer(keeper, workdir, "S", users=["alice:secret", "learner:x", "ferry:own-secret"])
+    register_log(request, "sasl-peer", peer.log_path)
+    return peer
+
+
+def known(f):
+    return {b["nodeId"]: b["upstream"] for b in f.cluster("S")["knownBrokers"]}
+
+
+@pytest.mark.parametrize("mech", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_own_fetch_authenticates(keeper, workdir, request, ferry_factory, mech):
+    peer = own_peer(keeper, workdir, request)
+    f = ferry_factory({"S": peer}, cluster_keys=own_keys(workdir, mech))
+    # before any client: the broker is known and the upstream reachable
+    wait_for(lambda: known(f) == {1: peer.bootstrap}, 10, what="node 1 learned at start")
+    assert f.cluster("S")["upstream"]["state"] == "reachable"
+    peer.wait_log(f"AUTH ok user=ferry mech={mech} framing=SaslAuthenticate")
+    assert "own-secret" not in ferry_log(f)
+    # a client straight on the broker port is forwarded at once
+    c = Client(_broker1(f))
+    code, msg, _ = c.plain_v1()
+    assert code == 0, msg
+    assert 1 in c.metadata()
+    c.close()
+
+
+def test_own_fetch_wrong_password_keeps_the_upstream_unreachable(keeper, workdir, request,
+                                                                 ferry_factory):
+    peer = own_peer(keeper, workdir, request)
+    f = ferry_factory({"S": peer}, cluster_keys=own_keys(workdir, "SCRAM-SHA-256", "nope"))
+
+    def refused():
+        u = f.cluster("S")["upstream"]
+        return u if u["state"] == "unreachable" and "refused by" in (u["lastError"] or "") \
+            else None
+    u = wait_for(refused, 10, what="unreachable: ferry's credentials refused")
+    assert u["lastError"].startswith("upstream SASL SCRAM-SHA-256 as 'ferry' refused by "), u
+    peer.wait_log("AUTH fail user=ferry mech=SCRAM-SHA-256")
+    assert known(f) == {}
+    # a client authenticates on its own and its traffic passes; the
+    # condition stays what ferry's own credentials get
+    learn_brokers(f)
+    u = f.cluster("S")["upstream"]
+    assert u["state"] == "unreachable" and "refused by" in u["lastError"], u
+    assert "nope" not in ferry_log(f)
+
+
+def test_own_fetch_without_credentials_counts_reachable_and_says_why(keeper, workdir, request,
+                                                                      ferry_factory):
+    peer = own_peer(keeper, workdir, request)
+    f = ferry_factory({"S": peer})
+    wait_for(lambda: "ferry's own metadata fetch cannot authenticate" in ferry_log(f), 10,
+             what="the warning")
+    assert f.cluster("S")["upstream"]["state"] == "reachable"
+    # a broker port before any client learned the broker: closed, with the reason
+    c = Client(_broker1(f))
+    c.send_quietly(B.request(18, 0, 1, b""))
+    assert c.closed_within(12)
+    c.close()
+    wait_for(lambda: "node id 1 unknown yet: the upstream requires SASL" in ferry_log(f), 5,
+             what="the reason")
+    learn_brokers(f)
+    wait_for(lambda: known(f) == {1: peer.bootstrap}, 5, what="node 1 learned from a client")

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/conntab.h"
 #include "common/genshm.h"
 #include "common/ipc.h"
 #include "common/metrics.h"
@@ -111,9 +112,11 @@ start_gen(struct gen *g, uint64_t generation)
 	struct genshm *gs;
 	int sv[2];
 	g->generation = generation;
+	struct conntab *ct;
 	int mfd = metrics_create(generation, &g->m);
 	int gfd = genshm_create(1, &gs);
-	if (mfd < 0 || gfd < 0)
+	int cfd = conntab_create(conntab_rows(cl->max_connections), &ct);
+	if (mfd < 0 || gfd < 0 || cfd < 0)
 		die("shared blocks");
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1)
 		die("socketpair");
@@ -123,8 +126,10 @@ start_gen(struct gen *g, uint64_t generation)
 	if (pid == 0) {
 		if (dup2(sv[1], 3) == -1)
 			_exit(127);
+		char ipc[16];
+		snprintf(ipc, sizeof ipc, "%d", IPC_PROTOCOL_VERSION);
 		char *argv[] = { "ferryd", "--worker", "--cluster", cl->name, "--generation", gs_,
-				 "--index", "0", "--log-level", "debug", NULL };
+				 "--index", "0", "--log-level", "debug", "--ipc", ipc, NULL };
 		execv(ferryd, argv);
 		_exit(127);
 	}
@@ -133,11 +138,13 @@ start_gen(struct gen *g, uint64_t generation)
 	g->fd = sv[0];
 	g->alive = true;
 	g->status = -1;
-	int cfds[2] = { mfd, gfd };
-	if (ipc_send(g->fd, IPC_CONFIG, generation, canonical, strlen(canonical), cfds, 2) == -1)
+	int cfds[3] = { mfd, gfd, cfd };
+	if (ipc_send(g->fd, IPC_CONFIG, generation, canonical, strlen(canonical), cfds, 3) == -1)
 		die("send config");
 	close(mfd);
 	close(gfd);
+	close(cfd);
+	conntab_unmap(ct, conntab_rows(cl->max_connections));
 	struct ipc_listeners li = { .count = (uint32_t)n_listeners, .first = 0,
 				    .total = (uint32_t)n_listeners };
 	if (ipc_send(g->fd, IPC_LISTENERS, generation, &li, sizeof li, listeners, n_listeners) == -1)

@@ -128,7 +128,7 @@ static const struct ent up_entries[] = {
 	{ 19, 2, 7, NULL, 0 },		/* CreateTopics: forwarded as is */
 	{ 36, 0, 2, NULL, 0 },
 	{ 60, 0, 1, NULL, 0 },		/* DescribeCluster: under the cap (2) */
-	{ 78, 0, 1, NULL, 0 },		/* ShareFetch: refused */
+	{ 78, 0, 1, NULL, 0 },		/* ShareFetch: 0-1 capped to 1-1 */
 	{ 500, 0, 3, NULL, 0 },		/* newer than the codec's table: dropped */
 };
 static const struct ent exp_entries[] = {
@@ -141,6 +141,7 @@ static const struct ent exp_entries[] = {
 	{ 19, 2, 7, NULL, 0 },
 	{ 36, 0, 2, NULL, 0 },
 	{ 60, 0, 1, NULL, 0 },
+	{ 78, 1, 1, NULL, 0 },
 };
 #define NUP	(sizeof(up_entries) / sizeof(up_entries[0]))
 #define NEXP	(sizeof(exp_entries) / sizeof(exp_entries[0]))
@@ -246,8 +247,8 @@ check_intersect(int v, const struct bb *in, const struct bb *exp)
 Test(intersect, v0_exact_bytes)
 {
 	static const uint8_t exp[] = {
-		0x00, 0x00, 0x00, 0x40, 0x00, 0x00, 0x00, 0x4d, 0x00, 0x00,
-		0x00, 0x00, 0x00, 0x09,
+		0x00, 0x00, 0x00, 0x46, 0x00, 0x00, 0x00, 0x4d, 0x00, 0x00,
+		0x00, 0x00, 0x00, 0x0a,
 		0x00, 0x00, 0x00, 0x00, 0x00, 0x0b,
 		0x00, 0x01, 0x00, 0x04, 0x00, 0x11,
 		0x00, 0x03, 0x00, 0x00, 0x00, 0x0c,
@@ -257,6 +258,7 @@ Test(intersect, v0_exact_bytes)
 		0x00, 0x13, 0x00, 0x02, 0x00, 0x07,
 		0x00, 0x24, 0x00, 0x00, 0x00, 0x02,
 		0x00, 0x3c, 0x00, 0x00, 0x00, 0x01,
+		0x00, 0x4e, 0x00, 0x01, 0x00, 0x01,
 	};
 	struct bb in;
 	uint8_t out[512];
@@ -354,21 +356,23 @@ Test(intersect, cap_empties_range)
 	check_intersect(0, &in, &exp);
 }
 
-/* The caps raised with the KIP-951 / DescribeCluster rewriters. */
+/* The caps raised with the KIP-951 / DescribeCluster / KIP-932 rewriters. */
 Test(intersect, raised_caps)
 {
 	static const struct ent up[] = {
 		{ 0, 3, 13, NULL, 0 },		/* Produce 3-13 -> 3-12 */
 		{ 1, 4, 18, NULL, 0 },		/* Fetch 4-18 -> 4-17 */
 		{ 60, 0, 2, NULL, 0 },		/* DescribeCluster 0-2: advertised */
-		{ 78, 1, 1, NULL, 0 },		/* ShareFetch: still refused */
-		{ 79, 1, 1, NULL, 0 },		/* ShareAcknowledge: still refused */
+		{ 78, 1, 2, NULL, 0 },		/* ShareFetch 1-2: advertised */
+		{ 79, 0, 3, NULL, 0 },		/* ShareAcknowledge 0-3 -> 1-2 */
 		{ 3, 0, 13, NULL, 0 },
 	};
 	static const struct ent ex[] = {
 		{ 0, 3, 12, NULL, 0 },
 		{ 1, 4, 17, NULL, 0 },
 		{ 60, 0, 2, NULL, 0 },
+		{ 78, 1, 2, NULL, 0 },
+		{ 79, 1, 2, NULL, 0 },
 		{ 3, 0, 13, NULL, 0 },
 	};
 	struct bb in, exp;
@@ -376,7 +380,7 @@ Test(intersect, raised_caps)
 
 	for (v = 0; v <= 4; v++) {
 		build_av(&in, v, 0, up, 6, v >= 3 ? features : NULL, v >= 3 ? sizeof(features) - 1 : 0);
-		build_av(&exp, v, 0, ex, 4, v >= 3 ? features : NULL, v >= 3 ? sizeof(features) - 1 : 0);
+		build_av(&exp, v, 0, ex, 6, v >= 3 ? features : NULL, v >= 3 ? sizeof(features) - 1 : 0);
 		check_intersect(v, &in, &exp);
 	}
 	/* DescribeCluster 0-3 upstream is capped to 0-2 */
@@ -396,6 +400,9 @@ Test(intersect, raised_caps)
 	cr_assert_not(kc_request_allowed(60, 3));
 	cr_assert_not(kc_request_allowed(78, 0));
 	cr_assert_not(kc_request_allowed(79, 0));
+	cr_assert(kc_request_allowed(78, 2));
+	cr_assert(kc_request_allowed(79, 1));
+	cr_assert_not(kc_request_allowed(79, 3));
 	/* every allowed version of a rewritten API has a rewriter */
 	for (v = 10; v <= 12; v++)
 		cr_assert(kc_response_needs_rewrite(0, (int16_t)v));
@@ -403,6 +410,10 @@ Test(intersect, raised_caps)
 		cr_assert(kc_response_needs_rewrite(1, (int16_t)v));
 	for (v = 0; v <= 2; v++)
 		cr_assert(kc_response_needs_rewrite(60, (int16_t)v));
+	for (v = 1; v <= 2; v++) {
+		cr_assert(kc_response_needs_rewrite(78, (int16_t)v));
+		cr_assert(kc_response_needs_rewrite(79, (int16_t)v));
+	}
 }
 
 Test(intersect, count_varint_narrows)
@@ -416,7 +427,7 @@ Test(intersect, count_varint_narrows)
 	int i, j = 0;
 
 	for (i = 0; i < 128; i++) {
-		up[i] = (struct ent){ (int16_t)(i == 5 ? 78 : i == 6 ? 4 : fwd[i % 12]), 0, 1,
+		up[i] = (struct ent){ (int16_t)(i == 5 ? 27 : i == 6 ? 4 : fwd[i % 12]), 0, 1,
 		    NULL, 0 };
 		if (i != 5 && i != 6)
 			ex[j++] = up[i];
@@ -686,10 +697,10 @@ Test(build, metadata_requests)
 Test(policy, caps)
 {
 	static const struct {
-		int16_t key, max;
+		int16_t key, min, max;
 	} c[] = {
-		{ 0, 12 }, { 1, 17 }, { 3, 13 }, { 10, 6 }, { 17, 1 }, { 18, 4 }, { 36, 2 },
-		{ 60, 2 },
+		{ 0, 0, 12 }, { 1, 0, 17 }, { 3, 0, 13 }, { 10, 0, 6 }, { 17, 0, 1 },
+		{ 18, 0, 4 }, { 36, 0, 2 }, { 60, 0, 2 }, { 78, 1, 2 }, { 79, 1, 2 },
 	};
 	size_t i;
 
@@ -697,10 +708,12 @@ Test(policy, caps)
 		int16_t lo = -1, hi = -1;
 
 		cr_assert(kc_api_cap(c[i].key, &lo, &hi));
-		cr_assert_eq(lo, 0);
+		cr_assert_eq(lo, c[i].min);
 		cr_assert_eq(hi, c[i].max);
-		cr_assert(kc_request_allowed(c[i].key, 0));
+		cr_assert(kc_request_allowed(c[i].key, c[i].min));
 		cr_assert(kc_request_allowed(c[i].key, c[i].max));
+		if (c[i].min > 0)
+			cr_assert_not(kc_request_allowed(c[i].key, (int16_t)(c[i].min - 1)));
 		cr_assert_not(kc_request_allowed(c[i].key, (int16_t)(c[i].max + 1)), "key %d", c[i].key);
 	}
 	cr_assert_not(kc_api_cap(2, NULL, NULL));
@@ -709,7 +722,7 @@ Test(policy, caps)
 Test(policy, refused_and_forwarded)
 {
 	static const int16_t refused[] = {
-		4, 5, 6, 7, 27, 52, 53, 54, 55, 56, 58, 59, 62, 63, 67, 70, 73, 78, 79,
+		4, 5, 6, 7, 27, 52, 53, 54, 55, 56, 58, 59, 62, 63, 67, 70, 73,
 		80, 81, 82, 83, 84, 85, 86, 87,
 	};
 	static const int16_t forwarded[] = {

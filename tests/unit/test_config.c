@@ -899,6 +899,8 @@ Test(config_canonical, exact_text)
 	    "workers = 1\n"
 	    "sasl_max_frame_bytes = 512KiB\n"
 	    "upstream_tls = off\n"
+	    "proxy_protocol = off\n"
+	    "connection_max_age = 0\n"
 	    "gateway = ports\n");
 	free(s);
 	s = cfg_cluster_canonical(&r.c.clusters[1]);
@@ -918,6 +920,8 @@ Test(config_canonical, exact_text)
 	    "workers = 1\n"
 	    "sasl_max_frame_bytes = 512KiB\n"
 	    "upstream_tls = off\n"
+	    "proxy_protocol = off\n"
+	    "connection_max_age = 0\n"
 	    "gateway = ports\n");
 	free(s);
 	done(&r);
@@ -1343,4 +1347,76 @@ Test(config_ferry, tls_ticket_rotation)
 	    "t.ini:2: tls_ticket_rotation: '500ms' out of range (1s-168h)\n");
 	expect_errors("[ferry]\ntls_ticket_rotation = 169h\n" CLUSTER_A,
 	    "t.ini:2: tls_ticket_rotation: '169h' out of range (1s-168h)\n");
+}
+
+/* ---- ferry's own upstream SASL (upstream_sasl_*) ---- */
+
+Test(config_sasl, upstream_sasl_keys_and_canonical)
+{
+	struct res r, r2;
+	expect_ok(&r, CLUSTER_A
+	    "upstream_sasl_mechanism = SCRAM-SHA-512\n"      /* 5 */
+	    "upstream_sasl_username = ferry-probe\n"
+	    "upstream_sasl_password_file = /etc/ferry/kafka.password\n");
+	const struct cfg_cluster *cl = &r.c.clusters[0];
+	cr_assert_eq(cl->upstream_sasl_mechanism, CFG_SASL_SCRAM_SHA_512);
+	cr_assert_str_eq(cl->upstream_sasl_username, "ferry-probe");
+	cr_assert_str_eq(cl->upstream_sasl_password_file, "/etc/ferry/kafka.password");
+	cr_assert_eq(cfg_cluster_key_line(cl, "upstream_sasl_password_file"), 7);
+	char *s = cfg_cluster_canonical(cl);
+	cr_assert(strstr(s, "\nupstream_sasl_mechanism = SCRAM-SHA-512\n"
+	    "upstream_sasl_username = ferry-probe\n"
+	    "upstream_sasl_password_file = /etc/ferry/kafka.password\n"), "%s", s);
+	expect_ok(&r2, s);
+	char *s2 = cfg_cluster_canonical(&r2.c.clusters[0]);
+	cr_assert_str_eq(s, s2);
+	free(s);
+	free(s2);
+	done(&r2);
+	done(&r);
+	for (int m = CFG_SASL_PLAIN; m <= CFG_SASL_SCRAM_SHA_512; m++) {
+		char text[512];
+		snprintf(text, sizeof text, CLUSTER_A "upstream_sasl_mechanism = %s\n"
+		    "upstream_sasl_username = u\nupstream_sasl_password_file = /p\n",
+		    cfg_sasl_mech_str((enum cfg_sasl_mech)m));
+		expect_ok(&r, text);
+		cr_assert_eq(r.c.clusters[0].upstream_sasl_mechanism, (enum cfg_sasl_mech)m);
+		done(&r);
+	}
+	/* unset: nothing in the canonical text */
+	expect_ok(&r, CLUSTER_A);
+	cr_assert_eq(r.c.clusters[0].upstream_sasl_mechanism, CFG_SASL_NONE);
+	s = cfg_cluster_canonical(&r.c.clusters[0]);
+	cr_assert_null(strstr(s, "upstream_sasl"), "%s", s);
+	free(s);
+	done(&r);
+	cr_assert_str_eq(cfg_sasl_mech_str(CFG_SASL_NONE), "none");
+}
+
+Test(config_sasl, upstream_sasl_errors)
+{
+	expect_errors(CLUSTER_A "upstream_sasl_mechanism = scram-sha-512\n"
+	    "upstream_sasl_username = u\nupstream_sasl_password_file = /p\n",
+	    "t.ini:5: upstream_sasl_mechanism: unknown mechanism 'scram-sha-512' (use PLAIN, "
+	    "SCRAM-SHA-256 or SCRAM-SHA-512, upper case as Kafka spells them)\n");
+	expect_errors(CLUSTER_A "upstream_sasl_mechanism = GSSAPI\n"
+	    "upstream_sasl_username = u\nupstream_sasl_password_file = /p\n",
+	    "t.ini:5: upstream_sasl_mechanism: GSSAPI: ferry authenticates its own requests with "
+	    "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (clients' GSSAPI passes through ferry "
+	    "whatever this key says)\n");
+	expect_errors(CLUSTER_A "upstream_sasl_mechanism = PLAIN\n",
+	    "t.ini:5: upstream_sasl_mechanism: upstream_sasl_username is required with it\n"
+	    "t.ini:5: upstream_sasl_mechanism: upstream_sasl_password_file is required with it\n");
+	expect_errors(CLUSTER_A "upstream_sasl_username = u\n",
+	    "t.ini:5: upstream_sasl_username: needs upstream_sasl_mechanism (PLAIN, "
+	    "SCRAM-SHA-256 or SCRAM-SHA-512)\n");
+	expect_errors(CLUSTER_A "upstream_sasl_mechanism = PLAIN\nupstream_sasl_username = u\n",
+	    "t.ini:5: upstream_sasl_mechanism: upstream_sasl_password_file is required with it\n");
+	expect_errors(CLUSTER_A "upstream_sasl_mechanism = PLAIN\nupstream_sasl_username = u\n"
+	    "upstream_sasl_password_file = relative/pw\n",
+	    "t.ini:7: upstream_sasl_password_file: 'relative/pw' is not an absolute path\n");
+	/* (a longer name than CFG_SASL_USER_MAX cannot fit a config line) */
+	expect_errors(CLUSTER_A "upstream_sasl_mechanism = PLAIN\nupstream_sasl_username = a\tb\n"
+	    "upstream_sasl_password_file = /p\n",
+	    "t.ini:6: upstream_sasl_username: control character in the user name\n");
 }

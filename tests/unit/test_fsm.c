@@ -1,7 +1,7 @@
 /*
  * Unit tests for supervisor/fsm: every (state, event) pair of the three
  * tables (generation, cluster, reload item) against an expectation written
- * here from the semantics of fsm.h, DESIGN §3 and issue 9 (not copied from
+ * here from the semantics of fsm.h, docs/design.md §3 (not copied from
  * fsm.c), plus properties that must hold whatever the table says:
  * lifecycle edges, terminal states, external events, faults that kill,
  * ENDED on entering a terminal state, and a small model of the deadlines

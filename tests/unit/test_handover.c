@@ -4,7 +4,9 @@
  * worker/handover.c: when a leaving connection may move, how closes are
  * spread, and how a received record is adopted.
  */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -13,7 +15,7 @@
 
 #define REC sizeof(struct ipc_conn_record)
 
-static uint8_t payload[REC + IPC_CONN_PENDING_MAX + 16];
+static uint8_t payload[IPC_CONN_RECORD_MAX + 16];
 
 /* A record followed by n pending bytes (0x5a...) in payload; its length. */
 static size_t
@@ -56,7 +58,7 @@ Test(record, init_and_check_round_trip)
 	cr_expect_eq(out.sasl, 0);
 	cr_expect_eq(out.requests, 1234);
 	cr_expect_eq(out.pending_len, 10);
-	cr_expect_eq(out.version, IPC_CONN_RECORD_VERSION);
+	cr_expect_eq(out.version, IPC_CONN_RECORD_V1);
 }
 
 Test(record, good_client_only_no_pending)
@@ -156,22 +158,200 @@ Test(record, negative_indexes)
 
 Test(record, envelope_size_rule)
 {
-	/* CONN_OUT / CONN_IN carry a record and at most IPC_CONN_PENDING_MAX
-	 * bytes; CONN_TAKEN / CONN_DONE exactly an ack. */
+	/* CONN_OUT / CONN_IN carry a record, its client part and at most
+	 * IPC_CONN_PENDING_MAX bytes; CONN_TAKEN / CONN_DONE exactly an ack. */
 	static uint8_t buf[sizeof(struct ipc_hdr) + IPC_MAX_PAYLOAD];
 	struct ipc_msg m;
 	char err[128];
 	ssize_t n = ipc_encode(buf, sizeof buf, IPC_CONN_OUT, 1, payload, REC - 1);
 	cr_expect_eq(ipc_decode(buf, (size_t)n, &m, err, sizeof err), -1);
-	n = ipc_encode(buf, sizeof buf, IPC_CONN_IN, 1, payload, REC + IPC_CONN_PENDING_MAX);
+	n = ipc_encode(buf, sizeof buf, IPC_CONN_IN, 1, payload, IPC_CONN_RECORD_MAX);
 	cr_expect_eq(ipc_decode(buf, (size_t)n, &m, err, sizeof err), 0, "%s", err);
-	n = ipc_encode(buf, sizeof buf, IPC_CONN_IN, 1, payload, REC + IPC_CONN_PENDING_MAX + 1);
+	n = ipc_encode(buf, sizeof buf, IPC_CONN_IN, 1, payload, IPC_CONN_RECORD_MAX + 1);
 	cr_expect_eq(ipc_decode(buf, (size_t)n, &m, err, sizeof err), -1);
 	struct ipc_conn_ack a = { .id = 9, .adopted = 1 };
 	n = ipc_encode(buf, sizeof buf, IPC_CONN_TAKEN, 1, &a, sizeof a - 1);
 	cr_expect_eq(ipc_decode(buf, (size_t)n, &m, err, sizeof err), -1);
 	n = ipc_encode(buf, sizeof buf, IPC_CONN_DONE, 1, &a, sizeof a);
 	cr_expect_eq(ipc_decode(buf, (size_t)n, &m, err, sizeof err), 0, "%s", err);
+}
+
+/* ---- version 2: the client part ------------------------------------------------ */
+
+#define CC sizeof(struct ipc_conn_client)
+
+/* A version 2 record for hc, then n pending bytes, in payload; its length. */
+static size_t
+make2(uint32_t flags, const struct handover_client *hc, size_t n, struct ipc_conn_client *cc)
+{
+	struct ipc_conn_record r;
+	struct ipc_conn_client local;
+	if (!cc)
+		cc = &local;
+	handover_record_init(&r, 11, -1, 0, flags & IPC_CONN_F_UPSTREAM, 5, n, 0);
+	handover_client_encode(&r, cc, hc);
+	memcpy(payload, &r, REC);
+	memcpy(payload + REC, cc, CC);
+	memset(payload + REC + CC, 0x5a, n);
+	return REC + CC + n;
+}
+
+static struct handover_client
+client(void)
+{
+	struct handover_client hc;
+	memset(&hc, 0, sizeof hc);
+	struct sockaddr_in *a = (struct sockaddr_in *)&hc.addr;
+	a->sin_family = AF_INET;
+	a->sin_port = htons(40123);
+	a->sin_addr.s_addr = htonl(0x7f000002);
+	hc.proxied = true;
+	hc.since_ms = 1764000000123;
+	hc.age_ms = 1500;
+	hc.age_rnd = 0xdeadbeef;
+	ci_init(&hc.ci);
+	hc.ci.client_id_seen = true;
+	strcpy(hc.ci.client_id, "orders-app");
+	hc.ci.software_seen = hc.ci.software_valid = true;
+	strcpy(hc.ci.software_name, "apache-kafka-java");
+	strcpy(hc.ci.software_version, "4.1.0");
+	hc.ci.mech = SASL_MECH_SCRAM_SHA_512;
+	strcpy(hc.ci.mech_name, "SCRAM-SHA-512");
+	hc.ci.principal_seen = true;
+	strcpy(hc.ci.principal, "alice");
+	return hc;
+}
+
+Test(record2, client_part_round_trip)
+{
+	struct handover_client hc = client();
+	size_t len = make2(IPC_CONN_F_UPSTREAM, &hc, 7, NULL);
+	struct handover_adopt a;
+	char err[128] = "";
+	cr_assert_eq(handover_adopt_plan(payload, len, 2, 3, 1, 0, 10, &a, err, sizeof err), 0,
+	    "%s", err);
+	cr_expect_eq(a.rec.version, IPC_CONN_RECORD_VERSION);
+	cr_expect(a.has_client);
+	cr_expect_eq(a.rec.pending_len, 7);
+	cr_expect_eq(a.pending, payload + REC + CC, "pending bytes after the client part");
+	const struct handover_client *b = &a.client;
+	cr_expect_eq(b->addr.ss_family, AF_INET);
+	cr_expect_eq(memcmp(&hc.addr, &b->addr, sizeof(struct sockaddr_in)), 0);
+	cr_expect(b->proxied);
+	cr_expect_eq(b->since_ms, hc.since_ms);
+	cr_expect_eq(b->age_ms, 1500);
+	cr_expect_eq(b->age_rnd, 0xdeadbeef);
+	cr_expect_str_eq(b->ci.client_id, "orders-app");
+	cr_expect(b->ci.client_id_seen && !b->ci.client_id_null);
+	cr_expect_str_eq(b->ci.software_name, "apache-kafka-java");
+	cr_expect_str_eq(b->ci.software_version, "4.1.0");
+	cr_expect(b->ci.software_valid);
+	cr_expect_eq(b->ci.mech, SASL_MECH_SCRAM_SHA_512);
+	cr_expect_str_eq(b->ci.mech_name, "SCRAM-SHA-512");
+	cr_expect_str_eq(b->ci.principal, "alice");
+	cr_expect(b->ci.principal_seen);
+}
+
+Test(record2, ipv6_address_and_sasl_first_pending)
+{
+	struct handover_client hc = client();
+	memset(&hc.addr, 0, sizeof hc.addr);
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&hc.addr;
+	a6->sin6_family = AF_INET6;
+	a6->sin6_port = htons(9);
+	a6->sin6_addr.s6_addr[0] = 0x20;
+	a6->sin6_addr.s6_addr[15] = 1;
+	hc.ci.sasl_first_pending = true;
+	hc.ci.principal_seen = false;
+	hc.ci.principal[0] = 0;
+	size_t len = make2(0, &hc, 0, NULL);
+	struct handover_adopt a;
+	char err[128] = "";
+	cr_assert_eq(handover_adopt_plan(payload, len, 1, 3, 1, 0, 10, &a, err, sizeof err), 0,
+	    "%s", err);
+	cr_expect_eq(memcmp(&hc.addr, &a.client.addr, sizeof(struct sockaddr_in6)), 0);
+	cr_expect(a.client.ci.sasl_first_pending, "the first token is still to come");
+	cr_expect(!a.client.ci.principal_seen);
+}
+
+Test(record2, version_1_is_still_adopted_without_a_client)
+{
+	struct ipc_conn_record r = good(0, 3);
+	size_t len = make(&r, 3);
+	struct handover_adopt a;
+	char err[128] = "";
+	cr_assert_eq(handover_adopt_plan(payload, len, 1, 3, 1, 0, 10, &a, err, sizeof err), 0,
+	    "%s", err);
+	cr_expect(!a.has_client);
+	cr_expect_eq(a.pending, payload + REC);
+}
+
+Test(record2, lengths_count_the_client_part)
+{
+	struct handover_client hc = client();
+	char err[128] = "";
+	size_t len = make2(0, &hc, 4, NULL);
+	cr_expect_eq(check(len, 1, err), 0, "%s", err);
+	cr_expect_eq(check(len - 1, 1, err), -1, "a pending byte short");
+	cr_expect_eq(check(REC + CC - 1, 1, err), -1, "the client part cut");
+	len = make2(0, &hc, 0, NULL);
+	cr_expect_eq(check(len, 1, err), 0, "%s", err);
+	cr_expect_eq(check(REC + 10, 1, err), -1, "version 2 without its client part");
+}
+
+/* A hostile client part: every field a worker could get wrong. */
+static void
+expect_bad(struct ipc_conn_client *cc, const char *what)
+{
+	struct handover_adopt a;
+	char err[128] = "";
+	memcpy(payload + REC, cc, CC);
+	cr_expect_eq(handover_adopt_plan(payload, REC + CC, 1, 3, 1, 0, 10, &a, err, sizeof err),
+	    -1, "%s adopted", what);
+	cr_expect(err[0] != 0, "%s: a reason", what);
+}
+
+Test(record2, hostile_client_parts_are_refused)
+{
+	struct handover_client hc = client();
+	struct ipc_conn_client cc, bad;
+	make2(0, &hc, 0, &cc);
+	bad = cc;
+	memset(bad.client_id, 'x', sizeof bad.client_id);
+	expect_bad(&bad, "client id without its NUL");
+	bad = cc;
+	memset(bad.principal, 'p', sizeof bad.principal);
+	expect_bad(&bad, "principal without its NUL");
+	bad = cc;
+	bad.software_name[0] = '\n';
+	expect_bad(&bad, "a control character");
+	bad = cc;
+	bad.mech_name[2] = (char)0xc3;
+	expect_bad(&bad, "a byte above ASCII");
+	bad = cc;
+	memset(bad.software_version, 'v', sizeof bad.software_version);
+	expect_bad(&bad, "software version without its NUL");
+	bad = cc;
+	bad.family = AF_UNIX;
+	expect_bad(&bad, "a unix address");
+	bad = cc;
+	bad.flags |= 0x8000;
+	expect_bad(&bad, "unknown flags");
+	bad = cc;
+	bad.mech = SASL_MECH_COUNT;
+	expect_bad(&bad, "an unknown mechanism");
+	bad = cc;
+	bad.age_ms = UINT64_MAX;
+	expect_bad(&bad, "an age of 584 million years");
+	bad = cc;
+	bad.since_ms = -1;
+	expect_bad(&bad, "a start before 1970");
+	/* and the good one is adopted */
+	struct handover_adopt a;
+	char err[128] = "";
+	memcpy(payload + REC, &cc, CC);
+	cr_expect_eq(handover_adopt_plan(payload, REC + CC, 1, 3, 1, 0, 10, &a, err, sizeof err), 0,
+	    "%s", err);
 }
 
 /* ---- may it move now? --------------------------------------------------------- */
@@ -349,7 +529,7 @@ Test(adopt, a_bad_record_is_refused)
 	cr_expect_eq(plan(REC / 2, 2, 0, &a, err), -1, "short");
 }
 
-/* [sasl] an authenticated connection moves with its SASL state; a raw
+/* An authenticated connection moves with its SASL state; a raw
  * exchange in progress never does */
 Test(adopt, sasl_state_travels)
 {

@@ -83,8 +83,14 @@ Test(ipc, payload_size_checked_per_type)
 	n = ipc_encode(buf, sizeof buf, IPC_UNKNOWN_NODE, 1, &un, sizeof un);
 	cr_expect_eq(ipc_decode(buf, (size_t)n, &m, err, sizeof err), 0, "%s", err);
 	/* empty messages must be empty */
-	n = ipc_encode(buf, sizeof buf, IPC_READY, 1, junk, 1);
+	n = ipc_encode(buf, sizeof buf, IPC_ACCEPT, 1, junk, 1);
 	cr_expect_eq(ipc_decode(buf, (size_t)n, &m, err, sizeof err), -1);
+	/* READY says which protocol the worker speaks, exactly */
+	n = ipc_encode(buf, sizeof buf, IPC_READY, 1, NULL, 0);
+	cr_expect_eq(ipc_decode(buf, (size_t)n, &m, err, sizeof err), -1);
+	struct ipc_ready rd = { .ipc_version = IPC_PROTOCOL_VERSION };
+	n = ipc_encode(buf, sizeof buf, IPC_READY, 1, &rd, sizeof rd);
+	cr_expect_eq(ipc_decode(buf, (size_t)n, &m, err, sizeof err), 0, "%s", err);
 	/* CONFIG needs text */
 	n = ipc_encode(buf, sizeof buf, IPC_CONFIG, 1, NULL, 0);
 	cr_expect_eq(ipc_decode(buf, (size_t)n, &m, err, sizeof err), -1);

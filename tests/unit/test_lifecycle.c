@@ -8,7 +8,7 @@
 
 #include "common/lifecycle.h"
 
-/* The edges DESIGN §3 and lifecycle.h allow; everything else is forbidden. */
+/* The edges docs/design.md §3 and lifecycle.h allow; everything else is forbidden. */
 static bool
 expected_edge(enum lc_state from, enum lc_state to)
 {

@@ -7,10 +7,12 @@
  * addresses; every strict prefix is rejected, and trailing bytes after the
  * response (00, aa bb cc) are accepted, dropped and counted.  The
  * DescribeCluster, Produce v10 and Fetch v16 outputs are also walked field
- * by field, and the caps of apiversions.c are checked against the rewriters.
- * Edge cases of the new rewriters are in test_endpoints.c.
+ * by field, and the caps of apiversions.c (ShareFetch and ShareAcknowledge
+ * 1-2 included) are checked against the rewriters.  Edge cases of the newer
+ * rewriters are in test_endpoints.c and test_share.c (whose version matrix
+ * covers ShareFetch and ShareAcknowledge).
  */
-#include "tests/unit/kafka_fixtures.h"
+#include "tests/unit/kafka_share_fixtures.h"
 
 Test(matrix, metadata_v0_to_v13)
 {
@@ -368,12 +370,12 @@ Test(matrix, apiversions_v0_to_v4)
 	static const struct av_ent up[] = {
 		{ 0, 3, 13 }, { 1, 4, 18 }, { 2, 1, 10 }, { 3, 0, 13 }, { 4, 0, 7 },
 		{ 10, 0, 6 }, { 17, 0, 1 }, { 18, 0, 4 }, { 36, 0, 2 }, { 55, 0, 2 },
-		{ 60, 0, 2 }, { 68, 0, 1 }, { 78, 1, 1 }, { 79, 1, 1 },
+		{ 60, 0, 2 }, { 68, 0, 1 }, { 78, 1, 2 }, { 79, 1, 2 }, { 83, 0, 0 },
 	};
 	static const struct av_ent ex[] = {
 		{ 0, 3, 12 }, { 1, 4, 17 }, { 2, 1, 10 }, { 3, 0, 13 },
 		{ 10, 0, 6 }, { 17, 0, 1 }, { 18, 0, 4 }, { 36, 0, 2 },
-		{ 60, 0, 2 }, { 68, 0, 1 },
+		{ 60, 0, 2 }, { 68, 0, 1 }, { 78, 1, 2 }, { 79, 1, 2 },
 	};
 	struct bb in, exp;
 	int v;
@@ -391,7 +393,7 @@ Test(matrix, apiversions_v0_to_v4)
  * rewriter that accepts its fixture (the caps and the codec agree). */
 Test(matrix, caps_match_rewriters)
 {
-	static const int16_t keys[] = { 0, 1, 3, 10, 18, 60 };
+	static const int16_t keys[] = { 0, 1, 3, 10, 18, 60, 78, 79 };
 	size_t i;
 	int16_t lo, hi, v;
 
@@ -431,6 +433,14 @@ Test(matrix, caps_match_rewriters)
 					static const struct av_ent e[] = { { 3, 0, 13 } };
 
 					build_av(&in, v, e, 1);
+				}
+				break;
+			case 78:
+			case 79:
+				{
+					struct sh_opts so = { UP, 3, true, 0 };
+
+					build_share(&in, keys[i], v, &so);
 				}
 				break;
 			default:

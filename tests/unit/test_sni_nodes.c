@@ -1,5 +1,5 @@
 /*
- * test_sni_nodes — worker_node_slot (worker/worker.c): with gateway = sni
+ * test_sni_nodes — worker_node_slot (worker/context.c): with gateway = sni
  * the worker's broker table is addressed by node id (id modulo the table,
  * linear probing), so any node id the upstream names gets a slot, bounded
  * by the table: colliding ids, a full table, negative ids, lookups that
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/worker.h"
+#include "worker/context.h"
 
 static struct worker w;
 static struct cfg_cluster cl;

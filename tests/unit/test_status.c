@@ -356,9 +356,13 @@ Test(status, health_json)
 {
 	json_t *j = status_health_json(&fx_sup, T0 + 42999);
 
-	assert_keys(j, (const char *const[]){ "status", "version", "uptimeSeconds", "clusters", NULL });
+	assert_keys(j, (const char *const[]){ "status", "version", "buildId", "pid", "execPath",
+	    "uptimeSeconds", "startedAt", "processStartedAt", "clusters", NULL });
 	cr_assert_str_eq(sget(j, "status"), "UP");
 	cr_assert_str_eq(sget(j, "version"), FERRY_VERSION);
+	/* the build id names the image that runs (hex of the GNU note) */
+	cr_assert_eq(strspn(sget(j, "buildId"), "0123456789abcdef"), strlen(sget(j, "buildId")));
+	cr_assert_gt(strlen(sget(j, "buildId")), 0);
 	cr_assert_eq(iget(j, "uptimeSeconds"), 42);
 	cr_assert_eq(iget(j, "clusters"), 2);
 	json_decref(j);
@@ -443,13 +447,23 @@ Test(status, metrics_text)
 	 * crash_loops, worker_connections, worker_unresponsive, cluster_generation,
 	 * tls_cert_not_after_seconds (from promfam),
 	 * config_reload_total, config_reload_duration_seconds,
-	 * config_version_info and up, plus the six labelled families */
+	 * config_version_info, upgrades_total, build_info and up, plus the
+	 * labelled families (bytes, rejected, frames rejected, PROXY headers,
+	 * drain closes, request durations, client software) */
 #define COUNT_FIELD(name, type, help) + 1
-	cr_assert_eq(count(t, "# TYPE "), 0 METRICS_FIELDS(COUNT_FIELD) - 2 + 10 + 7);
+	cr_assert_eq(count(t, "# TYPE "), 0 METRICS_FIELDS(COUNT_FIELD) - 2 + 12 + 9);
+	cr_assert(has_line(t, "ferry_upgrades_total{result=\"SUCCESS\"} 0"), "%s", t);
+	cr_assert_eq(count(t, "ferry_build_info{version=\"" FERRY_VERSION "\",build_id=\""), 1);
 	cr_assert(has_line(t, "ferry_bytes_total{cluster=\"alpha\",direction=\"client_to_upstream\"} 0"));
 	cr_assert(has_line(t, "ferry_connections_rejected_total{cluster=\"alpha\",reason=\"max_connections\"} 0"));
 	cr_assert(has_line(t, "ferry_drain_closes_total{cluster=\"beta\",outcome=\"forced\"} 0"));
 	cr_assert(has_line(t, "ferry_worker_unresponsive_total{cluster=\"alpha\"} 0"));
+	/* client software: the buckets are there even with no table to read */
+	cr_assert(has_line(t, "# TYPE ferry_client_connections gauge"));
+	cr_assert(has_line(t, "ferry_client_connections{cluster=\"alpha\",software=\"unknown\",version=\"\"} 0"));
+	cr_assert(has_line(t, "ferry_connections_rejected_total{cluster=\"alpha\",reason=\"proxy_untrusted_source\"} 0"));
+	cr_assert(has_line(t, "ferry_proxy_headers_total{cluster=\"beta\",version=\"2\"} 0"));
+	cr_assert(has_line(t, "ferry_connections_expired_total{cluster=\"beta\"} 0"));
 #undef COUNT_FIELD
 	cr_assert(has_line(t, "# TYPE ferry_crash_loops_total counter"));
 	cr_assert(has_line(t, "ferry_crash_loops_total{cluster=\"alpha\"} 0"));
@@ -476,9 +490,9 @@ Test(status, metrics_text_well_formed)
 	char *t, *line, *save = NULL, current[128] = "";
 	size_t len;
 
-	cr_assert_eq(regcomp(&sample, "^(ferry_[a-z_]+)(\\{[a-z_]+=\"[^\"]*\"(,[a-z_]+=\"[^\"]*\")*\\})? [0-9]+(\\.[0-9]+)?$",
+	cr_assert_eq(regcomp(&sample, "^(ferry_[a-z0-9_]+)(\\{[a-z_]+=\"[^\"]*\"(,[a-z_]+=\"[^\"]*\")*\\})? [0-9]+(\\.[0-9]+)?$",
 	    REG_EXTENDED), 0);
-	cr_assert_eq(regcomp(&comment, "^# (HELP|TYPE) (ferry_[a-z_]+) .+$", REG_EXTENDED), 0);
+	cr_assert_eq(regcomp(&comment, "^# (HELP|TYPE) (ferry_[a-z0-9_]+) .+$", REG_EXTENDED), 0);
 	t = status_metrics_text(&fx_sup, &len);
 	for (line = strtok_r(t, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		regmatch_t m[3];

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/ipc.h"
@@ -248,4 +249,113 @@ Test(tlsmat, file_contents_are_part_of_the_version)
 	done(&d);
 	done(&b);
 	done(&a);
+}
+
+/* upstream_sasl_password_file: read by the supervisor like the TLS files,
+ * a secret's mode, one line; it travels in IPC_TLS_MATERIAL; a new
+ * password is a modified cluster, not another upstream. */
+#define SASL "upstream_sasl_mechanism = SCRAM-SHA-512\nupstream_sasl_username = ferry\n"
+
+static void
+write_secret(const char *path, const char *data, mode_t mode)
+{
+	write_file(path, data, strlen(data));
+	cr_assert_eq(chmod(path, mode), 0);
+}
+
+Test(tlsmat, sasl_password_file)
+{
+	struct parsed p;
+	char pw[160], want[600];
+	snprintf(pw, sizeof pw, "%s/pw", dir);
+
+	write_secret(pw, "s3cret\n", 0600);
+	parse(&p, HEAD SASL "upstream_sasl_password_file = %s\n", pw);
+	cr_assert_eq(p.rc, 0, "%s", p.e.n ? p.e.msg[0] : "");
+	const struct cfg_tls_files *f = p.c.clusters[0].files;
+	cr_assert_not_null(f);
+	cr_assert_eq(f->len[CFG_TLS_F_UPSTREAM_SASL_PASSWORD], 6);   /* the line end dropped */
+	cr_assert_eq(memcmp(f->data[CFG_TLS_F_UPSTREAM_SASL_PASSWORD], "s3cret", 6), 0);
+	/* through IPC_TLS_MATERIAL, beside no TLS file at all */
+	uint8_t *buf;
+	size_t len;
+	cr_assert_eq(tlsmat_encode(f, &buf, &len), 0);
+	cr_assert_eq(len, sizeof(struct ipc_tls_material) + 6);
+	struct cfg_tls_files d;
+	char err[256];
+	cr_assert_eq(tlsmat_decode(buf, len, &d, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(d.len[CFG_TLS_F_UPSTREAM_SASL_PASSWORD], 6);
+	cr_assert_eq(memcmp(d.data[CFG_TLS_F_UPSTREAM_SASL_PASSWORD], "s3cret", 6), 0);
+	SSL_CTX *s, *c;
+	cr_assert_eq(tlsmat_contexts(&p.c.clusters[0], &d, &s, &c, err, sizeof err), 0, "%s", err);
+	cr_assert_null(s);
+	cr_assert_null(c);
+	free(buf);
+	done(&p);
+
+	write_secret(pw, "s3cret\r\n", 0640);   /* CRLF; a group that may read it */
+	parse(&p, HEAD SASL "upstream_sasl_password_file = %s\n", pw);
+	cr_assert_eq(p.rc, 0, "%s", p.e.n ? p.e.msg[0] : "");
+	cr_assert_eq(p.c.clusters[0].files->len[CFG_TLS_F_UPSTREAM_SASL_PASSWORD], 6);
+	done(&p);
+
+	static const struct { const char *data; mode_t mode; const char *why; } bad[] = {
+		{ "s3cret\n", 0644, "mode 0644 lets other users read or change the password; use "
+		    "chmod 0600 (or 0640 for a group that may read it)" },
+		{ "s3cret\n", 0660, "mode 0660 lets its group change the password" },
+		{ "", 0600, "holds no password" },
+		{ "\n", 0600, "holds no password" },
+		{ "a\nb\n", 0600, "holds more than one line" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		write_secret(pw, bad[i].data, bad[i].mode);
+		parse(&p, HEAD SASL "upstream_sasl_password_file = %s\n", pw);
+		cr_assert_eq(p.rc, -1, "case %zu accepted", i);
+		snprintf(want, sizeof want, "t.ini:7: upstream_sasl_password_file: %s: %s", pw,
+		    bad[i].why);
+		cr_assert(strncmp(p.e.msg[0], want, strlen(want)) == 0, "case %zu: %s", i,
+		    p.e.msg[0]);
+		cr_assert_null(strstr(p.e.msg[0], "s3cret"), "the password in a message");
+		cr_assert_null(p.c.clusters[0].files);
+		done(&p);
+	}
+	char big[1100];
+	memset(big, 'x', 1025);
+	big[1025] = 0;
+	write_secret(pw, big, 0600);
+	parse(&p, HEAD SASL "upstream_sasl_password_file = %s\n", pw);
+	cr_assert_eq(p.rc, -1);
+	cr_assert(strstr(p.e.msg[0], "longer than 1024 bytes") || strstr(p.e.msg[0], "larger than"),
+	    "%s", p.e.msg[0]);
+	done(&p);
+	parse(&p, HEAD SASL "upstream_sasl_password_file = %s/none\n", dir);
+	cr_assert_eq(p.rc, -1);
+	snprintf(want, sizeof want, "t.ini:7: upstream_sasl_password_file: %s/none: cannot read: "
+	    "No such file or directory", dir);
+	cr_assert_str_eq(p.e.msg[0], want);
+	done(&p);
+	unlink(pw);
+}
+
+Test(tlsmat, sasl_password_is_part_of_the_version_not_the_upstream)
+{
+	struct parsed a, b;
+	char pw[160];
+	char va[PLAN_VERSION_LEN], vb[PLAN_VERSION_LEN], ua[PLAN_VERSION_LEN], ub[PLAN_VERSION_LEN];
+	snprintf(pw, sizeof pw, "%s/pw2", dir);
+	write_secret(pw, "one\n", 0600);
+	parse(&a, HEAD "upstream_tls = on\n" SASL "upstream_sasl_password_file = %s\n", pw);
+	cr_assert_eq(a.rc, 0, "%s", a.e.n ? a.e.msg[0] : "");
+	write_secret(pw, "two\n", 0600);
+	parse(&b, HEAD "upstream_tls = on\n" SASL "upstream_sasl_password_file = %s\n", pw);
+	cr_assert_eq(b.rc, 0, "%s", b.e.n ? b.e.msg[0] : "");
+	plan_cluster_version(&a.c.clusters[0], va, sizeof va);
+	plan_cluster_version(&b.c.clusters[0], vb, sizeof vb);
+	cr_assert_str_neq(va, vb, "a new password is not a modified cluster");
+	plan_upstream_key(&a.c.clusters[0], ua, sizeof ua);
+	plan_upstream_key(&b.c.clusters[0], ub, sizeof ub);
+	cr_assert_str_eq(ua, ub, "a new password is another upstream");
+	done(&a);
+	done(&b);
+	unlink(pw);
 }

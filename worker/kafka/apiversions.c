@@ -36,6 +36,8 @@ static const struct kc_api_cap {
 	{ 18, 0, 4 },	/* ApiVersions (intersected) */
 	{ 36, 0, 2 },	/* SaslAuthenticate */
 	{ 60, 0, 2 },	/* DescribeCluster (rewritten) */
+	{ 78, 1, 2 },	/* ShareFetch (NodeEndpoints rewritten; v0 was early access) */
+	{ 79, 1, 2 },	/* ShareAcknowledge (NodeEndpoints rewritten) */
 };
 
 /* Refused keys; see apiversions.h for why each is here. */
@@ -48,7 +50,6 @@ static const int16_t kc_refused[] = {
 	67,			/* AllocateProducerIds */
 	70,			/* ControllerRegistration */
 	73,			/* AssignReplicasToDirs */
-	78, 79,			/* ShareFetch, ShareAcknowledge: NodeEndpoints */
 	80, 81, 82,		/* Add/Remove/UpdateRaftVoter */
 	83, 84, 85, 86, 87,	/* share-group state (share coordinator RPCs) */
 };
@@ -315,40 +316,14 @@ kc_apiversions_find(const uint8_t *frame, size_t len, int16_t request_version,
 
 /* ---- building ---- */
 
-/* Size placeholder and a request header v1/v2 (client_id INT16 string). */
-static void
-kc_wr_req_header(struct kc_writer *w, int16_t key, int16_t version, int32_t corr,
-    const char *client_id)
-{
-	kc_wr_i32(w, 0);
-	kc_wr_i16(w, key);
-	kc_wr_i16(w, version);
-	kc_wr_i32(w, corr);
-	kc_wr_string(w, false, client_id, client_id != NULL ? strlen(client_id) : 0);
-	if (kc_request_header_version(key, version) >= 2)
-		kc_wr_uvarint(w, 0);	/* header tags */
-}
-
-static size_t
-kc_wr_finish(struct kc_writer *w, uint8_t *buf)
-{
-	size_t n;
-
-	if (w->overflow)
-		return 0;
-	n = (size_t)(w->p - buf);
-	kc_put_i32(buf, (int32_t)(n - 4));
-	return n;
-}
-
 size_t
 kc_build_apiversions_request(uint8_t *buf, size_t cap, int32_t corr, const char *client_id)
 {
 	struct kc_writer w;
 
 	kc_wr_init(&w, buf, cap);
-	kc_wr_req_header(&w, KC_API_API_VERSIONS, 0, corr, client_id);
-	return kc_wr_finish(&w, buf);
+	kc_wr_request_header(&w, KC_API_API_VERSIONS, 0, corr, client_id);
+	return kc_wr_frame_end(&w, buf);
 }
 
 size_t
@@ -361,7 +336,7 @@ kc_build_metadata_request(uint8_t *buf, size_t cap, int16_t version, int32_t cor
 	if (version < 1 || version > 13)
 		return 0;
 	kc_wr_init(&w, buf, cap);
-	kc_wr_req_header(&w, KC_API_METADATA, version, corr, client_id);
+	kc_wr_request_header(&w, KC_API_METADATA, version, corr, client_id);
 	if (flex)
 		kc_wr_uvarint(&w, 1);	/* topics: empty compact array */
 	else
@@ -374,7 +349,7 @@ kc_build_metadata_request(uint8_t *buf, size_t cap, int16_t version, int32_t cor
 		kc_wr_i8(&w, 0);	/* include_topic_authorized_operations */
 	if (flex)
 		kc_wr_uvarint(&w, 0);	/* tags */
-	return kc_wr_finish(&w, buf);
+	return kc_wr_frame_end(&w, buf);
 }
 
 size_t
@@ -392,5 +367,5 @@ kc_build_apiversions_unsupported(uint8_t *buf, size_t cap, int32_t corr)
 	kc_wr_i16(&w, KC_API_API_VERSIONS);
 	kc_wr_i16(&w, min);
 	kc_wr_i16(&w, max);
-	return kc_wr_finish(&w, buf);
+	return kc_wr_frame_end(&w, buf);
 }

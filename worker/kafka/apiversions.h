@@ -10,7 +10,9 @@
  *    Produce 0-12 and Fetch 0-17 (their v10+ / v16+ responses carry KIP-951
  *    NodeEndpoints, rewritten), Metadata 0-13, FindCoordinator 0-6,
  *    DescribeCluster 0-2, SaslHandshake 0-1, ApiVersions 0-4,
- *    SaslAuthenticate 0-2.
+ *    SaslAuthenticate 0-2, ShareFetch 1-2 and ShareAcknowledge 1-2 (KIP-932:
+ *    NodeEndpoints rewritten; their v0 was the early access of Kafka 4.0,
+ *    not parsed).
  *  - Refused APIs are dropped from ApiVersions and kc_request_allowed() is
  *    false for them: the ZooKeeper-era inter-broker APIs LeaderAndIsr,
  *    StopReplica, UpdateMetadata, ControlledShutdown (4-7); WriteTxnMarkers
@@ -20,12 +22,16 @@
  *    Envelope, FetchSnapshot (52-56, 58, 59), BrokerRegistration,
  *    BrokerHeartbeat (62, 63), AllocateProducerIds (67),
  *    ControllerRegistration (70), AssignReplicasToDirs (73), AddRaftVoter,
- *    RemoveRaftVoter, UpdateRaftVoter (80-82); the share-coordinator
- *    inter-broker state APIs (83-87); and the APIs whose responses carry
- *    broker addresses the proxy does not rewrite yet: ShareFetch (78) and
- *    ShareAcknowledge (79) (KIP-932 NodeEndpoints).
+ *    RemoveRaftVoter, UpdateRaftVoter (80-82); and the share-coordinator
+ *    inter-broker state APIs (83-87).
  *    UpdateFeatures (57) and UnregisterBroker (64) are Admin-client APIs
- *    served by brokers and carry no addresses: they are forwarded.
+ *    served by brokers and carry no addresses: they are forwarded, and so
+ *    are the group APIs whose responses carry no broker address (checked
+ *    against the schemas): ConsumerGroupHeartbeat and ConsumerGroupDescribe
+ *    (68, 69; KIP-848), ShareGroupHeartbeat and ShareGroupDescribe (76, 77)
+ *    and the share-group offset APIs (90-92).  Their member ClientHost is
+ *    the client's address as the broker saw it (the proxy's), not a
+ *    broker's.
  *  - Keys above KC_API_KEY_MAX_KNOWN (newer than the codec's table) are
  *    refused and dropped too: nothing has vetted what their responses carry.
  *  - Every other key is forwarded with the broker's range.

@@ -539,6 +539,31 @@ kc_wr_string(struct kc_writer *w, bool compact, const char *s, size_t len)
 		kc_wr_bytes(w, s, len);
 }
 
+void
+kc_wr_request_header(struct kc_writer *w, int16_t key, int16_t version, int32_t corr,
+    const char *client_id)
+{
+	kc_wr_i32(w, 0);
+	kc_wr_i16(w, key);
+	kc_wr_i16(w, version);
+	kc_wr_i32(w, corr);
+	kc_wr_string(w, false, client_id, client_id != NULL ? strlen(client_id) : 0);
+	if (kc_request_header_version(key, version) >= 2)
+		kc_wr_uvarint(w, 0);	/* header tags */
+}
+
+size_t
+kc_wr_frame_end(struct kc_writer *w, uint8_t *buf)
+{
+	size_t n;
+
+	if (w->overflow)
+		return 0;
+	n = (size_t)(w->p - buf);
+	kc_put_i32(buf, (int32_t)(n - 4));
+	return n;
+}
+
 /* ---- headers ---- */
 
 static int

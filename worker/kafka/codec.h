@@ -5,10 +5,14 @@
  * extraction.  No sockets, no event loop, no logging, no configuration:
  * every function works on caller-supplied byte buffers and never allocates.
  *
- * Return conventions: functions returning int use enum kc_status (KC_OK,
- * KC_NEED_MORE when the bytes present do not yet cover what is needed,
- * KC_MALFORMED when the frame can never parse).  On failure a short static
- * reason is copied into err (err may be NULL).
+ * Return conventions: functions returning int use enum kc_status (KC_OK = 0,
+ * KC_NEED_MORE = 1 when the bytes present do not yet cover what is needed,
+ * KC_MALFORMED = -1 when the frame can never parse).  On failure a short
+ * static reason is copied into err (err may be NULL).  Every parser of the
+ * worker follows it: sasl.h (SASL_OK, SASL_NEED_MORE, SASL_MALFORMED and
+ * more negative reasons) and worker/frame.h (FRAME_OK, FRAME_NEED_MORE,
+ * FRAME_MALFORMED, ...) spell their values from these; 0 is always "done,
+ * go on", 1 "wait for more bytes", negative "never".
  *
  * The bounded reader (struct kc_reader) is shared with rewrite.c and
  * apiversions.c: it knows the end of the frame (reading past it is
@@ -39,7 +43,9 @@ enum kc_api_key {
 	KC_API_SASL_HANDSHAKE = 17,
 	KC_API_API_VERSIONS = 18,
 	KC_API_SASL_AUTHENTICATE = 36,
-	KC_API_DESCRIBE_CLUSTER = 60
+	KC_API_DESCRIBE_CLUSTER = 60,
+	KC_API_SHARE_FETCH = 78,
+	KC_API_SHARE_ACKNOWLEDGE = 79
 };
 
 struct kc_req_header {
@@ -203,6 +209,14 @@ void kc_wr_i32(struct kc_writer *w, int32_t v);
 void kc_wr_uvarint(struct kc_writer *w, uint32_t v);
 /* A (compact) string; s == NULL writes null. */
 void kc_wr_string(struct kc_writer *w, bool compact, const char *s, size_t len);
+
+/* A request frame begins at buf: a size placeholder and the request header
+ * (v1, or v2 with empty tags when (key, version) is flexible; client_id
+ * NULL = null). kc_wr_frame_end fills the size prefix: the frame's length,
+ * or 0 when a write did not fit. */
+void kc_wr_request_header(struct kc_writer *w, int16_t key, int16_t version, int32_t corr,
+			  const char *client_id);
+size_t kc_wr_frame_end(struct kc_writer *w, uint8_t *buf);
 
 /* Copies a static reason into err (NULL-safe). */
 void kc_set_err(char *err, size_t errlen, const char *why);

@@ -1,8 +1,9 @@
 /*
  * rewrite — broker-address rewriting of Metadata (v0-13) and FindCoordinator
  * (v0-6) responses, the dispatch of ApiVersions responses to the
- * intersection in apiversions.c and of Produce, Fetch and DescribeCluster
- * responses to rewrite_endpoints.c, and the helpers both files share
+ * intersection in apiversions.c, of Produce, Fetch and DescribeCluster
+ * responses to rewrite_endpoints.c and of ShareFetch and ShareAcknowledge
+ * responses to rewrite_share.c, and the helpers they share
  * (rewrite_priv.h).
  *
  * Every response goes through two passes.  The first validates the whole
@@ -112,6 +113,9 @@ kc_response_needs_rewrite(int16_t api_key, int16_t api_version)
 		return api_version <= AV_MAX_VERSION;
 	case KC_API_DESCRIBE_CLUSTER:
 		return api_version <= DC_MAX_VERSION;
+	case KC_API_SHARE_FETCH:
+	case KC_API_SHARE_ACKNOWLEDGE:
+		return api_version >= SH_MIN_VERSION && api_version <= SH_MAX_VERSION;
 	default:
 		return false;
 	}
@@ -614,6 +618,10 @@ rw_dispatch(int16_t api_key, int16_t api_version, const uint8_t *frame, size_t l
 	case KC_API_FETCH:
 		return kc_rw_fetch(api_version, frame, len, map, out, out_len, trailing,
 		    err, errlen);
+	case KC_API_SHARE_FETCH:
+	case KC_API_SHARE_ACKNOWLEDGE:
+		return kc_rw_share(api_key, api_version, frame, len, map, out, out_len,
+		    trailing, err, errlen);
 	default:
 		return kc_rw_describe_cluster(api_version, frame, len, map, out, out_len,
 		    trailing, err, errlen);

@@ -73,8 +73,9 @@
  *   A response whose EndpointType is not 1 lists controllers, which the
  *   proxy does not serve: all its entries are dropped, unmapped.
  *
- * Not handled here: ShareFetch (78) and ShareAcknowledge (79), whose
- * NodeEndpoints is a regular field; apiversions.c refuses both keys.
+ * The address entries (kc_ep_node, kc_ep_rebuild) are shared with
+ * rewrite_share.c, which rewrites the NodeEndpoints of ShareFetch (78) and
+ * ShareAcknowledge (79): a regular field there, not a tagged one.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +85,6 @@
 #include "worker/kafka/rewrite_priv.h"
 
 /* Smallest encodings, for kc_rd_array's early length check. */
-#define NODE_MIN	11	/* int32, "" , int32, null, tags */
 #define AT_MIN		16	/* two int64 */
 #define RECERR_MIN	6	/* int32 + null string (+ tags) */
 #define PPART_MIN	14	/* Produce partition v0 */
@@ -177,17 +177,8 @@ fe_partition_tag(struct kc_reader *val, uint32_t tag, void *ctx)
 
 /* ---- address entries ---- */
 
-/*
- * A NodeEndpoints element or a DescribeCluster broker: node, host, port,
- * then the tail (rack, v2 is_fenced, tags) that is copied as it is.
- */
-struct ep_node {
-	const uint8_t *host, *tail, *end;
-	int32_t node_id, host_len, port;
-};
-
-static void
-ep_node(struct kc_reader *r, bool fenced, struct ep_node *e)
+void
+kc_ep_node(struct kc_reader *r, bool fenced, struct kc_ep_node *e)
 {
 	e->node_id = kc_rd_i32(r);
 	e->host_len = kc_rd_string(r, true, false, &e->host);
@@ -205,7 +196,7 @@ ep_node(struct kc_reader *r, bool fenced, struct ep_node *e)
  * 1 = emitted, 0 = dropped, or KC_MALFORMED with *why.
  */
 static int
-ep_emit(struct rw_out *o, const struct kc_broker_map *map, const struct ep_node *e,
+ep_emit(struct rw_out *o, const struct kc_broker_map *map, const struct kc_ep_node *e,
     size_t more, const char **why)
 {
 	const char *h = NULL;
@@ -235,6 +226,47 @@ ep_emit(struct rw_out *o, const struct kc_broker_map *map, const struct ep_node 
 	return 1;
 }
 
+int
+kc_ep_rebuild(const uint8_t *frame, size_t len, size_t count_off, size_t entries_off,
+    size_t rest_off, int32_t n, bool fenced, bool drop_all, const struct kc_broker_map *map,
+    uint8_t **out, size_t *out_len, char *err, size_t errlen)
+{
+	struct rw_out o = { NULL, 0, 0 };
+	struct kc_reader r;
+	struct kc_ep_node e;
+	const char *why = "out of memory";
+	uint32_t kept = 0;
+	size_t w;
+	int32_t i;
+	int rc;
+
+	if (!rw_reserve(&o, len + (size_t)n * 32 + 16))
+		return kc_rw_fail(&o, err, errlen, why);
+	rw_put(&o, frame, count_off);
+	o.len += entries_off - count_off;	/* the count, patched below; can only shrink */
+	kc_rd_init(&r, frame, len);
+	r.p += entries_off;
+	for (i = 0; i < n; i++) {
+		kc_ep_node(&r, fenced, &e);
+		if (drop_all)
+			continue;
+		rc = ep_emit(&o, map, &e, len - (size_t)(e.end - frame), &why);
+		if (rc < 0)
+			return kc_rw_fail(&o, err, errlen, why);
+		kept += (uint32_t)rc;
+	}
+	w = kc_uvarint_size(kept + 1);
+	kc_put_uvarint(o.b + count_off, kept + 1);
+	if (w < entries_off - count_off) {
+		memmove(o.b + count_off + w, o.b + entries_off, o.len - entries_off);
+		o.len -= entries_off - count_off - w;
+	}
+	if (!rw_reserve(&o, o.len + len - rest_off))
+		return kc_rw_fail(&o, err, errlen, why);
+	rw_put(&o, frame + rest_off, len - rest_off);
+	return kc_rw_finish(&o, out, out_len, err, errlen);
+}
+
 /* ---- NodeEndpoints (Produce, Fetch) ---- */
 
 struct ne_scan {
@@ -246,7 +278,7 @@ static void
 ne_top_tag(struct kc_reader *val, uint32_t tag, void *ctx)
 {
 	struct ne_scan *sc = ctx;
-	struct ep_node e;
+	struct kc_ep_node e;
 	int32_t i, n;
 
 	if (tag != 0 || !sc->known) {
@@ -254,9 +286,9 @@ ne_top_tag(struct kc_reader *val, uint32_t tag, void *ctx)
 		return;
 	}
 	sc->found++;
-	n = kc_rd_array(val, true, false, NODE_MIN);
+	n = kc_rd_array(val, true, false, KC_EP_NODE_MIN);
 	for (i = 0; i < n && kc_rd_ok(val); i++)
-		ep_node(val, false, &e);
+		kc_ep_node(val, false, &e);
 }
 
 /*
@@ -270,7 +302,7 @@ ne_rewrite(const uint8_t *frame, size_t len, size_t tags_off, const struct kc_br
 {
 	struct rw_out t = { NULL, 0, 0 }, v = { NULL, 0, 0 }, o = { NULL, 0, 0 };
 	struct kc_reader r, val;
-	struct ep_node e;
+	struct kc_ep_node e;
 	const uint8_t *field;
 	const char *why = "out of memory";
 	uint32_t nf, i, tag, size, kept, vsize;
@@ -297,11 +329,11 @@ ne_rewrite(const uint8_t *frame, size_t len, size_t tags_off, const struct kc_br
 		}
 		kc_rd_init(&val, r.p, size);
 		r.p += size;
-		n = kc_rd_array(&val, true, false, NODE_MIN);
+		n = kc_rd_array(&val, true, false, KC_EP_NODE_MIN);
 		v.len = 0;
 		kept = 0;
 		for (j = 0; j < n; j++) {
-			ep_node(&val, false, &e);
+			kc_ep_node(&val, false, &e);
 			rc = ep_emit(&v, map, &e, 0, &why);
 			if (rc < 0)
 				goto fail;
@@ -520,15 +552,11 @@ kc_rw_describe_cluster(int v, const uint8_t *frame, size_t len,
     const struct kc_broker_map *map, uint8_t **out, size_t *out_len, size_t *trailing,
     char *err, size_t errlen)
 {
-	struct rw_out o = { NULL, 0, 0 };
 	struct kc_reader r;
-	struct ep_node e;
-	const char *why = "out of memory";
-	size_t count_off, brokers_off, rest_off, end, w;
+	struct kc_ep_node e;
+	size_t count_off, brokers_off, rest_off, end;
 	int32_t i, n;
 	int8_t endpoint_type = DC_ENDPOINT_BROKERS;
-	uint32_t kept = 0;
-	int rc;
 
 	if (kc_rw_check_frame(frame, len, err, errlen) != KC_OK)
 		return KC_MALFORMED;
@@ -542,10 +570,10 @@ kc_rw_describe_cluster(int v, const uint8_t *frame, size_t len,
 	(void)kc_rd_string(&r, true, false, NULL);	/* ClusterId */
 	(void)kc_rd_i32(&r);				/* ControllerId */
 	count_off = (size_t)(r.p - frame);
-	n = kc_rd_array(&r, true, false, NODE_MIN);	/* Brokers */
+	n = kc_rd_array(&r, true, false, KC_EP_NODE_MIN);	/* Brokers */
 	brokers_off = (size_t)(r.p - frame);
 	for (i = 0; i < n && kc_rd_ok(&r); i++)
-		ep_node(&r, v >= 2, &e);
+		kc_ep_node(&r, v >= 2, &e);
 	rest_off = (size_t)(r.p - frame);
 	(void)kc_rd_i32(&r);				/* ClusterAuthorizedOperations */
 	kc_rd_tags(&r);
@@ -554,29 +582,7 @@ kc_rw_describe_cluster(int v, const uint8_t *frame, size_t len,
 	*trailing = len - end;
 	len = end;	/* trailing bytes are dropped */
 
-	if (!rw_reserve(&o, len + (size_t)n * 32 + 16))
-		return kc_rw_fail(&o, err, errlen, why);
-	rw_put(&o, frame, count_off);
-	o.len += brokers_off - count_off;	/* the count, patched below; can only shrink */
-	kc_rd_init(&r, frame, len);
-	r.p += brokers_off;
-	for (i = 0; i < n; i++) {
-		ep_node(&r, v >= 2, &e);
-		if (endpoint_type != DC_ENDPOINT_BROKERS)
-			continue;	/* controllers: not served by the proxy */
-		rc = ep_emit(&o, map, &e, len - (size_t)(e.end - frame), &why);
-		if (rc < 0)
-			return kc_rw_fail(&o, err, errlen, why);
-		kept += (uint32_t)rc;
-	}
-	w = kc_uvarint_size(kept + 1);
-	kc_put_uvarint(o.b + count_off, kept + 1);
-	if (w < brokers_off - count_off) {
-		memmove(o.b + count_off + w, o.b + brokers_off, o.len - brokers_off);
-		o.len -= brokers_off - count_off - w;
-	}
-	if (!rw_reserve(&o, o.len + len - rest_off))
-		return kc_rw_fail(&o, err, errlen, why);
-	rw_put(&o, frame + rest_off, len - rest_off);
-	return kc_rw_finish(&o, out, out_len, err, errlen);
+	/* controllers (EndpointType 2) are not served by the proxy: all dropped */
+	return kc_ep_rebuild(frame, len, count_off, brokers_off, rest_off, n, v >= 2,
+	    endpoint_type != DC_ENDPOINT_BROKERS, map, out, out_len, err, errlen);
 }

@@ -1,8 +1,9 @@
 /*
- * rewrite_priv — what rewrite.c, rewrite_endpoints.c and apiversions.c
- * share and nothing else should see: the version ranges each rewriter
- * parses, the growing output buffer, and the frame checks common to every
- * response.
+ * rewrite_priv — what rewrite.c, rewrite_endpoints.c, rewrite_share.c and
+ * apiversions.c share and nothing else should see: the version ranges each
+ * rewriter parses, the growing output buffer, the frame checks common to
+ * every response, and the address entries (NodeEndpoints elements,
+ * DescribeCluster brokers) of rewrite_endpoints.c.
  *
  * The output buffer (struct rw_out) is reserved before every put: the rw_*
  * writers do no bounds checks of their own.
@@ -26,6 +27,8 @@
 #define PR_MAX_VERSION	13	/* Produce */
 #define FE_MAX_VERSION	17	/* Fetch */
 #define DC_MAX_VERSION	2	/* DescribeCluster */
+#define SH_MIN_VERSION	1	/* ShareFetch, ShareAcknowledge (v0: early access) */
+#define SH_MAX_VERSION	2
 /* First versions whose responses carry KIP-951 NodeEndpoints. */
 #define PR_NODE_ENDPOINTS_FROM	10
 #define FE_NODE_ENDPOINTS_FROM	16
@@ -152,6 +155,44 @@ int kc_rw_fetch(int v, const uint8_t *frame, size_t len, const struct kc_broker_
 int kc_rw_describe_cluster(int v, const uint8_t *frame, size_t len,
 			   const struct kc_broker_map *map, uint8_t **out, size_t *out_len,
 			   size_t *trailing, char *err, size_t errlen);
+
+/*
+ * An address entry of a flexible response (rewrite_endpoints.c): a
+ * NodeEndpoints element or a DescribeCluster broker.  node, host, port,
+ * then the tail (rack, DescribeCluster v2 IsFenced, tags) that is copied as
+ * it is.
+ */
+struct kc_ep_node {
+	const uint8_t *host, *tail, *end;
+	int32_t node_id, host_len, port;
+};
+
+/* Smallest encoded entry (int32, "", int32, null rack, tags), for kc_rd_array. */
+#define KC_EP_NODE_MIN	11
+
+/* Reads one entry at r (fenced: DescribeCluster v2's IsFenced byte). */
+void kc_ep_node(struct kc_reader *r, bool fenced, struct kc_ep_node *e);
+/*
+ * A response whose only rewritten part is one compact array of address
+ * entries (frame validated and cut at the end of the message; its count at
+ * count_off, entries from entries_off to rest_off): emits the frame with
+ * the bytes before the array copied, the entries mapped (those the map
+ * rejects and negative node ids dropped; all of them, unmapped, when
+ * drop_all), the count re-encoded and the bytes from rest_off on copied.
+ * KC_OK with *out, or KC_MALFORMED (err set).
+ */
+int kc_ep_rebuild(const uint8_t *frame, size_t len, size_t count_off, size_t entries_off,
+		  size_t rest_off, int32_t n, bool fenced, bool drop_all,
+		  const struct kc_broker_map *map, uint8_t **out, size_t *out_len, char *err,
+		  size_t errlen);
+
+/*
+ * rewrite_share.c: ShareFetch (78) or ShareAcknowledge (79) responses,
+ * v SH_MIN_VERSION..SH_MAX_VERSION (already range-checked), map non-NULL.
+ */
+int kc_rw_share(int16_t key, int v, const uint8_t *frame, size_t len,
+		const struct kc_broker_map *map, uint8_t **out, size_t *out_len,
+		size_t *trailing, char *err, size_t errlen);
 
 /*
  * apiversions.c: kc_apiversions_intersect, also telling how many trailing

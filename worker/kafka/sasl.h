@@ -50,10 +50,12 @@
  *    in ipc_conn_record.sasl (sasl_encode / sasl_decode), so the new worker
  *    knows the client authenticated.
  *
- * Return conventions: the sasl_on_* functions return enum sasl_status;
- * SASL_NEED_MORE means the bytes present do not cover what must be read
- * (the caller waits; nothing changed), SASL_MALFORMED / SASL_REFUSED /
- * SASL_TOO_LARGE put a reason in err (which may be NULL) and change nothing.
+ * Return conventions: the sasl_on_* functions return enum sasl_status, the
+ * parsers' convention of codec.h (and worker/frame.h): SASL_OK = 0,
+ * SASL_NEED_MORE = 1 when the bytes present do not cover what must be read
+ * (the caller waits; nothing changed), negative for a failure:
+ * SASL_MALFORMED = -1 and the SASL-specific SASL_REFUSED / SASL_TOO_LARGE,
+ * which put a reason in err (which may be NULL) and change nothing.
  */
 #ifndef FERRY_WORKER_KAFKA_SASL_H
 #define FERRY_WORKER_KAFKA_SASL_H
@@ -65,9 +67,9 @@
 #include "worker/kafka/codec.h"
 
 enum sasl_status {
-	SASL_OK = 0,
-	SASL_NEED_MORE = 1,
-	SASL_MALFORMED = -1,
+	SASL_OK = KC_OK,
+	SASL_NEED_MORE = KC_NEED_MORE,
+	SASL_MALFORMED = KC_MALFORMED,
 	SASL_REFUSED = -2,       /* a v0 handshake for a mechanism not relayed */
 	SASL_TOO_LARGE = -3,     /* a raw token above the limit given */
 };

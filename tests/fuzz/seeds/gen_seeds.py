@@ -260,6 +260,31 @@ def describe_cluster(v, nodes, endpoint_type=1, wide_count=False):
     return frame(b)
 
 
+def share_response(key, v, nodes, wide_count=False):
+    """ShareFetch (78) or ShareAcknowledge (79) v1-2: one topic, a partition
+    with records and acquired batches, one NOT_LEADER_OR_FOLLOWER."""
+    fetch = key == 78
+    b = i32(14) + b"\x00" + i32(0) + i16(0) + string(True, None)
+    if fetch or v >= 2:
+        b += i32(30000)                                  # AcquisitionLockTimeoutMs
+    b += arr(True, 1) + bytes(range(0x60, 0x70)) + arr(True, 2)
+    for idx, err in ((0, 0), (1, 6)):
+        b += i32(idx) + i16(err) + string(True, "not leader" if err else None)
+        if fetch:
+            b += i16(0) + string(True, None)
+        b += LEADER
+        if fetch:
+            recs = b"records!" if idx == 0 else b""
+            b += uv(len(recs) + 1) + recs
+            b += arr(True, 1 - idx) + (struct.pack(">qqh", 0, 7, 1) + b"\x00") * (1 - idx)
+        b += b"\x00"
+    b += b"\x00"                                         # topic tags
+    ne = node_endpoints(nodes)
+    if wide_count:
+        ne = uv_wide(len(nodes) + 1) + ne[1:]
+    return frame(b + ne + b"\x00")
+
+
 def gen_rewrite():
     mode = 0  # map mode byte: see fuzz_rewrite.c
     for v in (0, 1, 2, 3, 5, 7, 8, 9, 10, 12, 13):
@@ -289,6 +314,12 @@ def gen_rewrite():
     put("fuzz_rewrite", "produce-v10-more-tags", bytes([0, 10, 0]) +
         produce_response(10, nodes, more_tags=[(3, b"xyz"), (7, b"")]))
     put("fuzz_rewrite", "dc-v1-controllers", bytes([60, 1, 0]) + describe_cluster(1, nodes[:2], endpoint_type=2))
+    for key, name in ((78, "sharefetch"), (79, "shareack")):
+        for v in (1, 2):
+            put("fuzz_rewrite", "%s-v%d" % (name, v), bytes([key, v, 0x04 if v == 2 else 0]) +
+                share_response(key, v, nodes))
+        put("fuzz_rewrite", "%s-v1-wide-count" % name, bytes([key, 1, 0x08]) +
+            share_response(key, 1, nodes, wide_count=True))
 
 
 # ---- fuzz_frame: [selector] + bytes (request frame / response prefix) -------
@@ -518,10 +549,90 @@ def gen_clientinfo():
     put(t, "tok-oauth", b"\x84\x20" + b"n,,\x01auth=Bearer abc\x01\x01")
 
 
+# ---- fuzz_conn: [limits] [client length, 2 bytes] client stream, upstream stream
+
+def conn_seed(name, sel, client, upstream):
+    put("fuzz_conn", name, bytes([sel]) + struct.pack(">H", len(client)) + client + upstream)
+
+
+def response(corr, body):
+    return frame(i32(corr) + body)
+
+
+def gen_conn():
+    sel = 2 | (3 << 5)  # 1024-byte buffers, max_frame 4096, max_inflight 1024
+    md = request(3, 1, 7, "c", i32(-1))
+    av_body = string(True, "ferry") + string(True, "1.0") + b"\x00"
+    conn_seed("metadata", sel, md, metadata(1, BROKERS))
+    conn_seed("metadata-v12", sel, request(3, 12, 7, "c", uv(1) + b"\x00\x00\x00"),
+              metadata(12, BROKERS))
+    conn_seed("apiversions", sel, request(18, 3, 5, "c", av_body), api_versions(3, AV_KEYS))
+    conn_seed("apiversions-too-new", sel, request(18, 9, 5, "c", av_body) + md,
+              metadata(1, BROKERS))
+    conn_seed("produce-acks", sel, request(0, 7, 1, "p", produce_body(7, None, 0))
+              + request(0, 7, 2, "p", produce_body(7, None, 1)), response(2, i32(0) + i32(0)))
+    conn_seed("sasl-v0-plain", sel, request(17, 0, 3, "k", string(False, "PLAIN"))
+              + i32(13) + b"\x00alice\x00secret" + md,
+              response(3, i16(0) + arr(False, 1) + string(False, "PLAIN")) + i32(0)
+              + metadata(1, BROKERS))
+    conn_seed("inflight-1-small-buffer", 0 | (0 << 5), md + md, metadata(1, BROKERS) * 2)
+    conn_seed("sasl-limit", sel | 0x10, request(17, 1, 3, "k", string(False, "PLAIN"))
+              + request(36, 1, 4, "k", bytes(80)), b"")
+
+
+
+# ---- fuzz_staterec: an upgrade's state record (supervisor/staterec.h) -------
+
+def gen_staterec():
+    import json
+    cluster = {
+        "name": "a", "state": "active", "configVersion": "sha256:" + "1" * 64,
+        "nextGeneration": 7, "restarts": 2, "restartAtMono": 0, "restartDelayMs": 0,
+        "failReason": "",
+        "crash": {"times": [1000, 2000], "backoffMs": 400, "startedMono": 900, "restarts": 2,
+                  "loops": 0},
+        "unresponsiveTotal": 0,
+        "upstream": {"state": "reachable", "since": 1700000000000, "error": ""},
+        "unknownNodes": [{"nodeId": 9, "host": "x.kafka", "port": 9092, "since": 1}],
+        "nodes": {"upstreamKey": "sha256:" + "2" * 64, "generation": 6,
+                  "entries": [{"nodeId": 1, "host": "b1.kafka", "port": 9092}]},
+        "lastReplacement": {"fromGeneration": 5, "toGeneration": 6, "handedOver": 3,
+                            "drained": 0, "forced": 0, "durationMs": 12},
+        "serving": {"generation": 6, "state": "accepting", "since": 1, "reason": "ready"},
+        "tickets": False,
+        "counters": {"counters": {"connections_accepted": 5, "requests": 9},
+                     "gauges": {}, "api": {"18": {"requests": 9, "responses": 9,
+                                                   "latencySumUs": 900,
+                                                   "buckets": {"250": 9}}}},
+    }
+    rec = {
+        "record": 1,
+        "from": {"version": "0.1.0", "buildId": "ab" * 20, "pid": 4121, "startedAt": 1},
+        "execPath": "/usr/sbin/ferryd", "notifySocket": None,
+        "config": {"path": "/etc/ferry/ferry.ini", "text": "[ferry]\n", "version":
+                   "sha256:" + "3" * 64, "appliedAt": 1},
+        "serviceStartedAt": 1, "hupPending": False, "ticketRotationNextMono": 0,
+        "reloadStats": {"result": [0, 1, 0, 0, 0], "bucket": [0] * 15, "count": 1, "sumMs": 5},
+        "lastReload": None, "lastValidation": None,
+        "upgrades": {"success": 1, "failed": 0, "rejected": 0}, "lastUpgrade": None,
+        "admin": {"refusedMissing": 0, "refusedMalformed": 0, "refusedWrong": 0,
+                  "tlsFailures": 0},
+        "fds": [{"kind": "listener", "cluster": "a", "nodeId": -1, "host": "127.0.0.1",
+                 "port": 9192},
+                {"kind": "control", "path": "/run/ferry/ferry.sock", "dev": 1, "ino": 2},
+                {"kind": "admin", "host": "127.0.0.1", "port": 9190}],
+        "clusters": [cluster, dict(cluster, name="f", state="failed", serving=None)],
+    }
+    put("fuzz_staterec", "record", json.dumps(rec))
+    put("fuzz_staterec", "counters", json.dumps({"cluster": "a", "counters": cluster["counters"]}))
+    put("fuzz_staterec", "unknown-key", json.dumps(dict(rec, surprise=1)))
+
 gen_rewrite()
 gen_frame()
+gen_conn()
 gen_config()
 gen_http()
 gen_ipc()
 gen_proxyproto()
 gen_clientinfo()
+gen_staterec()

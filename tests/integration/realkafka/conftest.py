@@ -4,7 +4,9 @@ Real Apache Kafka behind ferry: the fixtures of tests/integration/realkafka.
 One 3-node KRaft cluster (tests/peers/kafka/kcluster.py, the broker
 scripts/install-kafka cached) serves every test of this package: it starts
 when the first test needs it and stops after the last (package scope), so
-the suite pays its start-up once. Each test starts its own ferryd in front
+the suite pays its start-up once. FERRY_KAFKA_DIR=DIR uses the
+cluster a developer started with `kcluster.py start --dir DIR` instead, and
+leaves it running. Each test starts its own ferryd in front
 of it (the parent conftest's Ferry, function scope) and uses topics and
 groups of its own.
 
@@ -79,6 +81,14 @@ def kafka_cluster(request):
         kcluster.classpath("broker")
     except kcluster.NotInstalled as e:
         kafka_unavailable(str(e))
+    if os.environ.get("FERRY_KAFKA_DIR"):
+        # a developer's running cluster (kcluster.py start --dir DIR): used
+        # as it is and left running
+        c = kcluster.Cluster.load(os.environ["FERRY_KAFKA_DIR"])
+        c.wait_ready(30.0, nodes=c.running_nodes())
+        _timings.update(started_in=0.0, version=c.version)
+        yield c
+        return
     root = kcluster.run_root()
     root.mkdir(parents=True, exist_ok=True)
     kcluster.reap(root)   # JVMs of a run that died before cleaning up
@@ -117,18 +127,21 @@ class KafkaUpstream:
 def kafka_ferry(kafka_cluster, keeper, workdir, request):
     """kafka_ferry(workers=1, listener="PLAINTEXT", **Ferry kwargs) -> a
     started ferryd with one virtual cluster ("kafka") in front of the
-    package's cluster's `listener` (SSL, SASL_SSL: upstream TLS verified
+    package's cluster's `listener` (SSL, SASL_SSL, MTLS: upstream TLS verified
     against the cluster's CA); node ids 1-3 as the brokers'. cluster_keys
-    adds keys to the [cluster] section."""
-    def make(workers=1, listener="PLAINTEXT", **kw):
+    adds keys to the [cluster] section; upstream replaces the bootstrap
+    list."""
+    def make(workers=1, listener="PLAINTEXT", upstream=None, **kw):
         keys = dict(workers_keys(workers))
-        if listener.endswith("SSL"):
+        if listener.endswith("SSL") or listener == "MTLS":
             # TLS to the brokers, their certificate and name checked
             # against the cluster's throwaway CA
             keys.update({"upstream_tls": "on", "upstream_ca": kafka_cluster.dir / "tls" / "ca.crt"})
         keys.update(kw.pop("cluster_keys", {}))
         kw["cluster_keys"] = keys
-        f = Ferry(keeper, workdir, {CLUSTER: KafkaUpstream(kafka_cluster, listener)}, **kw)
+        up = KafkaUpstream(kafka_cluster, listener)
+        up.bootstrap = upstream or up.bootstrap
+        f = Ferry(keeper, workdir, {CLUSTER: up}, **kw)
         register_log(request, "ferryd", f.log_path)
         for n in kafka_cluster.nodes.values():
             register_log(request, f"kafka node {n.id}", n.dir / "server.log")

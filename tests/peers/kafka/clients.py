@@ -13,6 +13,10 @@ where they connected.
                         [(pid, family, address, port)]
         Run.dial_problems()  connects outside allowed_ports (with those to
                         forbidden_ports, e.g. the brokers', named as such)
+    Session(bootstrap, allowed_ports=..., forbidden_ports=...)
+        the Java client's interactive session (java/Session.java: Admin
+        operations, a background producer + group consumer) under strace:
+        s("describe-cluster") -> its JSON answer; s.close(); s.dial_problems()
 
 CLI, for a person: clients.py NAME [--strace] -- --bootstrap B --topic T ...
 """
@@ -20,6 +24,7 @@ CLI, for a person: clients.py NAME [--strace] -- --bootstrap B --topic T ...
 import json
 import os
 import re
+import select
 import shutil
 import subprocess
 import sys
@@ -67,8 +72,15 @@ def problem(name):
     return f"unknown client {name}"
 
 
-def argv_of(name, opts):
-    """The command line of peer `name` with options `opts`."""
+def java_argv(main_class, args):
+    """A Java peer program (java/*.java, compiled into the cache)."""
+    home = kcluster.kafka_home()
+    cp = f"{home / 'java-client'}:{home / 'client'}/*"
+    return [kcluster.java_bin(), *JAVA_CLIENT_OPTS, "-cp", cp, main_class, *args]
+
+
+def opt_args(opts):
+    """--options from a dict: None/False left out, True a bare flag."""
     args = []
     for k, v in opts.items():
         if v is None or v is False:
@@ -76,10 +88,14 @@ def argv_of(name, opts):
         args.append(f"--{k}")
         if v is not True:
             args.append(str(v))
+    return args
+
+
+def argv_of(name, opts):
+    """The command line of peer `name` with options `opts`."""
+    args = opt_args(opts)
     if name == "java":
-        home = kcluster.kafka_home()
-        cp = f"{home / 'java-client'}:{home / 'client'}/*"
-        return [kcluster.java_bin(), *JAVA_CLIENT_OPTS, "-cp", cp, "Client", *args]
+        return java_argv("Client", args)
     if name in ("franz-go", "sarama"):
         return [str(go_dir() / ("franz" if name == "franz-go" else "sarama")), *args]
     if name in ("confluent-kafka", "kafka-python"):
@@ -124,6 +140,29 @@ def strace_argv(log_path):
             "-o", str(log_path)]
 
 
+def dial_problems(connects, allowed, forbidden):
+    """Connects to a port outside `allowed` ("upstream" when the port is in
+    `forbidden`). Empty when allowed is empty and nothing is forbidden."""
+    bad = []
+    for pid, fam, addr, port in connects:
+        if port in forbidden:
+            bad.append(f"pid {pid} dialled the UPSTREAM address {addr}:{port} ({fam})")
+        elif allowed and port not in allowed:
+            bad.append(f"pid {pid} dialled {addr}:{port} ({fam}), not a ferry port")
+    return bad
+
+
+def result_line(stdout):
+    """The peer's result: the last line of its output that is a JSON object."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                pass
+    return None
+
+
 class Run:
     def __init__(self, name, argv, rc, stdout, stderr, connects, elapsed, allowed, forbidden):
         self.name, self.argv, self.rc = name, argv, rc
@@ -131,25 +170,10 @@ class Run:
         self.connects = connects
         self.elapsed = elapsed
         self.allowed, self.forbidden = set(allowed or ()), set(forbidden or ())
-        self.result = None
-        for line in reversed(stdout.splitlines()):
-            if line.startswith("{"):
-                try:
-                    self.result = json.loads(line)
-                    break
-                except ValueError:
-                    pass
+        self.result = result_line(stdout)
 
     def dial_problems(self):
-        """Connects to a port outside `allowed` ("upstream" when the port is
-        in `forbidden`). Empty when allowed is empty and nothing is forbidden."""
-        bad = []
-        for pid, fam, addr, port in self.connects:
-            if port in self.forbidden:
-                bad.append(f"pid {pid} dialled the UPSTREAM address {addr}:{port} ({fam})")
-            elif self.allowed and port not in self.allowed:
-                bad.append(f"pid {pid} dialled {addr}:{port} ({fam}), not a ferry port")
-        return bad
+        return dial_problems(self.connects, self.allowed, self.forbidden)
 
     def describe(self):
         return (f"{self.name}: rc={self.rc} in {self.elapsed:.1f}s, result={self.result}\n"
@@ -184,6 +208,146 @@ def run(name, opts, timeout=120, strace=True, allowed_ports=(), forbidden_ports=
         os.unlink(log_path)
     return Run(name, argv, p.returncode, out, err, connects, time.monotonic() - t0,
                allowed_ports, forbidden_ports)
+
+
+class SessionError(Exception):
+    pass
+
+
+class Session:
+    """The Java client's interactive session (java/Session.java: Admin
+    operations and a background load) under strace. session("describe-topic",
+    "t") sends one command and returns its JSON answer (SessionError when it
+    says ok: false, unless check=False); close() ends it and parses strace.
+    Every answer is awaited with a deadline; the JVM is killed (its process
+    group) when one passes, and by close()."""
+
+    def __init__(self, bootstrap, props=(), timeout=30, strace=True, allowed_ports=(),
+                 forbidden_ports=(), workdir=None, start_timeout=60):
+        why = problem("java")
+        if why:
+            raise kcluster.NotInstalled(why)
+        self.timeout = timeout
+        self.allowed, self.forbidden = set(allowed_ports), set(forbidden_ports)
+        args = ["--bootstrap", bootstrap, "--timeout", str(timeout)]
+        for kv in props:
+            args += ["--prop", kv]
+        self.argv = java_argv("Session", args)
+        self.log_path = None
+        self.connects = []
+        self.transcript = []
+        full = self.argv
+        if strace:
+            fd, self.log_path = tempfile.mkstemp(prefix="strace-session-", suffix=".log", dir=workdir)
+            os.close(fd)
+            full = strace_argv(self.log_path) + self.argv
+        fd, self.stderr_path = tempfile.mkstemp(prefix="session-", suffix=".stderr", dir=workdir)
+        self._stderr = os.fdopen(fd, "wb")
+        self.proc = subprocess.Popen(full, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self._stderr, start_new_session=True)
+        self._buf = b""
+        try:
+            hello = self._read(start_timeout)
+        except BaseException:
+            self.kill()
+            raise
+        self.lib_version = hello.get("lib_version")
+
+    def _read(self, timeout):
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while True:
+            nl = self._buf.find(b"\n")
+            if nl >= 0:
+                line, self._buf = self._buf[:nl], self._buf[nl + 1:]
+                if line.startswith(b"{"):
+                    doc = json.loads(line)
+                    self.transcript.append(("<", doc))
+                    return doc
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise SessionError(f"no answer from the Java session within {timeout}s; "
+                                   f"stderr: {self.stderr_tail()}")
+            r, _, _ = select.select([fd], [], [], left)
+            if r:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    raise SessionError(f"the Java session exited (rc {self.proc.poll()}); "
+                                       f"stderr: {self.stderr_tail()}")
+                self._buf += chunk
+
+    def __call__(self, *words, timeout=None, check=True):
+        line = " ".join(str(w) for w in words)
+        self.transcript.append((">", line))
+        try:
+            self.proc.stdin.write(line.encode() + b"\n")
+            self.proc.stdin.flush()
+        except OSError as e:
+            raise SessionError(f"{line}: the Java session is gone ({e}); "
+                               f"stderr: {self.stderr_tail()}")
+        doc = self._read(timeout or self.timeout + 15)
+        if check and not doc.get("ok"):
+            raise SessionError(f"{line}: {doc.get('error')}")
+        return doc
+
+    def stderr_tail(self, n=3000):
+        try:
+            return Path(self.stderr_path).read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+    def log_counts(self):
+        """{"WARN": n, "ERROR": n}: the lines the client logged (log4j2 at
+        WARN, java/log4j2.properties) at each level: what it made visible
+        of the faults besides the results of its calls."""
+        text = self.stderr_tail(n=1 << 30)
+        return {lvl: text.count(f"] {lvl} ") for lvl in ("WARN", "ERROR")}
+
+    def kill(self):
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, 9)
+            except ProcessLookupError:
+                pass
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+        self._finish()
+
+    def close(self, timeout=60):
+        """quit, then wait for the JVM (killed after timeout); returns the
+        connects strace saw."""
+        if self.proc.poll() is None:
+            try:
+                self("quit", timeout=timeout, check=False)
+                self.proc.wait(timeout)
+            except (SessionError, OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+        return self.connects
+
+    def _finish(self):
+        for f in (self.proc.stdin, self.proc.stdout, self._stderr):
+            try:
+                f.close()
+            except OSError:
+                pass
+        if self.log_path and os.path.exists(self.log_path):
+            self.connects = parse_strace(self.log_path)
+            if not os.environ.get("FERRY_KEEP_TMP"):
+                os.unlink(self.log_path)
+
+    def dial_problems(self):
+        return dial_problems(self.connects, self.allowed, self.forbidden)
+
+    def describe(self):
+        lines = [f"session: {' '.join(self.argv)}", f"connects: {self.connects}"]
+        for d, x in self.transcript[-40:]:
+            lines.append(f"{d} {x}")
+        lines.append(f"stderr (tail):\n{self.stderr_tail()}")
+        return "\n".join(lines)
 
 
 def main(argv):

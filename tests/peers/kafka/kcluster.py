@@ -17,9 +17,10 @@ A cluster lives in one directory:
     log4j2.properties
     node-N/         server.properties, data/, server.log, stdout.log
 
-Every node has five listeners on 127.0.0.1, each on a free port:
+Every node has six listeners on 127.0.0.1, each on a free port:
 PLAINTEXT, SASL_PLAINTEXT and SASL_SSL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512),
-SSL (client certificates requested, not required) and CONTROLLER. The client
+SSL (client certificates requested, not required), MTLS (SSL with client
+certificates required) and CONTROLLER. The client
 listeners are advertised as "localhost" (resolves to 127.0.0.1), so a TLS
 client can verify the broker's name. Node ids start at 1. The quorum is
 dynamic (KIP-853): the first nodes are combined broker+controller voters; a
@@ -32,7 +33,7 @@ Library use (pytest):
 
     c = Cluster(dir, nodes=3).start()      # formats on first start; waits ready
     c.bootstrap()                          # "localhost:P1,localhost:P2,..."
-    c.stop_node(2); c.kill_node(3); c.restart_node(3); c.add_node()
+    c.stop_node(2); c.kill_node(3); c.restart_node(3); c.add_node(); c.remove_node(4)
     c.stop()
 
 Every JVM is recorded in `pids` before anything else happens; Cluster.stop()
@@ -42,6 +43,8 @@ of clusters whose owner process is gone (a crashed run).
 CLI:
 
     kcluster.py start --nodes 3 --dir D [--owner PID]   # detached; prints JSON
+    kcluster.py run --nodes 1 --dir D [--topic T:P]     # attached: prints JSON, stops
+                                                        # when stdin closes (scripts/demo)
     kcluster.py stop --dir D
     kcluster.py status --dir D
     kcluster.py apiversions HOST:PORT                    # {key: [min, max]}
@@ -74,8 +77,10 @@ from kwire import (KafkaError, api_versions, api_versions_diff,  # noqa: E402,F4
 HERE = Path(__file__).resolve().parent
 POM = HERE / "pom.xml"
 
-LISTENERS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL", "CONTROLLER")
-CLIENT_LISTENERS = LISTENERS[:4]
+LISTENERS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL", "MTLS", "CONTROLLER")
+CLIENT_LISTENERS = LISTENERS[:5]
+# listener name -> security protocol where they differ
+PROTOCOL = {"CONTROLLER": "PLAINTEXT", "MTLS": "SSL"}
 USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -455,7 +460,7 @@ class Cluster:
             "advertised.listeners": ",".join(f"{lst}://{self.host}:{n.ports[lst]}"
                                              for lst in CLIENT_LISTENERS),
             "listener.security.protocol.map": ",".join(
-                f"{lst}:{'PLAINTEXT' if lst == 'CONTROLLER' else lst}" for lst in LISTENERS),
+                f"{lst}:{PROTOCOL.get(lst, lst)}" for lst in LISTENERS),
             "log.dirs": n.dir / "data",
             # small: 2 cores, several brokers, the test suite beside them
             "num.network.threads": 2,
@@ -485,6 +490,7 @@ class Cluster:
             "ssl.truststore.type": "PEM",
             "ssl.truststore.location": self.dir / "tls" / "ca.crt",
             "ssl.client.auth": "requested",
+            "listener.name.mtls.ssl.client.auth": "required",
         }
         for lst in ("sasl_plaintext", "sasl_ssl"):
             kv[f"listener.name.{lst}.plain.sasl.jaas.config"] = jaas_plain
@@ -715,6 +721,19 @@ class Cluster:
         self.wait_ready(timeout)
         return n
 
+    def remove_node(self, node_id, grace=STOP_GRACE):
+        """Stops a node added with add_node() and forgets it: bootstrap(),
+        broker_ports(), all_ports() and wait_ready() no longer name it, and
+        its data directory goes (a later add_node() may reuse its id). Its
+        registration stays with the controllers until an UnregisterBroker;
+        its logs stay in its directory; its pids stay in `pids` (reap)."""
+        if node_id in self.voters:
+            raise KafkaError(f"node {node_id} is a voter of the quorum: not removable")
+        self.stop_node(node_id, grace)
+        n = self.nodes.pop(node_id)
+        shutil.rmtree(n.dir / "data", ignore_errors=True)
+        self._save()
+
     def stop(self, grace=STOP_GRACE):
         """Stops every node at once (SIGTERM, then SIGKILL after grace) and
         every JVM the pid file names, even ones of an earlier generation."""
@@ -881,6 +900,13 @@ def main(argv=None):
     s.add_argument("--timeout", type=float, default=DEFAULT_READY_TIMEOUT)
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="broker config override (repeatable)")
+    r = sub.add_parser("run", help="start a cluster attached to this process: print its JSON, "
+                       "stop it when stdin closes or on SIGINT/SIGTERM; its JVMs die with this "
+                       "process")
+    r.add_argument("--nodes", type=int, default=1)
+    r.add_argument("--dir", required=True)
+    r.add_argument("--topic", action="append", default=[], metavar="NAME:PARTITIONS")
+    r.add_argument("--timeout", type=float, default=DEFAULT_READY_TIMEOUT)
     for name, h in (("stop", "stop every node of the cluster in DIR"),
                     ("status", "the cluster's JSON and which nodes run")):
         p = sub.add_parser(name, help=h)
@@ -915,6 +941,19 @@ def main(argv=None):
             c.stop(grace=5.0)
             raise
         print(json.dumps(c.describe()))
+    elif a.cmd == "run":
+        # not detached: stopped at exit and on SIGTERM/SIGINT/SIGHUP, and
+        # its JVMs get SIGKILL when this process dies (PR_SET_PDEATHSIG)
+        c = Cluster(a.dir, nodes=a.nodes)
+        try:
+            c.start(timeout=a.timeout)
+            for t in a.topic:
+                name, _, n = t.partition(":")
+                c.create_topic(name, int(n or 1))
+            print(json.dumps(c.describe()), flush=True)
+            sys.stdin.read()   # until whoever started us closes it, or dies
+        finally:
+            c.stop(grace=10.0)
     elif a.cmd == "stop":
         c = Cluster.load(a.dir)
         t0 = time.monotonic()

@@ -2,13 +2,22 @@
 kwire — the few Kafka requests the real-Kafka harness makes itself, over a
 plain socket (no client library, so readiness and checks do not depend on
 the clients under test): ApiVersions v0, Metadata v1, CreateTopics v4,
-ListOffsets v1, and a diff of two ApiVersions answers with the API names
-read from the pinned kafka-clients jar's message schemas.
+ListOffsets v1, Produce v12 and Fetch v17 with the KIP-951 leader hints of
+their responses (CurrentLeader, NodeEndpoints), and a diff of two
+ApiVersions answers with the API names read from the pinned kafka-clients
+jar's message schemas.
 """
 
+import base64
 import re
 import socket
 import struct
+import sys
+from pathlib import Path
+
+# tests/peers: the frame helpers of sasl_broker.py (importable by design)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from sasl_broker import Reader, compact_bytes, compact_string, uvarint  # noqa: E402
 
 
 class KafkaError(Exception):
@@ -206,3 +215,173 @@ def api_versions_diff(broker, proxy, names=None):
             what = "WIDER than the broker's"
         rows.append((k, names.get(k, "?"), b, p, what))
     return rows
+
+
+# --------------------------------------------------------------------------
+# flexible versions: Produce v12 and Fetch v17 with their KIP-951 hints
+# --------------------------------------------------------------------------
+
+def _varint(n):
+    return uvarint((n << 1) ^ (n >> 63))   # zigzag
+
+
+_CRC32C = []
+
+
+def crc32c(data):
+    """CRC-32C (Castagnoli), the checksum of a record batch v2."""
+    if not _CRC32C:
+        for i in range(256):
+            c = i
+            for _ in range(8):
+                c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+            _CRC32C.append(c)
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc = _CRC32C[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def record_batch(values, key=None, timestamp_ms=None):
+    """A record batch v2 (magic 2, no compression, no producer id) of
+    `values` (bytes), each with the same key (bytes or None)."""
+    import time as _time
+    ts = int(_time.time() * 1000) if timestamp_ms is None else timestamp_ms
+    recs = b""
+    for i, v in enumerate(values):
+        body = b"\x00" + _varint(0) + _varint(i)   # attributes, timestamp delta, offset delta
+        body += _varint(-1) if key is None else _varint(len(key)) + key
+        body += _varint(len(v)) + v + _varint(0)   # value, no headers
+        recs += _varint(len(body)) + body
+    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, ts, ts, -1, -1, -1, len(values)) + recs
+    tail = struct.pack(">ibI", -1, 2, crc32c(after_crc)) + after_crc   # leader epoch, magic, crc
+    return struct.pack(">qi", 0, len(tail)) + tail
+
+
+class _Flex(Reader):
+    """sasl_broker's reader of a response body, with what the flexible
+    versions of Produce and Fetch need besides."""
+
+    def unpack(self, fmt):
+        v = struct.unpack(fmt, self.take(struct.calcsize(fmt)))
+        return v[0] if len(v) == 1 else v
+
+    def cstr(self):
+        b = self.compact_bytes()
+        return None if b is None else b.decode()
+
+    def array(self, elem):
+        n = self.uvarint() - 1
+        return None if n < 0 else [elem() for _ in range(n)]
+
+    def tags(self, known=None):
+        """{tag: parsed value} of a tag section; known = {tag: fn(reader)}
+        (other tags are kept as raw bytes)."""
+        out = {}
+        for _ in range(self.uvarint()):
+            tag, size = self.uvarint(), self.uvarint()
+            end = self.o + size
+            if known and tag in known:
+                out[tag] = known[tag](self)
+                if self.o != end:
+                    raise KafkaError(f"tag {tag}: {size} bytes, {size + self.o - end} parsed")
+            else:
+                out[tag] = self.take(size)
+            self.o = end
+        return out
+
+
+def _leader_id_and_epoch(r):
+    leader, epoch = r.unpack(">ii")
+    r.tags()
+    return {"leader_id": leader, "leader_epoch": epoch}
+
+
+def _node_endpoints(r):
+    def one():
+        nid, host, port, rack = r.unpack(">i"), r.cstr(), r.unpack(">i"), r.cstr()
+        r.tags()
+        return {"node_id": nid, "host": host, "port": port, "rack": rack}
+    return r.array(one)
+
+
+def _flex_roundtrip(host, port, api_key, version, body, timeout, corr):
+    cid = b"ferry-kwire"
+    req = struct.pack(">hhih", api_key, version, corr, len(cid)) + cid + b"\x00" + body
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.settimeout(timeout)
+        s.sendall(struct.pack(">i", len(req)) + req)
+        (size,) = struct.unpack(">i", _recv_exact(s, 4))
+        resp = _recv_exact(s, size)
+    r = _Flex(resp)
+    if r.unpack(">i") != corr:
+        raise KafkaError(f"{host}:{port}: correlation id mismatch")
+    r.tags()   # response header v1
+    return r
+
+
+def produce_v12(host, port, topic, partition, values, acks=-1, timeout=10.0, corr=11):
+    """Produce v12 of one batch to one partition: {"partitions": {index:
+    {"error", "base_offset", "current_leader": {...} or None}},
+    "node_endpoints": [{"node_id", "host", "port", "rack"}] or None}
+    (the KIP-951 hints the response carries)."""
+    batch = record_batch([v if isinstance(v, bytes) else v.encode() for v in values])
+    body = (b"\x00" + struct.pack(">hi", acks, int(timeout * 1000))       # null transactional id
+            + uvarint(2) + compact_string(topic)
+            + uvarint(2) + struct.pack(">i", partition) + compact_bytes(batch) + b"\x00"
+            + b"\x00" + b"\x00")
+    r = _flex_roundtrip(host, port, 0, 12, body, timeout + 5, corr)
+    parts = {}
+
+    def part():
+        idx, err, base = r.unpack(">ihq")
+        r.unpack(">qq")   # log append time, log start offset
+        r.array(lambda: (r.unpack(">i"), r.cstr(), r.tags()))   # record errors
+        msg = r.cstr()
+        t = r.tags({0: _leader_id_and_epoch})
+        parts[idx] = {"error": err, "base_offset": base, "message": msg, "current_leader": t.get(0)}
+
+    def topic_resp():
+        r.cstr()
+        r.array(part)
+        r.tags()
+    r.array(topic_resp)
+    r.unpack(">i")   # throttle
+    t = r.tags({0: _node_endpoints})
+    return {"partitions": parts, "node_endpoints": t.get(0)}
+
+
+def fetch_v17(host, port, topic_id, partition, offset=0, leader_epoch=-1, timeout=10.0, corr=12):
+    """Fetch v17 of one partition (topic_id: the 16 raw bytes or its base64
+    text form), no wait: {"error", "partitions": {index: {"error",
+    "high_watermark", "current_leader": {...} or None}}, "node_endpoints":
+    [...] or None}."""
+    if isinstance(topic_id, str):
+        topic_id = base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4))
+    body = (struct.pack(">iiibii", 0, 1, 1 << 20, 0, 0, -1)   # max wait, min/max bytes, isolation, session
+            + uvarint(2) + topic_id
+            + uvarint(2) + struct.pack(">iiqiqi", partition, leader_epoch, offset, -1, -1, 1 << 20)
+            + b"\x00" + b"\x00"
+            + uvarint(1)            # no forgotten topics
+            + compact_string("") + b"\x00")   # rack id, tags
+    r = _flex_roundtrip(host, port, 1, 17, body, timeout + 5, corr)
+    r.unpack(">i")   # throttle
+    err, _session = r.unpack(">hi")
+    parts = {}
+
+    def part():
+        idx, perr, hw = r.unpack(">ihq")
+        r.unpack(">qq")   # last stable offset, log start offset
+        r.array(lambda: r.unpack(">qq"))   # aborted transactions
+        r.unpack(">i")    # preferred read replica
+        r.compact_bytes()  # records
+        t = r.tags({1: _leader_id_and_epoch})
+        parts[idx] = {"error": perr, "high_watermark": hw, "current_leader": t.get(1)}
+
+    def topic_resp():
+        r.take(16)   # topic id
+        r.array(part)
+        r.tags()
+    r.array(topic_resp)
+    t = r.tags({0: _node_endpoints})
+    return {"error": err, "partitions": parts, "node_endpoints": t.get(0)}

@@ -45,12 +45,13 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 public class Client {
-    private final Map<String, String> opt = new HashMap<>();
-    private final List<String> props = new ArrayList<>();
-    private final List<String> errors = new ArrayList<>();
-    private final AtomicLong errorCount = new AtomicLong();
-    private final Set<String> brokers = new TreeSet<>();
-    private final Map<String, Object> result = new java.util.LinkedHashMap<>();
+    // package-private: Scenarios.java extends this peer with more modes
+    final Map<String, String> opt = new HashMap<>();
+    final List<String> props = new ArrayList<>();
+    final List<String> errors = new ArrayList<>();
+    final AtomicLong errorCount = new AtomicLong();
+    final Set<String> brokers = new TreeSet<>();
+    final Map<String, Object> result = new java.util.LinkedHashMap<>();
 
     public static void main(String[] args) throws Exception {
         Client c = new Client();
@@ -59,23 +60,37 @@ public class Client {
         System.exit(rc);
     }
 
-    private String get(String k, String dflt) {
+    String get(String k, String dflt) {
         return opt.getOrDefault(k, dflt);
     }
 
-    private synchronized void error(String what) {
+    synchronized void error(String what) {
         errorCount.incrementAndGet();
         if (errors.size() < 20)
             errors.add(what);
     }
 
-    private int run(String[] args) throws Exception {
+    /* Options that take no value. */
+    boolean flag(String k) {
+        return k.equals("no-verify-name");
+    }
+
+    void dispatch(String mode) throws Exception {
+        switch (mode) {
+        case "produce": produce(); break;
+        case "consume": consume(); break;
+        case "metadata": metadata(); break;
+        default: throw new IllegalArgumentException("unknown mode " + mode);
+        }
+    }
+
+    int run(String[] args) throws Exception {
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
             if (!a.startsWith("--"))
                 throw new IllegalArgumentException("unexpected argument " + a);
             String k = a.substring(2);
-            if (k.equals("no-verify-name")) {
+            if (flag(k)) {
                 opt.put(k, "true");
                 continue;
             }
@@ -93,12 +108,7 @@ public class Client {
         result.put("mode", mode);
         result.put("topic", get("topic", null));
         try {
-            switch (mode) {
-            case "produce": produce(); break;
-            case "consume": consume(); break;
-            case "metadata": metadata(); break;
-            default: throw new IllegalArgumentException("unknown mode " + mode);
-            }
+            dispatch(mode);
         } catch (Exception e) {
             error("fatal: " + e);
         }
@@ -111,7 +121,7 @@ public class Client {
     }
 
     /* The version kafka-clients reports about itself (its jar's resource). */
-    private static String clientVersion() {
+    static String clientVersion() {
         Properties v = new Properties();
         try (var in = KafkaProducer.class.getResourceAsStream("/kafka/kafka-version.properties")) {
             if (in != null)
@@ -122,7 +132,7 @@ public class Client {
         return v.getProperty("version", "unknown");
     }
 
-    private Properties common() throws Exception {
+    Properties common() throws Exception {
         Properties p = new Properties();
         p.put("bootstrap.servers", get("bootstrap", "localhost:9092"));
         p.put("client.id", get("client-id", "ferry-java-peer"));
@@ -154,7 +164,7 @@ public class Client {
         return p;
     }
 
-    private void sawNodes(Collection<PartitionInfo> parts) {
+    void sawNodes(Collection<PartitionInfo> parts) {
         if (parts == null)
             return;
         for (PartitionInfo pi : parts) {
@@ -164,7 +174,7 @@ public class Client {
         }
     }
 
-    private void sawNode(Node n) {
+    void sawNode(Node n) {
         if (n != null && !n.isEmpty())
             brokers.add(n.host() + ":" + n.port());
     }
@@ -222,14 +232,7 @@ public class Client {
                 ConsumerRecords<String, String> recs = cons.poll(Duration.ofMillis(200));
                 for (ConsumerRecord<String, String> r : recs) {
                     consumed++;
-                    int i = -1;
-                    if (r.value() != null && r.value().startsWith(prefix)) {
-                        try {
-                            i = Integer.parseInt(r.value().substring(prefix.length()));
-                        } catch (NumberFormatException e) {
-                            i = -1;
-                        }
-                    }
+                    int i = recordIndex(r.value(), prefix);
                     if (i < 0 || i >= count) {
                         foreign++;
                     } else if (!seen[i]) {
@@ -261,6 +264,17 @@ public class Client {
         result.put("foreign", foreign);
     }
 
+    /* i of a value "PREFIXi", or -1. */
+    static int recordIndex(String value, String prefix) {
+        if (value == null || !value.startsWith(prefix))
+            return -1;
+        try {
+            return Integer.parseInt(value.substring(prefix.length()));
+        } catch (NumberFormatException e) {
+            return -1;
+        }
+    }
+
     private void metadata() throws Exception {
         try (Admin admin = Admin.create(common())) {
             DescribeClusterResult d = admin.describeCluster();
@@ -273,7 +287,7 @@ public class Client {
     }
 
     // ---- a small JSON writer: strings, numbers, booleans, null, lists, maps ----
-    private static String toJson(Object o) {
+    static String toJson(Object o) {
         StringBuilder b = new StringBuilder();
         json(b, o);
         return b.toString();
