@@ -357,7 +357,8 @@ ctl_cmd_upgrade(const struct ctl_reply *r)
 
 	if ((j = ctl_body_json(r)) == NULL)
 		return CTL_EXIT_UNREACHABLE;
-	if (r->status == 409 || r->status == 400 || r->status == 503) {
+	if ((r->status == 409 || r->status == 400 || r->status == 503) &&
+	    json_is_string(json_object_get(j, "error"))) {
 		printf("upgrade refused: %s\n", ctl_jstr(j, "error"));
 		json_decref(j);
 		return CTL_EXIT_FAILED;

@@ -379,7 +379,10 @@ def test_every_command_exits_3_against_a_server_that_is_not_ferryd(workdir):
                 ["reload", str(cfg)], ["config"], ["drain", "A"], ["restart", "A"], ["metrics"],
                 ["top", "-n", "1"], ["status", "-w", "-n", "1"], ["--json", "status"],
                 ["--json", "health"], ["--json", "reload"], ["--json", "drain", "A"],
-                ["--json", "status", "-w", "-n", "1"], ["--json", "top", "-n", "1"]]
+                ["--json", "status", "-w", "-n", "1"], ["--json", "top", "-n", "1"],
+                ["upgrade"], ["upgrade", "--wait"], ["connections", "A"],
+                ["connections", "A", "--limit", "5"], ["--json", "connections", "A"],
+                ["--json", "upgrade"]]
     try:
         failures = []
         for mode in Garbler.MODES:
