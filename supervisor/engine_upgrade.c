@@ -460,7 +460,8 @@ upg_out_actions(struct sup *s, struct sup_upgrade *u, unsigned a, const char *wh
 		u->deadline = s->now_ms + s->cfg.init_timeout_ms;
 	if (a & UPG_OA_ARM_PREPARE) {
 		snprintf(u->phase, sizeof u->phase, "preparing");
-		u->deadline = s->now_ms + s->cfg.init_timeout_ms + SUP_STOP_GRACE_MS;
+		u->deadline = s->now_ms + s->cfg.init_timeout_ms + SUP_STOP_GRACE_MS +
+		    sup_start_pace_ms(s);  /* the successor starts every worker, paced */
 	}
 	if (a & UPG_OA_SEND_COMMIT) {
 		snprintf(u->phase, sizeof u->phase, "committing");
@@ -583,7 +584,8 @@ upg_in_actions(struct sup *s, struct sup_upgrade *u, unsigned a, const char *why
 	if (a & UPG_IA_DISARM)
 		u->deadline = 0;
 	if (a & UPG_IA_ARM)
-		u->deadline = s->now_ms + s->cfg.init_timeout_ms + SUP_UPGRADE_COMMIT_MS;
+		u->deadline = s->now_ms + s->cfg.init_timeout_ms + SUP_UPGRADE_COMMIT_MS +
+		    sup_start_pace_ms(s);
 	if (a & UPG_IA_SEND_PREPARED) {
 		json_t *cl = json_array();
 		for (size_t i = 0; i < s->n_clusters; i++) {

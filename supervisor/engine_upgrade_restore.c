@@ -238,7 +238,8 @@ sup_upgrade_restore(struct sup *s, struct staterec *rec, int *fds, size_t nfds,
 	}
 	/* each cluster keeps its configuration in its ccfg (as sup_start) */
 	cfg_drop_clusters(&s->cfg);
-	u->deadline = s->now_ms + s->cfg.init_timeout_ms + SUP_UPGRADE_COMMIT_MS;
+	u->deadline = s->now_ms + s->cfg.init_timeout_ms + SUP_UPGRADE_COMMIT_MS +
+	    sup_start_pace_ms(s);  /* its workers start paced */
 	log_info("upgrade: taking over", "from_pid=%d from_version=%s clusters=%zu preparing=%zu",
 	    (int)u->peer_pid, u->peer_version, s->n_clusters, u->to_hold);
 	if (u->to_hold == 0)

@@ -596,7 +596,8 @@ status_config_json(const struct sup *s)
 		    sup_upgrade_is_successor(s) ? "predecessorPid" : "successorPid",
 		    sup_upgrade_peer(s) ? json_integer(sup_upgrade_peer(s)) : json_null()));
 	json_object_set_new(o, "upgradeTimeoutMs", json_integer((json_int_t)
-	    (3 * s->cfg.init_timeout_ms + SUP_STOP_GRACE_MS + SUP_UPGRADE_COMMIT_MS)));
+	    (3 * s->cfg.init_timeout_ms + SUP_STOP_GRACE_MS + SUP_UPGRADE_COMMIT_MS +
+	    2 * sup_start_pace_ms(s))));
 	json_object_set_new(o, "upgradeTailTimeoutMs", json_integer((json_int_t)
 	    (s->cfg.drain_timeout_ms + SUP_STOP_GRACE_MS + SUP_UPGRADE_RELAY_MS)));
 	json_object_set_new(o, "lastUpgradeAttempt", status_upgrade_record_json(&s->last_upgrade));

@@ -260,14 +260,20 @@ sup_max_connections(const struct sup *s, const struct cfg_cluster *cl)
 }
 
 uint64_t
-sup_reload_timeout_ms(const struct sup *s)
+sup_start_pace_ms(const struct sup *s)
 {
 	uint64_t workers = 0;
 	for (size_t i = 0; i < s->n_clusters; i++) {
 		const struct sup_gen *g = sup_cluster_serving(s->clusters[i]);
 		workers += g ? g->n_procs : 1;
 	}
-	return s->cfg.init_timeout_ms + SUP_STOP_GRACE_MS + workers * SUP_START_PACE_MS;
+	return workers * SUP_START_PACE_MS;
+}
+
+uint64_t
+sup_reload_timeout_ms(const struct sup *s)
+{
+	return s->cfg.init_timeout_ms + SUP_STOP_GRACE_MS + sup_start_pace_ms(s);
 }
 
 struct sup_cluster *

@@ -518,6 +518,9 @@ struct sup_cluster *sup_find_cluster(struct sup *s, const char *name);
  * init_timeout and the stop grace, plus SUP_START_PACE_MS for every worker
  * process a reload of everything would start (starts are paced). */
 uint64_t sup_reload_timeout_ms(const struct sup *s);
+/* What the paced starts of every cluster's workers may add to a reload or
+ * an upgrade: SUP_START_PACE_MS per worker process. */
+uint64_t sup_start_pace_ms(const struct sup *s);
 /* The max_connections a worker of cl gets: its own, or for auto (0)
  * min(CFG_MAX_CONNECTIONS_AUTO, (fd_limit - 64 - brokers) / 2): two
  * descriptors per connection (client and upstream), its listeners, and
