@@ -444,18 +444,27 @@ w_settle(uint64_t ms, const char *where, uint64_t keep_gen, pid_t keep_pid)
 	}
 }
 
+/* A fresh world running text, started (held_starts: every start queued by
+ * the fake I/O layer until W.hold_queue is cleared), nothing settled yet. */
 static void
-w_start(const char *text)
+w_begin(const char *text, bool held_starts)
 {
 	memset(&W, 0, sizeof W);
 	W.now = 1000;  /* a monotonic clock is never 0 (0 = "not armed") */
 	W.auto_ready = true;
+	W.queue_spawn = W.hold_queue = held_starts;
 	log_init("test", NULL, LOG_ERROR, false);
 	struct cfg cfg;
 	w_parse(text, &cfg);
 	sup_set_clock(&W.s, W.now, 1700000000000ULL + W.now);
 	cr_assert_eq(sup_init(&W.s, &w_ops, &cfg, "test.ini", text, strlen(text)), 0);
 	cr_assert_eq(sup_start(&W.s), 0);
+}
+
+static void
+w_start(const char *text)
+{
+	w_begin(text, false);
 	w_settle(200, "start", 0, 0);
 }
 
@@ -997,16 +1006,7 @@ Test(engine, init_timeout_counts_from_the_start_not_the_request)
 	snprintf(text, sizeof text, FERRY_HDR "startup_policy = best-effort\n%s%s",
 	    w_cluster(a, sizeof a, "a", 20000, "127.0.0.1:9092"),
 	    w_cluster(b, sizeof b, "b", 20010, "127.0.0.1:9092"));
-	memset(&W, 0, sizeof W);
-	W.now = 1000;
-	W.auto_ready = true;
-	W.queue_spawn = W.hold_queue = true;
-	log_init("test", NULL, LOG_ERROR, false);
-	struct cfg cfg;
-	w_parse(text, &cfg);
-	sup_set_clock(&W.s, W.now, 1700000000000ULL + W.now);
-	cr_assert_eq(sup_init(&W.s, &w_ops, &cfg, "test.ini", text, strlen(text)), 0);
-	cr_assert_eq(sup_start(&W.s), 0);
+	w_begin(text, true);
 	struct sup_gen *ga = W.s.clusters[0]->gens, *gb = W.s.clusters[1]->gens;
 	cr_assert_eq(ga->n_queued, 1);
 	cr_assert_eq(ga->procs[0].pid, 0);
@@ -1039,16 +1039,7 @@ Test(engine, queued_start_fails_or_is_cancelled)
 	snprintf(text, sizeof text, FERRY_HDR "startup_policy = best-effort\n%s%s",
 	    w_cluster(a, sizeof a, "a", 20000, "127.0.0.1:9092"),
 	    w_cluster(b, sizeof b, "b", 20010, "127.0.0.1:9092"));
-	memset(&W, 0, sizeof W);
-	W.now = 1000;
-	W.auto_ready = true;
-	W.queue_spawn = W.hold_queue = true;
-	log_init("test", NULL, LOG_ERROR, false);
-	struct cfg cfg;
-	w_parse(text, &cfg);
-	sup_set_clock(&W.s, W.now, 1700000000000ULL + W.now);
-	cr_assert_eq(sup_init(&W.s, &w_ops, &cfg, "test.ini", text, strlen(text)), 0);
-	cr_assert_eq(sup_start(&W.s), 0);
+	w_begin(text, true);
 	struct sup_cluster *ca = W.s.clusters[0];
 	struct sup_gen *ga = ca->gens;
 	struct w_proc *wa = w_find(&ga->procs[0]);
