@@ -58,6 +58,9 @@ const char *upstream_transport_error(const struct transport *t, int err);
 /* Start a metadata fetch unless one is running; when it ends every
  * connection waiting for broker addresses is resumed (worker_metadata_ready). */
 void upstream_fetch_metadata(struct worker *w);
+/* End a running fetch without a result (the worker is going away): its
+ * connect cancelled, its socket closed, its credentials wiped. */
+void upstream_fetch_discard(struct worker *w);
 
 /* Report the upstream condition to the supervisor when it changes: a
  * well-formed Kafka answer makes it reachable, a failed connect or a

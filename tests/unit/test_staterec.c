@@ -363,7 +363,9 @@ Test(staterec, counters_by_name_and_bucket_folding)
 	cr_assert_eq(finite, 3);
 	cr_assert_eq(METRIC_GET(&m.api[METRICS_APIS - 1], requests), 2);
 	json_decref(j);
-	cr_assert_eq(staterec_counters_read(json_string("x"), &m, err, sizeof err), -1);
+	j = json_string("x");
+	cr_assert_eq(staterec_counters_read(j, &m, err, sizeof err), -1);
+	json_decref(j);
 
 	/* the message form (UPG_COUNTERS) carries gauges too */
 	size_t len;
