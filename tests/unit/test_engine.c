@@ -279,6 +279,17 @@ w_cluster(char *buf, size_t len, const char *name, int port, const char *upstrea
 	return buf;
 }
 
+/* A configuration of two clusters, n1 and n2 (ports 20000 and 20010, one
+ * upstream), with `ferry` added to the [ferry] section. */
+static void
+w_two_clusters(char *text, size_t len, const char *ferry, const char *n1, const char *n2)
+{
+	char a[512], b[512];
+	snprintf(text, len, FERRY_HDR "%s%s%s", ferry,
+	    w_cluster(a, sizeof a, n1, 20000, "127.0.0.1:9092"),
+	    w_cluster(b, sizeof b, n2, 20010, "127.0.0.1:9092"));
+}
+
 static void
 w_parse(const char *text, struct cfg *out)
 {
@@ -486,10 +497,8 @@ w_finish(void)
 
 Test(engine, start_serves_and_stop_reaps_everything)
 {
-	char a[512], b[512], text[2048];
-	snprintf(text, sizeof text, FERRY_HDR "%s%s",
-	    w_cluster(a, sizeof a, "keep", 20000, "127.0.0.1:9092"),
-	    w_cluster(b, sizeof b, "other", 20010, "127.0.0.1:9092"));
+	char text[2048];
+	w_two_clusters(text, sizeof text, "", "keep", "other");
 	w_start(text);
 	cr_assert_eq(W.s.n_clusters, 2);
 	for (size_t i = 0; i < 2; i++)
@@ -532,10 +541,8 @@ Test(engine, crash_restarts_with_backoff_and_crash_loop_fails)
 
 Test(engine, stopped_worker_is_unresponsive_then_killed_and_restarted)
 {
-	char a[512], b[512], text[2048];
-	snprintf(text, sizeof text, FERRY_HDR "%s%s",
-	    w_cluster(a, sizeof a, "keep", 20000, "127.0.0.1:9092"),
-	    w_cluster(b, sizeof b, "hung", 20010, "127.0.0.1:9092"));
+	char text[2048];
+	w_two_clusters(text, sizeof text, "", "keep", "hung");
 	w_start(text);
 	struct sup_cluster *k = sup_find_cluster(&W.s, "keep");
 	uint64_t kg = sup_cluster_serving(k)->generation;
@@ -712,10 +719,8 @@ Test(engine, max_connections_auto_is_a_number_for_the_worker)
  * that really stopped answering still is. */
 Test(engine, a_busy_supervisor_does_not_blame_its_workers)
 {
-	char a[512], b[512], text[2048];
-	snprintf(text, sizeof text, FERRY_HDR "%s%s",
-	    w_cluster(a, sizeof a, "keep", 20000, "127.0.0.1:9092"),
-	    w_cluster(b, sizeof b, "hung", 20010, "127.0.0.1:9092"));
+	char text[2048];
+	w_two_clusters(text, sizeof text, "", "keep", "hung");
 	w_start(text);
 	struct sup_cluster *k = sup_find_cluster(&W.s, "keep"), *h = sup_find_cluster(&W.s, "hung");
 	struct sup_gen *gk = sup_cluster_serving(k), *gh = sup_cluster_serving(h);
@@ -1002,10 +1007,8 @@ Test(engine, generated_events_with_queued_starts, .timeout = 120)
  * deadline counts from the start itself. */
 Test(engine, init_timeout_counts_from_the_start_not_the_request)
 {
-	char a[512], b[512], text[2048];
-	snprintf(text, sizeof text, FERRY_HDR "startup_policy = best-effort\n%s%s",
-	    w_cluster(a, sizeof a, "a", 20000, "127.0.0.1:9092"),
-	    w_cluster(b, sizeof b, "b", 20010, "127.0.0.1:9092"));
+	char text[2048];
+	w_two_clusters(text, sizeof text, "startup_policy = best-effort\n", "a", "b");
 	w_begin(text, true);
 	struct sup_gen *ga = W.s.clusters[0]->gens, *gb = W.s.clusters[1]->gens;
 	cr_assert_eq(ga->n_queued, 1);
@@ -1035,10 +1038,8 @@ Test(engine, init_timeout_counts_from_the_start_not_the_request)
  * that said FAILED; a queued start stopped (ferryd stopping) never runs. */
 Test(engine, queued_start_fails_or_is_cancelled)
 {
-	char a[512], b[512], text[2048];
-	snprintf(text, sizeof text, FERRY_HDR "startup_policy = best-effort\n%s%s",
-	    w_cluster(a, sizeof a, "a", 20000, "127.0.0.1:9092"),
-	    w_cluster(b, sizeof b, "b", 20010, "127.0.0.1:9092"));
+	char text[2048];
+	w_two_clusters(text, sizeof text, "startup_policy = best-effort\n", "a", "b");
 	w_begin(text, true);
 	struct sup_cluster *ca = W.s.clusters[0];
 	struct sup_gen *ga = ca->gens;
