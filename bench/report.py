@@ -61,7 +61,7 @@ def counts_of(v):
 
 
 def load(path):
-    meta, tput, mem, reload, workers, handover, tls, scale = {}, [], {}, [], [], [], [], []
+    meta, tput, mem, reload, workers, handover, tls, scale, admin = {}, [], {}, [], [], [], [], [], []
     with open(path) as f:
         for line in f:
             fields = line.rstrip("\n").split("\t")
@@ -86,7 +86,9 @@ def load(path):
                 tls.append(kv)
             elif kind == "scale":
                 scale.append(kv)
-    return meta, tput, mem, reload, workers, handover, tls, scale
+            elif kind == "admin":
+                admin.append(kv)
+    return meta, tput, mem, reload, workers, handover, tls, scale, admin
 
 
 def med(xs):
@@ -159,7 +161,7 @@ def ratio(a, b):
 
 def main():
     tsv, outdir = sys.argv[1], sys.argv[2]
-    meta, tput, mem, reload, wk, ho, tl, sc = load(tsv)
+    meta, tput, mem, reload, wk, ho, tl, sc, ad = load(tsv)
     res = per_path(tput)
     # added p50: per round, path minus direct of the same round; then the median
     direct_r = res.get("direct", {}).get("rtt_p50_us", {}).get("by_round", {})
@@ -309,6 +311,9 @@ def main():
     # many idle clusters on one ferryd
     sres = scale_section(sc, add)
 
+    # the admin API: ferryctl status, before and after
+    ares = admin_section(ad, add)
+
     # targets
     targets = []
 
@@ -360,6 +365,12 @@ def main():
         target(f"reload of a cluster with {n:,} connections: no client-visible disconnect", ok, ok,
                f"{hon.get('client_disconnects')} disconnects, {hon.get('handed_over')} of {n:,} "
                f"handed over in {fmt(hon.get('duration_ms'))} ms")
+    for via, d in (ares or {}).items():
+        diff = d.get("after_minus_before_ms")
+        if diff is not None:
+            target(f"`ferryctl status` over {ADMIN_VIA[via]} within 3 ms of before", diff,
+                   diff <= 3.0, f"{fmt(d['after_p50_ms'], 2)} ms vs {fmt(d['before_p50_ms'], 2)} ms "
+                   f"({'+' if diff >= 0 else ''}{fmt(diff, 2)} ms)")
     add("")
     add("| target | result | met |")
     add("|---|---|---|")
@@ -372,7 +383,7 @@ def main():
     out = {"preliminary": True, "meta": meta, "paths": res, "ratios_ferry_over_haproxy": ratios,
            "ab_after_over_before": ab,
            "ferry_minus_haproxy_rtt_p50_us": ferry_minus_haproxy_p50,
-           "memory": memo, "workers": wres, "handover": hres, "tls": tres, "scale": sres, "reload": {str(k): d for k, d in sorted(rel.items())}, "targets": targets,
+           "memory": memo, "workers": wres, "handover": hres, "tls": tres, "scale": sres, "admin": ares, "reload": {str(k): d for k, d in sorted(rel.items())}, "targets": targets,
            "units": {"mbps": "10^6 bytes of payload per second", "cpu_ms_per_mb": "proxy utime+stime ms per 10^6 payload bytes",
                      "rtt": "librdkafka broker rtt window (request sent -> response), µs"}}
     with open(os.path.join(outdir, "bench.json"), "w") as f:
@@ -753,6 +764,42 @@ def tls_section(rows, add):
             f"{TLS_LABEL[p]}: opened {int(d.get('opened') or 0)}, failed {int(d.get('failed') or 0)}, "
             f"closed by the proxy {int(d.get('closed') or 0)}, upstream connections {int(d.get('upstream_conns') or 0)}"
             for p, d in idle.items()) + ".")
+    return out
+
+
+ADMIN_VIA = {"unix": "the control socket", "https": "HTTPS with a token"}
+
+
+def admin_section(rows, add):
+    """`ferryctl status` latency per transport and build: the median over
+    rounds of each round's p50, and after - before paired by round."""
+    rows = [r for r in rows if r.get("via") in ADMIN_VIA]
+    if not rows:
+        return None
+    out = {}
+    for via in ADMIN_VIA:
+        by = {}
+        for r in rows:
+            if r["via"] == via and r.get("p50_ms") is not None:
+                by.setdefault(r["build"], {})[r["round"]] = r["p50_ms"]
+        if not by:
+            continue
+        d = {"after_p50_ms": med(list(by.get("after", {}).values())),
+             "before_p50_ms": med(list(by.get("before", {}).values())),
+             "failed_runs": sum(int(r.get("failed") or 0) for r in rows if r["via"] == via)}
+        pairs = [by["after"][k] - by["before"][k] for k in by.get("after", {})
+                 if k in by.get("before", {})]
+        d["after_minus_before_ms"] = statistics.median(pairs) if pairs else None
+        out[via] = d
+    add("")
+    add("### Admin API: `ferryctl status`\n")
+    add("A whole client run (exec, connect, request, answer, exit), median of 50 runs per round, "
+        "then the median over rounds; after − before paired within each round.\n")
+    add("| transport | after p50 ms | before p50 ms | after − before ms | failed runs |")
+    add("|---|---:|---:|---:|---:|")
+    for via, d in out.items():
+        add(f"| {ADMIN_VIA[via]} | {fmt(d['after_p50_ms'], 2)} | {fmt(d['before_p50_ms'], 2)} | "
+            f"{fmt(d['after_minus_before_ms'], 2)} | {d['failed_runs']} |")
     return out
 
 

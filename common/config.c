@@ -354,6 +354,12 @@ cfgp_name_ok(const char *s, size_t max)
 	return 1;
 }
 
+bool
+cfg_cluster_name_ok(const char *name)
+{
+	return cfgp_name_ok(name, CFG_NAME_MAX - 1) != 0;
+}
+
 /* ---- sections ---- */
 
 /* The clusters read so far by name (a duplicate [cluster NAME] is found

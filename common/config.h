@@ -355,6 +355,10 @@ int cfg_ferry_key_line(const struct cfg *c, const char *key);
  * address (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104)? Wildcards are not. */
 bool cfg_addr_is_loopback(const char *host);
 
+/* Does name follow the rule of cluster names: 1 to CFG_NAME_MAX - 1
+ * characters of A-Z a-z 0-9 . _ - ? */
+bool cfg_cluster_name_ok(const char *name);
+
 const char *cfg_policy_startup_str(enum cfg_policy_startup p);
 const char *cfg_policy_reload_str(enum cfg_policy_reload p);
 /* "ports" / "sni" */

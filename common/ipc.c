@@ -40,6 +40,11 @@ static const char *const ipc_names[IPC_TYPE_COUNT] = {
 	[IPC_NODES] = "nodes",
 	[IPC_TICKET_KEYS] = "ticket-keys",
 	[IPC_NODE_LEARNED] = "node-learned",
+	[IPC_ADMIN_SETUP] = "admin-setup",
+	[IPC_ADMIN_CREDS] = "admin-creds",
+	[IPC_ADMIN_REQUEST] = "admin-request",
+	[IPC_ADMIN_ANSWER] = "admin-answer",
+	[IPC_ADMIN_LISTEN] = "admin-listen",
 };
 
 const char *
@@ -92,6 +97,13 @@ ipc_payload_ok(uint32_t type, uint32_t len)
 		return len <= 1024;
 	case IPC_READY:
 		return len == sizeof(struct ipc_ready);
+	/* the admin channel: exact rules in supervisor/adminproto.c */
+	case IPC_ADMIN_SETUP:
+	case IPC_ADMIN_CREDS:
+	case IPC_ADMIN_REQUEST:
+	case IPC_ADMIN_ANSWER:
+	case IPC_ADMIN_LISTEN:
+		return len >= 8 && len <= IPC_MAX_PAYLOAD;
 	case IPC_ACCEPT:
 	case IPC_STOP:
 		return len == 0;

@@ -70,6 +70,20 @@ enum ipc_type {
 	/* worker -> supervisor: brokers learned */
 	IPC_NODE_LEARNED, /* payload: a node map (common/nodemap.h): upstream brokers
 	                     this worker learned or saw move */
+	/* supervisor <-> admin process (ferry-admin). The payloads are
+	   supervisor/adminproto.h's; ipc_decode checks only their range, the
+	   receiver checks each exactly with adminproto_*_check. The admin
+	   channel also carries READY (struct ipc_ready), PING/PONG,
+	   LOG_LEVEL and STOP. */
+	IPC_ADMIN_SETUP,   /* sup -> admin: adminproto_setup; fds: [counters block,
+	                      control socket listener (, admin_listen listener)] */
+	IPC_ADMIN_CREDS,   /* sup -> admin: adminproto_creds + the HTTPS files' bytes */
+	IPC_ADMIN_REQUEST, /* admin -> sup: adminproto_request (+ error texts);
+	                      fds: [the body, a sealed memfd] or none */
+	IPC_ADMIN_ANSWER,  /* sup -> admin: adminproto_answer (+ the body inline);
+	                      fds: [the body, a sealed memfd] or none */
+	IPC_ADMIN_LISTEN,  /* sup -> admin: adminproto_listen (pause, accept, close
+	                      the listening sockets: an upgrade) */
 	IPC_TYPE_COUNT,
 };
 

@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#define KAFKA_API_KEY_MAX_KNOWN 92
+#define KAFKA_API_KEY_MAX_KNOWN 94
 
 /* "Produce", "Fetch", ...; "Unknown" outside 0..KAFKA_API_KEY_MAX_KNOWN. */
 static inline const char *
@@ -48,6 +48,7 @@ kafka_api_name(int16_t api_key)
 		"ReadShareGroupStateSummary", "StreamsGroupHeartbeat",
 		"StreamsGroupDescribe", "DescribeShareGroupOffsets",
 		"AlterShareGroupOffsets", "DeleteShareGroupOffsets",
+		"StreamsGroupTopologyDescriptionUpdate", "UnregisterController",
 	};
 
 	if (api_key < 0 || api_key > KAFKA_API_KEY_MAX_KNOWN)

@@ -54,3 +54,58 @@ shmblock_map(int fd, size_t size, void **out)
 	*out = p;
 	return 0;
 }
+
+int
+shmblock_seal_bytes(const char *name, const void *data, size_t len)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd == -1)
+		return -1;
+	size_t off = 0;
+	while (off < len) {
+		ssize_t n = write(fd, (const char *)data + off, len - off);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n == 0)
+				errno = EIO;
+			goto fail;
+		}
+		off += (size_t)n;
+	}
+	if (fcntl(fd, F_ADD_SEALS, SHMBLOCK_BYTES_SEALS) == -1)
+		goto fail;
+	return fd;
+fail:;
+	int e = errno;
+	close(fd);
+	errno = e;
+	return -1;
+}
+
+int
+shmblock_read_bytes(int fd, void *out, size_t len)
+{
+	struct stat st;
+	int seals = fcntl(fd, F_GET_SEALS);
+	if (seals == -1)
+		return -1;
+	if ((seals & SHMBLOCK_BYTES_SEALS) != SHMBLOCK_BYTES_SEALS || fstat(fd, &st) == -1 ||
+	    !S_ISREG(st.st_mode) || (size_t)st.st_size != len) {
+		errno = EINVAL;
+		return -1;
+	}
+	size_t off = 0;
+	while (off < len) {
+		ssize_t n = pread(fd, (char *)out + off, len - off, (off_t)off);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n == 0)
+				errno = EINVAL;
+			return -1;
+		}
+		off += (size_t)n;
+	}
+	return 0;
+}

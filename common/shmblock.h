@@ -29,4 +29,20 @@ int shmblock_create(const char *name, size_t size, void **out);
 /* Map a received block after checking its seals and size. */
 int shmblock_map(int fd, size_t size, void **out);
 
+/*
+ * Bytes that travel beside a message too large for it (a posted config, a
+ * /metrics answer): a memfd holding exactly len bytes, sealed against any
+ * change (SHMBLOCK_BYTES_SEALS: also F_SEAL_WRITE). The receiver copies
+ * them out with shmblock_read_bytes, which checks the seals and the size
+ * against what the message said and never maps the file, so nothing the
+ * sender does afterwards can change what was read or fault the reader.
+ */
+#define SHMBLOCK_BYTES_SEALS (SHMBLOCK_SEALS | F_SEAL_WRITE)
+
+/* A sealed memfd holding data[0..len) (len > 0); its fd (O_CLOEXEC). */
+int shmblock_seal_bytes(const char *name, const void *data, size_t len);
+/* Copy the len bytes of a sealed memfd into out (len of them). EINVAL:
+ * not sealed so, or not exactly len bytes long. */
+int shmblock_read_bytes(int fd, void *out, size_t len);
+
 #endif

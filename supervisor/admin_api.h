@@ -1,49 +1,79 @@
 /*
- * admin_api — the HTTP admin API of ferryd (docs/design.md §7): its routes
- * and their handlers. The HTTP server that carries it (listeners, access
- * checks, deadlines, eviction, TLS) is admin_http.h; this module only says
- * what each path answers, asking the model and the engine (supervisor.h)
- * and rendering with status.h.
+ * admin_api — what each route of ferryd's admin API (docs/design.md §7)
+ * answers, in the supervisor. Requests arrive typed and checked from the
+ * admin process (adminproto.h: a route id, a cluster name that follows the
+ * name rule, a config text, the caller), never as HTTP; the handlers ask
+ * the model and the engine (supervisor.h), render JSON with status.h, and
+ * return {status, content type, body} for the admin process to send.
  *
- * Adding a route: write a handler with the admin_handler_fn signature
- * (admin_http.h) and add a row to admin_routes[] in admin_api.c, beside
- * the handlers. A '*' path segment matches one non-empty segment, handed
- * to the handler as req->param ("/admin/clusters/ * /drain"). A handler
- * either fills the response and returns ADMIN_RESPOND, or returns
- * ADMIN_DEFERRED after handing req->id to the engine as the waiter of a
- * request that finishes later (a reload or a restart that waits for
- * workers); the engine's answer comes back through admin_api_answer_*().
+ * Adding a route: a row in adminproto.c's table (method, pattern, flags,
+ * id), a handler here with the admin_api_fn signature and its row in
+ * admin_api_handlers[] (admin_api.c). A handler either fills the answer, or
+ * returns ADMIN_API_DEFERRED after handing its waiter id to the engine for
+ * a request that finishes later (a reload or a restart that waits for
+ * workers); the engine's answer is then rendered by
+ * admin_api_reload_answer() / admin_api_op_answer().
+ *
+ * Every mutating call (POST) is logged here with its caller as the admin
+ * process identified it: uid, gid and pid (SO_PEERCRED) on the control
+ * socket; the address, and the certificate subject when there is one, on
+ * admin_listen.
  */
 #ifndef FERRY_SUPERVISOR_ADMIN_API_H
 #define FERRY_SUPERVISOR_ADMIN_API_H
 
-#include <ev.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
-#include "supervisor/admin_http.h"
+#include "supervisor/adminproto.h"
 
 struct sup;
 struct sup_reload_record;
 struct sup_answer;
 
-/* Start the admin API's servers (admin_http_start) for s on loop, routed
- * to this module's handlers. NULL with a message in err when they cannot
- * start; admin_http_stop() ends them. */
-struct admin *admin_api_start(struct sup *s, struct ev_loop *loop,
-			      const struct admin_listeners *inherit, char *err, size_t errlen);
+/* One answer for the admin process. */
+struct admin_answer {
+	int status;                     /* HTTP status */
+	enum adminproto_ctype ctype;
+	char *body;                     /* malloc'd */
+	size_t body_len;
+};
 
-/* The engine answers a deferred request (reload, restart) by its waiter id;
- * a client that went away meanwhile (or a stopped admin, a == NULL) is
- * simply not answered. */
-void admin_api_answer_reload(struct admin *a, struct sup *s, uint64_t waiter,
-			     const struct sup_reload_record *rec);
-void admin_api_answer_op(struct admin *a, uint64_t waiter, const struct sup_answer *ans);
+/* What the handlers show of the admin process itself (/admin/health,
+ * /metrics), filled by adminproc.c. */
+struct admin_api_proc {
+	const struct adminproto_counters *counters; /* refusals, TLS failures */
+	pid_t pid;                      /* 0 while none runs */
+	const char *state;              /* adminproc.h's state names */
+	uint64_t since_wall_ms;         /* of that state */
+	uint64_t restarts;              /* unexpected exits so far */
+	const char *last_exit;          /* "exit 1", "signal 9", "" */
+};
+
+enum admin_api_result {
+	ADMIN_API_ANSWERED = 0,
+	ADMIN_API_DEFERRED,             /* the engine answers waiter later */
+};
+
+/* Handle one checked request (adminproto_request_check) with its body, if
+ * any (a posted config). waiter names it to the engine if it must wait. */
+enum admin_api_result admin_api_handle(struct sup *s, const struct adminproto_request_view *v,
+				       const char *body, size_t body_len, uint64_t waiter,
+				       const struct admin_api_proc *proc, struct admin_answer *out);
+
+/* The answers of deferred requests, once the engine has them. */
+void admin_api_reload_answer(struct sup *s, const struct sup_reload_record *rec,
+			     struct admin_answer *out);
+void admin_api_op_answer(const struct sup_answer *ans, struct admin_answer *out);
 struct sup_upgrade_record;
-void admin_api_answer_upgrade(struct admin *a, struct sup *s, uint64_t waiter,
-			      const struct sup_upgrade_record *rec);
-/* The admin API's counters (refused missing, malformed, wrong; TLS
- * handshake failures) including those an upgrade carried over. */
-void admin_api_counters(const struct admin *a, const struct sup *s, uint64_t out[4]);
+void admin_api_upgrade_answer(struct sup *s, const struct sup_upgrade_record *rec,
+			      struct admin_answer *out);
+
+/* The admin API's counts (refused missing, malformed, wrong-token; TLS
+ * handshake failures): those of the counters block k (NULL: none) and
+ * those earlier ferryds carried over an upgrade (s->admin_carried). */
+void admin_api_counters(const struct adminproto_counters *k, const struct sup *s,
+			uint64_t out[4]);
 
 #endif

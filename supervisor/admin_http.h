@@ -1,50 +1,47 @@
 /*
- * admin_http — the HTTP server that carries ferryd's admin API
- * (admin_api.h), served identically on the control socket (Unix, mode
- * control_socket_mode, default 0600) and on `admin_listen` (TCP), except
- * for who may call it: adminauth.h decides per request (the socket's
- * permissions, or a token / client certificate on admin_listen), and every
- * mutating call (POST) is logged with its caller (uid and pid from
- * SO_PEERCRED on the socket; address, and certificate subject when there
- * is one, on TCP).
+ * admin_http — the HTTP server that carries ferryd's admin API, run by the
+ * admin process (ferry-admin, admin_main.c), never by the supervisor. It
+ * is served identically on the control socket (Unix, mode
+ * control_socket_mode, default 0600) and on `admin_listen` (TCP, HTTP or
+ * HTTPS), except for who may call it: adminauth.h decides per request (the
+ * socket's permissions, or a token / client certificate on admin_listen).
+ * The listening sockets are the supervisor's, handed over at start.
  *
- * Each connection carries one request: it is read with a deadline, routed
- * through the table of {method, path pattern, handler} given to
- * admin_http_start() (the API module's), answered with "Connection: close"
- * and closed. Everything a client can do wrong costs it only its own
- * connection. A path that matches a route under another method is answered
- * 405 with Allow, one that matches none 404.
+ * Each connection carries one request: it is read with a deadline, matched
+ * against the route table of adminproto.h, checked for access and then
+ * handed to the supervisor as a typed call (struct admin_call, sent by the
+ * submit function admin_main.c gives): the connection waits, read no
+ * further, until admin_http_answer() brings the answer, which is written
+ * with "Connection: close" before the close. Everything a client can do
+ * wrong costs it only its own connection. A path that matches a route
+ * under another method is answered 405 with Allow, one that matches none
+ * 404; a cluster name that breaks the name rule 404 without asking; the
+ * status page is answered here.
  *
- * A handler either fills the response and returns ADMIN_RESPOND, or
- * returns ADMIN_DEFERRED and the connection waits, read no further, until
- * admin_conn_respond() completes it; req->id names it (admin_http_deferred)
- * and req->conn is it. A deferred connection is neither timed out nor
- * evicted; admin_http_stop() closes it, so whoever holds it must forget it
- * before (or when) the admin stops.
+ * At most ADMINPROTO_MAX_INFLIGHT calls are unanswered at once; further
+ * complete requests queue here in arrival order. A call that may finish
+ * later (reload, restart: ADMINPROTO_RF_WAITS) waits as long as the
+ * supervisor takes; any other gets a 503 when no answer came within
+ * ADMIN_ANSWER_TIMEOUT (a late answer is dropped).
  */
 #ifndef FERRY_SUPERVISOR_ADMIN_HTTP_H
 #define FERRY_SUPERVISOR_ADMIN_HTTP_H
 
 #include <ev.h>
-#include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/socket.h>
-#include <sys/types.h>
 
-#include "common/config.h"
-#include "common/http.h"
 #include "supervisor/adminauth.h"
+#include "supervisor/adminproto.h"
 
-struct sup;
 struct admin;        /* the servers: listeners, connections, credentials */
-struct admin_conn;
 
 /*
  * Limits. Each listener (control socket, admin_listen) has its own budget of
- * connections (ADMIN_LISTEN_MAX_CONNS or less, admin_listen.h), so neither
- * can starve the other; both listen with a SOMAXCONN backlog and are
- * accepted in equal batches per loop iteration.
+ * connections (ADMIN_LISTEN_MAX_CONNS or less under a low descriptor
+ * limit), so neither can starve the other; both listen with a SOMAXCONN
+ * backlog and are accepted in equal batches per loop iteration.
  *
  * A connection must send its request head within ADMIN_HEAD_TIMEOUT of being
  * accepted and then its body within ADMIN_BODY_TIMEOUT; otherwise it gets a
@@ -53,106 +50,70 @@ struct admin_conn;
  * first (evict.h): one whose response has already been sent, then
  * the reading connection that has sent the fewest bytes (by power-of-two
  * class) and, among those, has waited longest in that class, then the oldest
- * one still being written to. Deferred connections (a reload or restart in
- * progress) are never evicted. A well-behaved client, which sends its whole
- * request right after connecting, is read and answered at accept time, so
- * slow or idle connections cannot keep it out.
+ * one still being written to. Connections whose request is complete (queued
+ * or waiting for the supervisor) are never evicted. A well-behaved client,
+ * which sends its whole request right after connecting, is read and
+ * submitted at accept time, so slow or idle connections cannot keep it out.
  *
  * Request bodies larger than HTTP_MAX_HEAD count against a per-listener
  * budget of ADMIN_MAX_BODY_BUFFERED bytes; a body that would exceed it is
  * answered 503 (memory stays bounded however many uploads are in flight).
  */
+#define ADMIN_LISTEN_MAX_CONNS  1024    /* per listener; less under a low fd limit */
 #define ADMIN_HEAD_TIMEOUT      2.5     /* seconds from accept to a complete head */
 #define ADMIN_BODY_TIMEOUT      10.0    /* seconds from the head to a complete body */
 #define ADMIN_WRITE_TIMEOUT     10.0    /* seconds to send the response */
+#define ADMIN_ANSWER_TIMEOUT    10.0    /* seconds for the supervisor's answer (not RF_WAITS) */
 #define ADMIN_MAX_BODY_BUFFERED (64u * 1024 * 1024) /* per listener, see above */
 
-struct admin_request {
-	struct sup *sup;                /* what admin_http_start was given for handlers */
-	struct admin *admin;            /* the servers (admin_http_counters) */
-	struct admin_conn *conn;        /* for ADMIN_DEFERRED */
-	uint64_t id;                    /* names the request once deferred */
-	const struct http_request *http;
-	const char *param;              /* the segment matched by '*', or NULL */
-};
-
-struct admin_response {
-	int status;
-	const char *content_type;       /* static string; NULL for none */
-	char *body;                     /* malloc'd, owned by the admin */
+/* One routed, authorised request for the supervisor. */
+struct admin_call {
+	uint64_t id;                    /* grows strictly; the answer names it */
+	const struct adminproto_route_def *route;
+	const char *name;               /* RF_NAME routes: the cluster; else NULL */
+	const char *body;               /* RF_BODY routes: the request body */
 	size_t body_len;
-	char extra_headers[256];        /* complete "Name: value\r\n" lines */
+	bool had_body;                  /* another route was sent a body (not passed) */
+	const struct adminproto_conn_query *query; /* RF_QUERY routes; else NULL */
+	const struct adminproto_list_query *list;  /* RF_LIST routes; else NULL */
+	const struct adminproto_caller *caller;
 };
 
-enum admin_handler_result {
-	ADMIN_RESPOND = 0,
-	ADMIN_DEFERRED,
-};
+/* Send a call to the supervisor: 0, or -1 when it cannot go (the request
+ * is answered 503). */
+typedef int (*admin_submit_fn)(void *ctx, const struct admin_call *call);
 
-typedef enum admin_handler_result (*admin_handler_fn)(struct admin_request *req,
-						      struct admin_response *resp);
+/* Serve on the listening sockets control_fd and http_fd (-1: admin_listen
+ * is off) with the credentials *auth (taken over; cleared in the caller),
+ * counting refusals in counters. Returns the servers, or NULL with a
+ * message in err. */
+struct admin *admin_http_start(struct ev_loop *loop, int control_fd, int http_fd,
+			       struct adminauth *auth, struct adminproto_counters *counters,
+			       admin_submit_fn submit, void *ctx, char *err, size_t errlen);
 
-struct admin_route {
-	const char *method;
-	const char *pattern;            /* '*' matches one non-empty path segment */
-	admin_handler_fn handler;
-};
-
-/* The listening sockets of the servers, as an upgrade hands them to the
- * successor (docs/design.md §11); -1 where there is none. */
-struct admin_listeners {
-	int control_fd;
-	dev_t control_dev;              /* the socket file's, to unlink only ours */
-	ino_t control_ino;
-	int tcp_fd;
-};
-
-/* Bind the control socket and, when enabled, the TCP admin listener of cfg
- * (read at start only; credentials change through admin_http_reload_*),
- * or take over those of `inherit` (an upgrade; NULL: bind), and start
- * serving on loop: requests go to routes[0..n_routes) (kept by the
- * caller), each handler seeing sup as req->sup. Returns the servers, or
- * NULL with a message in err (nothing left bound or allocated). */
-struct admin *admin_http_start(const struct cfg *cfg, struct sup *sup, struct ev_loop *loop,
-			       const struct admin_route *routes, size_t n_routes,
-			       const struct admin_listeners *inherit, char *err, size_t errlen);
-
-/* Upgrades: the listening sockets (not dup'ed); stop (false) or resume
- * accepting on them, connections in progress going on; close them without
- * unlinking the control socket (its file is the successor's); whether a
- * connection is still open. */
-void admin_http_listeners(const struct admin *a, struct admin_listeners *out);
-void admin_http_accepting(struct admin *a, bool on);
-void admin_http_close_listeners(struct admin *a);
-bool admin_http_busy(const struct admin *a);
-
-/* Close every listener and connection, unlink the control socket and free
- * a. NULL is allowed. */
+/* Close every listener and connection and free a. NULL is allowed. */
 void admin_http_stop(struct admin *a);
 
-/* Set a JSON response: compact dump of body plus "\n". Steals the body
- * reference; a NULL body (allocation failed) becomes a 500. */
-void admin_response_json(struct admin_response *resp, int status, json_t *body);
+/* The supervisor's answer to call id: status, Content-Type and the body
+ * (malloc'd, taken over). An id nobody waits for any more is dropped. */
+void admin_http_answer(struct admin *a, uint64_t id, int status, const char *content_type,
+		       char *body, size_t body_len);
 
-/* Set {"error":"..."} as the response. */
-void admin_response_error(struct admin_response *resp, int status, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+/* New credentials (a reload applied): *auth is taken over. Connections in
+ * progress keep their TLS session; new ones use the new certificate. */
+void admin_http_set_auth(struct admin *a, struct adminauth *auth);
 
-/* The deferred request named id (admin_request.id), or NULL when its
- * client went away meanwhile. */
-struct admin_conn *admin_http_deferred(struct admin *a, uint64_t id);
+/* The listening sockets, as an upgrade moves them to another ferryd: stop
+ * (false) or resume accepting on them, connections in progress going on;
+ * close them for good. */
+void admin_http_accepting(struct admin *a, bool on);
+void admin_http_close_listeners(struct admin *a);
 
-/* Complete a deferred request: takes over resp->body and starts writing. */
-void admin_conn_respond(struct admin_conn *c, struct admin_response *resp);
-
-/* Reload of the access settings (sup_ops.admin_prepare / reload_end, see
- * supervisor.h): prepare reads the credentials of next into a pending set;
- * end applies it (apply) or drops it. a == NULL: nothing to do. */
-int admin_http_reload_prepare(struct admin *a, const struct cfg *next, char *err,
-			      size_t errlen);
-void admin_http_reload_end(struct admin *a, bool apply);
-
-/* Requests refused and TLS handshakes failed, for /metrics (adminauth.h). */
-const struct adminauth_counters *admin_http_counters(const struct admin *a);
+/* Leaving (ferryd stops, or stops this process): the listeners close,
+ * requests still being read are dropped, those waiting for ferryd are
+ * answered 503; responses being written go on. admin_http_busy() says
+ * whether a connection is left. */
+void admin_http_quiesce(struct admin *a);
+bool admin_http_busy(const struct admin *a);
 
 #endif

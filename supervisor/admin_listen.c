@@ -8,17 +8,13 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "common/log.h"
 #include "common/units.h"
-#include "supervisor/adminauth.h"
-
-#define ADMIN_LISTEN_FD_RESERVE 256     /* descriptors left for everything else */
-#define ADMIN_LISTEN_MIN_CONNS  16
+#include "supervisor/admincreds.h"
 
 static void admin_seterr(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -104,7 +100,7 @@ admin_listen_control(const char *path, mode_t mode, const char *group, dev_t *de
 		return -1;
 	}
 	memcpy(sun.sun_path, path, strlen(path) + 1);
-	if (adminauth_socket_gid(group, &gid, err, errlen) == -1)
+	if (admincreds_socket_gid(group, &gid, err, errlen) == -1)
 		return -1;
 	if (admin_mkdir_parent(path, err, errlen) == -1)
 		return -1;
@@ -211,32 +207,4 @@ admin_listen_tcp(const struct cfg_addr *addr, char *err, size_t errlen)
 		return -1;
 	}
 	return fd;
-}
-
-/* Connections per listener: ADMIN_LISTEN_MAX_CONNS when RLIMIT_NOFILE
- * (already raised to its hard limit by the supervisor) leaves room for both
- * listeners after ADMIN_LISTEN_FD_RESERVE and the listening sockets and
- * control channels of two generations of every configured cluster;
- * otherwise half of what is left, at least ADMIN_LISTEN_MIN_CONNS.
- * Clusters added by a later reload come out of the reserve. */
-unsigned
-admin_listen_budget(const struct cfg *cfg)
-{
-	struct rlimit rl;
-	unsigned long long reserve = ADMIN_LISTEN_FD_RESERVE, room;
-	size_t i;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) == -1 || rl.rlim_cur == RLIM_INFINITY)
-		return ADMIN_LISTEN_MAX_CONNS;
-	for (i = 0; i < cfg->n_clusters; i++)
-		reserve += 2 * (cfg->clusters[i].n_brokers + 1 + 2);
-	room = rl.rlim_cur > reserve ? (rl.rlim_cur - reserve) / 2 : 0;
-	if (room >= ADMIN_LISTEN_MAX_CONNS)
-		return ADMIN_LISTEN_MAX_CONNS;
-	if (room < ADMIN_LISTEN_MIN_CONNS)
-		room = ADMIN_LISTEN_MIN_CONNS;
-	log_warn("file descriptor limit lowers the admin connection budget",
-	    "limit=%llu per_listener=%llu wanted=%u hint=\"raise LimitNOFILE (ulimit -n)\"",
-	    (unsigned long long)rl.rlim_cur, room, ADMIN_LISTEN_MAX_CONNS);
-	return (unsigned)room;
 }

@@ -1,8 +1,9 @@
 /*
  * admin_listen — the admin API's listening sockets: the control socket
- * (Unix) and admin_listen's TCP socket, bound once at start, before the
- * loop, and how many connections each listener may hold. The HTTP server
- * that accepts on them is admin_http.c.
+ * (Unix) and admin_listen's TCP socket, bound by the supervisor once at
+ * start, before the loop, and kept open for its whole life: the admin
+ * process that accepts on them (adminproc.h) gets copies, so connections
+ * wait in the backlog while it restarts.
  *
  * The control socket is created owner-only in a directory made on demand
  * (0755), then given control_socket_group and control_socket_mode before it
@@ -23,7 +24,6 @@
 #include "common/config.h"
 
 #define ADMIN_LISTEN_BACKLOG    SOMAXCONN
-#define ADMIN_LISTEN_MAX_CONNS  1024    /* per listener; less under a low fd limit */
 
 /* Bind and listen on the control socket at path with mode and group ("" =
  * the process's). Returns the non-blocking fd, the socket file's device and
@@ -35,9 +35,5 @@ int admin_listen_control(const char *path, mode_t mode, const char *group, dev_t
 /* Bind and listen on admin_listen's address. The non-blocking fd, or -1
  * with err ("admin_listen 127.0.0.1:9300: bind: ..."). */
 int admin_listen_tcp(const struct cfg_addr *addr, char *err, size_t errlen);
-
-/* Connections per listener under the descriptor limit (see admin_listen.c);
- * logs a warning when it is below ADMIN_LISTEN_MAX_CONNS. */
-unsigned admin_listen_budget(const struct cfg *cfg);
 
 #endif

@@ -9,108 +9,12 @@
 #include <string.h>
 #include <sys/types.h>
 
-#include "common/http.h"
 #include "common/log.h"
 #include "supervisor/promfam.h"
 #include "supervisor/supervisor.h"
 
-/* ---- the query ----------------------------------------------------------- */
-
-static int
-parse_count(const char *v, size_t min, size_t max, size_t *out)
-{
-	char *end;
-	unsigned long long n;
-
-	if (*v < '0' || *v > '9')
-		return -1;
-	errno = 0;
-	n = strtoull(v, &end, 10);
-	if (errno || *end != '\0' || n < min || n > max)
-		return -1;
-	*out = (size_t)n;
-	return 0;
-}
-
-/* A filter's value: once only. */
-static int
-take_filter(const char *name, bool *seen, char *dst, size_t dstlen, const char *val, char *err,
-	    size_t errlen)
-{
-	if (*seen) {
-		snprintf(err, errlen, "%s: given twice", name);
-		return -1;
-	}
-	*seen = true;
-	snprintf(dst, dstlen, "%s", val);
-	return 0;
-}
-
-int
-connlist_query_parse(const char *query, struct connlist_query *q, char *err, size_t errlen)
-{
-	bool seen_limit = false, seen_offset = false;
-
-	memset(q, 0, sizeof *q);
-	q->limit = CONNLIST_LIMIT_DEFAULT;
-	if (query == NULL)
-		return 0;
-	for (const char *p = query; *p != '\0';) {
-		const char *amp = strchr(p, '&'), *end = amp ? amp : p + strlen(p);
-		const char *eq = memchr(p, '=', (size_t)(end - p));
-		size_t klen = (size_t)((eq ? eq : end) - p);
-		char key[32], val[CONNTAB_CLIENT_ID_MAX];
-
-		if (klen == 0 && end == p) {  /* an empty pair ("a=1&&b=2") */
-			p = amp ? amp + 1 : end;
-			continue;
-		}
-		if (http_pct_decode_into(p, klen, true, key, sizeof key) == -1) {
-			snprintf(err, errlen, "bad query parameter name");
-			return -1;
-		}
-		/* (the name goes into error messages: printable only) */
-		conntab_sanitize(key, sizeof key, key, sizeof key);
-		if (!eq || http_pct_decode_into(eq + 1, (size_t)(end - eq - 1), true, val,
-		    sizeof val) == -1) {
-			snprintf(err, errlen, "parameter '%s': %s", key, eq ? "a bad or too long "
-			    "value (percent-encoded, at most 255 bytes, no NUL)" : "no value");
-			return -1;
-		}
-		if (strcmp(key, "limit") == 0) {
-			if (seen_limit || parse_count(val, 1, CONNLIST_LIMIT_MAX, &q->limit) == -1) {
-				snprintf(err, errlen, "limit: %s", seen_limit ? "given twice" :
-				    "a number from 1 to 1000");
-				return -1;
-			}
-			seen_limit = true;
-		} else if (strcmp(key, "offset") == 0) {
-			if (seen_offset || parse_count(val, 0, CONNLIST_OFFSET_MAX, &q->offset) == -1) {
-				snprintf(err, errlen, "offset: %s", seen_offset ? "given twice" :
-				    "a number from 0 to 100000000");
-				return -1;
-			}
-			seen_offset = true;
-		} else if (strcmp(key, "client_id") == 0) {
-			if (take_filter("client_id", &q->by_client_id, q->client_id,
-			    sizeof q->client_id, val, err, errlen) == -1)
-				return -1;
-		} else if (strcmp(key, "principal") == 0) {
-			if (take_filter("principal", &q->by_principal, q->principal,
-			    sizeof q->principal, val, err, errlen) == -1)
-				return -1;
-		} else {
-			snprintf(err, errlen, "unknown parameter '%s' (limit, offset, client_id, "
-			    "principal)", key);
-			return -1;
-		}
-		p = amp ? amp + 1 : end;
-	}
-	return 0;
-}
-
 bool
-connlist_match(const struct connlist_query *q, const struct conntab_entry *e)
+connlist_match(const struct adminproto_conn_query *q, const struct conntab_entry *e)
 {
 	if (q->by_client_id && (!(e->flags & CONNTAB_F_CLIENT_ID) ||
 	    (e->flags & CONNTAB_F_CLIENT_ID_NULL) || strcmp(e->client_id, q->client_id) != 0))
@@ -191,7 +95,7 @@ key_cmp(const void *a, const void *b)
 				if (p->alive && p->conns != NULL)
 
 json_t *
-connlist_json(const struct sup_cluster *c, const struct connlist_query *q,
+connlist_json(const struct sup_cluster *c, const struct adminproto_conn_query *q,
 	      uint64_t now_wall_ms)
 {
 	struct connlist_key *keys = NULL;
@@ -223,7 +127,7 @@ connlist_json(const struct sup_cluster *c, const struct connlist_query *q,
 	}
 	if (n > 1)
 		qsort(keys, n, sizeof *keys, key_cmp);
-	for (size_t i = q->offset; i < n && i < q->offset + q->limit; i++) {
+	for (size_t i = q->offset; i < n && i < (size_t)q->offset + q->limit; i++) {
 		const struct connlist_key *key = &keys[i];
 		json_t *row;
 
@@ -242,33 +146,14 @@ connlist_json(const struct sup_cluster *c, const struct connlist_query *q,
 	    "total", (json_int_t)n,
 	    "offset", (json_int_t)q->offset,
 	    "limit", (json_int_t)q->limit,
-	    "nextOffset", q->offset + q->limit < n ? json_integer((json_int_t)(q->offset +
-	    q->limit)) : json_null(),
+	    "nextOffset", (size_t)q->offset + q->limit < n ?
+	    json_integer((json_int_t)q->offset + q->limit) : json_null(),
 	    "unlisted", (json_int_t)unlisted,
 	    "connections", rows);
 fail:
 	free(keys);
 	json_decref(rows);
 	return out;
-}
-
-enum admin_handler_result
-connlist_handler(struct admin_request *req, struct admin_response *resp)
-{
-	const struct sup_cluster *c = sup_find_cluster(req->sup, req->param);
-	struct connlist_query q;
-	char err[200];
-
-	if (c == NULL) {
-		admin_response_error(resp, 404, "no cluster named '%s'", req->param);
-		return ADMIN_RESPOND;
-	}
-	if (connlist_query_parse(req->http->query, &q, err, sizeof err) == -1) {
-		admin_response_error(resp, 400, "%s", err);
-		return ADMIN_RESPOND;
-	}
-	admin_response_json(resp, 200, connlist_json(c, &q, clock_wall_ms()));
-	return ADMIN_RESPOND;
 }
 
 /* ---- client software counts ------------------------------------------------- */

@@ -613,8 +613,14 @@ upg_in_actions(struct sup *s, struct sup_upgrade *u, unsigned a, const char *why
 	}
 	if (a & UPG_IA_SEND_STOP)
 		o->send(s, UPG_STOP, NULL, 0);
-	if (a & UPG_IA_FOLD)
+	if (a & UPG_IA_FOLD) {
+		/* BYE is the predecessor's last word: the channel closes now,
+		 * not at its EOF, which waits for the predecessor's exit (its
+		 * admin process finishing its last answers): another upgrade
+		 * may start at once */
+		o->end(s);
 		upg_in_fold(s, u);
+	}
 }
 
 void

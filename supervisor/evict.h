@@ -1,6 +1,7 @@
 /*
  * evict — which connection a full admin listener drops first, in O(1).
- * Pure data structure (no sockets, no clock); used by admin_http.c, unit-tested
+ * Pure data structure (no sockets, no clock); used by the admin process
+ * (admin_accept.c, admin_http.c), unit-tested
  * in tests/unit/test_evict.c.
  *
  * Every evictable connection embeds one struct evict_node and sits in

@@ -17,7 +17,7 @@
 #include "common/file.h"
 #include "common/tlsmat.h"
 #include "common/log.h"
-#include "supervisor/adminauth.h"
+#include "supervisor/admincreds.h"
 #include "supervisor/sup_io.h"
 #include "worker/worker.h"
 
@@ -98,7 +98,7 @@ main(int argc, char **argv)
 		/* the admin API's credentials (token file, HTTPS files), as read
 		 * at start and by every reload */
 		cfg_errors_init(&errs);
-		if (adminauth_check_cfg(&cfg, &errs) == -1) {
+		if (admincreds_check_cfg(&cfg, &errs) == -1) {
 			fprintf(stderr, "%s\nferryd: %s: configuration rejected\n", errs.msg[0], path);
 			cfg_errors_free(&errs);
 			cfg_free(&cfg);

@@ -633,11 +633,15 @@ reload_prepare_batch(struct sup *s, struct sup_reload *r)
 
 /* ---- starting ---------------------------------------------------------------------------- */
 
-enum sup_result
-sup_reload_start(struct sup *s, const char *text, size_t len, const char *source,
-		 uint64_t waiter, const struct sup_reload_record **rec)
+/* A new reload, in progress from now on, unless one is (SUP_CONFLICT),
+ * ferryd is stopping (SUP_UNAVAILABLE) or memory is short (SUP_FAILED):
+ * then *rec is the answer and *out NULL. */
+static enum sup_result
+reload_new(struct sup *s, const char *source, struct sup_reload **out,
+	   const struct sup_reload_record **rec)
 {
 	static struct sup_reload_record conflict;
+	*out = NULL;
 	if (s->reload) {
 		sup_record_clear(&conflict);
 		conflict.conflict = true;
@@ -674,6 +678,36 @@ sup_reload_start(struct sup *s, const char *text, size_t len, const char *source
 	sup_record_clear(&s->last_reload);
 	if (s->ops->reload_begin)
 		s->ops->reload_begin(s);
+	*out = r;
+	return SUP_OK;
+}
+
+enum sup_result
+sup_reload_reject(struct sup *s, const char *version, const char *const *errors,
+		  size_t n_errors, const char *source, const struct sup_reload_record **rec)
+{
+	struct sup_reload *r;
+	enum sup_result res = reload_new(s, source, &r, rec);
+	if (!r)
+		return res;
+	r->posted = true;
+	snprintf(r->version, sizeof r->version, "%s", version);
+	log_info("reload requested", "source=%s version=%s posted=true", source, r->version);
+	for (size_t i = 0; i < n_errors; i++)
+		reload_add_error(s, "%s", errors[i]);
+	if (!n_errors)
+		reload_add_error(s, "invalid configuration");
+	return reload_end_now(s, r, SUP_RELOAD_REJECTED, rec);
+}
+
+enum sup_result
+sup_reload_start(struct sup *s, const char *text, size_t len, const char *source,
+		 uint64_t waiter, const struct sup_reload_record **rec)
+{
+	struct sup_reload *r;
+	enum sup_result res = reload_new(s, source, &r, rec);
+	if (!r)
+		return res;
 
 	/* 1. The text: posted, or the file on disk. */
 	char err[512];

@@ -9,6 +9,7 @@
  */
 #include "supervisor/status.h"
 #include "supervisor/promfam.h"
+#include "supervisor/adminproto.h"
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -258,20 +259,7 @@ status_ready_json(struct sup *s)
 char *
 status_dump(const json_t *j, size_t *len)
 {
-	char *s, *out;
-	size_t n;
-
-	if (j == NULL || (s = json_dumps(j, JSON_COMPACT)) == NULL)
-		return NULL;
-	n = strlen(s);
-	if ((out = realloc(s, n + 2)) == NULL) {
-		free(s);
-		return NULL;
-	}
-	out[n] = '\n';
-	out[n + 1] = '\0';
-	*len = n + 1;
-	return out;
+	return adminproto_json_dump(j, len);
 }
 
 /* --- Prometheus --------------------------------------------------------- */

@@ -34,7 +34,7 @@
 #include "common/fault.h"
 #include "common/log.h"
 #include "common/tlsmat.h"
-#include "supervisor/adminauth.h"
+#include "supervisor/admincreds.h"
 #include "supervisor/staterec.h"
 #include "supervisor/upgproto.h"
 
@@ -319,7 +319,7 @@ upg_validate(struct upg_received *r, struct cfg *cfg, bool *cfg_ok, char **errs,
 	struct cfg_errors ce;
 	cfg_errors_init(&ce);
 	if (cfg_parse_string(rec->config_path, rec->config_text, rec->config_len, cfg, &ce) == 0 &&
-	    tlsmat_read(cfg, &ce) == 0 && adminauth_check_cfg(cfg, &ce) == 0)
+	    tlsmat_read(cfg, &ce) == 0 && admincreds_check_cfg(cfg, &ce) == 0)
 		*cfg_ok = true;
 	for (size_t i = 0; i < ce.n && k < n; i++)
 		errs[k++] = strdup(ce.msg[i]);

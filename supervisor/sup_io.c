@@ -15,23 +15,13 @@
  *
  * Why nothing here blocks the loop: control channels are non-blocking and
  * queued (ipcq.h); waitpid runs inside libev's SIGCHLD handling for exited
- * children only (WNOHANG); workers are started paced (below) and each start
- * is a clone(CLONE_VM|CLONE_VFORK) that copies no page table, whatever the
- * supervisor's size; binds use numeric addresses (no DNS: the config parser
+ * children only (WNOHANG); workers are started paced (sup_spawn.c) and each
+ * start is a clone(CLONE_VM|CLONE_VFORK) that copies no page table, whatever
+ * the supervisor's size; binds use numeric addresses (no DNS: the config parser
  * requires IP literals for listeners); config files are read with
  * file_read_all() (common/file.h: regular files only, bounded); persisting a
  * posted config runs in a child process that the loop waits for at most
  * SUP_PERSIST_TIMEOUT_MS.
- *
- * Paced starts: a spawn prepares the worker's channel and queues its setup
- * messages at once, and the process itself is started from the loop (the
- * engine hears sup_on_spawned then, and counts init_timeout from there): at
- * most SUP_SPAWN_PER_TURN per loop turn, within SUP_SPAWN_SLICE_MS, and
- * at most SUP_SPAWN_INFLIGHT started but not yet READY. So a start or a
- * reload of a thousand clusters never holds the loop (the admin API answers
- * between batches) and never has a thousand processes initialising at once
- * on a machine of a few cores. A queued start that is stopped or killed
- * before it ran is cancelled and reported as an exit.
  */
 #include "supervisor/sup_io.h"
 #include "supervisor/sup_io_priv.h"
@@ -39,24 +29,18 @@
 #include <errno.h>
 #include <ev.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <libgen.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sodium.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <malloc.h>
-#include <sched.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/queue.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -67,9 +51,9 @@
 #include "common/ipcq.h"
 #include "common/log.h"
 #include "common/tlsmat.h"
-#include "supervisor/admin_api.h"
-#include "supervisor/admin_http.h"
+#include "supervisor/adminproc.h"
 #include "supervisor/certs.h"
+#include "supervisor/childproc.h"
 #include "supervisor/listeners.h"
 #include "supervisor/nodes.h"
 #include "supervisor/notify.h"
@@ -79,29 +63,6 @@
 
 #define SUP_PERSIST_TIMEOUT_MS 5000
 #define SUP_BACKSTOP_S 10.0     /* beyond drain_timeout + grace: leave anyway */
-/* Paced starts (see the top of the file). */
-#define SUP_SPAWN_PER_TURN 16   /* processes started per loop turn at most */
-#define SUP_SPAWN_SLICE_MS 5    /* ... and for at most this long */
-#define SUP_SPAWN_INFLIGHT_PER_CPU 4 /* started, not READY yet: this per CPU */
-#define SUP_SPAWN_STACK (64u << 10) /* the start's stack (the child until exec) */
-
-/* One worker process's control channel and exit watcher. */
-struct sup_chan {
-	struct sup_io *io;
-	struct sup_proc *p;
-	int fd;
-	int child_fd;                 /* the worker's end until it is started; -1 */
-	ev_io rio, wio;
-	ev_child child;
-	struct ipcq q;
-	int metrics_fd;
-	int conns_fd;
-	enum { SUP_CHAN_QUEUED, SUP_CHAN_CANCELLED, SUP_CHAN_STARTED, SUP_CHAN_NEVER } st;
-	int cancel_status;            /* the exit reported for a cancelled start */
-	bool inflight;                /* counted in io->inflight */
-	TAILQ_ENTRY(sup_chan) link;   /* in spawnq or cancelled */
-};
-
 void
 sup_io_clock(struct sup *s)
 {
@@ -111,22 +72,8 @@ sup_io_clock(struct sup *s)
 
 /* ---- control channels -------------------------------------------------------------- */
 
-static void sup_pace_arm(struct sup_io *io);
-
-/* A started process is no longer initialising (READY, or gone): one more
- * start may run. */
-static void
-sup_inflight_done(struct sup_chan *ch)
-{
-	if (!ch->inflight)
-		return;
-	ch->inflight = false;
-	ch->io->inflight--;
-	sup_pace_arm(ch->io);
-}
-
-static void
-sup_chan_stop(struct sup_chan *ch)
+void
+sup_io_chan_stop(struct sup_chan *ch)
 {
 	ev_io_stop(ch->io->loop, &ch->rio);
 	ev_io_stop(ch->io->loop, &ch->wio);
@@ -157,28 +104,28 @@ sup_chan_read(struct sup_chan *ch)
 		if (r == 0 || (r == -1 && errno == ECONNRESET)) {
 			/* The worker closed its end (exiting, possibly right after a
 			 * FAILED report): the exit arrives through ev_child. */
-			sup_chan_stop(ch);
+			sup_io_chan_stop(ch);
 			return false;
 		}
 		if (r == -1 || msg.hdr.generation != p->gen->generation ||
 		    (msg.nfds && msg.hdr.type != IPC_CONN_OUT)) {
 			if (r == 1)
 				ipc_close_fds(&msg);
-			sup_chan_stop(ch);
+			sup_io_chan_stop(ch);
 			sup_on_malformed(s, p, r == -1 ? (err[0] ? err : strerror(errno)) :
 			    "wrong generation or unexpected file descriptors");
 			return false;
 		}
 		switch (msg.hdr.type) {
 		case IPC_READY: {
-			sup_inflight_done(ch);
+			sup_spawn_ready(ch);
 			struct ipc_ready rd;
 			memcpy(&rd, msg.payload, sizeof rd);
 			if (rd.ipc_version != IPC_PROTOCOL_VERSION) {
 				char what[96];
 				snprintf(what, sizeof what, "speaks IPC protocol %u, not %d",
 				    rd.ipc_version, IPC_PROTOCOL_VERSION);
-				sup_chan_stop(ch);
+				sup_io_chan_stop(ch);
 				sup_on_malformed(s, p, what);
 				return false;
 			}
@@ -235,7 +182,7 @@ sup_chan_read(struct sup_chan *ch)
 		default: {
 			char what[64];
 			snprintf(what, sizeof what, "unexpected message %s", ipc_type_str(msg.hdr.type));
-			sup_chan_stop(ch);
+			sup_io_chan_stop(ch);
 			sup_on_malformed(s, p, what);
 			return false;
 		}
@@ -261,197 +208,24 @@ sup_chan_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 		ev_io_stop(loop, w);  /* empty, or broken: the exit follows */
 }
 
-static void
-sup_child_cb(struct ev_loop *loop, ev_child *w, int revents)
+void
+sup_io_child_cb(struct ev_loop *loop, ev_child *w, int revents)
 {
 	(void)revents;
 	struct sup_chan *ch = w->data;
 	struct sup *s = ch->io->s;
 	ev_child_stop(loop, w);
-	sup_inflight_done(ch);
+	sup_spawn_ready(ch);
 	/* What it said before it died still counts (a FAILED report). */
 	if (ev_is_active(&ch->rio))
 		sup_chan_read(ch);
-	sup_chan_stop(ch);
+	sup_io_chan_stop(ch);
 	ipcq_clear(&ch->q);
 	sup_io_clock(s);
 	sup_on_exit(s, ch->p, w->rstatus);
 }
 
 /* ---- ops ----------------------------------------------------------------------------- */
-
-/* ---- starting workers ------------------------------------------------------------ */
-
-/* What the child of a start needs, all prepared by the parent: between the
- * clone and the exec the child shares the parent's memory (the parent waits,
- * CLONE_VFORK) and does nothing but system calls. */
-struct sup_start {
-	const char *exe;
-	char *const *argv;
-	int fd;                       /* the channel's worker end: becomes fd 3 */
-	bool drop;                    /* setgroups/setgid/setuid to uid, gid */
-	uid_t uid;
-	gid_t gid;
-	int err_code;                 /* what _exit reports: set by the child */
-};
-
-/* The child of a start, until execv: fd 3 is the control channel (every
- * other descriptor is close-on-exec); when ferryd runs as root, the
- * worker's user (and its group alone) before any of its code runs, checked
- * by setuid(0) failing; no new privileges; the default action for every
- * signal the parent catches (its handlers must not run in this copy of its
- * memory) before the signal mask is emptied; then exec. Raw system calls:
- * no libc state is touched (the parent's, shared until exec). Exit codes
- * as before: 126 fd 3, 78 credentials, 127 exec. */
-__attribute__((no_sanitize_address)) static int
-sup_start_child(void *arg)
-{
-	struct sup_start *a = arg;
-	for (int sig = 1; sig < _NSIG; sig++) {
-		struct sigaction sa;
-		if (sig == SIGKILL || sig == SIGSTOP ||
-		    sigaction(sig, NULL, &sa) == -1 ||
-		    sa.sa_handler == SIG_IGN || sa.sa_handler == SIG_DFL)
-			continue;
-		sa.sa_handler = SIG_DFL;
-		sa.sa_flags = 0;
-		sigaction(sig, &sa, NULL);
-	}
-	sigset_t none;
-	sigemptyset(&none);
-	if (a->fd != 3) {
-		if (syscall(SYS_dup2, a->fd, 3) == -1)
-			_exit(126);
-	} else if (syscall(SYS_fcntl, 3, F_SETFD, 0) == -1) {
-		_exit(126);
-	}
-	if (a->drop) {
-		if (syscall(SYS_setgroups, 1, &a->gid) == -1 || syscall(SYS_setgid, a->gid) == -1 ||
-		    syscall(SYS_setuid, a->uid) == -1)
-			_exit(WORKER_EXIT_CONFIG);
-		if (syscall(SYS_setuid, 0) == 0)
-			_exit(WORKER_EXIT_CONFIG);  /* privileges not really dropped */
-	}
-	syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, _NSIG / 8);
-	execv(a->exe, a->argv);
-	_exit(127);
-}
-
-/* Start the prepared process of ch now: clone + exec, sharing the
- * parent's memory until the exec (no page table is copied: the cost does
- * not grow with the supervisor's mappings). Then the engine hears of it. */
-static void
-sup_chan_start(struct sup_io *io, struct sup_chan *ch)
-{
-	struct sup *s = io->s;
-	struct sup_proc *p = ch->p;
-	char gen[24], pp[24], idx[16], ipc[16], err[160];
-	snprintf(ipc, sizeof ipc, "%d", IPC_PROTOCOL_VERSION);
-	snprintf(gen, sizeof gen, "%llu", (unsigned long long)p->gen->generation);
-	snprintf(pp, sizeof pp, "%d", (int)getpid());
-	snprintf(idx, sizeof idx, "%u", p->index);
-	char *argv[] = {
-		"ferryd", "--worker", "--cluster", p->gen->cluster->name, "--generation", gen,
-		"--ppid", pp, "--index", idx, "--ipc", ipc,
-		"--log-level", (char *)log_level_str((enum log_level)s->cfg.log_level),
-		s->cfg.log_format == CFG_LOG_JSON ? "--log-json" : NULL, NULL,
-	};
-	struct sup_start a = { .exe = io->self_exe, .argv = argv, .fd = ch->child_fd,
-			       .drop = io->drop_privileges, .uid = io->worker_uid,
-			       .gid = io->worker_gid };
-	pid_t pid = -1;
-	if (!io->stack) {
-		void *st = mmap(NULL, SUP_SPAWN_STACK, PROT_READ | PROT_WRITE,
-		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-		io->stack = st == MAP_FAILED ? NULL : st;
-	}
-	if (io->stack) {
-		/* No handler of ours may run in the child: every signal is blocked
-		 * around the clone (the child resets them before unblocking). */
-		sigset_t all, old;
-		sigfillset(&all);
-		sigprocmask(SIG_SETMASK, &all, &old);
-		pid = clone(sup_start_child, (char *)io->stack + SUP_SPAWN_STACK,
-		    CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
-		int e = errno;
-		sigprocmask(SIG_SETMASK, &old, NULL);
-		errno = e;
-	}
-	if (pid == -1) {
-		snprintf(err, sizeof err, "clone: %s", io->stack ? strerror(errno) :
-		    "no stack for the start");
-		sup_io_clock(s);
-		sup_on_spawn_failed(s, p, err);
-		return;
-	}
-	close(ch->child_fd);
-	ch->child_fd = -1;
-	ch->st = SUP_CHAN_STARTED;
-	ch->inflight = true;
-	io->inflight++;
-	p->pid = pid;
-	ev_child_init(&ch->child, sup_child_cb, pid, 0);
-	ch->child.data = ch;
-	ev_child_start(io->loop, &ch->child);
-	sup_io_clock(s);
-	sup_on_spawned(s, p);
-}
-
-/* A queued start is not going to happen: its exit (never started) is
- * reported from the loop, outside the event chain that asked. */
-static void
-sup_chan_cancel(struct sup_io *io, struct sup_chan *ch, int wstatus)
-{
-	if (ch->st != SUP_CHAN_QUEUED)
-		return;
-	TAILQ_REMOVE(&io->spawnq, ch, link);
-	ch->st = SUP_CHAN_CANCELLED;
-	ch->cancel_status = wstatus;
-	TAILQ_INSERT_TAIL(&io->cancelled, ch, link);
-	sup_pace_arm(io);
-}
-
-/* The pace timer: report cancelled starts, then start what waits, within
- * the turn's budget. */
-static void
-sup_pace_cb(struct ev_loop *loop, ev_timer *t, int revents)
-{
-	(void)loop;
-	(void)revents;
-	struct sup_io *io = t->data;
-	struct sup *s = io->s;
-	struct sup_chan *ch;
-	while ((ch = TAILQ_FIRST(&io->cancelled)) != NULL) {
-		TAILQ_REMOVE(&io->cancelled, ch, link);
-		ch->st = SUP_CHAN_NEVER;  /* its exit is reported: never started */
-		sup_chan_stop(ch);
-		sup_io_clock(s);
-		sup_on_exit(s, ch->p, ch->cancel_status);
-	}
-	uint64_t until = clock_mono_ms() + SUP_SPAWN_SLICE_MS;
-	for (unsigned n = 0; n < SUP_SPAWN_PER_TURN && io->inflight < io->inflight_max &&
-	    (ch = TAILQ_FIRST(&io->spawnq)) != NULL; n++) {
-		TAILQ_REMOVE(&io->spawnq, ch, link);
-		sup_chan_start(io, ch);
-		if (clock_mono_ms() >= until)
-			break;
-	}
-	sup_pace_arm(io);
-}
-
-/* Run the pace timer on the next loop turn when there is something for it. */
-static void
-sup_pace_arm(struct sup_io *io)
-{
-	if (ev_is_active(&io->pace) || ev_is_pending(&io->pace))
-		return;
-	if (TAILQ_EMPTY(&io->cancelled) &&
-	    (TAILQ_EMPTY(&io->spawnq) || io->inflight >= io->inflight_max))
-		return;
-	ev_timer_set(&io->pace, 0., 0.);
-	ev_timer_start(io->loop, &io->pace);
-}
 
 /* What the I/O layer keeps per generation: its shared block (genshm.h),
  * passed to every worker of the generation. The supervisor never reads the
@@ -611,9 +385,7 @@ sup_io_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char 
 	if (ipcq_pending(&ch->q))
 		ev_io_start(io->loop, &ch->wio);
 	p->chan = ch;
-	ch->st = SUP_CHAN_QUEUED;
-	TAILQ_INSERT_TAIL(&io->spawnq, ch, link);
-	sup_pace_arm(io);
+	sup_spawn_queue(io, ch);
 	return 1;
 fail:
 	ipcq_clear(&ch->q);
@@ -647,7 +419,7 @@ sup_io_send_fds(struct sup *s, struct sup_proc *p, enum ipc_type type, const voi
 	}
 	if (ch->st == SUP_CHAN_QUEUED &&
 	    (type == IPC_STOP || type == IPC_DRAIN || type == IPC_HANDOVER)) {
-		sup_chan_cancel(io, ch, 0);  /* asked to go before it ran: it never runs */
+		sup_spawn_cancel(io, ch, 0);  /* asked to go before it ran: it never runs */
 		return 0;
 	}
 	if (ch->st == SUP_CHAN_CANCELLED || ch->st == SUP_CHAN_NEVER)
@@ -674,7 +446,7 @@ sup_io_kill(struct sup *s, struct sup_proc *p, int sig)
 {
 	struct sup_chan *ch = p->chan;
 	if (ch && ch->st == SUP_CHAN_QUEUED)
-		sup_chan_cancel(s->io, ch, sig);  /* reported as killed by sig */
+		sup_spawn_cancel(s->io, ch, sig);  /* reported as killed by sig */
 	else if (p->alive && p->pid > 0)
 		kill(p->pid, sig);
 }
@@ -685,11 +457,7 @@ sup_io_proc_free(struct sup *s, struct sup_proc *p)
 	struct sup_io *io = s->io;
 	struct sup_chan *ch = p->chan;
 	if (ch) {
-		if (ch->st == SUP_CHAN_QUEUED)
-			TAILQ_REMOVE(&io->spawnq, ch, link);
-		else if (ch->st == SUP_CHAN_CANCELLED)
-			TAILQ_REMOVE(&io->cancelled, ch, link);
-		sup_inflight_done(ch);
+		sup_spawn_forget(io, ch);
 		ev_io_stop(io->loop, &ch->rio);
 		ev_io_stop(io->loop, &ch->wio);
 		if (ch->st == SUP_CHAN_STARTED)
@@ -849,21 +617,21 @@ static void
 sup_io_answer_reload(struct sup *s, uint64_t waiter, const struct sup_reload_record *rec)
 {
 	struct sup_io *io = s->io;
-	admin_api_answer_reload(io->admin, s, waiter, rec);
+	adminproc_answer_reload(io->admin, waiter, rec);
 }
 
 static void
 sup_io_answer_op(struct sup *s, uint64_t waiter, const struct sup_answer *a)
 {
 	struct sup_io *io = s->io;
-	admin_api_answer_op(io->admin, waiter, a);
+	adminproc_answer_op(io->admin, waiter, a);
 }
 
 static int
 sup_io_admin_prepare(struct sup *s, const struct cfg *next, char *err, size_t errlen)
 {
 	struct sup_io *io = s->io;
-	return admin_http_reload_prepare(io->admin, next, err, errlen);
+	return adminproc_reload_prepare(io->admin, next, err, errlen);
 }
 
 /* ---- systemd notify (supervisor/notify.h; no-ops without NOTIFY_SOCKET) ---- */
@@ -922,8 +690,8 @@ sup_io_reload_end(struct sup *s, const struct sup_reload_record *rec)
 		sup_io_tickets_arm(io, period);
 	io->trim_pending = true;
 	char buf[sizeof io->last_status];
-	admin_http_reload_end(io->admin, rec->status == SUP_RELOAD_SUCCESS ||
-	    rec->status == SUP_RELOAD_UNCHANGED);
+	adminproc_reload_end(io->admin, rec->status == SUP_RELOAD_SUCCESS ||
+	    rec->status == SUP_RELOAD_UNCHANGED, s->cfg.log_level);
 	status_reload_text(s, buf, sizeof buf);
 	if (s->stopping)
 		notify_status("%s", buf);
@@ -1122,9 +890,9 @@ sup_resolve_user(struct sup_io *io, const char *user)
 		log_error("worker user must not be root", "user=%s", user);
 		return -1;
 	}
-	io->worker_uid = pw->pw_uid;
-	io->worker_gid = pw->pw_gid;
-	io->drop_privileges = true;
+	io->creds.uid = pw->pw_uid;
+	io->creds.gid = pw->pw_gid;
+	io->creds.drop = true;
 	return 0;
 }
 
@@ -1150,12 +918,8 @@ sup_io_new(void)
 	}
 	io->s = s;
 	s->io = io;
-	TAILQ_INIT(&io->spawnq);
-	TAILQ_INIT(&io->cancelled);
-	cpu_set_t cpus;
-	io->inflight_max = SUP_SPAWN_INFLIGHT_PER_CPU * (size_t)(sched_getaffinity(0, sizeof cpus,
-	    &cpus) == 0 && CPU_COUNT(&cpus) > 0 ? CPU_COUNT(&cpus) : 1);
 	io->loop = ev_default_loop(EVFLAG_AUTO);
+	sup_spawn_init(io);
 	signal(SIGPIPE, SIG_IGN);
 	return io;
 }
@@ -1182,8 +946,6 @@ sup_io_init(struct sup_io *io, struct cfg *cfg, const char *config_path, const c
 
 	ev_timer_init(&io->deadline, sup_deadline_cb, 0., 0.);
 	io->deadline.data = io;
-	ev_timer_init(&io->pace, sup_pace_cb, 0., 0.);
-	io->pace.data = io;
 	ev_timer_init(&io->backstop, sup_backstop_cb, 0., 0.);
 	io->backstop.data = io;
 	ev_timer_init(&io->tickets, sup_tickets_cb, s->cfg.tls_ticket_rotation_ms / 1000.0,
@@ -1212,7 +974,7 @@ int
 sup_io_finish(struct sup_io *io, int rc)
 {
 	struct sup *s = io->s;
-	admin_http_stop(io->admin);
+	adminproc_free(io->admin);
 	io->admin = NULL;
 	sup_kill_all(s);
 	sup_free(s);
@@ -1222,9 +984,7 @@ sup_io_finish(struct sup_io *io, int rc)
 	ev_timer_stop(io->loop, &io->backstop);
 	ev_timer_stop(io->loop, &io->tickets);
 	ev_timer_stop(io->loop, &io->certs);
-	ev_timer_stop(io->loop, &io->pace);
-	if (io->stack)
-		munmap(io->stack, SUP_SPAWN_STACK);
+	sup_spawn_free(io);
 	free(io->self_exe);
 	free(io);
 	free(s);
@@ -1255,8 +1015,8 @@ sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 	s->exec_path = exec_path ? strdup(exec_path) : NULL;
 	log_info("ferryd starting", "version=%s build=%s clusters=%zu config=%s config_version=%s",
 	    FERRY_VERSION, buildinfo_id(), s->cfg.n_clusters, s->config_path, s->config_version);
-	io->admin = admin_api_start(s, io->loop, NULL, err, sizeof err);
-	if (!io->admin) {
+	io->admin = adminproc_new(s, io->loop, &io->creds, NULL, err, sizeof err);
+	if (!io->admin || adminproc_start(io->admin, true, err, sizeof err) == -1) {
 		log_error("cannot start admin API", "error=\"%s\"", err);
 		return sup_io_finish(io, 1);
 	}

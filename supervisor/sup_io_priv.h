@@ -1,8 +1,8 @@
 /*
- * sup_io_priv — what the I/O layer's two files share: sup_io.c (the loop,
- * workers, signals, timers, the admin API) and upgrade_io.c (the upgrade
- * channel to the other ferryd, the successor's start). Nothing else
- * includes it.
+ * sup_io_priv — what the I/O layer's files share: sup_io.c (the loop,
+ * workers, signals, timers, the admin process), sup_spawn.c (paced worker
+ * starts) and upgrade_io.c with successor_io.c (the upgrade channel to the
+ * other ferryd, the successor's start). Nothing else includes it.
  */
 #ifndef FERRY_SUPERVISOR_SUP_IO_PRIV_H
 #define FERRY_SUPERVISOR_SUP_IO_PRIV_H
@@ -16,7 +16,8 @@
 #include "common/config.h"
 #include "common/ipc.h"
 #include "common/ipcq.h"
-#include "supervisor/admin_http.h"
+#include "supervisor/adminproc.h"
+#include "supervisor/childproc.h"
 #include "supervisor/supervisor.h"
 
 struct upg_io;
@@ -26,11 +27,9 @@ TAILQ_HEAD(sup_chanq, sup_chan);
 struct sup_io {
 	struct sup *s;
 	struct ev_loop *loop;
-	struct admin *admin;          /* the admin API's servers (admin_http.h) */
+	struct adminproc *admin;      /* the admin process and its sockets (adminproc.h) */
 	char *self_exe;
-	uid_t worker_uid;
-	gid_t worker_gid;
-	bool drop_privileges;
+	struct childproc_creds creds; /* workers' and admin process's user */
 	ev_signal sig_term, sig_int, sig_hup, sig_usr2;
 	ev_timer deadline;
 	ev_timer backstop;
@@ -44,7 +43,7 @@ struct sup_io {
 	uint8_t buf[sizeof(struct ipc_hdr) + IPC_MAX_PAYLOAD];
 	uint8_t nodes_buf[IPC_MAX_PAYLOAD]; /* IPC_NODES being encoded (buf may
 	                                       hold the message being handled) */
-	/* paced starts (sup_io.c) */
+	/* paced starts (sup_spawn.c) */
 	struct sup_chanq spawnq;      /* prepared, waiting for their start */
 	struct sup_chanq cancelled;   /* stopped before they started: exit to report */
 	ev_timer pace;                /* the next batch, after the loop's I/O */
@@ -52,6 +51,42 @@ struct sup_io {
 	size_t inflight_max;
 	void *stack;                  /* SUP_SPAWN_STACK for the start's child */
 };
+
+/* One worker process's control channel and exit watcher (sup_io.c), and
+ * its start (sup_spawn.c). */
+struct sup_chan {
+	struct sup_io *io;
+	struct sup_proc *p;
+	int fd;
+	int child_fd;                 /* the worker's end until it is started; -1 */
+	ev_io rio, wio;
+	ev_child child;
+	struct ipcq q;
+	int metrics_fd;
+	int conns_fd;
+	enum { SUP_CHAN_QUEUED, SUP_CHAN_CANCELLED, SUP_CHAN_STARTED, SUP_CHAN_NEVER } st;
+	int cancel_status;            /* the exit reported for a cancelled start */
+	bool inflight;                /* counted in io->inflight */
+	TAILQ_ENTRY(sup_chan) link;   /* in spawnq or cancelled */
+};
+
+/* sup_io.c, for the starts: stop watching ch's channel; a started
+ * worker's exit. */
+void sup_io_chan_stop(struct sup_chan *ch);
+void sup_io_child_cb(struct ev_loop *loop, ev_child *w, int revents);
+
+/* Paced starts (sup_spawn.c). init/free: the queues, the pace timer and
+ * the start's stack. queue: ch is prepared, start it when its turn comes
+ * (SUP_CHAN_QUEUED). cancel: a queued start will not happen; its exit
+ * (wstatus) is reported from the loop. ready: a started worker is no
+ * longer initialising (READY, or gone): another start may run. forget:
+ * ch is being freed; it leaves every queue and count. */
+void sup_spawn_init(struct sup_io *io);
+void sup_spawn_free(struct sup_io *io);
+void sup_spawn_queue(struct sup_io *io, struct sup_chan *ch);
+void sup_spawn_cancel(struct sup_io *io, struct sup_chan *ch, int wstatus);
+void sup_spawn_ready(struct sup_chan *ch);
+void sup_spawn_forget(struct sup_io *io, struct sup_chan *ch);
 
 /* The engine's clock from the system's. */
 void sup_io_clock(struct sup *s);

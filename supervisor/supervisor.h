@@ -325,7 +325,8 @@ struct sup_upgrade_ops {
 	 * its own): struct upg_conn + the worker's record. */
 	int (*send_conn)(struct sup *s, const void *payload, size_t len, const int *fds,
 			 size_t nfds);
-	/* Predecessor: kill the successor (when alive) and close the channel. */
+	/* Predecessor: kill the successor (when alive) and close the channel.
+	 * Successor, after BYE: close the channel. */
 	void (*end)(struct sup *s);
 	void (*admin)(struct sup *s, enum sup_upgrade_admin how);
 	void (*notify)(struct sup *s, enum sup_upgrade_notify what, int32_t pid, const char *status);
@@ -600,6 +601,12 @@ enum sup_result sup_cluster_restart(struct sup *s, const char *name, uint64_t wa
 enum sup_result sup_reload_start(struct sup *s, const char *text, size_t len,
 				 const char *source, uint64_t waiter,
 				 const struct sup_reload_record **rec);
+/* A posted config that the admin process's parse already refused (its
+ * version and errors): recorded and answered like any rejected reload, or
+ * SUP_CONFLICT / SUP_UNAVAILABLE as sup_reload_start would answer. */
+enum sup_result sup_reload_reject(struct sup *s, const char *version, const char *const *errors,
+				  size_t n_errors, const char *source,
+				  const struct sup_reload_record **rec);
 /* SIGHUP: reload the file, or coalesce into one more after the current. */
 void sup_reload_signal(struct sup *s);
 /* When the reload in progress started (wall ms), 0 if none. */

@@ -48,8 +48,7 @@
 #include "common/fault.h"
 #include "common/ipcq.h"
 #include "common/log.h"
-#include "supervisor/admin_api.h"
-#include "supervisor/admin_http.h"
+#include "supervisor/adminproc.h"
 #include "supervisor/certs.h"
 #include "supervisor/notify.h"
 #include "supervisor/staterec.h"
@@ -413,14 +412,14 @@ upg_send_state(struct sup *s, uint32_t record, char *err, size_t errlen)
 		    (uint64_t)(ev_timer_remaining(io->loop, &io->tickets) * 1000.0);
 	struct admin_listeners al = { -1, 0, 0, -1 };
 	if (io->admin)
-		admin_http_listeners(io->admin, &al);
+		adminproc_listeners(io->admin, &al);
 	sio.control = al.control_fd >= 0;
 	sio.control_path = s->cfg.control_socket;
 	sio.control_dev = (uint64_t)al.control_dev;
 	sio.control_ino = (uint64_t)al.control_ino;
 	sio.admin = al.tcp_fd >= 0;
 	sio.admin_addr = s->cfg.admin_listen;
-	admin_api_counters(io->admin, s, sio.admin_counters);
+	adminproc_counters(io->admin, s, sio.admin_counters);
 
 	size_t len;
 	char *text = staterec_encode(s, &sio, record, &len);
@@ -526,18 +525,18 @@ upg_end(struct sup *s)
 static void
 upg_admin(struct sup *s, enum sup_upgrade_admin how)
 {
-	struct admin *a = upg_sio(s)->admin;
+	struct adminproc *a = upg_sio(s)->admin;
 	if (!a)
 		return;
 	switch (how) {
 	case SUP_UPG_ADMIN_PAUSE:
-		admin_http_accepting(a, false);
+		adminproc_accepting(a, false);
 		break;
 	case SUP_UPG_ADMIN_RESUME:
-		admin_http_accepting(a, true);
+		adminproc_accepting(a, true);
 		break;
 	case SUP_UPG_ADMIN_CLOSE:
-		admin_http_close_listeners(a);
+		adminproc_close_listeners(a);
 		break;
 	}
 }
@@ -566,7 +565,7 @@ upg_notify(struct sup *s, enum sup_upgrade_notify what, int32_t pid, const char 
 static void
 upg_answer(struct sup *s, uint64_t waiter, const struct sup_upgrade_record *rec)
 {
-	admin_api_answer_upgrade(upg_sio(s)->admin, s, waiter, rec);
+	adminproc_answer_upgrade(upg_sio(s)->admin, waiter, rec);
 }
 
 static void
@@ -579,10 +578,12 @@ upg_commit(struct sup *s)
 	prctl(PR_SET_PDEATHSIG, 0);
 	if (!u || io->admin)
 		return;
-	io->admin = admin_api_start(s, io->loop, &u->inherit, err, sizeof err);
+	io->admin = adminproc_new(s, io->loop, &io->creds, &u->inherit, err, sizeof err);
 	if (io->admin) {
-		/* the servers own them now */
+		/* the admin process's sockets now; it starts without waiting (the
+		 * loop runs), restarted like any admin process if it fails */
 		u->inherit.control_fd = u->inherit.tcp_fd = -1;
+		adminproc_start(io->admin, false, err, sizeof err);
 	} else {
 		log_error("upgrade: cannot serve the admin API on the inherited sockets",
 		    "error=\"%s\"", err);
@@ -644,8 +645,9 @@ upgrade_io_prepare(struct sup_io *io)
 	if (u->fd >= 0 && ipcq_pending(&u->q) && ipcq_flush(&u->q, u->fd) == 0 &&
 	    clock_mono_ms() < u->exit_by_ms)
 		return;
-	if (io->admin && admin_http_busy(io->admin) && clock_mono_ms() < u->exit_by_ms)
-		return;  /* an answer being written */
+	if (io->admin && adminproc_busy(io->admin) && clock_mono_ms() < u->exit_by_ms)
+		return;  /* an answer not yet with the admin process (which, when
+		            stopped, finishes writing it) */
 	io->s->exit_code = u->exit_code;
 	ev_break(io->loop, EVBREAK_ALL);
 }

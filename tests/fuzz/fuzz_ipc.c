@@ -1,6 +1,8 @@
 /*
- * fuzz_ipc — libFuzzer harness for the supervisor/worker envelope decoder
- * (common/ipc.c): ipc_decode over one datagram, as ipc_recv hands it over.
+ * fuzz_ipc — libFuzzer harness for the envelope decoder of the supervisor's
+ * channels (common/ipc.c): ipc_decode over one datagram, as ipc_recv hands
+ * it over; for the admin channel's types also the checks the receiver
+ * applies next (supervisor/adminproto.c), with and without a descriptor.
  *
  * Input: the datagram (native-endian struct ipc_hdr, then the payload).
  *
@@ -11,14 +13,99 @@
  *     (exact for fixed structs, bounded for text), and ipc_encode of the
  *     decoded message reproduces the datagram byte for byte;
  *   - the consumers' reading of fixed payloads stays inside the datagram
- *     (the copies below run under ASan on an exact-size buffer).
+ *     (the copies below run under ASan on an exact-size buffer);
+ *   - an admin request the supervisor accepts has a route it answers, a
+ *     cluster name that follows the name rule where the route takes one,
+ *     a caller whose decision suits its listener, a body only with its
+ *     memfd, and error texts that are NUL-terminated, bounded and fill the
+ *     payload exactly; an accepted answer's inline body fills the payload;
+ *     accepted credentials' file lengths add up to the payload.
  */
 #include <string.h>
 
 #include "common/ipc.h"
 #include "common/nodemap.h"
 #include "common/tlskeys.h"
+#include "supervisor/adminproto.h"
 #include "tests/fuzz/fuzz_common.h"
+
+/* What the supervisor and the admin process do with an admin message. */
+static void
+fuzz_admin(const struct ipc_msg *msg)
+{
+	char err[256];
+
+	for (size_t nfds = 0; nfds <= 1; nfds++) {
+		struct adminproto_request_view v;
+		struct adminproto_answer a;
+
+		if (msg->hdr.type == IPC_ADMIN_REQUEST &&
+		    adminproto_request_check(msg->payload, msg->hdr.len, nfds, &v, err,
+		    sizeof err) == 0) {
+			const struct adminproto_route_def *d =
+			    adminproto_route((enum adminproto_route)v.rq.route);
+			size_t sum = sizeof v.rq;
+
+			FUZZ_CHECK(d != NULL && !(d->flags & ADMINPROTO_RF_LOCAL), "route %u",
+			    v.rq.route);
+			FUZZ_CHECK(!(d->flags & ADMINPROTO_RF_NAME) || cfg_cluster_name_ok(v.rq.name),
+			    "name");
+			FUZZ_CHECK(strlen(v.rq.caller.addr) < sizeof v.rq.caller.addr &&
+			    strlen(v.rq.caller.subject) < sizeof v.rq.caller.subject, "caller text");
+			FUZZ_CHECK(adminproto_auth_allowed((enum adminproto_auth)v.rq.caller.auth) &&
+			    (v.rq.caller.listener == ADMINPROTO_L_CONTROL) ==
+			    (v.rq.caller.auth == ADMINPROTO_AUTH_LOCAL), "caller decision");
+			/* the cluster list's query: only on its route, within bounds,
+			 * its globs a terminated text without an empty one */
+			const struct adminproto_list_query *lq = &v.rq.list;
+			size_t nl = strnlen(lq->names, sizeof lq->names);
+
+			FUZZ_CHECK((d->flags & ADMINPROTO_RF_LIST) || (lq->given == 0 &&
+			    lq->states == 0 && lq->sort == 0 && lq->limit == 0 && lq->offset == 0 &&
+			    nl == 0), "list query on route %u", v.rq.route);
+			FUZZ_CHECK(lq->given <= 1 && (lq->given || nl == 0) &&
+			    (lq->states & ~ADMINPROTO_LIST_STATES_ALL) == 0 &&
+			    lq->sort < ADMINPROTO_SORT_COUNT && lq->limit <= ADMINPROTO_LIST_LIMIT_MAX &&
+			    lq->offset <= ADMINPROTO_LIST_OFFSET_MAX && nl < sizeof lq->names &&
+			    (nl == 0 || (lq->names[0] != ',' && lq->names[nl - 1] != ',' &&
+			    strstr(lq->names, ",,") == NULL)), "list query bounds");
+			FUZZ_CHECK(((v.rq.flags & ADMINPROTO_REQ_BODY) != 0) == (nfds == 1) &&
+			    (!(v.rq.flags & ADMINPROTO_REQ_BODY) || (v.rq.body_len > 0 &&
+			    v.rq.body_len <= CFG_MAX_FILE_BYTES)), "body and fds");
+			for (uint32_t i = 0; i < v.rq.n_errors; i++) {
+				const char *e = v.errors[i];
+
+				FUZZ_CHECK(e >= (const char *)msg->payload + sizeof v.rq &&
+				    e < (const char *)msg->payload + msg->hdr.len, "error %u", i);
+				sum += strlen(e) + 1;
+				FUZZ_CHECK(strlen(e) < ADMINPROTO_ERROR_MAX, "error length");
+			}
+			FUZZ_CHECK(sum == msg->hdr.len, "request of %u bytes, %zu accounted",
+			    msg->hdr.len, sum);
+		}
+		if (msg->hdr.type == IPC_ADMIN_ANSWER &&
+		    adminproto_answer_check(msg->payload, msg->hdr.len, nfds, &a, err,
+		    sizeof err) == 0) {
+			FUZZ_CHECK(a.status >= 200 && a.status <= 599, "status");
+			FUZZ_CHECK(nfds == 1 ? msg->hdr.len == sizeof a :
+			    msg->hdr.len == sizeof a + a.body_len, "answer body");
+		}
+	}
+	if (msg->hdr.type == IPC_ADMIN_CREDS) {
+		struct adminproto_creds_view v;
+
+		if (adminproto_creds_check(msg->payload, msg->hdr.len, &v, err, sizeof err) == 0)
+			FUZZ_CHECK((uint64_t)v.c.cert_len + v.c.key_len + v.c.ca_len + sizeof v.c ==
+			    msg->hdr.len, "credential lengths");
+	}
+	if (msg->hdr.type == IPC_ADMIN_LISTEN) {
+		struct adminproto_listen l;
+
+		if (adminproto_listen_check(msg->payload, msg->hdr.len, &l, err, sizeof err) == 0)
+			FUZZ_CHECK(msg->hdr.len == sizeof l && l.state <= ADMINPROTO_LISTEN_CLOSE,
+			    "listen state %u", l.state);
+	}
+}
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -169,6 +256,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		memcpy(&k, msg.payload, sizeof k);
 		break;
 	}
+	/* the admin channel: bounded here, checked by supervisor/adminproto.c */
+	case IPC_ADMIN_SETUP:
+	case IPC_ADMIN_CREDS:
+	case IPC_ADMIN_REQUEST:
+	case IPC_ADMIN_ANSWER:
+	case IPC_ADMIN_LISTEN:
+		FUZZ_CHECK(msg.hdr.len >= 8, "%s of %u bytes", ipc_type_str((enum ipc_type)msg.hdr.type),
+		    msg.hdr.len);
+		fuzz_admin(&msg);
+		break;
 	default:
 		FUZZ_CHECK(msg.hdr.len == 0, "%s with %u payload bytes",
 		    ipc_type_str((enum ipc_type)msg.hdr.type), msg.hdr.len);

@@ -15,31 +15,8 @@
  */
 #include <string.h>
 
-#include "supervisor/admin_http.h"
 #include "supervisor/staterec.h"
 #include "tests/fuzz/fuzz_common.h"
-
-/* The counter names come from the metrics families (promfam.c), whose
- * object file also holds the connection listing's route; a state record
- * never reaches that route, and the HTTP server that owns these two
- * response helpers (with its event loop and TLS) is not linked here. */
-void
-admin_response_json(struct admin_response *resp, int status, json_t *body)
-{
-	(void)resp;
-	(void)status;
-	json_decref(body);
-	__builtin_trap();
-}
-
-void
-admin_response_error(struct admin_response *resp, int status, const char *fmt, ...)
-{
-	(void)resp;
-	(void)status;
-	(void)fmt;
-	__builtin_trap();
-}
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

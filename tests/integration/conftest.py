@@ -188,6 +188,34 @@ def _reap_if_ours(pid):
         pass
 
 
+def is_admin_process(pid):
+    """Is pid a ferry-admin (ferryd's admin process, not a worker)?"""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv0 = f.read().split(b"\0")[0]
+    except OSError:
+        return False
+    return os.path.basename(argv0) == b"ferry-admin"
+
+
+def admin_pids_of(ferryd_pid):
+    """The live admin processes (ferry-admin) ferryd ferryd_pid started."""
+    return [k for k in children_of(ferryd_pid) if is_admin_process(k) and pid_alive(k)]
+
+
+def admin_pid_of(ferryd_pid, timeout=10.0, not_pid=None):
+    """The pid of ferryd's admin process, waiting up to timeout for one
+    (other than not_pid: a restarted one) to run."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pids = [p for p in admin_pids_of(ferryd_pid) if p != not_pid]
+        if len(pids) == 1:
+            return pids[0]
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"ferryd {ferryd_pid}: admin processes {pids}")
+        time.sleep(0.02)
+
+
 def kill_pids(pids_with_start, grace=5.0):
     """SIGTERM each (pid, starttime), wait up to grace, then SIGKILL."""
     live = [(p, s) for p, s in pids_with_start if pid_alive(p, s)]
@@ -556,6 +584,10 @@ class Ferry:
             f"ferryd not ready after {timeout}s (last ferryctl ready: rc={last.returncode if last else None} "
             f"out={last.stdout if last else ''!r} err={last.stderr if last else ''!r}); log:\n"
             + tail_file(self.log_path))
+
+    def admin_pid(self, **kw):
+        """The pid of this ferryd's admin process (ferry-admin)."""
+        return admin_pid_of(self.proc.pid, **kw)
 
     def workers_of(self, name):
         """The number of worker processes cluster `name` is configured with."""
@@ -1009,6 +1041,10 @@ class ReloadFerry(Ferry):
         del self.spec[name]
         return self.clusters.pop(name)
 
+    def admin_pid(self, **kw):
+        """The pid of this ferryd's admin process (ferry-admin)."""
+        return admin_pid_of(self.proc.pid, **kw)
+
     def workers_of(self, name):
         return int(self.spec[name]["extra"].get("workers", 1))
 
@@ -1049,8 +1085,9 @@ class ReloadFerry(Ferry):
         return json.loads(data)
 
     def live_workers(self):
-        """pids of ferryd's live children (its workers)."""
-        return sorted(p for p in children_of(self.proc.pid) if pid_alive(p))
+        """pids of ferryd's live workers (its children but the admin process)."""
+        return sorted(p for p in children_of(self.proc.pid)
+                      if pid_alive(p) and not is_admin_process(p))
 
     def log_text(self):
         return Path(self.log_path).read_text(errors="replace")

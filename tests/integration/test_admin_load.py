@@ -8,7 +8,8 @@ ferryctl's connect).
   listener: 600 send a well-formed request right after connecting, 400 send
   nothing). Throughout, `ferryctl status` over either listener answers in
   under 1 s; every well-formed request of the storm is answered 200 within
-  5 s; afterwards ferryd's descriptors and RSS return to their baseline.
+  5 s; afterwards the admin process's descriptors and RSS return to their
+  baseline, and the supervisor's never moved (no connection reaches it).
 - test_config_path_not_a_regular_file: a FIFO, a directory, a dangling link,
   a socket and a 20 MB file at the config path at SIGHUP: each reload is
   rejected with an error naming the path and what is wrong, ferryd answers
@@ -338,20 +339,23 @@ def test_slowloris_and_storm(mock_factory, ferry_factory, capsys, monkeypatch):
                        "quarantine_size_mb=4:thread_local_quarantine_size_kb=64")
     mock = mock_factory("a", brokers=1)
     ferry = ferry_factory({"a": mock})
-    pid = ferry.proc.pid
+    # the connections are the admin process's; the supervisor's descriptors
+    # must not move at all
+    pid, sup_pid = ferry.admin_pid(), ferry.proc.pid
     targets = [(socket.AF_UNIX, ferry.sock),
                (socket.AF_INET, ("127.0.0.1", ferry.admin_port))]
 
     storm(targets, 20, 20, STORM_ANSWER_LIMIT_S)
     time.sleep(0.3)
     base_fds, base_rss = fd_count(pid), rss_kib(pid)
+    sup_fds, sup_rss = fd_count(sup_pid), rss_kib(sup_pid)
 
     # The load runs twice. Descriptors must come back to the baseline after
     # each run. Memory freed by closed connections stays in the allocator
     # (glibc and ASan do not hand it back to the kernel), so RSS after the
     # first run may sit at the allocator's high-water mark; the second run
     # must not add to it: RSS does not grow with connections served.
-    rss_after = []
+    rss_after, sup_rss_after = [], []
     for run in (1, 2):
         prober = Prober(ferry)
         slow = Slowloris(targets, SLOWLORIS_PER_LISTENER)
@@ -373,6 +377,7 @@ def test_slowloris_and_storm(mock_factory, ferry_factory, capsys, monkeypatch):
             time.sleep(0.2)
         end_fds = fd_count(pid)
         rss_after.append(rss_kib(pid))
+        sup_rss_after.append(rss_kib(sup_pid))
 
         lat = [s[2] for s in prober.samples]
         bad = [s for s in prober.samples if s[3] != 0 or s[2] >= STATUS_LIMIT_S]
@@ -382,8 +387,10 @@ def test_slowloris_and_storm(mock_factory, ferry_factory, capsys, monkeypatch):
                   f"p50={percentile(lat, 50) * 1000:.0f}ms; storm connects took "
                   f"{t_conn:.2f}s, {len(latencies)} answered, max "
                   f"{max(latencies or [0]):.2f}s, {len(failures)} failed; slowloris "
-                  f"opened {slow.opened} dropped {slow.dropped}; fds {base_fds}->{end_fds}, "
-                  f"rss {base_rss}->{rss_after[-1]} KiB")
+                  f"opened {slow.opened} dropped {slow.dropped}; admin process fds "
+                  f"{base_fds}->{end_fds}, rss {base_rss}->{rss_after[-1]} KiB; "
+                  f"supervisor fds {sup_fds}->{fd_count(sup_pid)}, rss "
+                  f"{sup_rss}->{sup_rss_after[-1]} KiB")
         assert slow.opened >= 2 * SLOWLORIS_PER_LISTENER
         assert len(lat) >= 10, "the prober barely ran"
         assert not bad, f"ferryctl status slow or failing: {bad[:5]}"
@@ -391,10 +398,17 @@ def test_slowloris_and_storm(mock_factory, ferry_factory, capsys, monkeypatch):
         assert len(latencies) == 2 * STORM_WELL_FORMED
         assert max(latencies) < STORM_ANSWER_LIMIT_S
         assert end_fds == base_fds, f"descriptors {base_fds} -> {end_fds}"
+        assert fd_count(sup_pid) == sup_fds, f"supervisor descriptors {sup_fds} -> " \
+            f"{fd_count(sup_pid)}"
         assert ferry.proc.poll() is None
+        assert ferry.admin_pid() == pid, "the admin process was restarted"
     # about 2,000 concurrent connections' worth of allocator high-water mark
     assert rss_after[0] <= base_rss + 32 * 1024, f"RSS {base_rss} -> {rss_after}"
     assert rss_after[1] <= rss_after[0] + 6 * 1024, f"RSS grew: {base_rss} -> {rss_after}"
+    # the supervisor answered some 1,300 requests a run: its allocator's
+    # high-water mark after the first, nothing more after the second
+    assert sup_rss_after[1] <= sup_rss_after[0] + 6 * 1024, \
+        f"supervisor RSS grew: {sup_rss} -> {sup_rss_after}"
     # both listeners were full, so the storm was served by evicting
     log = ferry.log_path.read_text()
     for listener in ("control", "http"):
@@ -632,7 +646,7 @@ def test_ferryctl_missing_daemon_exits_3_promptly(workdir):
 # deadlines and eviction order, one listener at a time
 # --------------------------------------------------------------------------
 
-ADMIN_MAX_CONNS = 1024           # ADMIN_LISTEN_MAX_CONNS, supervisor/admin_listen.h
+ADMIN_MAX_CONNS = 1024           # ADMIN_LISTEN_MAX_CONNS, supervisor/admin_http.h
 
 
 def recv_all(s, timeout):
@@ -676,7 +690,7 @@ def test_full_listener_evicts_least_sent_longest_waiting(mock_factory, ferry_fac
     raise_nofile()
     mock = mock_factory("a", brokers=1)
     ferry = ferry_factory({"a": mock})
-    pid = ferry.proc.pid
+    pid = ferry.admin_pid()             # the process that holds the connections
 
     def connect():
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

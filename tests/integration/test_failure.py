@@ -26,8 +26,8 @@ import time
 
 import pytest
 
-from conftest import (children_of, kafka_metadata, kill_pids, pid_alive, proc_starttime,
-                      serving_pids, tail_file, workers_keys)
+from conftest import (children_of, is_admin_process, kafka_metadata, kill_pids, pid_alive,
+                      proc_starttime, serving_pids, tail_file, workers_keys)
 
 TOPIC = "ferry-fail"
 
@@ -37,16 +37,17 @@ TOPIC = "ferry-fail"
 # --------------------------------------------------------------------------
 
 def child_pids(pid):
-    """Children of pid, read from /proc/PID/task/*/children (fast enough to
-    time a restart to a few ms); falls back to a scan of /proc."""
+    """Worker children of pid (its admin process left out), read from
+    /proc/PID/task/*/children (fast enough to time a restart to a few ms);
+    falls back to a scan of /proc."""
     kids = set()
     try:
         for tid in os.listdir(f"/proc/{pid}/task"):
             with open(f"/proc/{pid}/task/{tid}/children") as f:
                 kids.update(int(x) for x in f.read().split())
-        return kids
     except OSError:
-        return set(children_of(pid))
+        kids = set(children_of(pid))
+    return {k for k in kids if not is_admin_process(k)}
 
 
 def cmdline(pid):

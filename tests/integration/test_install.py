@@ -1,5 +1,6 @@
 """
-Installation and packaging: `meson install --destdir` puts the binaries, man
+Installation and packaging: `meson install --destdir` puts the binaries
+(ferry-admin in <libexecdir>/ferry, where ferryd finds it), man
 pages, example config, systemd unit and bash completion in place; the man
 pages render without warnings and document every config key; the unit
 passes `systemd-analyze verify`; the completion offers ferryctl's commands.
@@ -51,6 +52,7 @@ def installed(tmp_path_factory):
     paths = {
         "ferryd": at("sbindir", "ferryd"),
         "ferryctl": at("bindir", "ferryctl"),
+        "ferry-admin": at("libexecdir", "ferry", "ferry-admin"),
         "example": at("datadir", "doc", "ferry", "ferry.ini"),
         "operations": at("datadir", "doc", "ferry", "operations.md"),
         "completion": at("datadir", "bash-completion", "completions", "ferryctl"),
@@ -76,6 +78,17 @@ def test_install_puts_everything_in_place(installed):
     assert r.returncode == 0, r.stderr
     for page in MAN_PAGES:
         assert p[page].read_bytes() == (REPO / "docs" / page).read_bytes()
+
+
+def test_installed_ferryd_finds_ferry_admin(installed):
+    """ferry-admin sits in <libexecdir>/ferry, where the installed ferryd
+    looks for it (after its own directory); run by hand it refuses."""
+    dest, prefix, o, p = installed
+    assert os.access(p["ferry-admin"], os.X_OK), p["ferry-admin"]
+    want = str(prefix / o["libexecdir"] / "ferry" / "ferry-admin")
+    assert want.encode() in p["ferryd"].read_bytes(), want
+    r = run([p["ferry-admin"]])
+    assert r.returncode == 2 and "started by ferryd" in r.stderr, (r.returncode, r.stderr)
 
 
 def test_installed_unit_names_installed_paths(installed):

@@ -337,7 +337,7 @@ def test_apiversions_unsupported_version(modern_mock_factory, ferry_factory):
         corr, err, keys, rest = parse_apiversions_v0(first)
         assert corr == 991, f"first response has correlation id {corr}, expected 991"
         assert err == 35, f"ApiVersions v99: error {err}, expected 35 (UNSUPPORTED_VERSION)"
-        assert keys == {18: (0, 4)}, f"ApiVersions v99: api_keys {keys}, expected {{18: (0, 4)}}"
+        assert keys == {18: (0, 5)}, f"ApiVersions v99: api_keys {keys}, expected {{18: (0, 5)}}"
         assert rest == b"", f"ApiVersions v99: {len(rest)} bytes after the v0 body: {rest.hex()}"
         assert len(first) == 4 + 2 + 4 + 6
 
@@ -348,7 +348,7 @@ def test_apiversions_unsupported_version(modern_mock_factory, ferry_factory):
         for key in (0, 1, 3, 10, 18):
             assert key in keys, f"ApiVersions v0 through ferry lacks key {key}: {keys}"
         lo, hi = keys[18]
-        assert 0 <= lo <= hi <= 4, f"ApiVersions range {keys[18]} outside ferry's 0-4"
+        assert 0 <= lo <= hi <= 5, f"ApiVersions range {keys[18]} outside ferry's 0-5"
 
 
 def test_negotiated_versions_reported(modern_mock_factory, ferry_factory, node_peer, capsys,

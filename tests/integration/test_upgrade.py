@@ -80,7 +80,8 @@ def build_b():
                                 *_meson_options(BUILD)], cwd=str(BUILD.parent), capture_output=True,
                                text=True, timeout=300, stdin=subprocess.DEVNULL)
             assert r.returncode == 0, f"meson setup of B failed:\n{r.stdout}\n{r.stderr}"
-        r = subprocess.run(["ninja", "-C", str(BUILD_B), "supervisor/ferryd"], capture_output=True,
+        r = subprocess.run(["ninja", "-C", str(BUILD_B), "supervisor/ferryd",
+                            "supervisor/ferry-admin"], capture_output=True,
                            text=True, timeout=900, stdin=subprocess.DEVNULL)
         assert r.returncode == 0, f"building B failed:\n{r.stdout[-4000:]}\n{r.stderr[-2000:]}"
     finally:
@@ -120,14 +121,19 @@ class UpFerry(ReloadFerry):
         self.install(FERRYD)
         self.known = set()      # every supervisor pid seen
 
-    def _replace(self, write):
-        tmp = self.bin_dir / ".ferryd.new"
+    def _replace(self, write, name="ferryd"):
+        tmp = self.bin_dir / f".{name}.new"
         write(tmp)
         os.chmod(tmp, 0o755)
-        os.replace(tmp, self.bin)
+        os.replace(tmp, self.bin_dir / name)
 
     def install(self, src):
-        """Replace the file at the path ferryd was started from (as dpkg does)."""
+        """Replace the file at the path ferryd was started from (as dpkg
+        does), and the admin process's executable beside it (a ferryd finds
+        ferry-admin next to its own file; a running one keeps the file it
+        opened at its start)."""
+        self._replace(lambda t: shutil.copyfile(Path(src).parent / "ferry-admin", t),
+                      "ferry-admin")
         self._replace(lambda t: shutil.copyfile(src, t))
 
     def install_script(self, body):

@@ -32,7 +32,8 @@
  *    [ProducerId i64, FirstOffset i64] v4+, PreferredReadReplica i32 v11+,
  *    Records nullable bytes, tags 0 DivergingEpoch {Epoch i32, EndOffset
  *    i64}, 1 CurrentLeader {LeaderId i32, LeaderEpoch i32}, 2 SnapshotId
- *    {EndOffset i64, Epoch i32}]], top-level tag 0 NodeEndpoints v16+.
+ *    {EndOffset i64, Epoch i32}]], top-level tag 0 NodeEndpoints v16+;
+ *    v17 and v18 change the request only.
  *  - DescribeClusterResponse: ThrottleTimeMs i32, ErrorCode i16,
  *    ErrorMessage nstring, EndpointType i8 v1+, ClusterId string,
  *    ControllerId i32, Brokers [BrokerId i32, Host string, Port i32, Rack
@@ -737,7 +738,7 @@ build_pr_tags(struct bb *b, int v, uint32_t nf, const uint32_t *tags, const stru
 	bb_fix(b);
 }
 
-/* ==== Fetch 0-17 ==== */
+/* ==== Fetch 0-18 ==== */
 
 struct fe_opts {
 	const struct node *ne;
@@ -859,7 +860,7 @@ build_fe(struct bb *b, int v, const struct fe_opts *o)
 	bb_fix(b);
 }
 
-/* ==== ApiVersions 0-4 ==== */
+/* ==== ApiVersions 0-5 ==== */
 
 struct av_ent {
 	int16_t key, min, max;

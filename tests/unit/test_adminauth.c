@@ -1,10 +1,10 @@
 /*
  * test_adminauth — the admin API's access control: the [ferry] keys of
  * common/config.c that configure it (values, defaults, cross-checks with
- * their file:line messages, the non-loopback refusal) and the pure parts
- * of supervisor/adminauth.c (token file contents and mode, bearer header,
- * open paths, the decision table). Token files are written to a temporary
- * directory for adminauth_load.
+ * their file:line messages, the non-loopback refusal) and the decision the
+ * admin process takes (supervisor/adminauth.c: bearer header, open paths,
+ * the decision table, the refusal counters, credentials from a message).
+ * Reading the credentials' files is test_admincreds.c's.
  */
 #include <criterion/criterion.h>
 
@@ -12,39 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/config.h"
+#include "tests/unit/ferry_section.h"
 #include "supervisor/adminauth.h"
-#include "supervisor/plan.h"
-
-#define CL "[cluster a]\nupstream = 127.0.0.1:9092\nbootstrap = 127.0.0.1:19092\n" \
-	"broker_ports = 19093-19094\n"
-
-struct res {
-	int rc;
-	struct cfg c;
-	struct cfg_errors e;
-};
-
-static void
-parse(struct res *r, const char *ferry)
-{
-	char text[4096];
-
-	snprintf(text, sizeof text, "[ferry]\n%s" CL, ferry);
-	memset(r, 0, sizeof *r);
-	cfg_errors_init(&r->e);
-	r->rc = cfg_parse_string("t.ini", text, strlen(text), &r->c, &r->e);
-}
-
-static void
-done(struct res *r)
-{
-	cfg_free(&r->c);
-	cfg_errors_free(&r->e);
-}
 
 static void
 expect_error(const char *ferry, const char *msg)
@@ -198,51 +169,6 @@ Test(adminauth, loopback)
 	cr_expect_not(cfg_addr_is_loopback("localhost"));  /* stored as 127.0.0.1 */
 }
 
-Test(adminauth, token_parse)
-{
-	unsigned char d[ADMINAUTH_DIGEST_LEN], want[ADMINAUTH_DIGEST_LEN];
-	char err[256];
-	const char *tok = "0123456789abcdef0123";
-
-	crypto_hash_sha256(want, (const unsigned char *)tok, strlen(tok));
-	cr_assert_eq(adminauth_token_parse(tok, strlen(tok), d, err, sizeof err), 0, "%s", err);
-	cr_expect_eq(memcmp(d, want, sizeof d), 0);
-	cr_assert_eq(adminauth_token_parse("0123456789abcdef0123\n", 21, d, err, sizeof err), 0);
-	cr_expect_eq(memcmp(d, want, sizeof d), 0);
-	cr_assert_eq(adminauth_token_parse("0123456789abcdef0123\r\n", 22, d, err, sizeof err), 0);
-	cr_expect_eq(memcmp(d, want, sizeof d), 0);
-
-	cr_expect_eq(adminauth_token_parse("", 0, d, err, sizeof err), -1);
-	cr_expect_str_eq(err, "the token file is empty");
-	cr_expect_eq(adminauth_token_parse("\n", 1, d, err, sizeof err), -1);
-	cr_expect_str_eq(err, "the token file is empty");
-	cr_expect_eq(adminauth_token_parse("short\n", 6, d, err, sizeof err), -1);
-	cr_expect(strstr(err, "5 characters long (16 to 1024") != NULL, "%s", err);
-	cr_expect_eq(adminauth_token_parse("0123456789abcdef0123\n\n", 22, d, err, sizeof err), -1);
-	cr_expect(strstr(err, "second line") != NULL, "%s", err);
-	cr_expect_eq(adminauth_token_parse("0123456789 abcdef0123", 21, d, err, sizeof err), -1);
-	cr_expect(strstr(err, "byte 11") != NULL, "%s", err);
-	cr_expect_eq(adminauth_token_parse("0123456789abcdef\xc3\xa9", 18, d, err, sizeof err), -1);
-	char big[ADMINAUTH_TOKEN_MAX + 2];
-	memset(big, 'x', sizeof big);
-	cr_expect_eq(adminauth_token_parse(big, ADMINAUTH_TOKEN_MAX, d, err, sizeof err), 0);
-	cr_expect_eq(adminauth_token_parse(big, ADMINAUTH_TOKEN_MAX + 1, d, err, sizeof err), -1);
-}
-
-Test(adminauth, token_mode)
-{
-	char err[256];
-
-	cr_expect_eq(adminauth_token_mode_ok(S_IFREG | 0600, err, sizeof err), 0);
-	cr_expect_eq(adminauth_token_mode_ok(S_IFREG | 0400, err, sizeof err), 0);
-	cr_expect_eq(adminauth_token_mode_ok(S_IFREG | 0640, err, sizeof err), 0);
-	cr_expect_eq(adminauth_token_mode_ok(S_IFREG | 0644, err, sizeof err), -1);
-	cr_expect(strstr(err, "mode 0644 lets other users read or change the token") != NULL, "%s", err);
-	cr_expect_eq(adminauth_token_mode_ok(S_IFREG | 0660, err, sizeof err), -1);
-	cr_expect(strstr(err, "its group change") != NULL, "%s", err);
-	cr_expect_eq(adminauth_token_mode_ok(S_IFREG | 0602, err, sizeof err), -1);
-}
-
 Test(adminauth, bearer_header)
 {
 	const char *t;
@@ -295,194 +221,102 @@ Test(adminauth, decision_table)
 	const char *tok = "s3cret-s3cret-s3cret";
 
 	auth_with_token(&a, tok, false);
-	cr_expect_eq(adminauth_check(&a, true, "/admin/clusters", NULL, false), ADMINAUTH_LOCAL);
-	cr_expect_eq(adminauth_check(&a, false, "/admin/health", NULL, false), ADMINAUTH_OPEN_PATH);
+	cr_expect_eq(adminauth_check(&a, true, "/admin/clusters", NULL, false), ADMINPROTO_AUTH_LOCAL);
+	cr_expect_eq(adminauth_check(&a, false, "/admin/health", NULL, false), ADMINPROTO_AUTH_OPEN_PATH);
 	cr_expect_eq(adminauth_check(&a, false, "/metrics", "Bearer nope", false),
-	    ADMINAUTH_OPEN_PATH);
-	cr_expect_eq(adminauth_check(&a, false, "/admin/clusters", NULL, false), ADMINAUTH_MISSING);
+	    ADMINPROTO_AUTH_OPEN_PATH);
+	cr_expect_eq(adminauth_check(&a, false, "/admin/clusters", NULL, false), ADMINPROTO_AUTH_MISSING);
 	cr_expect_eq(adminauth_check(&a, false, "/admin/clusters", "Bearer s3cret-s3cret-s3cret",
-	    false), ADMINAUTH_TOKEN);
+	    false), ADMINPROTO_AUTH_TOKEN);
 	cr_expect_eq(adminauth_check(&a, false, "/admin/clusters", "Bearer s3cret-s3cret-s3creT",
-	    false), ADMINAUTH_WRONG);
+	    false), ADMINPROTO_AUTH_WRONG);
 	cr_expect_eq(adminauth_check(&a, false, "/admin/clusters", "Bearer s3cret-s3cret-s3cret-",
-	    false), ADMINAUTH_WRONG);
+	    false), ADMINPROTO_AUTH_WRONG);
 	cr_expect_eq(adminauth_check(&a, false, "/admin/clusters", "Basic eA==", false),
-	    ADMINAUTH_MALFORMED);
+	    ADMINPROTO_AUTH_MALFORMED);
 	/* a client certificate counts only when client certificates are configured */
-	cr_expect_eq(adminauth_check(&a, false, "/admin/clusters", NULL, true), ADMINAUTH_MISSING);
+	cr_expect_eq(adminauth_check(&a, false, "/admin/clusters", NULL, true), ADMINPROTO_AUTH_MISSING);
 
 	auth_with_token(&a, NULL, true);
-	cr_expect_eq(adminauth_check(&a, false, "/admin/clusters", NULL, true), ADMINAUTH_CERT);
-	cr_expect_eq(adminauth_check(&a, false, "/admin/clusters", NULL, false), ADMINAUTH_MISSING);
+	cr_expect_eq(adminauth_check(&a, false, "/admin/clusters", NULL, true), ADMINPROTO_AUTH_CERT);
+	cr_expect_eq(adminauth_check(&a, false, "/admin/clusters", NULL, false), ADMINPROTO_AUTH_MISSING);
 	cr_expect_eq(adminauth_check(&a, false, "/admin/clusters", "Bearer whatever-token",
-	    false), ADMINAUTH_WRONG);
-	cr_expect(strstr(adminauth_refusal_msg(&a, ADMINAUTH_MISSING), "client certificate") != NULL);
+	    false), ADMINPROTO_AUTH_WRONG);
+	cr_expect(strstr(adminauth_refusal_msg(&a, ADMINPROTO_AUTH_MISSING), "client certificate") != NULL);
 
 	auth_with_token(&a, tok, true);
-	cr_expect_eq(adminauth_check(&a, false, "/admin/clusters", NULL, true), ADMINAUTH_CERT);
+	cr_expect_eq(adminauth_check(&a, false, "/admin/clusters", NULL, true), ADMINPROTO_AUTH_CERT);
 	cr_expect_eq(adminauth_check(&a, false, "/admin/clusters", "Bearer s3cret-s3cret-s3cret",
-	    false), ADMINAUTH_TOKEN);
+	    false), ADMINPROTO_AUTH_TOKEN);
 
 	auth_with_token(&a, NULL, false);
 	cr_expect_eq(adminauth_check(&a, false, "/admin/clusters", NULL, false),
-	    ADMINAUTH_UNPROTECTED);
+	    ADMINPROTO_AUTH_UNPROTECTED);
 
-	for (int r = ADMINAUTH_LOCAL; r <= ADMINAUTH_WRONG; r++) {
-		cr_expect_eq(adminauth_allowed((enum adminauth_result)r), r <= ADMINAUTH_CERT);
-		cr_expect_str_neq(adminauth_result_str((enum adminauth_result)r), "unknown");
+	for (int r = ADMINPROTO_AUTH_LOCAL; r <= ADMINPROTO_AUTH_WRONG; r++) {
+		cr_expect_eq(adminproto_auth_allowed((enum adminproto_auth)r), r <= ADMINPROTO_AUTH_CERT);
+		cr_expect_str_neq(adminproto_auth_str((enum adminproto_auth)r), "unknown");
 	}
-	cr_expect(strstr(adminauth_challenge(ADMINAUTH_WRONG), "error=\"invalid_token\"") != NULL);
-	cr_expect_str_eq(adminauth_challenge(ADMINAUTH_MISSING),
+	cr_expect(strstr(adminauth_challenge(ADMINPROTO_AUTH_WRONG), "error=\"invalid_token\"") != NULL);
+	cr_expect_str_eq(adminauth_challenge(ADMINPROTO_AUTH_MISSING),
 	    "WWW-Authenticate: Bearer realm=\"ferry\"\r\n");
-}
-
-static char *
-write_token(const char *content, mode_t mode)
-{
-	char *path = strdup("/tmp/ferry-adminauth-XXXXXX");
-	int fd = mkstemp(path);
-
-	cr_assert_neq(fd, -1);
-	cr_assert_eq(write(fd, content, strlen(content)), (ssize_t)strlen(content));
-	cr_assert_eq(fchmod(fd, mode), 0);
-	close(fd);
-	return path;
-}
-
-Test(adminauth, load_token_file)
-{
-	struct res r;
-	struct adminauth a;
-	char ferry[1200], err[1024];
-	const char *key;
-	char *ok = write_token("abcdefghijklmnopqrstuvwxyz\n", 0600);
-	char *loose = write_token("abcdefghijklmnopqrstuvwxyz\n", 0644);
-	char *empty = write_token("", 0600);
-
-	snprintf(ferry, sizeof ferry, "admin_token_file = %s\n", ok);
-	parse(&r, ferry);
-	cr_assert_eq(r.rc, 0);
-	cr_assert_eq(adminauth_load(&a, &r.c, &key, err, sizeof err), 0, "%s", err);
-	cr_expect(a.token_set);
-	cr_expect_not(a.client_certs);
-	cr_expect_eq(adminauth_check(&a, false, "/admin/config/reload",
-	    "Bearer abcdefghijklmnopqrstuvwxyz", false), ADMINAUTH_TOKEN);
-	adminauth_clear(&a);
-	cr_expect_not(a.token_set);
-	done(&r);
-
-	snprintf(ferry, sizeof ferry, "admin_token_file = %s\n", loose);
-	parse(&r, ferry);
-	cr_expect_eq(adminauth_load(&a, &r.c, &key, err, sizeof err), -1);
-	cr_expect(strstr(err, "mode 0644 lets other users read") != NULL, "%s", err);
-	cr_expect(strstr(err, loose) == err, "%s", err);
-	done(&r);
-
-	snprintf(ferry, sizeof ferry, "admin_token_file = %s\n", empty);
-	parse(&r, ferry);
-	cr_expect_eq(adminauth_load(&a, &r.c, &key, err, sizeof err), -1);
-	cr_expect(strstr(err, "the token file is empty") != NULL, "%s", err);
-	done(&r);
-
-	parse(&r, "admin_token_file = /nonexistent/ferry-token\n");
-	cr_expect_eq(adminauth_load(&a, &r.c, &key, err, sizeof err), -1);
-	cr_expect(strstr(err, "/nonexistent/ferry-token: cannot read") != NULL, "%s", err);
-	done(&r);
-
-	parse(&r, "admin_token_file = /tmp\n");
-	cr_expect_eq(adminauth_load(&a, &r.c, &key, err, sizeof err), -1);
-	cr_expect(strstr(err, "is a directory") != NULL, "%s", err);
-	done(&r);
-
-	unlink(ok);
-	unlink(loose);
-	unlink(empty);
-	free(ok);
-	free(loose);
-	free(empty);
-}
-
-/* control_socket_mode/_group apply at start only; the other admin keys
- * reload (the token file is re-read by the admin layer). */
-Test(adminauth, restart_only_keys)
-{
-	struct res run, next;
-	struct cfg_errors e;
-
-	parse(&run, "");
-	parse(&next, "control_socket_mode = 0660\ncontrol_socket_group = adm\n");
-	cr_assert_eq(run.rc, 0);
-	cr_assert_eq(next.rc, 0);
-	cfg_errors_init(&e);
-	cr_expect_eq(plan_check_restart_keys(&run.c, &next.c, &e), 2);
-	cr_assert_eq(e.n, 2);
-	cr_expect(strstr(e.msg[0], "t.ini:2: control_socket_mode cannot change without restarting "
-	    "ferryd (running: 0600, new: 0660)") == e.msg[0], "%s", e.msg[0]);
-	cr_expect(strstr(e.msg[1], "t.ini:3: control_socket_group cannot change") == e.msg[1],
-	    "%s", e.msg[1]);
-	cfg_errors_free(&e);
-	done(&next);
-
-	parse(&next, "admin_token_file = /t\nadmin_open_paths = none\nadmin_tls_cert = /c\n"
-	    "admin_tls_key = /k\nadmin_tls_client_ca = /ca\nadmin_insecure = on\n");
-	cr_assert_eq(next.rc, 0);
-	cfg_errors_init(&e);
-	cr_expect_eq(plan_check_restart_keys(&run.c, &next.c, &e), 0);
-	cfg_errors_free(&e);
-	done(&next);
-	done(&run);
-}
-
-Test(adminauth, socket_group_and_peer_fields)
-{
-	gid_t gid;
-	char err[256], buf[512];
-	struct adminauth_peer p;
-
-	cr_expect_eq(adminauth_socket_gid("", &gid, err, sizeof err), 0);
-	cr_expect_eq(gid, (gid_t)-1);
-	cr_expect_eq(adminauth_socket_gid("1234", &gid, err, sizeof err), 0);
-	cr_expect_eq(gid, 1234);
-	cr_expect_eq(adminauth_socket_gid("root", &gid, err, sizeof err), 0);
-	cr_expect_eq(gid, 0);
-	cr_expect_eq(adminauth_socket_gid("no-such-group-ferry", &gid, err, sizeof err), -1);
-	cr_expect_str_eq(err, "control_socket_group 'no-such-group-ferry': no such group");
-
-	memset(&p, 0, sizeof p);
-	p.local = true;
-	p.have_cred = true;
-	p.cred.uid = 1001;
-	p.cred.gid = 1002;
-	p.cred.pid = 4242;
-	adminauth_peer_fields(&p, buf, sizeof buf);
-	cr_expect_str_eq(buf, "uid=1001 gid=1002 pid=4242");
-	memset(&p, 0, sizeof p);
-	snprintf(p.addr, sizeof p.addr, "127.0.0.1:5555");
-	adminauth_peer_fields(&p, buf, sizeof buf);
-	cr_expect_str_eq(buf, "peer=127.0.0.1:5555");
-	snprintf(p.subject, sizeof p.subject, "CN=op\"x\\y");
-	adminauth_peer_fields(&p, buf, sizeof buf);
-	cr_expect_str_eq(buf, "peer=127.0.0.1:5555 subject=\"CN=op?x?y\"");
 }
 
 Test(adminauth, refusal_counters_text)
 {
-	struct adminauth_counters k;
+	struct adminproto_counters k;
 	char buf[1024], small[64];
 
 	memset(&k, 0, sizeof k);
-	adminauth_count(&k, ADMINAUTH_MISSING);
-	adminauth_count(&k, ADMINAUTH_MISSING);
-	adminauth_count(&k, ADMINAUTH_WRONG);
-	adminauth_count(&k, ADMINAUTH_TOKEN);      /* allowed: not counted */
-	adminauth_count(&k, ADMINAUTH_LOCAL);
-	k.tls_failures = 7;
-	cr_assert_gt(adminauth_metrics_text(&k, buf, sizeof buf), 0);
+	adminauth_count(&k, ADMINPROTO_AUTH_MISSING);
+	adminauth_count(&k, ADMINPROTO_AUTH_MISSING);
+	adminauth_count(&k, ADMINPROTO_AUTH_WRONG);
+	adminauth_count(&k, ADMINPROTO_AUTH_TOKEN);      /* allowed: not counted */
+	adminauth_count(&k, ADMINPROTO_AUTH_LOCAL);
+	atomic_store(&k.tls_failures, 7);
+	uint64_t v[4];
+	adminproto_counters_read(&k, v);
+	cr_assert_gt(adminproto_metrics_text(v, buf, sizeof buf), 0);
 	cr_expect(strstr(buf, "ferry_admin_requests_refused_total{reason=\"missing\"} 2\n") != NULL,
 	    "%s", buf);
 	cr_expect(strstr(buf, "ferry_admin_requests_refused_total{reason=\"malformed\"} 0\n") != NULL);
 	cr_expect(strstr(buf, "ferry_admin_requests_refused_total{reason=\"wrong-token\"} 1\n") != NULL);
 	cr_expect(strstr(buf, "# TYPE ferry_admin_tls_handshake_failures_total counter\n"
 	    "ferry_admin_tls_handshake_failures_total 7\n") != NULL);
-	cr_expect_eq(adminauth_metrics_text(&k, small, sizeof small), -1);
+	cr_expect_eq(adminproto_metrics_text(v, small, sizeof small), -1);
+}
+
+/* credentials as IPC_ADMIN_CREDS carries them: the token's digest, the
+ * open paths, no TLS (the HTTPS context from PEM bytes is
+ * test_tlsctx.c's) */
+Test(adminauth, from_creds_message)
+{
+	struct adminproto_creds_view v;
+	struct adminauth a;
+	char err[256];
+	const char *tok = "s3cret-s3cret-s3cret";
+
+	memset(&v, 0, sizeof v);
+	v.c.version = ADMINPROTO_VERSION;
+	v.c.flags = ADMINPROTO_CREDS_TOKEN;
+	crypto_hash_sha256(v.c.token_digest, (const unsigned char *)tok, strlen(tok));
+	snprintf(v.c.open_paths, sizeof v.c.open_paths, "/metrics");
+	cr_assert_eq(adminauth_from_creds(&a, &v, err, sizeof err), 0, "%s", err);
+	cr_expect(a.token_set);
+	cr_expect_not(a.client_certs);
+	cr_expect_null(a.tls_ctx);
+	cr_expect_eq(adminauth_check(&a, false, "/metrics", NULL, false), ADMINPROTO_AUTH_OPEN_PATH);
+	cr_expect_eq(adminauth_check(&a, false, "/admin/health", NULL, false),
+	    ADMINPROTO_AUTH_MISSING);
+	cr_expect_eq(adminauth_check(&a, false, "/admin/health", "Bearer s3cret-s3cret-s3cret",
+	    false), ADMINPROTO_AUTH_TOKEN);
+	adminauth_clear(&a);
+	cr_expect_not(a.token_set);
+
+	/* garbage where a certificate should be: refused, nothing kept */
+	v.c.flags = ADMINPROTO_CREDS_TLS;
+	v.cert = v.key = "not a PEM";
+	v.c.cert_len = v.c.key_len = 9;
+	cr_expect_eq(adminauth_from_creds(&a, &v, err, sizeof err), -1);
+	cr_expect_null(a.tls_ctx);
 }

@@ -1,6 +1,6 @@
 /*
  * test_apiversions — Criterion tests of worker/kafka/apiversions.c: the
- * version policy, ApiVersions response intersection (v0-v4, tagged features
+ * version policy, ApiVersions response intersection (v0-v5, tagged features
  * preserved, count varint re-encoded), the KIP-511 v0 fallback, the
  * synthetic UNSUPPORTED_VERSION reply and the requests the worker builds.
  */
@@ -118,8 +118,8 @@ build_av(struct bb *b, int v, int16_t ec, const struct ent *e, size_t n, const c
 }
 
 static const struct ent up_entries[] = {
-	{ 0, 0, 11, NULL, 0 },		/* Produce: under the cap (12) */
-	{ 1, 4, 17, NULL, 0 },		/* Fetch: at the cap (17) */
+	{ 0, 0, 11, NULL, 0 },		/* Produce: under the cap (13) */
+	{ 1, 4, 18, NULL, 0 },		/* Fetch: at the cap (18) */
 	{ 3, 0, 12, NULL, 0 },		/* Metadata: under the cap */
 	{ 4, 0, 7, NULL, 0 },		/* LeaderAndIsr: refused */
 	{ 10, 0, 6, NULL, 0 },
@@ -133,7 +133,7 @@ static const struct ent up_entries[] = {
 };
 static const struct ent exp_entries[] = {
 	{ 0, 0, 11, NULL, 0 },
-	{ 1, 4, 17, NULL, 0 },
+	{ 1, 4, 18, NULL, 0 },
 	{ 3, 0, 12, NULL, 0 },
 	{ 10, 0, 6, NULL, 0 },
 	{ 17, 0, 1, NULL, 0 },
@@ -250,7 +250,7 @@ Test(intersect, v0_exact_bytes)
 		0x00, 0x00, 0x00, 0x46, 0x00, 0x00, 0x00, 0x4d, 0x00, 0x00,
 		0x00, 0x00, 0x00, 0x0a,
 		0x00, 0x00, 0x00, 0x00, 0x00, 0x0b,
-		0x00, 0x01, 0x00, 0x04, 0x00, 0x11,
+		0x00, 0x01, 0x00, 0x04, 0x00, 0x12,
 		0x00, 0x03, 0x00, 0x00, 0x00, 0x0c,
 		0x00, 0x0a, 0x00, 0x00, 0x00, 0x06,
 		0x00, 0x11, 0x00, 0x00, 0x00, 0x01,
@@ -315,7 +315,7 @@ Test(intersect, v3_features_and_entry_tags_preserved)
 	for (i = 0; i < NEXP; i++)
 		if (ex[i].key == 1 || ex[i].key == 500)
 			ex[i].tags = "\x01\x07\x02\xde\xad", ex[i].tl = 5;
-	for (v = 3; v <= 4; v++) {
+	for (v = 3; v <= 5; v++) {
 		build_av(&in, v, 0, up, NUP, features, sizeof(features) - 1);
 		build_av(&exp, v, 0, ex, NEXP, features, sizeof(features) - 1);
 		check_intersect(v, &in, &exp);
@@ -338,8 +338,8 @@ Test(intersect, v3_features_and_entry_tags_preserved)
 Test(intersect, cap_empties_range)
 {
 	static const struct ent up[] = {
-		{ 1, 18, 19, NULL, 0 },		/* Fetch 18+ only: dropped */
-		{ 0, 13, 14, NULL, 0 },		/* Produce 13+ only: dropped */
+		{ 1, 19, 20, NULL, 0 },		/* Fetch 19+ only: dropped */
+		{ 0, 14, 15, NULL, 0 },		/* Produce 14+ only: dropped */
 		{ 3, 5, 13, NULL, 0 },		/* Metadata: min kept */
 		{ 60, 3, 4, NULL, 0 },		/* DescribeCluster 3+ only: dropped */
 	};
@@ -360,16 +360,16 @@ Test(intersect, cap_empties_range)
 Test(intersect, raised_caps)
 {
 	static const struct ent up[] = {
-		{ 0, 3, 13, NULL, 0 },		/* Produce 3-13 -> 3-12 */
-		{ 1, 4, 18, NULL, 0 },		/* Fetch 4-18 -> 4-17 */
+		{ 0, 3, 14, NULL, 0 },		/* Produce 3-14 -> 3-13 */
+		{ 1, 4, 19, NULL, 0 },		/* Fetch 4-19 -> 4-18 */
 		{ 60, 0, 2, NULL, 0 },		/* DescribeCluster 0-2: advertised */
 		{ 78, 1, 2, NULL, 0 },		/* ShareFetch 1-2: advertised */
 		{ 79, 0, 3, NULL, 0 },		/* ShareAcknowledge 0-3 -> 1-2 */
 		{ 3, 0, 13, NULL, 0 },
 	};
 	static const struct ent ex[] = {
-		{ 0, 3, 12, NULL, 0 },
-		{ 1, 4, 17, NULL, 0 },
+		{ 0, 3, 13, NULL, 0 },
+		{ 1, 4, 18, NULL, 0 },
 		{ 60, 0, 2, NULL, 0 },
 		{ 78, 1, 2, NULL, 0 },
 		{ 79, 1, 2, NULL, 0 },
@@ -378,7 +378,7 @@ Test(intersect, raised_caps)
 	struct bb in, exp;
 	int v;
 
-	for (v = 0; v <= 4; v++) {
+	for (v = 0; v <= 5; v++) {
 		build_av(&in, v, 0, up, 6, v >= 3 ? features : NULL, v >= 3 ? sizeof(features) - 1 : 0);
 		build_av(&exp, v, 0, ex, 6, v >= 3 ? features : NULL, v >= 3 ? sizeof(features) - 1 : 0);
 		check_intersect(v, &in, &exp);
@@ -392,10 +392,12 @@ Test(intersect, raised_caps)
 		build_av(&exp, 3, 0, e2, 1, NULL, 0);
 		check_intersect(3, &in, &exp);
 	}
-	cr_assert(kc_request_allowed(0, 12));
-	cr_assert_not(kc_request_allowed(0, 13));
-	cr_assert(kc_request_allowed(1, 17));
-	cr_assert_not(kc_request_allowed(1, 18));
+	cr_assert(kc_request_allowed(0, 13));
+	cr_assert_not(kc_request_allowed(0, 14));
+	cr_assert(kc_request_allowed(1, 18));
+	cr_assert_not(kc_request_allowed(1, 19));
+	cr_assert(kc_request_allowed(18, 5));
+	cr_assert_not(kc_request_allowed(18, 6));
 	cr_assert(kc_request_allowed(60, 2));
 	cr_assert_not(kc_request_allowed(60, 3));
 	cr_assert_not(kc_request_allowed(78, 0));
@@ -404,9 +406,9 @@ Test(intersect, raised_caps)
 	cr_assert(kc_request_allowed(79, 1));
 	cr_assert_not(kc_request_allowed(79, 3));
 	/* every allowed version of a rewritten API has a rewriter */
-	for (v = 10; v <= 12; v++)
+	for (v = 10; v <= 13; v++)
 		cr_assert(kc_response_needs_rewrite(0, (int16_t)v));
-	for (v = 16; v <= 17; v++)
+	for (v = 16; v <= 18; v++)
 		cr_assert(kc_response_needs_rewrite(1, (int16_t)v));
 	for (v = 0; v <= 2; v++)
 		cr_assert(kc_response_needs_rewrite(60, (int16_t)v));
@@ -442,7 +444,8 @@ Test(intersect, count_varint_narrows)
 
 Test(intersect, v5_request_vector)
 {
-	/* the broker's answer to an ApiVersions version it does not know */
+	/* the answer of a broker that knows ApiVersions 0-4 (Kafka 3.9) to a
+	 * v5 request (a Kafka 4.4 client): a v0 body with error 35 */
 	static const uint8_t f[] = {
 		0x00, 0x00, 0x00, 0x10, 0x00, 0x00, 0x00, 0x07,
 		0x00, 0x23, 0x00, 0x00, 0x00, 0x01, 0x00, 0x12, 0x00, 0x00, 0x00, 0x04,
@@ -463,9 +466,12 @@ Test(intersect, v5_request_vector)
 		assert_bytes(out, n, f, sizeof(f));
 		cr_assert_eq(kc_apiversions_find(f, sizeof(f), (int16_t)rv, 18, &lo, &hi), KC_OK);
 	}
-	cr_assert_eq(kc_rewrite_response(18, 4, f, sizeof(f), NULL, &o2, &n, err, sizeof(err)), KC_OK);
-	assert_bytes(o2, n, f, sizeof(f));
-	free(o2);
+	for (rv = 4; rv <= 5; rv++) {
+		cr_assert_eq(kc_rewrite_response(18, (int16_t)rv, f, sizeof(f), NULL, &o2, &n, err,
+		    sizeof(err)), KC_OK);
+		assert_bytes(o2, n, f, sizeof(f));
+		free(o2);
+	}
 }
 
 Test(intersect, v0_fallback_needs_error_35)
@@ -560,7 +566,7 @@ Test(find, raw_ranges)
 		cr_assert_eq(hi, 12);
 		cr_assert_eq(kc_apiversions_find(in.b, in.n, 3, 1, &lo, &hi), KC_OK);
 		cr_assert_eq(lo, 4);
-		cr_assert_eq(hi, 17);		/* not capped */
+		cr_assert_eq(hi, 18);
 		cr_assert_eq(kc_apiversions_find(in.b, in.n, 3, 2, &lo, &hi), KC_APIVERSIONS_ABSENT);
 		cr_assert_eq(KC_APIVERSIONS_ABSENT, -2);
 		cr_assert_eq(kc_apiversions_find(in.b, in.n - 1, 3, 3, &lo, &hi), KC_MALFORMED);
@@ -580,7 +586,7 @@ Test(build, unsupported_reply)
 {
 	static const uint8_t exp[] = {
 		0x00, 0x00, 0x00, 0x10, 0x01, 0x02, 0x03, 0x04,
-		0x00, 0x23, 0x00, 0x00, 0x00, 0x01, 0x00, 0x12, 0x00, 0x00, 0x00, 0x04,
+		0x00, 0x23, 0x00, 0x00, 0x00, 0x01, 0x00, 0x12, 0x00, 0x00, 0x00, 0x05,
 	};
 	uint8_t b[64];
 	size_t n;
@@ -592,7 +598,7 @@ Test(build, unsupported_reply)
 	cr_assert_eq(kc_build_apiversions_unsupported(b, 20, 1), 20);
 	/* it parses as the answer to any ApiVersions version */
 	cr_assert_eq(kc_apiversions_find(exp, sizeof(exp), 7, 18, &lo, &hi), KC_OK);
-	cr_assert_eq(hi, 4);
+	cr_assert_eq(hi, 5);
 }
 
 Test(build, apiversions_request)
@@ -699,8 +705,8 @@ Test(policy, caps)
 	static const struct {
 		int16_t key, min, max;
 	} c[] = {
-		{ 0, 0, 12 }, { 1, 0, 17 }, { 3, 0, 13 }, { 10, 0, 6 }, { 17, 0, 1 },
-		{ 18, 0, 4 }, { 36, 0, 2 }, { 60, 0, 2 }, { 78, 1, 2 }, { 79, 1, 2 },
+		{ 0, 0, 13 }, { 1, 0, 18 }, { 3, 0, 13 }, { 10, 0, 6 }, { 17, 0, 1 },
+		{ 18, 0, 5 }, { 36, 0, 2 }, { 60, 0, 2 }, { 78, 1, 2 }, { 79, 1, 2 },
 	};
 	size_t i;
 
@@ -719,16 +725,49 @@ Test(policy, caps)
 	cr_assert_not(kc_api_cap(2, NULL, NULL));
 }
 
+/* Every row has its reason; the table is in key order, one row per key;
+ * `held` only on caps. */
+Test(policy, table_rows_have_reasons)
+{
+	const struct kc_api_policy *p;
+	size_t n, i;
+	int caps = 0, refused = 0;
+
+	p = kc_api_policy(&n);
+	cr_assert_gt(n, 0);
+	for (i = 0; i < n; i++) {
+		cr_assert_not_null(p[i].why, "key %d", p[i].key);
+		cr_assert_gt(strlen(p[i].why), 10, "key %d", p[i].key);
+		cr_assert(p[i].key >= 0 && p[i].key <= KC_API_KEY_MAX_KNOWN, "key %d", p[i].key);
+		if (i > 0)
+			cr_assert_gt(p[i].key, p[i - 1].key, "rows out of order at key %d", p[i].key);
+		if (p[i].kind == KC_POLICY_CAP) {
+			caps++;
+			cr_assert(p[i].min >= 0 && p[i].min <= p[i].max, "key %d", p[i].key);
+			cr_assert(kc_api_cap(p[i].key, NULL, NULL));
+			cr_assert_not(kc_api_refused(p[i].key));
+		} else {
+			refused++;
+			cr_assert_eq(p[i].kind, KC_POLICY_REFUSED);
+			cr_assert_null(p[i].held, "key %d", p[i].key);
+			cr_assert(kc_api_refused(p[i].key));
+			cr_assert_not(kc_api_cap(p[i].key, NULL, NULL));
+		}
+	}
+	cr_assert_eq(caps, 10);
+	cr_assert_gt(refused, 20);
+}
+
 Test(policy, refused_and_forwarded)
 {
 	static const int16_t refused[] = {
 		4, 5, 6, 7, 27, 52, 53, 54, 55, 56, 58, 59, 62, 63, 67, 70, 73,
-		80, 81, 82, 83, 84, 85, 86, 87,
+		80, 81, 82, 83, 84, 85, 86, 87, 94,
 	};
 	static const int16_t forwarded[] = {
 		2, 8, 9, 11, 12, 13, 14, 15, 16, 19, 20, 21, 22, 23, 24, 25, 26, 28, 29, 32,
 		37, 42, 44, 47, 50, 57, 61, 64, 65, 66, 68, 69, 71, 72, 74, 75, 76, 77,
-		88, 89, 90, 91, 92,
+		88, 89, 90, 91, 92, 93,
 	};
 	size_t i;
 
@@ -744,9 +783,9 @@ Test(policy, refused_and_forwarded)
 	}
 	cr_assert_not(kc_request_allowed(-1, 0));
 	/* keys newer than the codec's table are refused (and not advertised) */
-	cr_assert(kc_api_refused(93));
+	cr_assert(kc_api_refused(95));
 	cr_assert(kc_api_refused(1000));
-	cr_assert_not(kc_request_allowed(93, 0));
+	cr_assert_not(kc_request_allowed(95, 0));
 	cr_assert_not(kc_request_allowed(1000, 3));
 	cr_assert_not(kc_request_allowed(3, -1));
 }

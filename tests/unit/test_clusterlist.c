@@ -1,8 +1,9 @@
 /*
- * test_clusterlist — the selection and order of GET /admin/clusters over a
- * process table built in memory: name globs, states, every sort key,
- * pages, failed and unresponsive clusters first, and the 400 answers for
- * bad parameters.
+ * test_clusterlist — GET /admin/clusters's query from the string the admin
+ * process reads (clusterquery.h) to the list ferryd selects with it
+ * (clusterlist.h) over a process table built in memory: name globs,
+ * states, every sort key, pages, failed and unresponsive clusters first,
+ * and the 400 answers for bad parameters.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -12,6 +13,7 @@
 
 #include "common/http.h"
 #include "supervisor/clusterlist.h"
+#include "supervisor/clusterquery.h"
 #include "supervisor/supervisor.h"
 
 #define T0 1700000000000ULL
@@ -84,26 +86,25 @@ TestSuite(clusterlist, .init = fx_setup, .fini = fx_teardown);
 static void
 names(const char *q, char *out, size_t len)
 {
-	struct clusterlist l;
+	struct adminproto_list_query l;
 	char err[256];
 	size_t at = 0, i;
 	json_t *c;
 
-	cr_assert_eq(clusterlist_parse(q, &l, err, sizeof err), 0, "%s: %s", q ? q : "-", err);
+	cr_assert_eq(clusterquery_parse(q, &l, err, sizeof err), 0, "%s: %s", q ? q : "-", err);
 	json_t *o = clusterlist_json(&fx, &l);
 	cr_assert_not_null(o);
 	out[0] = '\0';
 	json_array_foreach(json_object_get(o, "clusters"), i, c)
 		at += (size_t)snprintf(out + at, len - at, "%s%s", i ? "," : "",
 		    json_string_value(json_object_get(c, "name")));
-	if (l.any) {
+	if (l.given) {
 		cr_assert_eq(json_integer_value(json_object_get(o, "total")), N);
 		cr_assert(json_is_integer(json_object_get(o, "matched")));
 	} else {
 		cr_assert_eq(json_object_size(o), 1, "no parameter: {\"clusters\"} alone");
 	}
 	json_decref(o);
-	clusterlist_free(&l);
 }
 
 #define EXPECT_LIST(q, want) do { \
@@ -146,14 +147,13 @@ Test(clusterlist, pages)
 	EXPECT_LIST("limit=2&offset=2", "team-a,team-d");
 	EXPECT_LIST("offset=5", "team-f");
 	EXPECT_LIST("offset=99", "");
-	struct clusterlist l;
+	struct adminproto_list_query l;
 	char err[256];
-	cr_assert_eq(clusterlist_parse("state=accepting&limit=1", &l, err, sizeof err), 0);
+	cr_assert_eq(clusterquery_parse("state=accepting&limit=1", &l, err, sizeof err), 0);
 	json_t *o = clusterlist_json(&fx, &l);
 	cr_assert_eq(json_integer_value(json_object_get(o, "matched")), 3);
 	cr_assert_eq(json_array_size(json_object_get(o, "clusters")), 1);
 	json_decref(o);
-	clusterlist_free(&l);
 }
 
 Test(clusterlist, bad_parameters_are_refused_with_a_reason)
@@ -171,13 +171,16 @@ Test(clusterlist, bad_parameters_are_refused_with_a_reason)
 		{ "name=a,,b", "name: an empty pattern" },
 		{ "name=%zz", "malformed query string" },
 		{ "=x", "malformed query string" },
+		{ "limit=100001", "limit: '100001' is not a number from 1 to 100000" },
+		{ "offset=100000001", "offset: '100000001'" },
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-		struct clusterlist l;
+		struct adminproto_list_query l;
 		char err[256] = "";
-		cr_expect_eq(clusterlist_parse(bad[i].q, &l, err, sizeof err), -1, "%s", bad[i].q);
+		cr_expect_eq(clusterquery_parse(bad[i].q, &l, err, sizeof err), -1, "%s", bad[i].q);
 		cr_expect(strstr(err, bad[i].msg) != NULL, "%s: %s", bad[i].q, err);
-		cr_expect_null(l.names, "%s: nothing kept after an error", bad[i].q);
+		cr_expect_eq(l.names[0], '\0', "%s: nothing kept after an error", bad[i].q);
+		cr_expect_eq(l.given, 0, "%s", bad[i].q);
 	}
 }
 

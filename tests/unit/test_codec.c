@@ -261,7 +261,9 @@ Test(headers, names)
 	cr_assert_str_eq(kc_api_name(60), "DescribeCluster");
 	cr_assert_str_eq(kc_api_name(78), "ShareFetch");
 	cr_assert_str_eq(kc_api_name(92), "DeleteShareGroupOffsets");
-	cr_assert_str_eq(kc_api_name(93), "Unknown");
+	cr_assert_str_eq(kc_api_name(93), "StreamsGroupTopologyDescriptionUpdate");
+	cr_assert_str_eq(kc_api_name(94), "UnregisterController");
+	cr_assert_str_eq(kc_api_name(95), "Unknown");
 	cr_assert_str_eq(kc_api_name(-1), "Unknown");
 	cr_assert_str_eq(kc_status_str(KC_OK), "ok");
 	cr_assert_str_eq(kc_status_str(KC_NEED_MORE), "need more");
@@ -544,6 +546,27 @@ static const uint8_t prod_v9_txn[] = {
 	0x06, 't', 'x', 'n', '-', '1', 0x00, 0x01, 0x00, 0x00, 0x03, 0xe8,
 	0x00, 0x00, 0x00, 0x00,
 };
+
+/* v13 (topic ids, KIP-516) as a whole request: the fields before acks are
+ * those of v9-12; acks 0 (ferry must not wait for a response) */
+static const uint8_t prod_v13[] = {
+	0x00, 0x00, 0x00, 0x31, 0x00, 0x00, 0x00, 0x0d, 0x00, 0x00, 0x00, 0x06,
+	0x00, 0x05, 'f', 'e', 'r', 'r', 'y', 0x00,
+	0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0xe8,
+	0x02,						/* TopicData: one */
+	0x5a, 0x11, 0x9c, 0x02, 0x44, 0x17, 0x4b, 0x0e,	/* TopicId */
+	0x90, 0x3d, 0x21, 0x6f, 0x7a, 0x55, 0x01, 0xc4,
+	0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,	/* partition 0, null records */
+	0x00, 0x00,					/* topic and request tags */
+};
+
+Test(produce_acks, v13_topic_ids)
+{
+	struct acks_case c = { prod_v13, sizeof(prod_v13), 23, 0 };
+
+	cr_assert_eq(sizeof(prod_v13), 0x31 + 4);
+	check_acks(&c);
+}
 
 Test(produce_acks, v0)
 {

@@ -1,6 +1,7 @@
 /*
- * Unit tests for supervisor/connlist: the query (every parameter, percent
- * decoding, what is a 400), the filters, a row as JSON (nulls where the
+ * Unit tests for supervisor/connlist and the admin process's reading of
+ * its query string (supervisor/connquery.c): the query (every parameter,
+ * percent decoding, what is a 400), the filters, a row as JSON (nulls where the
  * client said nothing, no field a secret could be in), a cluster's listing
  * over the tables of several workers and generations (sorted by start,
  * paged, dead workers left out, unlisted counted), and the client software
@@ -13,31 +14,32 @@
 
 #include "common/conntab.h"
 #include "supervisor/connlist.h"
+#include "supervisor/connquery.h"
 #include "supervisor/supervisor.h"
 
 /* ---- the query -------------------------------------------------------------- */
 
 static int
-parse(const char *qs, struct connlist_query *q, char *err)
+parse(const char *qs, struct adminproto_conn_query *q, char *err)
 {
-	return connlist_query_parse(qs, q, err, 200);
+	return connquery_parse(qs, q, err, 200);
 }
 
 Test(connlist_query, defaults)
 {
-	struct connlist_query q;
+	struct adminproto_conn_query q;
 	char err[200];
 	cr_assert_eq(parse(NULL, &q, err), 0);
-	cr_expect_eq(q.limit, CONNLIST_LIMIT_DEFAULT);
+	cr_expect_eq(q.limit, ADMINPROTO_CONN_LIMIT_DEFAULT);
 	cr_expect_eq(q.offset, 0);
 	cr_expect(!q.by_client_id && !q.by_principal);
 	cr_assert_eq(parse("", &q, err), 0);
-	cr_expect_eq(q.limit, CONNLIST_LIMIT_DEFAULT);
+	cr_expect_eq(q.limit, ADMINPROTO_CONN_LIMIT_DEFAULT);
 }
 
 Test(connlist_query, every_parameter_and_decoding)
 {
-	struct connlist_query q;
+	struct adminproto_conn_query q;
 	char err[200] = "";
 	cr_assert_eq(parse("limit=5&offset=10&client_id=orders%2Dapp+v2&principal=CN%3Dalice%2C%20O",
 	    &q, err), 0, "%s", err);
@@ -63,7 +65,7 @@ Test(connlist_query, bad_ones_are_400)
 		"user=alice", "clientId=x", "client_id=%zz", "client_id=%4", "client_id=a%00b",
 		"offset=99999999999999999999999",
 	};
-	struct connlist_query q;
+	struct adminproto_conn_query q;
 	char err[200];
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		err[0] = 0;
@@ -107,7 +109,7 @@ entry(uint64_t id, int64_t since, const char *client_id, const char *principal)
 
 Test(connlist_row, filters)
 {
-	struct connlist_query q;
+	struct adminproto_conn_query q;
 	char err[200];
 	struct conntab_entry a = entry(1, 1, "orders", "alice"), b = entry(2, 2, NULL, NULL);
 	cr_assert_eq(parse("client_id=orders", &q, err), 0);
@@ -254,7 +256,7 @@ teardown(void)
 static json_t *
 listing(const char *qs)
 {
-	struct connlist_query q;
+	struct adminproto_conn_query q;
 	char err[200];
 	cr_assert_eq(parse(qs, &q, err), 0, "%s", err);
 	json_t *j = connlist_json(fx.c, &q, 10000);

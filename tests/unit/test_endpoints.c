@@ -373,7 +373,7 @@ Test(fetch, malformed)
 	/* v12 and v11 have topic names, not ids */
 	cr_assert_eq(try_rw(1, 12, &in, &bm, err), KC_MALFORMED);
 	cr_assert_eq(try_rw(1, 11, &in, &bm, err), KC_MALFORMED);
-	cr_assert_eq(try_rw(1, 18, &in, &bm, err), KC_MALFORMED);
+	cr_assert_eq(try_rw(1, 19, &in, &bm, err), KC_MALFORMED);
 	cr_assert_str_eq(err, "response version not rewritable");
 	bb_free(&in);
 

@@ -268,8 +268,8 @@ u_send_conn(struct sup *s, const void *payload, size_t len, const int *fds, size
 static void
 u_end(struct sup *s)
 {
-	(void)s;
-	if (W.succ_started && !W.exited[1]) {
+	/* the successor closes its end after BYE: nothing to kill */
+	if (s == &W.pred && W.succ_started && !W.exited[1]) {
 		sup_kill_all(&W.succ);
 		W.exited[1] = true;
 		W.exit_code[1] = 137;

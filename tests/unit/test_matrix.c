@@ -1,7 +1,7 @@
 /*
  * test_matrix — the version matrix of every response ferry parses: for each
  * API and each version the proxy advertises (Metadata 0-13, FindCoordinator
- * 0-6, DescribeCluster 0-2, Produce 0-13, Fetch 0-17, ApiVersions 0-4) a
+ * 0-6, DescribeCluster 0-2, Produce 0-13, Fetch 0-18, ApiVersions 0-5) a
  * fixture from kafka_fixtures.h is rewritten by kc_rewrite_response and
  * compared byte for byte with the same fixture built with the proxy's
  * addresses; every strict prefix is rejected, and trailing bytes after the
@@ -239,13 +239,13 @@ Test(produce, v10_field_by_field)
 	bb_free(&in);
 }
 
-Test(matrix, fetch_v0_to_v17)
+Test(matrix, fetch_v0_to_v18)
 {
 	struct fe_opts up = { UP, 3, true, true, 0 }, px = { PX, 3, true, true, 0 };
 	struct bb in, exp;
 	int v;
 
-	for (v = 0; v <= 17; v++) {
+	for (v = 0; v <= 18; v++) {
 		build_fe(&in, v, &up);
 		build_fe(&exp, v, &px);
 		check_rw(KC_API_FETCH, v, &in, &exp, v >= 16 ? 3 : 0);
@@ -262,7 +262,7 @@ Test(matrix, fetch_without_node_endpoints_is_identical)
 	struct bb in;
 	int v;
 
-	for (v = 12; v <= 17; v++) {
+	for (v = 12; v <= 18; v++) {
 		build_fe(&in, v, &none);
 		check_rw(KC_API_FETCH, v, &in, &in, 0);
 		bb_free(&in);
@@ -364,23 +364,25 @@ Test(fetch, v16_field_by_field)
 	bb_free(&in);
 }
 
-Test(matrix, apiversions_v0_to_v4)
+Test(matrix, apiversions_v0_to_v5)
 {
-	/* a Kafka 4.x-like broker */
+	/* a newer broker than Kafka 4.4 (Produce 14, Fetch 19, ApiVersions 6, ShareFetch 3
+	 * and key 95 unknown to ferry) */
 	static const struct av_ent up[] = {
-		{ 0, 3, 13 }, { 1, 4, 18 }, { 2, 1, 10 }, { 3, 0, 13 }, { 4, 0, 7 },
-		{ 10, 0, 6 }, { 17, 0, 1 }, { 18, 0, 4 }, { 36, 0, 2 }, { 55, 0, 2 },
-		{ 60, 0, 2 }, { 68, 0, 1 }, { 78, 1, 2 }, { 79, 1, 2 }, { 83, 0, 0 },
+		{ 0, 0, 14 }, { 1, 4, 19 }, { 2, 1, 11 }, { 3, 0, 13 }, { 4, 0, 7 },
+		{ 10, 0, 6 }, { 17, 0, 1 }, { 18, 0, 6 }, { 36, 0, 2 }, { 55, 0, 2 },
+		{ 60, 0, 2 }, { 68, 0, 1 }, { 78, 1, 3 }, { 79, 1, 2 }, { 83, 0, 0 },
+		{ 93, 0, 0 }, { 94, 0, 0 }, { 95, 0, 0 },
 	};
 	static const struct av_ent ex[] = {
-		{ 0, 3, 12 }, { 1, 4, 17 }, { 2, 1, 10 }, { 3, 0, 13 },
-		{ 10, 0, 6 }, { 17, 0, 1 }, { 18, 0, 4 }, { 36, 0, 2 },
-		{ 60, 0, 2 }, { 68, 0, 1 }, { 78, 1, 2 }, { 79, 1, 2 },
+		{ 0, 0, 13 }, { 1, 4, 18 }, { 2, 1, 11 }, { 3, 0, 13 },
+		{ 10, 0, 6 }, { 17, 0, 1 }, { 18, 0, 5 }, { 36, 0, 2 },
+		{ 60, 0, 2 }, { 68, 0, 1 }, { 78, 1, 2 }, { 79, 1, 2 }, { 93, 0, 0 },
 	};
 	struct bb in, exp;
 	int v;
 
-	for (v = 0; v <= 4; v++) {
+	for (v = 0; v <= 5; v++) {
 		build_av(&in, v, up, sizeof(up) / sizeof(up[0]));
 		build_av(&exp, v, ex, sizeof(ex) / sizeof(ex[0]));
 		check_rw(KC_API_API_VERSIONS, v, &in, &exp, 0);

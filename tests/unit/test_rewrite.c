@@ -1538,9 +1538,9 @@ Test(rewrite, needs_rewrite_table)
 	for (v = 0; v <= 6; v++)
 		cr_assert(kc_response_needs_rewrite(10, (int16_t)v));
 	cr_assert_not(kc_response_needs_rewrite(10, 7));
-	for (v = 0; v <= 4; v++)
+	for (v = 0; v <= 5; v++)
 		cr_assert(kc_response_needs_rewrite(18, (int16_t)v));
-	cr_assert_not(kc_response_needs_rewrite(18, 5));
+	cr_assert_not(kc_response_needs_rewrite(18, 6));
 	/* KIP-951 NodeEndpoints: Produce v10+, Fetch v16+ */
 	for (v = 0; v <= 9; v++)
 		cr_assert_not(kc_response_needs_rewrite(0, (int16_t)v));
@@ -1549,15 +1549,22 @@ Test(rewrite, needs_rewrite_table)
 	cr_assert_not(kc_response_needs_rewrite(0, 14));
 	for (v = 0; v <= 15; v++)
 		cr_assert_not(kc_response_needs_rewrite(1, (int16_t)v));
-	for (v = 16; v <= 17; v++)
+	for (v = 16; v <= 18; v++)
 		cr_assert(kc_response_needs_rewrite(1, (int16_t)v));
-	cr_assert_not(kc_response_needs_rewrite(1, 18));
+	cr_assert_not(kc_response_needs_rewrite(1, 19));
 	for (v = 0; v <= 2; v++)
 		cr_assert(kc_response_needs_rewrite(60, (int16_t)v));
 	cr_assert_not(kc_response_needs_rewrite(60, 3));
-	/* ShareFetch / ShareAcknowledge stay refused, not rewritten */
+	/* KIP-932 NodeEndpoints: ShareFetch / ShareAcknowledge v1-2; v0 (the
+	 * early access of Kafka 4.0) is refused, not parsed */
 	cr_assert_not(kc_response_needs_rewrite(78, 0));
 	cr_assert_not(kc_response_needs_rewrite(79, 0));
+	for (v = 1; v <= 2; v++) {
+		cr_assert(kc_response_needs_rewrite(78, (int16_t)v));
+		cr_assert(kc_response_needs_rewrite(79, (int16_t)v));
+	}
+	cr_assert_not(kc_response_needs_rewrite(78, 3));
+	cr_assert_not(kc_response_needs_rewrite(79, 3));
 	cr_assert_not(kc_response_needs_rewrite(2, 0));
 	cr_assert_not(kc_response_needs_rewrite(3, -1));
 	cr_assert_not(kc_response_needs_rewrite(0, -1));

@@ -2,7 +2,7 @@
  * test_sni_rewrite — the metadata rewrite of an SNI gateway (gateway = sni):
  * every address-bearing response the rewriter handles (Metadata 0-13,
  * FindCoordinator 0-6, DescribeCluster 0-2, the NodeEndpoints of Produce
- * v10-13 and Fetch v16-17) comes out naming each broker by
+ * v10-13 and Fetch v16-18) comes out naming each broker by
  * sni_broker_pattern with its node id, on the one bootstrap port, byte for
  * byte as the same fixture built with those addresses. The map is the
  * worker's SNI map in miniature (sni_format + the bootstrap port), over any
@@ -170,14 +170,14 @@ Test(sni_rewrite, long_names_grow_the_output)
 	check_all(UPX, LONG_PAT);
 }
 
-/* Fetch v16/v17 NodeEndpoints, through the shared fixture options. */
+/* Fetch v16-18 NodeEndpoints, through the shared fixture options. */
 Test(sni_rewrite, fetch_node_endpoints)
 {
 	struct sni_nodes s;
 	struct bb in, exp;
 
 	sni_nodes(&s, UPX, PAT);
-	for (int v = 16; v <= 17; v++) {
+	for (int v = 16; v <= 18; v++) {
 		struct fe_opts fu = { 0 }, fx = { 0 };
 		fu.ne = UPX;
 		fu.nne = 3;

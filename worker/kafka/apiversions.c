@@ -4,9 +4,9 @@
  * of upstream responses, the synthetic UNSUPPORTED_VERSION reply, and the
  * requests of the worker's own metadata fetch.
  *
- * Sources: apache/kafka ApiVersionsRequest/Response.json (0-4, flexible 3+,
- * response header always v0), KIP-511 (v0-body fallback on
- * UNSUPPORTED_VERSION), MetadataRequest.json (field versions), and the
+ * Sources: apache/kafka ApiVersionsRequest/Response.json (0-5, flexible 3+,
+ * response header always v0; v4 and v5 change the request only), KIP-511
+ * (v0-body fallback on UNSUPPORTED_VERSION), MetadataRequest.json (field versions), and the
  * "listeners" of each message schema for the refused list.
  */
 #include "worker/kafka/apiversions.h"
@@ -17,75 +17,131 @@
 #include "worker/kafka/rewrite_priv.h"
 
 /*
- * Versions the proxy lets through, per API it parses.  Raising a cap is a
- * one-line change here (once the parser handles the new version).
+ * The version policy: one row per API ferry caps or refuses, each with its
+ * written reason.  docs/operations.md shows this table (rendered from it and
+ * compared by tests/unit/test_api_doc.c), and the real-Kafka suite reads it
+ * (tests/peers/api_policy) to fail when a broker advertises a version or a
+ * key that ferry drops without a reason here.
  *
- * Produce stops at 12 although rewrite_endpoints.c also parses v13 (TopicId
- * instead of the topic name, KIP-516, Kafka 4.x): that layout comes from the
- * schema, has not been checked against a real broker, and v13 gives the
- * proxy nothing v12 does not.  Fetch v18 (Kafka 4.x) is not parsed.
+ * A cap is the newest version whose layout ferry parses, checked against
+ * the schemas of Kafka 4.4.0 (apache/kafka clients/src/main/resources/
+ * common/message) and a real broker: a newer one is not let through until
+ * its schema has been read.  `held` says why versions above the cap that
+ * Kafka already defines are not let through; NULL when the cap is the
+ * newest version known.  Raising a cap is a one-line change here (once the
+ * parser handles the new version).
  */
-static const struct kc_api_cap {
-	int16_t key, min, max;
-} kc_caps[] = {
-	{ 0, 0, 12 },	/* Produce (acks; v10+ NodeEndpoints rewritten) */
-	{ 1, 0, 17 },	/* Fetch (v16+ NodeEndpoints rewritten) */
-	{ 3, 0, 13 },	/* Metadata (rewritten) */
-	{ 10, 0, 6 },	/* FindCoordinator (rewritten) */
-	{ 17, 0, 1 },	/* SaslHandshake */
-	{ 18, 0, 4 },	/* ApiVersions (intersected) */
-	{ 36, 0, 2 },	/* SaslAuthenticate */
-	{ 60, 0, 2 },	/* DescribeCluster (rewritten) */
-	{ 78, 1, 2 },	/* ShareFetch (NodeEndpoints rewritten; v0 was early access) */
-	{ 79, 1, 2 },	/* ShareAcknowledge (NodeEndpoints rewritten) */
-};
+static const char why_zk[] = "ZooKeeper-era controller-to-broker API (removed in Kafka 4.0)";
+static const char why_quorum[] = "KRaft quorum (controller-to-controller) API";
+static const char why_share_fetch[] = "share groups (KIP-932): NodeEndpoints of the "
+    "responses rewritten. v0 was the early access of Kafka 4.0 (removed in 4.1) and is "
+    "not parsed";
+static const char why_share_state[] =
+    "inter-broker: share-partition leader to share coordinator (share-group state)";
 
-/* Refused keys; see apiversions.h for why each is here. */
-static const int16_t kc_refused[] = {
-	4, 5, 6, 7,		/* LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown */
-	27,			/* WriteTxnMarkers */
-	52, 53, 54, 55, 56,	/* Vote, Begin/EndQuorumEpoch, DescribeQuorum, AlterPartition */
-	58, 59,			/* Envelope, FetchSnapshot */
-	62, 63,			/* BrokerRegistration, BrokerHeartbeat */
-	67,			/* AllocateProducerIds */
-	70,			/* ControllerRegistration */
-	73,			/* AssignReplicasToDirs */
-	80, 81, 82,		/* Add/Remove/UpdateRaftVoter */
-	83, 84, 85, 86, 87,	/* share-group state (share coordinator RPCs) */
+static const struct kc_api_policy kc_policy[] = {
+	{ 0, KC_POLICY_CAP, 0, 13, "KIP-951 NodeEndpoints of v10+ responses rewritten; "
+	    "acks read from every request (acks=0 is never answered). v13 names topics by "
+	    "id (KIP-516), which changes no address", NULL },
+	{ 1, KC_POLICY_CAP, 0, 18, "KIP-951 NodeEndpoints of v16+ responses rewritten. "
+	    "v18 (KIP-1166) adds a follower's high watermark to the request only", NULL },
+	{ 3, KC_POLICY_CAP, 0, 13, "broker addresses rewritten", NULL },
+	{ 4, KC_POLICY_REFUSED, 0, -1, why_zk, NULL },
+	{ 5, KC_POLICY_REFUSED, 0, -1, why_zk, NULL },
+	{ 6, KC_POLICY_REFUSED, 0, -1, why_zk, NULL },
+	{ 7, KC_POLICY_REFUSED, 0, -1, "broker-to-controller API (shutdown of a broker)",
+	    NULL },
+	{ 10, KC_POLICY_CAP, 0, 6, "coordinator addresses rewritten", NULL },
+	{ 17, KC_POLICY_CAP, 0, 1, "read: the mechanism and outcome of pass-through SASL",
+	    NULL },
+	{ 18, KC_POLICY_CAP, 0, 5, "intersected with this policy; a higher version is "
+	    "answered UNSUPPORTED_VERSION (KIP-511) and the client retries lower. v5 "
+	    "(KIP-1242) sends the client's cluster and node id for the broker to check: ferry "
+	    "connects a broker port to the broker of that node id", NULL },
+	{ 27, KC_POLICY_REFUSED, 0, -1, "inter-broker: the transaction coordinator writes "
+	    "commit and abort markers to partition leaders", NULL },
+	{ 36, KC_POLICY_CAP, 0, 2, "read: the outcome of pass-through SASL", NULL },
+	{ 52, KC_POLICY_REFUSED, 0, -1, why_quorum, NULL },
+	{ 53, KC_POLICY_REFUSED, 0, -1, why_quorum, NULL },
+	{ 54, KC_POLICY_REFUSED, 0, -1, why_quorum, NULL },
+	{ 55, KC_POLICY_REFUSED, 0, -1, "controller quorum: v2 responses list the "
+	    "controllers' listener addresses, which ferry neither rewrites nor serves",
+	    NULL },
+	{ 56, KC_POLICY_REFUSED, 0, -1, "broker-to-controller API (ISR changes)", NULL },
+	{ 58, KC_POLICY_REFUSED, 0, -1, "broker-to-controller API (forwarded requests)",
+	    NULL },
+	{ 59, KC_POLICY_REFUSED, 0, -1, why_quorum, NULL },
+	{ 60, KC_POLICY_CAP, 0, 2, "broker addresses rewritten; a list of controllers "
+	    "(EndpointType 2) is answered empty", NULL },
+	{ 62, KC_POLICY_REFUSED, 0, -1, "broker-to-controller API (registration)", NULL },
+	{ 63, KC_POLICY_REFUSED, 0, -1, "broker-to-controller API (heartbeat)", NULL },
+	{ 67, KC_POLICY_REFUSED, 0, -1, "broker-to-controller API (producer id blocks)",
+	    NULL },
+	{ 70, KC_POLICY_REFUSED, 0, -1, why_quorum, NULL },
+	{ 73, KC_POLICY_REFUSED, 0, -1, "broker-to-controller API (log directories)", NULL },
+	{ 78, KC_POLICY_CAP, 1, 2, why_share_fetch, NULL },
+	{ 79, KC_POLICY_CAP, 1, 2, why_share_fetch, NULL },
+	{ 80, KC_POLICY_REFUSED, 0, -1, "controller quorum membership: the request carries "
+	    "the controller's listener addresses; ferry fronts brokers, not controllers",
+	    NULL },
+	{ 81, KC_POLICY_REFUSED, 0, -1, "controller quorum membership: ferry does not "
+	    "expose the controllers (DescribeQuorum refused, DescribeCluster's controllers "
+	    "answered empty); manage them at the controllers", NULL },
+	{ 82, KC_POLICY_REFUSED, 0, -1, why_quorum, NULL },
+	{ 83, KC_POLICY_REFUSED, 0, -1, why_share_state, NULL },
+	{ 84, KC_POLICY_REFUSED, 0, -1, why_share_state, NULL },
+	{ 85, KC_POLICY_REFUSED, 0, -1, why_share_state, NULL },
+	{ 86, KC_POLICY_REFUSED, 0, -1, why_share_state, NULL },
+	{ 87, KC_POLICY_REFUSED, 0, -1, why_share_state, NULL },
+	{ 94, KC_POLICY_REFUSED, 0, -1, "controller quorum membership, like RemoveRaftVoter: "
+	    "ferry does not expose the controllers; manage them at the controllers", NULL },
 };
 
 #define NELEM(a)	(sizeof(a) / sizeof((a)[0]))
 
+const struct kc_api_policy *
+kc_api_policy(size_t *n)
+{
+	*n = NELEM(kc_policy);
+	return kc_policy;
+}
+
+static const struct kc_api_policy *
+kc_policy_of(int16_t api_key)
+{
+	size_t i;
+
+	for (i = 0; i < NELEM(kc_policy); i++)
+		if (kc_policy[i].key == api_key)
+			return &kc_policy[i];
+	return NULL;
+}
+
 bool
 kc_api_refused(int16_t api_key)
 {
-	size_t i;
+	const struct kc_api_policy *p;
 
 	/* Keys newer than the codec's table: their header layout is a guess
 	 * and nothing has vetted what their responses carry. */
 	if (api_key > KC_API_KEY_MAX_KNOWN)
 		return true;
-	for (i = 0; i < NELEM(kc_refused); i++)
-		if (kc_refused[i] == api_key)
-			return true;
-	return false;
+	p = kc_policy_of(api_key);
+	return p != NULL && p->kind == KC_POLICY_REFUSED;
 }
 
 bool
 kc_api_cap(int16_t api_key, int16_t *min, int16_t *max)
 {
-	size_t i;
+	const struct kc_api_policy *p = kc_policy_of(api_key);
 
-	for (i = 0; i < NELEM(kc_caps); i++) {
-		if (kc_caps[i].key != api_key)
-			continue;
-		if (min != NULL)
-			*min = kc_caps[i].min;
-		if (max != NULL)
-			*max = kc_caps[i].max;
-		return true;
-	}
-	return false;
+	if (p == NULL || p->kind != KC_POLICY_CAP)
+		return false;
+	if (min != NULL)
+		*min = p->min;
+	if (max != NULL)
+		*max = p->max;
+	return true;
 }
 
 bool
@@ -121,9 +177,10 @@ av_entry(struct kc_reader *r, int v, int16_t *key, int16_t *min, int16_t *max)
 }
 
 /*
- * Parses the body as version v (0-4); KC_OK or KC_MALFORMED with *why.  Bytes
- * after the end of the message (pos->end_off) are accepted: clients ignore
- * them, and the callers drop them.
+ * Parses the body as version v (0-5; v4 and v5 change only the request);
+ * KC_OK or KC_MALFORMED with *why.  Bytes after the end of the message
+ * (pos->end_off) are accepted: clients ignore them, and the callers drop
+ * them.
  */
 static int
 av_layout(const uint8_t *frame, size_t len, int v, struct av_pos *pos, const char **why)
@@ -174,7 +231,7 @@ av_parse(const uint8_t *frame, size_t len, int16_t rv, struct av_pos *pos,
 		kc_set_err(err, errlen, why);
 		return KC_MALFORMED;
 	}
-	if (rv <= 4 && av_layout(frame, len, rv, pos, &why) == KC_OK)
+	if (rv <= AV_MAX_VERSION && av_layout(frame, len, rv, pos, &why) == KC_OK)
 		return KC_OK;
 	/* KIP-511: a version the broker does not know is answered with a v0 body */
 	if (rv > 0 && av_layout(frame, len, 0, pos, &why0) == KC_OK &&

@@ -5,33 +5,24 @@
  * for clients ahead of the proxy, and the ApiVersions / Metadata requests the
  * worker builds for its own metadata fetch.
  *
- * Policy (one table each in apiversions.c):
- *  - Parsed APIs are capped to the versions the proxy can parse:
- *    Produce 0-12 and Fetch 0-17 (their v10+ / v16+ responses carry KIP-951
- *    NodeEndpoints, rewritten), Metadata 0-13, FindCoordinator 0-6,
- *    DescribeCluster 0-2, SaslHandshake 0-1, ApiVersions 0-4,
- *    SaslAuthenticate 0-2, ShareFetch 1-2 and ShareAcknowledge 1-2 (KIP-932:
- *    NodeEndpoints rewritten; their v0 was the early access of Kafka 4.0,
- *    not parsed).
+ * Policy: one table in apiversions.c (kc_api_policy()), a row per API that
+ * ferry caps or refuses, each with the reason, shown in docs/operations.md:
+ *  - Parsed APIs are capped to the versions ferry parses (Produce, Fetch,
+ *    Metadata, FindCoordinator, DescribeCluster, ShareFetch,
+ *    ShareAcknowledge: rewritten; ApiVersions: intersected; SaslHandshake,
+ *    SaslAuthenticate: read).
  *  - Refused APIs are dropped from ApiVersions and kc_request_allowed() is
- *    false for them: the ZooKeeper-era inter-broker APIs LeaderAndIsr,
- *    StopReplica, UpdateMetadata, ControlledShutdown (4-7); WriteTxnMarkers
- *    (27, coordinator to partition leader); the KRaft controller and quorum
- *    APIs Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum (its
- *    response carries controller listener addresses), AlterPartition,
- *    Envelope, FetchSnapshot (52-56, 58, 59), BrokerRegistration,
- *    BrokerHeartbeat (62, 63), AllocateProducerIds (67),
- *    ControllerRegistration (70), AssignReplicasToDirs (73), AddRaftVoter,
- *    RemoveRaftVoter, UpdateRaftVoter (80-82); and the share-coordinator
- *    inter-broker state APIs (83-87).
- *    UpdateFeatures (57) and UnregisterBroker (64) are Admin-client APIs
- *    served by brokers and carry no addresses: they are forwarded, and so
- *    are the group APIs whose responses carry no broker address (checked
- *    against the schemas): ConsumerGroupHeartbeat and ConsumerGroupDescribe
- *    (68, 69; KIP-848), ShareGroupHeartbeat and ShareGroupDescribe (76, 77)
- *    and the share-group offset APIs (90-92).  Their member ClientHost is
- *    the client's address as the broker saw it (the proxy's), not a
- *    broker's.
+ *    false for them: inter-broker, broker-to-controller and quorum APIs, the
+ *    controller-quorum APIs (ferry fronts brokers and does not expose the
+ *    controllers), and APIs whose responses carry addresses ferry does not
+ *    rewrite.  UpdateFeatures (57) and UnregisterBroker (64) are
+ *    Admin-client APIs served by brokers and carry no addresses: forwarded,
+ *    and so are the group APIs whose responses carry no broker address
+ *    (checked against the schemas): ConsumerGroupHeartbeat and
+ *    ConsumerGroupDescribe (68, 69; KIP-848), ShareGroupHeartbeat and
+ *    ShareGroupDescribe (76, 77) and the share-group offset APIs (90-92).
+ *    Their member ClientHost is the client's address as the broker saw it
+ *    (the proxy's), not a broker's.
  *  - Keys above KC_API_KEY_MAX_KNOWN (newer than the codec's table) are
  *    refused and dropped too: nothing has vetted what their responses carry.
  *  - Every other key is forwarded with the broker's range.
@@ -42,6 +33,22 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+enum kc_policy_kind { KC_POLICY_CAP, KC_POLICY_REFUSED };
+
+/* A row of the version policy. */
+struct kc_api_policy {
+	int16_t key;
+	enum kc_policy_kind kind;
+	int16_t min, max;	/* KC_POLICY_CAP: the versions let through */
+	const char *why;	/* why the API is capped or refused */
+	const char *held;	/* KC_POLICY_CAP: why versions above max that Kafka
+				 * defines are not let through; NULL: max is the
+				 * newest version known */
+};
+
+/* The policy rows, in key order; *n gets their count. */
+const struct kc_api_policy *kc_api_policy(size_t *n);
 
 /* kc_apiversions_find: the key is not in the response. */
 #define KC_APIVERSIONS_ABSENT		(-2)
@@ -69,7 +76,7 @@ bool kc_api_cap(int16_t api_key, int16_t *min, int16_t *max);
  * re-encoded (its varint may get narrower) and the size prefix recomputed.
  * A response whose body does not parse at request_version is accepted as a
  * v0 body when it carries error 35 (the broker's answer to a version it does
- * not support, KIP-511); request versions above 4 are accepted only that way.
+ * not support, KIP-511); request versions above 5 are accepted only that way.
  * Bytes left after a complete message are accepted (clients ignore them) and
  * dropped from the output; an error response (error_code != 0) is relayed
  * unparsed, byte for byte, trailing bytes and all.

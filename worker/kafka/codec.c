@@ -19,7 +19,7 @@
 
 /*
  * First flexible version of every known API key, -1 = never flexible.
- * apache/kafka message schemas (Kafka 4.x, key numbers from ApiKeys).
+ * apache/kafka message schemas (Kafka 4.4, key numbers from ApiKeys).
  */
 static const int8_t kc_flex_from[KC_API_KEY_MAX_KNOWN + 1] = {
 	[0] = 9,	/* Produce */
@@ -77,7 +77,7 @@ static const int8_t kc_flex_from[KC_API_KEY_MAX_KNOWN + 1] = {
 	[52] = 0,	/* Vote */
 	[53] = 1,	/* BeginQuorumEpoch */
 	[54] = 1,	/* EndQuorumEpoch */
-	/* 55 .. 92: flexible from v0 (zero-initialised) */
+	/* 55 .. 94: flexible from v0 (zero-initialised) */
 };
 
 void

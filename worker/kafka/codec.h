@@ -32,7 +32,7 @@ enum kc_status { KC_OK = 0, KC_NEED_MORE = 1, KC_MALFORMED = -1 };
 /* Kafka's generated code rejects longer strings on read and write. */
 #define KC_MAX_STRING		0x7fff
 /* Largest API key this codec has a name and a flexible-version rule for. */
-#define KC_API_KEY_MAX_KNOWN	92
+#define KC_API_KEY_MAX_KNOWN	94
 
 enum kc_api_key {
 	KC_API_PRODUCE = 0,

@@ -2,9 +2,9 @@
  * rewrite — replaces upstream broker addresses in Kafka responses with the
  * addresses the client must see (Metadata v0-13 brokers, FindCoordinator
  * v0-6 coordinators, DescribeCluster v0-2 brokers, the KIP-951 NodeEndpoints
- * of Produce v10-13 and Fetch v16-17 responses, the KIP-932 NodeEndpoints of
+ * of Produce v10-13 and Fetch v16-18 responses, the KIP-932 NodeEndpoints of
  * ShareFetch and ShareAcknowledge v1-2 responses) and applies the ApiVersions
- * intersection (key 18 v0-4).
+ * intersection (key 18 v0-5).
  *
  * A response is validated completely before anything is emitted or any
  * callback runs: every field of every version is walked, lengths are checked
@@ -53,8 +53,9 @@ struct kc_broker_map {
 /*
  * true exactly for the responses that can carry broker addresses (or need
  * the ApiVersions intersection), within the versions this codec parses:
- * Produce 10-13, Fetch 16-17, Metadata 0-13, FindCoordinator 0-6,
- * ApiVersions 0-4, DescribeCluster 0-2, ShareFetch 1-2, ShareAcknowledge 1-2.  The worker must accumulate these
+ * Produce 10-13, Fetch 16-18, Metadata 0-13, FindCoordinator 0-6,
+ * ApiVersions 0-5, DescribeCluster 0-2, ShareFetch 1-2, ShareAcknowledge
+ * 1-2.  The worker must accumulate these
  * whole and pass them to kc_rewrite_response.  Versions above these never
  * reach the worker's response path: kc_request_allowed refuses them.
  */

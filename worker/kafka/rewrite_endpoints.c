@@ -2,7 +2,7 @@
  * rewrite_endpoints — broker-address rewriting of the responses that carry
  * addresses besides Metadata and FindCoordinator: the brokers of
  * DescribeCluster (key 60, v0-2) and the KIP-951 NodeEndpoints of Produce
- * (v10+) and Fetch (v16+) responses.  Older Produce (v0-9) and Fetch (v0-15)
+ * (v10-13) and Fetch (v16-18) responses.  Older Produce (v0-9) and Fetch (v0-15)
  * responses are walked with the same code and copied unchanged.
  *
  * Like rewrite.c, every response is validated completely before the broker
@@ -60,8 +60,8 @@
  *                 tag 1 CurrentLeader { LeaderId int32, LeaderEpoch int32 },
  *                 tag 2 SnapshotId { EndOffset int64, Epoch int32 } (v12+) ] ]
  *   tag 0 NodeEndpoints, same element layout as Produce (v16+)
- *   v14, v15 and v17 change nothing in the response (KIP-405, KIP-903,
- *   KIP-853).
+ *   v14, v15, v17 and v18 change nothing in the response (KIP-405, KIP-903,
+ *   KIP-853, KIP-1166: v18 adds a follower's high watermark to the request).
  *
  * DescribeClusterResponse.json, flexible 0+ (so response header v1):
  *   ThrottleTimeMs int32, ErrorCode int16, ErrorMessage nullable string,

@@ -23,9 +23,9 @@
 /* Highest version each rewriter has a schema for. */
 #define MD_MAX_VERSION	13	/* Metadata */
 #define FC_MAX_VERSION	6	/* FindCoordinator */
-#define AV_MAX_VERSION	4	/* ApiVersions */
+#define AV_MAX_VERSION	5	/* ApiVersions */
 #define PR_MAX_VERSION	13	/* Produce */
-#define FE_MAX_VERSION	17	/* Fetch */
+#define FE_MAX_VERSION	18	/* Fetch */
 #define DC_MAX_VERSION	2	/* DescribeCluster */
 #define SH_MIN_VERSION	1	/* ShareFetch, ShareAcknowledge (v0: early access) */
 #define SH_MAX_VERSION	2

@@ -11,6 +11,7 @@ small: the whole set is a few tens of KiB.  The input layout of each harness
 is described at the top of its .c file.
 """
 import os
+import re
 import struct
 import sys
 
@@ -486,6 +487,48 @@ def gen_ipc():
     put("fuzz_ipc", "node-learned", msg(22, 5, nodemap(0, (3, b"::1", 19092))))
     # IPC_TICKET_KEYS (14): struct tlskeys, 256 bytes: n, pad, serial, 3 keys
     put("fuzz_ipc", "ticket-keys", msg(14, 5, struct.pack("=IIQ", 2, 0, 7) + bytes(range(240))))
+
+    # the admin channel: type numbers read from common/ipc.h, layouts of
+    # supervisor/adminproto.h (request: id, route, flags, body_len, n_errors,
+    # name[64], version[72], caller: listener, auth, have_cred, uid, gid, pid,
+    # addr[64], subject[256], connections query: limit, offset, by_client_id,
+    # by_principal, client_id[256], principal[256], cluster list query: given,
+    # states, sort, limit, offset, pad, names[1024])
+    text = open(os.path.join(root, "common", "ipc.h")).read()
+    body = re.sub(r"/\*.*?\*/", "", re.search(r"enum\s+ipc_type\s*\{(.*?)\};", text, re.S).group(1),
+                  flags=re.S)
+    types = {n.strip(): i for i, n in enumerate(x for x in body.split(",") if x.strip())}
+
+    def caller_control():
+        return struct.pack("=IIIIIi64s256s", 0, 0, 1, 1000, 1000, 4242, b"", b"")
+
+    def request(rid, route, flags=0, body_len=0, n_errors=0, name=b"", version=b"",
+                caller=None, query=None, listq=None):
+        return (struct.pack("=QIIII64s72s", rid, route, flags, body_len, n_errors, name,
+                            version) + (caller or caller_control()) +
+                (query or struct.pack("=IIII256s256s", 0, 0, 0, 0, b"", b"")) +
+                (listq or struct.pack("=IIIIII1024s", 0, 0, 0, 0, 0, 0, b"")))
+    req = types["IPC_ADMIN_REQUEST"]
+    put("fuzz_ipc", "admin-request-health", msg(req, 0, request(1, 1)))
+    put("fuzz_ipc", "admin-request-drain", msg(req, 0, request(2, 8, name=b"prod-a")))
+    put("fuzz_ipc", "admin-request-tcp", msg(req, 0, request(3, 3, caller=struct.pack(
+        "=IIIIIi64s256s", 1, 3, 0, 0, 0, 0, b"127.0.0.1:5555", b"CN=op"))))
+    put("fuzz_ipc", "admin-request-connections", msg(req, 0, request(
+        6, 12, name=b"prod-a", query=struct.pack("=IIII256s256s", 100, 5, 1, 0, b"rdkafka", b""))))
+    put("fuzz_ipc", "admin-request-clusters-query", msg(req, 0, request(
+        7, 3, listq=struct.pack("=IIIIII1024s", 1, (1 << 3) | (1 << 5), 2, 50, 100, 0,
+                                b"team-*,ops-[ab]"))))
+    put("fuzz_ipc", "admin-request-body", msg(req, 0, request(4, 6, flags=1, body_len=100)))
+    put("fuzz_ipc", "admin-request-rejected", msg(req, 0, request(
+        5, 5, flags=2, n_errors=2, version=b"sha256:" + b"0" * 64)
+        + b"<request>:1: unknown section [x]\0<request>:2: no [ferry]\0"))
+    put("fuzz_ipc", "admin-answer", msg(types["IPC_ADMIN_ANSWER"], 0,
+                                        struct.pack("=QIIII", 1, 200, 0, 3, 0) + b"{}\n"))
+    put("fuzz_ipc", "admin-answer-memfd", msg(types["IPC_ADMIN_ANSWER"], 0,
+                                              struct.pack("=QIIII", 1, 200, 1, 100000, 1)))
+    put("fuzz_ipc", "admin-creds", msg(types["IPC_ADMIN_CREDS"], 0, struct.pack(
+        "=II32s1024sIIII", 1, 5, b"\x01" * 32, b"/admin/health", 4, 3, 0, 0) + b"CERTKEY"))
+    put("fuzz_ipc", "admin-setup", msg(types["IPC_ADMIN_SETUP"], 0, struct.pack("=IIII", 1, 1, 1, 0)))
 
 
 # ---- fuzz_proxyproto: [mode] + PROXY header bytes | proxy_protocol_from ----

@@ -4,10 +4,10 @@ Real Apache Kafka behind ferry: the fixtures of tests/integration/realkafka.
 One 3-node KRaft cluster (tests/peers/kafka/kcluster.py, the broker
 scripts/install-kafka cached) serves every test of this package: it starts
 when the first test needs it and stops after the last (package scope), so
-the suite pays its start-up once. FERRY_KAFKA_DIR=DIR uses the
-cluster a developer started with `kcluster.py start --dir DIR` instead, and
-leaves it running. Each test starts its own ferryd in front
-of it (the parent conftest's Ferry, function scope) and uses topics and
+the suite pays its start-up once. FERRY_KAFKA_DIR=DIR uses the cluster a
+developer started with `kcluster.py start --dir DIR` instead, and leaves it
+running (the older line's package, older/, starts its own). Each test
+starts its own ferryd in front of it (the parent conftest's Ferry, function scope) and uses topics and
 groups of its own.
 
 The cluster's JVMs are recorded in DIR/pids under kcluster.run_root() and
@@ -74,19 +74,21 @@ def pytest_terminal_summary(terminalreporter):
                       f"package wall time {_timings.get('package_s', 0):.0f}s")
 
 
-@pytest.fixture(scope="package")
-def kafka_cluster(request):
-    """The package's running Kafka cluster (kcluster.Cluster)."""
+def package_cluster(request, nodes, timings, version=None):
+    """The body of a package-scoped cluster fixture (yield from it): a
+    cluster of `nodes` nodes of Kafka `version` (default: the pinned one)
+    started, yielded, stopped; timings gets version, started_in, stopped_in
+    and package_s (the fixture's wall time)."""
     try:
-        kcluster.classpath("broker")
+        kcluster.classpath("broker", version)
     except kcluster.NotInstalled as e:
         kafka_unavailable(str(e))
-    if os.environ.get("FERRY_KAFKA_DIR"):
+    if version is None and os.environ.get("FERRY_KAFKA_DIR"):
         # a developer's running cluster (kcluster.py start --dir DIR): used
-        # as it is and left running
+        # as it is and left running (the older line starts its own)
         c = kcluster.Cluster.load(os.environ["FERRY_KAFKA_DIR"])
         c.wait_ready(30.0, nodes=c.running_nodes())
-        _timings.update(started_in=0.0, version=c.version)
+        timings.update(started_in=0.0, version=c.version)
         yield c
         return
     root = kcluster.run_root()
@@ -94,25 +96,29 @@ def kafka_cluster(request):
     kcluster.reap(root)   # JVMs of a run that died before cleaning up
     d = tempfile.mkdtemp(prefix="it-", dir=root)
     t_pkg = time.monotonic()
-    c = kcluster.Cluster(d, nodes=KAFKA_NODES, port_alloc=allocate_ports)
-    failed = [False]
+    c = kcluster.Cluster(d, nodes=nodes, port_alloc=allocate_ports, version=version)
     try:
         c.start(timeout=KAFKA_READY_TIMEOUT)
     except BaseException:
-        failed[0] = True
         c.stop(grace=5.0)
         print(f"\nkept {d}")
         raise
-    _timings.update(started_in=c.started_in, version=c.version)
+    timings.update(started_in=c.started_in, version=c.version)
     yield c
     t0 = time.monotonic()
     c.stop()
-    _timings["stopped_in"] = time.monotonic() - t0
-    _timings["package_s"] = time.monotonic() - t_pkg
+    timings["stopped_in"] = time.monotonic() - t0
+    timings["package_s"] = time.monotonic() - t_pkg
     if os.environ.get("FERRY_KEEP_TMP") or request.session.testsfailed:
         print(f"\nkept {d}")
     else:
         shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="package")
+def kafka_cluster(request):
+    """The package's running Kafka cluster (kcluster.Cluster)."""
+    yield from package_cluster(request, KAFKA_NODES, _timings)
 
 
 class KafkaUpstream:
@@ -123,11 +129,10 @@ class KafkaUpstream:
         self.bootstrap = cluster.bootstrap(listener)
 
 
-@pytest.fixture
-def kafka_ferry(kafka_cluster, keeper, workdir, request):
-    """kafka_ferry(workers=1, listener="PLAINTEXT", **Ferry kwargs) -> a
-    started ferryd with one virtual cluster ("kafka") in front of the
-    package's cluster's `listener` (SSL, SASL_SSL, MTLS: upstream TLS verified
+def ferry_for(cluster, keeper, workdir, request):
+    """make(workers=1, listener="PLAINTEXT", upstream=None, **Ferry kwargs)
+    -> a started ferryd with one virtual cluster ("kafka") in front of
+    `cluster`'s `listener` (SSL, SASL_SSL, MTLS: upstream TLS verified
     against the cluster's CA); node ids 1-3 as the brokers'. cluster_keys
     adds keys to the [cluster] section; upstream replaces the bootstrap
     list."""
@@ -136,17 +141,24 @@ def kafka_ferry(kafka_cluster, keeper, workdir, request):
         if listener.endswith("SSL") or listener == "MTLS":
             # TLS to the brokers, their certificate and name checked
             # against the cluster's throwaway CA
-            keys.update({"upstream_tls": "on", "upstream_ca": kafka_cluster.dir / "tls" / "ca.crt"})
+            keys.update({"upstream_tls": "on", "upstream_ca": cluster.dir / "tls" / "ca.crt"})
         keys.update(kw.pop("cluster_keys", {}))
         kw["cluster_keys"] = keys
-        up = KafkaUpstream(kafka_cluster, listener)
+        up = KafkaUpstream(cluster, listener)
         up.bootstrap = upstream or up.bootstrap
         f = Ferry(keeper, workdir, {CLUSTER: up}, **kw)
         register_log(request, "ferryd", f.log_path)
-        for n in kafka_cluster.nodes.values():
+        for n in cluster.nodes.values():
             register_log(request, f"kafka node {n.id}", n.dir / "server.log")
         return f.start()
     return make
+
+
+@pytest.fixture
+def kafka_ferry(kafka_cluster, keeper, workdir, request):
+    """kafka_ferry(workers=1, listener="PLAINTEXT", **Ferry kwargs): ferry_for
+    the package's cluster."""
+    return ferry_for(kafka_cluster, keeper, workdir, request)
 
 
 def unique_name(prefix):
@@ -173,18 +185,26 @@ def ferry_addresses(ferry):
     return {f"127.0.0.1:{p}" for p in ferry.clusters[CLUSTER]["brokers"]}
 
 
-@pytest.fixture
-def run_client(kafka_cluster, workdir, request):
-    """run_client(name, ferry, opts, timeout=120) -> clients.Run, under
-    strace; the connects to the brokers' ports are counted as upstream dials."""
-    def run(name, ferry, opts, timeout=120):
-        why = clients.problem(name)
+def client_runner(cluster, workdir, request, version=None):
+    """run(name, ferry, opts, timeout=120, env=None) -> clients.Run, under
+    strace; the connects to `cluster`'s ports are counted as upstream dials;
+    version: the Java client's (default: the pinned one)."""
+    def run(name, ferry, opts, timeout=120, env=None):
+        why = clients.problem(name, version)
         if why:
             kafka_unavailable(why)
         r = clients.run(name, opts, timeout=timeout, allowed_ports=ferry_ports(ferry),
-                        forbidden_ports=kafka_cluster.all_ports(), workdir=str(workdir))
+                        forbidden_ports=cluster.all_ports(), workdir=str(workdir), env=env,
+                        version=version)
         log = workdir / f"{name}-{opts.get('mode', 'run')}-{int(time.time() * 1000)}.log"
         log.write_text(r.describe())
         register_log(request, f"client {name}", log)
         return r
     return run
+
+
+@pytest.fixture
+def run_client(kafka_cluster, workdir, request):
+    """run_client(name, ferry, opts, timeout=120, env=None): client_runner of
+    the package's cluster."""
+    return client_runner(kafka_cluster, workdir, request)

@@ -44,29 +44,38 @@ def check_run(r, ferry, mode):
     assert not r.dial_problems(), "\n".join(r.dial_problems()) + "\n" + r.describe()
 
 
+def produce_then_consume(run_client, cluster, ferry, client, topic, count=COUNT, env=None):
+    """The core scenario with one client: `count` records produced
+    idempotently with acks=all, then consumed by a new group that commits.
+    Checks exact counts, the log's end offsets and the group's committed
+    offsets (asked through ferry). Returns the two clients.Run."""
+    group = unique_name(f"g-{client}")
+    base = {"bootstrap": ferry.bootstrap(CLUSTER), "topic": topic, "count": count,
+            "run-id": unique_name("r"), "timeout": 90}
+
+    p = run_client(client, ferry, {**base, "mode": "produce", "acks": "all", "idempotent": "true"},
+                   env=env)
+    check_run(p, ferry, "produce")
+    assert p.result["produced"] == count and p.result["acked"] == count, p.describe()
+    ends = cluster.end_offsets(topic)
+    assert sum(ends.values()) == count, f"the log holds {ends} for {count} records produced"
+
+    c = run_client(client, ferry, {**base, "mode": "consume", "group": group}, env=env)
+    check_run(c, ferry, "consume")
+    res = c.result
+    assert (res["consumed"], res["unique"], res["duplicates"], res["missing"], res["foreign"]) == \
+        (count, count, 0, 0, 0), c.describe()
+    if res.get("committed") is not None:
+        assert res["committed"] == count, c.describe()
+    committed = committed_through(ferry, group, topic, len(ends))
+    assert committed == ends, f"group {group} committed {committed}, log ends at {ends}"
+    return p, c
+
+
 @pytest.mark.parametrize("workers", [1, 2], ids=["w1", "w2"])
 @pytest.mark.parametrize("client", clients.CLIENTS)
 def test_idempotent_produce_and_group_consume(kafka_cluster, kafka_ferry, kafka_topic, run_client,
                                               client, workers):
     ferry = kafka_ferry(workers=workers)
     topic = kafka_topic(f"s1-{client}-w{workers}")
-    group = unique_name(f"g-{client}")
-    run_id = unique_name("r")
-    base = {"bootstrap": ferry.bootstrap(CLUSTER), "topic": topic, "count": COUNT,
-            "run-id": run_id, "timeout": 90}
-
-    p = run_client(client, ferry, {**base, "mode": "produce", "acks": "all", "idempotent": "true"})
-    check_run(p, ferry, "produce")
-    assert p.result["produced"] == COUNT and p.result["acked"] == COUNT, p.describe()
-    ends = kafka_cluster.end_offsets(topic)
-    assert sum(ends.values()) == COUNT, f"the log holds {ends} for {COUNT} records produced"
-
-    c = run_client(client, ferry, {**base, "mode": "consume", "group": group})
-    check_run(c, ferry, "consume")
-    res = c.result
-    assert (res["consumed"], res["unique"], res["duplicates"], res["missing"], res["foreign"]) == \
-        (COUNT, COUNT, 0, 0, 0), c.describe()
-    if res.get("committed") is not None:
-        assert res["committed"] == COUNT, c.describe()
-    committed = committed_through(ferry, group, topic, len(ends))
-    assert committed == ends, f"group {group} committed {committed}, log ends at {ends}"
+    produce_then_consume(run_client, kafka_cluster, ferry, client, topic)

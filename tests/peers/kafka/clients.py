@@ -56,9 +56,10 @@ def venv_python():
     return found[0] / "venv" / "bin" / "python" if found else None
 
 
-def problem(name):
-    """Why client `name` cannot run here (None when it can)."""
-    home = kcluster.kafka_home()
+def problem(name, version=None):
+    """Why client `name` cannot run here (None when it can); version: the
+    Java client's (default: the pinned kafka.version)."""
+    home = kcluster.kafka_home(version)
     if name == "java":
         if not (home / ".java-client.stamp").exists():
             return f"{home}/java-client missing (run scripts/install-kafka)"
@@ -72,9 +73,10 @@ def problem(name):
     return f"unknown client {name}"
 
 
-def java_argv(main_class, args):
-    """A Java peer program (java/*.java, compiled into the cache)."""
-    home = kcluster.kafka_home()
+def java_argv(main_class, args, version=None):
+    """A Java peer program (java/*.java, compiled into the cache against
+    kafka-clients `version`, default the pinned one)."""
+    home = kcluster.kafka_home(version)
     cp = f"{home / 'java-client'}:{home / 'client'}/*"
     return [kcluster.java_bin(), *JAVA_CLIENT_OPTS, "-cp", cp, main_class, *args]
 
@@ -91,11 +93,12 @@ def opt_args(opts):
     return args
 
 
-def argv_of(name, opts):
-    """The command line of peer `name` with options `opts`."""
+def argv_of(name, opts, version=None):
+    """The command line of peer `name` with options `opts` (version: the
+    Java client's)."""
     args = opt_args(opts)
     if name == "java":
-        return java_argv("Client", args)
+        return java_argv("Client", args, version)
     if name in ("franz-go", "sarama"):
         return [str(go_dir() / ("franz" if name == "franz-go" else "sarama")), *args]
     if name in ("confluent-kafka", "kafka-python"):
@@ -182,12 +185,14 @@ class Run:
 
 
 def run(name, opts, timeout=120, strace=True, allowed_ports=(), forbidden_ports=(), workdir=None,
-        env=None):
-    """Runs peer `name` to completion (killed after `timeout`) and returns a Run."""
-    why = problem(name)
+        env=None, version=None):
+    """Runs peer `name` to completion (killed after `timeout`) and returns a
+    Run; version: the Java client's kafka-clients (default: the pinned one,
+    kcluster.older_kafka_version() for the older line)."""
+    why = problem(name, version)
     if why:
         raise kcluster.NotInstalled(why)
-    argv = argv_of(name, opts)
+    argv = argv_of(name, opts, version)
     log_path = None
     full = argv
     if strace:

@@ -5,7 +5,9 @@ scripts/demo and scripts/bench.
 
 The broker is the one scripts/install-kafka put into the cache
 (${FERRY_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/ferry}/kafka-VERSION/broker,
-VERSION pinned in pom.xml beside this file). Nothing is downloaded here.
+VERSION pinned in pom.xml beside this file: kafka.version, or
+kafka.older.version for the older line, Kafka 3.9, which logs through
+log4j 1 / reload4j instead of log4j2). Nothing is downloaded here.
 
 A cluster lives in one directory:
 
@@ -14,7 +16,7 @@ A cluster lives in one directory:
     tls/            throwaway CA (ca.crt), the brokers' PEM keystore
                     (server.pem: key + chain, names localhost and 127.0.0.1)
                     and a client certificate (client.crt, client.key)
-    log4j2.properties
+    log4j2.properties  (log4j.properties for Kafka 3.x)
     node-N/         server.properties, data/, server.log, stdout.log
 
 Every node has six listeners on 127.0.0.1, each on a free port:
@@ -42,9 +44,9 @@ of clusters whose owner process is gone (a crashed run).
 
 CLI:
 
-    kcluster.py start --nodes 3 --dir D [--owner PID]   # detached; prints JSON
-    kcluster.py run --nodes 1 --dir D [--topic T:P]     # attached: prints JSON, stops
-                                                        # when stdin closes (scripts/demo)
+    kcluster.py start --nodes 3 --dir D [--owner PID] [--older]  # detached; prints JSON
+    kcluster.py run --nodes 1 --dir D [--topic T:P] [--older]    # attached: prints JSON,
+                                                        # stops when stdin closes (scripts/demo)
     kcluster.py stop --dir D
     kcluster.py status --dir D
     kcluster.py apiversions HOST:PORT                    # {key: [min, max]}
@@ -111,11 +113,22 @@ def log(msg):
 # where things are
 # --------------------------------------------------------------------------
 
-def kafka_version():
-    m = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", POM.read_text())
+def kafka_version(prop="kafka.version"):
+    """The pinned version: kafka.version, or kafka.older.version (the older
+    line, older_kafka_version())."""
+    m = re.search(rf"<{re.escape(prop)}>([^<]+)</{re.escape(prop)}>", POM.read_text())
     if not m:
-        raise KafkaError(f"{POM}: no <kafka.version>")
+        raise KafkaError(f"{POM}: no <{prop}>")
     return m.group(1).strip()
+
+
+def older_kafka_version():
+    return kafka_version("kafka.older.version")
+
+
+def uses_log4j1(version):
+    """Kafka 3.x logs through log4j 1 (reload4j); 4.x through log4j2."""
+    return int(version.split(".")[0]) < 4
 
 
 def cache_root():
@@ -316,6 +329,19 @@ logger.authorizer.name = kafka.authorizer.logger
 logger.authorizer.level = WARN
 """
 
+# The same for Kafka 3.x (log4j 1's format, read by reload4j).
+LOG4J1 = """\
+# Written by kcluster.py. One file per node: ${kafka.logs.dir}/server.log
+log4j.rootLogger=INFO, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File=${kafka.logs.dir}/server.log
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.state.change.logger=WARN
+log4j.logger.kafka.request.logger=WARN
+log4j.logger.kafka.authorizer.logger=WARN
+"""
+
 _live = set()          # clusters this process started and has not stopped
 _live_lock = threading.Lock()
 _handlers_installed = False
@@ -424,7 +450,10 @@ class Cluster:
 
     def _setup(self):
         self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "log4j2.properties").write_text(LOG4J2)
+        if uses_log4j1(self.version):
+            (self.dir / "log4j.properties").write_text(LOG4J1)
+        else:
+            (self.dir / "log4j2.properties").write_text(LOG4J2)
         self.tls = make_tls(self.dir / "tls", names=(self.host,))
         self.cluster_id = kafka_uuid()
         for i in range(1, self._initial + 1):
@@ -478,9 +507,6 @@ class Cluster:
             "transaction.state.log.replication.factor": self._rf(),
             "transaction.state.log.min.isr": self._isr(),
             "transaction.state.log.num.partitions": 5,
-            "share.coordinator.state.topic.replication.factor": self._rf(),
-            "share.coordinator.state.topic.min.isr": self._isr(),
-            "share.coordinator.state.topic.num.partitions": 3,
             "group.initial.rebalance.delay.ms": 0,
             # SASL on SASL_PLAINTEXT and SASL_SSL
             "sasl.enabled.mechanisms": ",".join(MECHANISMS),
@@ -492,6 +518,11 @@ class Cluster:
             "ssl.client.auth": "requested",
             "listener.name.mtls.ssl.client.auth": "required",
         }
+        if not uses_log4j1(self.version):
+            # share groups (KIP-932) exist from Kafka 4.0 on
+            kv.update({"share.coordinator.state.topic.replication.factor": self._rf(),
+                       "share.coordinator.state.topic.min.isr": self._isr(),
+                       "share.coordinator.state.topic.num.partitions": 3})
         for lst in ("sasl_plaintext", "sasl_ssl"):
             kv[f"listener.name.{lst}.plain.sasl.jaas.config"] = jaas_plain
             kv[f"listener.name.{lst}.scram-sha-256.sasl.jaas.config"] = jaas_scram
@@ -510,8 +541,7 @@ class Cluster:
         for n in nodes:
             self._write_config(n)
             argv = [java_bin(), "-Xmx256m", *self.jvm_opts, "-cp", classpath("broker", self.version),
-                    f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}",
-                    f"-Dkafka.logs.dir={n.dir}",
+                    self._log_config(), f"-Dkafka.logs.dir={n.dir}",
                     "kafka.tools.StorageTool", "format", "-t", self.cluster_id,
                     "-c", str(n.dir / "server.properties")]
             if initial:
@@ -563,9 +593,13 @@ class Cluster:
         return c
 
     # ---- processes ----
+    def _log_config(self):
+        if uses_log4j1(self.version):
+            return f"-Dlog4j.configuration=file:{self.dir / 'log4j.properties'}"
+        return f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}"
+
     def _spawn(self, n):
-        argv = [java_bin(), *self.heap, *self.jvm_opts,
-                f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}",
+        argv = [java_bin(), *self.heap, *self.jvm_opts, self._log_config(),
                 f"-Dkafka.logs.dir={n.dir}",
                 "-cp", classpath("broker", self.version), "kafka.Kafka",
                 str(n.dir / "server.properties")]
@@ -900,6 +934,8 @@ def main(argv=None):
     s.add_argument("--timeout", type=float, default=DEFAULT_READY_TIMEOUT)
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="broker config override (repeatable)")
+    s.add_argument("--older", action="store_true",
+                   help="the older line (kafka.older.version of pom.xml) instead of kafka.version")
     r = sub.add_parser("run", help="start a cluster attached to this process: print its JSON, "
                        "stop it when stdin closes or on SIGINT/SIGTERM; its JVMs die with this "
                        "process")
@@ -907,6 +943,8 @@ def main(argv=None):
     r.add_argument("--dir", required=True)
     r.add_argument("--topic", action="append", default=[], metavar="NAME:PARTITIONS")
     r.add_argument("--timeout", type=float, default=DEFAULT_READY_TIMEOUT)
+    r.add_argument("--older", action="store_true",
+                   help="the older line (kafka.older.version of pom.xml) instead of kafka.version")
     for name, h in (("stop", "stop every node of the cluster in DIR"),
                     ("status", "the cluster's JSON and which nodes run")):
         p = sub.add_parser(name, help=h)
@@ -934,6 +972,7 @@ def main(argv=None):
         c = Cluster(a.dir, nodes=a.nodes, heap=(f"-Xms{min(128, int(a.heap.rstrip('m')))}m",
                                                  f"-Xmx{a.heap}"),
                     overrides=overrides, detached=True, owner=a.owner,
+                    version=older_kafka_version() if a.older else None,
                     jvm_opts=BASE_JVM_OPTS if a.full_jit else DEFAULT_JVM_OPTS)
         try:
             c.start(timeout=a.timeout)
@@ -944,7 +983,8 @@ def main(argv=None):
     elif a.cmd == "run":
         # not detached: stopped at exit and on SIGTERM/SIGINT/SIGHUP, and
         # its JVMs get SIGKILL when this process dies (PR_SET_PDEATHSIG)
-        c = Cluster(a.dir, nodes=a.nodes)
+        c = Cluster(a.dir, nodes=a.nodes,
+                    version=older_kafka_version() if a.older else None)
         try:
             c.start(timeout=a.timeout)
             for t in a.topic:

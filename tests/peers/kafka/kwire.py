@@ -1,11 +1,12 @@
 """
 kwire — the few Kafka requests the real-Kafka harness makes itself, over a
 plain socket (no client library, so readiness and checks do not depend on
-the clients under test): ApiVersions v0, Metadata v1, CreateTopics v4,
-ListOffsets v1, Produce v12 and Fetch v17 with the KIP-951 leader hints of
-their responses (CurrentLeader, NodeEndpoints), and a diff of two
-ApiVersions answers with the API names read from the pinned kafka-clients
-jar's message schemas.
+the clients under test): ApiVersions v0 and v5 (KIP-1242's cluster and node
+check), Metadata v1 and v12 (topic ids, the cluster id), CreateTopics v4,
+ListOffsets v1, Produce v12/v13 and Fetch v17/v18 with the KIP-951 leader
+hints of their responses (CurrentLeader, NodeEndpoints), any flexible
+request as raw bytes, and a diff of two ApiVersions answers with the API
+names read from the pinned kafka-clients jar's message schemas.
 """
 
 import base64
@@ -218,7 +219,8 @@ def api_versions_diff(broker, proxy, names=None):
 
 
 # --------------------------------------------------------------------------
-# flexible versions: Produce v12 and Fetch v17 with their KIP-951 hints
+# flexible versions: Produce v12/v13 and Fetch v17/v18 with their KIP-951
+# hints, Metadata v12, ApiVersions v5, raw flexible requests
 # --------------------------------------------------------------------------
 
 def _varint(n):
@@ -305,7 +307,9 @@ def _node_endpoints(r):
     return r.array(one)
 
 
-def _flex_roundtrip(host, port, api_key, version, body, timeout, corr):
+def _flex_roundtrip(host, port, api_key, version, body, timeout, corr, header_tags=True):
+    """One request with header v2; the response's reader after its header
+    (v1, with a tag section; header_tags=False: v0, as ApiVersions')."""
     cid = b"ferry-kwire"
     req = struct.pack(">hhih", api_key, version, corr, len(cid)) + cid + b"\x00" + body
     with socket.create_connection((host, port), timeout=timeout) as s:
@@ -316,21 +320,114 @@ def _flex_roundtrip(host, port, api_key, version, body, timeout, corr):
     r = _Flex(resp)
     if r.unpack(">i") != corr:
         raise KafkaError(f"{host}:{port}: correlation id mismatch")
-    r.tags()   # response header v1
+    if header_tags:
+        r.tags()   # response header v1
     return r
 
 
-def produce_v12(host, port, topic, partition, values, acks=-1, timeout=10.0, corr=11):
-    """Produce v12 of one batch to one partition: {"partitions": {index:
-    {"error", "base_offset", "current_leader": {...} or None}},
-    "node_endpoints": [{"node_id", "host", "port", "rack"}] or None}
-    (the KIP-951 hints the response carries)."""
+def _uuid(topic_id):
+    """16 raw bytes of a topic id given as bytes or in its base64 text form."""
+    if isinstance(topic_id, str):
+        return base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4))
+    return topic_id
+
+
+def topic_id_text(raw):
+    """The text form of a topic id (as Kafka prints it)."""
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def metadata_v12(host, port, topics=(), timeout=5.0, corr=13):
+    """Metadata v12 (flexible; topic ids): {"cluster_id", "controller",
+    "brokers": {node_id: (host, port)}, "topics": {name: {"error",
+    "topic_id" (text form), "partitions": {index: {"error", "leader",
+    "leader_epoch", "replicas", "isr"}}}}}."""
+    body = uvarint(len(topics) + 1)
+    for t in topics:
+        body += b"\x00" * 16 + compact_string(t) + b"\x00"
+    body += b"\x00\x00\x00"   # no auto-creation, no authorized operations, tags
+    r = _flex_roundtrip(host, port, 3, 12, body, timeout, corr)
+    r.unpack(">i")   # throttle
+    brokers = {}
+
+    def broker():
+        nid, h, p, _rack = r.unpack(">i"), r.cstr(), r.unpack(">i"), r.cstr()
+        r.tags()
+        brokers[nid] = (h, p)
+    r.array(broker)
+    cluster_id, controller = r.cstr(), r.unpack(">i")
+    out = {}
+
+    def i32s():
+        return r.array(lambda: r.unpack(">i"))
+
+    def partition():
+        err, idx, leader, epoch = r.unpack(">hiii")
+        replicas, isr = i32s(), i32s()
+        i32s()   # offline replicas
+        r.tags()
+        return idx, {"error": err, "leader": leader, "leader_epoch": epoch, "replicas": replicas,
+                     "isr": isr}
+
+    def topic():
+        err, name, tid = r.unpack(">h"), r.cstr(), r.take(16)
+        r.unpack(">b")   # is_internal
+        parts = dict(r.array(partition))
+        r.unpack(">i")   # authorized operations
+        r.tags()
+        out[name] = {"error": err, "topic_id": topic_id_text(tid), "partitions": parts}
+    r.array(topic)
+    r.tags()
+    return {"cluster_id": cluster_id, "controller": controller, "brokers": brokers, "topics": out}
+
+
+def api_versions_v5(host, port, cluster_id=None, node_id=-1, timeout=5.0, corr=14):
+    """ApiVersions v5 (KIP-1242): the broker checks cluster_id and node_id
+    when a cluster id is given. (error_code, {api_key: (min, max)}); a
+    broker older than v5 answers UNSUPPORTED_VERSION (35) with a v0 body
+    listing the ApiVersions versions it knows (KIP-511)."""
+    body = (compact_string("ferry-kwire") + compact_string("1")
+            + compact_string(cluster_id) + struct.pack(">i", node_id) + b"\x00")
+    r = _flex_roundtrip(host, port, 18, 5, body, timeout, corr, header_tags=False)
+    err = r.unpack(">h")
+    keys = {}
+    if err == 35:
+        for _ in range(r.unpack(">i")):
+            k, lo, hi = r.unpack(">hhh")
+            keys[k] = (lo, hi)
+        return err, keys
+
+    def entry():
+        k, lo, hi = r.unpack(">hhh")
+        r.tags()
+        keys[k] = (lo, hi)
+    r.array(entry)
+    return err, keys
+
+
+def flexible_request(host, port, api_key, version, body, timeout=5.0, corr=15):
+    """A flexible request of any API, body as raw bytes: the response body
+    after its header (v1) as bytes. ConnectionError when the peer closes
+    the connection instead of answering (ferry refusing the API)."""
+    r = _flex_roundtrip(host, port, api_key, version, body, timeout, corr)
+    return r.b[r.o:]
+
+
+def produce(host, port, topic, partition, values, acks=-1, timeout=10.0, corr=11, version=12):
+    """Produce v12 or v13 of one batch to one partition (v13: `topic` is the
+    topic id, raw or text, KIP-516): {"partitions": {index: {"error",
+    "base_offset", "message", "current_leader": {...} or None}},
+    "node_endpoints": [{"node_id", "host", "port", "rack"}] or None} (the
+    KIP-951 hints the response carries)."""
+    if version not in (12, 13):
+        raise ValueError(f"Produce v{version}: kwire writes v12 and v13")
     batch = record_batch([v if isinstance(v, bytes) else v.encode() for v in values])
+    name = _uuid(topic) if version >= 13 else compact_string(topic)
     body = (b"\x00" + struct.pack(">hi", acks, int(timeout * 1000))       # null transactional id
-            + uvarint(2) + compact_string(topic)
+            + uvarint(2) + name
             + uvarint(2) + struct.pack(">i", partition) + compact_bytes(batch) + b"\x00"
             + b"\x00" + b"\x00")
-    r = _flex_roundtrip(host, port, 0, 12, body, timeout + 5, corr)
+    r = _flex_roundtrip(host, port, 0, version, body, timeout + 5, corr)
     parts = {}
 
     def part():
@@ -342,7 +439,10 @@ def produce_v12(host, port, topic, partition, values, acks=-1, timeout=10.0, cor
         parts[idx] = {"error": err, "base_offset": base, "message": msg, "current_leader": t.get(0)}
 
     def topic_resp():
-        r.cstr()
+        if version >= 13:
+            r.take(16)
+        else:
+            r.cstr()
         r.array(part)
         r.tags()
     r.array(topic_resp)
@@ -351,20 +451,26 @@ def produce_v12(host, port, topic, partition, values, acks=-1, timeout=10.0, cor
     return {"partitions": parts, "node_endpoints": t.get(0)}
 
 
-def fetch_v17(host, port, topic_id, partition, offset=0, leader_epoch=-1, timeout=10.0, corr=12):
-    """Fetch v17 of one partition (topic_id: the 16 raw bytes or its base64
-    text form), no wait: {"error", "partitions": {index: {"error",
-    "high_watermark", "current_leader": {...} or None}}, "node_endpoints":
-    [...] or None}."""
-    if isinstance(topic_id, str):
-        topic_id = base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4))
+def produce_v12(host, port, topic, partition, values, acks=-1, timeout=10.0, corr=11):
+    return produce(host, port, topic, partition, values, acks, timeout, corr, version=12)
+
+
+def fetch(host, port, topic_id, partition, offset=0, leader_epoch=-1, timeout=10.0, corr=12,
+          version=17):
+    """Fetch v17 or v18 of one partition (topic_id: the 16 raw bytes or its
+    base64 text form), no wait: {"error", "partitions": {index: {"error",
+    "high_watermark", "records" (bytes), "current_leader": {...} or None}},
+    "node_endpoints": [...] or None}. v18 differs from v17 by a tagged
+    field of the request only (a follower's high watermark), left out."""
+    if version not in (17, 18):
+        raise ValueError(f"Fetch v{version}: kwire writes v17 and v18")
     body = (struct.pack(">iiibii", 0, 1, 1 << 20, 0, 0, -1)   # max wait, min/max bytes, isolation, session
-            + uvarint(2) + topic_id
+            + uvarint(2) + _uuid(topic_id)
             + uvarint(2) + struct.pack(">iiqiqi", partition, leader_epoch, offset, -1, -1, 1 << 20)
             + b"\x00" + b"\x00"
             + uvarint(1)            # no forgotten topics
             + compact_string("") + b"\x00")   # rack id, tags
-    r = _flex_roundtrip(host, port, 1, 17, body, timeout + 5, corr)
+    r = _flex_roundtrip(host, port, 1, version, body, timeout + 5, corr)
     r.unpack(">i")   # throttle
     err, _session = r.unpack(">hi")
     parts = {}
@@ -374,9 +480,10 @@ def fetch_v17(host, port, topic_id, partition, offset=0, leader_epoch=-1, timeou
         r.unpack(">qq")   # last stable offset, log start offset
         r.array(lambda: r.unpack(">qq"))   # aborted transactions
         r.unpack(">i")    # preferred read replica
-        r.compact_bytes()  # records
+        recs = r.compact_bytes()
         t = r.tags({1: _leader_id_and_epoch})
-        parts[idx] = {"error": perr, "high_watermark": hw, "current_leader": t.get(1)}
+        parts[idx] = {"error": perr, "high_watermark": hw, "records": recs or b"",
+                      "current_leader": t.get(1)}
 
     def topic_resp():
         r.take(16)   # topic id
@@ -385,3 +492,9 @@ def fetch_v17(host, port, topic_id, partition, offset=0, leader_epoch=-1, timeou
     r.array(topic_resp)
     t = r.tags({0: _node_endpoints})
     return {"error": err, "partitions": parts, "node_endpoints": t.get(0)}
+
+
+def fetch_v17(host, port, topic_id, partition, offset=0, leader_epoch=-1, timeout=10.0, corr=12):
+    return fetch(host, port, topic_id, partition, offset, leader_epoch, timeout, corr, version=17)
+
+
