@@ -39,21 +39,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/buildinfo.h"
 #include "common/conntab.h"
-#include "common/genshm.h"
 #include "common/ipc.h"
 #include "common/ipcq.h"
 #include "common/log.h"
-#include "common/tlsmat.h"
 #include "supervisor/adminproc.h"
 #include "supervisor/certs.h"
-#include "supervisor/childproc.h"
 #include "supervisor/listeners.h"
 #include "supervisor/nodes.h"
 #include "supervisor/notify.h"
@@ -190,16 +186,16 @@ sup_chan_read(struct sup_chan *ch)
 	}
 }
 
-static void
-sup_chan_read_cb(struct ev_loop *loop, ev_io *w, int revents)
+void
+sup_io_chan_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	(void)loop;
 	(void)revents;
 	sup_chan_read(w->data);
 }
 
-static void
-sup_chan_write_cb(struct ev_loop *loop, ev_io *w, int revents)
+void
+sup_io_chan_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	(void)revents;
 	struct sup_chan *ch = w->data;
@@ -226,186 +222,6 @@ sup_io_child_cb(struct ev_loop *loop, ev_child *w, int revents)
 }
 
 /* ---- ops ----------------------------------------------------------------------------- */
-
-/* What the I/O layer keeps per generation: its shared block (genshm.h),
- * passed to every worker of the generation. The supervisor never reads the
- * block: it keeps no mapping, and keeps the descriptor only while a worker
- * of the generation may still be started (several workers: a crashed one
- * is replaced in its generation). */
-struct sup_genio {
-	int fd;
-};
-
-static struct sup_genio *
-sup_genio(struct sup_gen *g, char *err, size_t errlen)
-{
-	if (g->shared)
-		return g->shared;
-	struct sup_genio *gi = calloc(1, sizeof *gi);
-	if (!gi) {
-		snprintf(err, errlen, "out of memory");
-		return NULL;
-	}
-	struct genshm *map;
-	gi->fd = genshm_create((uint32_t)g->n_procs, &map);
-	if (gi->fd == -1) {
-		snprintf(err, errlen, "generation block: %s", strerror(errno));
-		free(gi);
-		return NULL;
-	}
-	genshm_unmap(map);
-	g->shared = gi;
-	return gi;
-}
-
-static void
-sup_io_gen_free(struct sup *s, struct sup_gen *g)
-{
-	(void)s;
-	struct sup_genio *gi = g->shared;
-	if (!gi)
-		return;
-	if (gi->fd >= 0)
-		close(gi->fd);
-	free(gi);
-	g->shared = NULL;
-}
-
-/* Prepare process p of its generation: its channel, metrics block and
- * setup messages (queued in the channel for the process to read once it
- * runs), and queue its start (sup_pace_cb). Returns 1 (queued), or -1 with
- * err when nothing could be prepared. */
-static int
-sup_io_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char *err,
-	     size_t errlen)
-{
-	struct sup_io *io = s->io;
-	struct sup_genio *gi = sup_genio(p->gen, err, errlen);
-	if (!gi)
-		return -1;
-	if (gi->fd < 0) {
-		snprintf(err, errlen, "generation block: released");
-		return -1;
-	}
-	struct sup_chan *ch = calloc(1, sizeof *ch);
-	if (!ch) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	ch->io = io;
-	ch->p = p;
-	ch->fd = ch->child_fd = -1;
-	ch->conns_fd = -1;
-	ipcq_init(&ch->q, 0, 0);
-	int sv[2] = { -1, -1 };
-	ch->metrics_fd = metrics_create(p->gen->generation, &p->metrics);
-	if (ch->metrics_fd == -1) {
-		snprintf(err, errlen, "metrics block: %s", strerror(errno));
-		goto fail;
-	}
-	p->conns_rows = conntab_rows(cc->cl->max_connections);
-	ch->conns_fd = conntab_create(p->conns_rows, &p->conns);
-	if (ch->conns_fd == -1) {
-		snprintf(err, errlen, "connection table: %s", strerror(errno));
-		goto fail;
-	}
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1) {
-		snprintf(err, errlen, "socketpair: %s", strerror(errno));
-		goto fail;
-	}
-	int bufsz = 2 * (int)(sizeof(struct ipc_hdr) + IPC_MAX_PAYLOAD);
-	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &bufsz, sizeof bufsz);
-	setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof bufsz);
-	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
-	ch->fd = sv[0];
-	ch->child_fd = sv[1];
-
-	/* Config text + metrics block, then the listening sockets, queued in
-	 * order like every other message. */
-	uint64_t g = p->gen->generation;
-	int cfds[3] = { ch->metrics_fd, gi->fd, ch->conns_fd };
-	int rc = ipcq_send(&ch->q, ch->fd, IPC_CONFIG, g, cc->canonical, strlen(cc->canonical),
-	    cfds, 3);
-	close(ch->metrics_fd);  /* the mapping keeps the block; the worker gets its fd */
-	ch->metrics_fd = -1;
-	close(ch->conns_fd);
-	ch->conns_fd = -1;
-	if (rc == 0 && p->gen->n_procs == 1) {
-		/* the only worker of its generation has the block's fd: a
-		 * replacement of it is a new generation with a new block */
-		close(gi->fd);
-		gi->fd = -1;
-	}
-	/* The TLS files' bytes (the worker never opens them), wiped here once
-	 * sent or queued (a queued copy is wiped when it leaves the queue). */
-	if (rc == 0 && cc->cl->files) {
-		uint8_t *tm = NULL;
-		size_t tmlen = 0;
-		rc = tlsmat_encode(cc->cl->files, &tm, &tmlen);
-		if (rc == 0) {
-			rc = ipcq_send(&ch->q, ch->fd, IPC_TLS_MATERIAL, g, tm, tmlen, NULL, 0);
-			sodium_memzero(tm, tmlen);
-			free(tm);
-		}
-	}
-	/* learned brokers: what earlier generations learned (nodes.h) */
-	for (size_t from = 0; rc == 0;) {
-		size_t n = sup_nodes_payload(p->gen->cluster, p->gen, cc->cl, &from,
-		    io->nodes_buf, sizeof io->nodes_buf);
-		if (!n)
-			break;
-		rc = ipcq_send(&ch->q, ch->fd, IPC_NODES, g, io->nodes_buf, n, NULL, 0);
-	}
-	/* TLS clusters: the session-ticket keys (tickets.h) */
-	if (rc == 0 && cc->cl->tls) {
-		const struct tlskeys *k = tickets_of(p->gen->cluster);
-		if (k)
-			rc = ipcq_send(&ch->q, ch->fd, IPC_TICKET_KEYS, g, k, sizeof *k, NULL, 0);
-	}
-	for (size_t first = 0; rc == 0 && first < cc->n_listeners; first += IPC_MAX_FDS) {
-		int fds[IPC_MAX_FDS];
-		size_t nfds = cc->n_listeners - first;
-		if (nfds > IPC_MAX_FDS)
-			nfds = IPC_MAX_FDS;
-		for (size_t i = 0; i < nfds; i++)
-			fds[i] = cc->listeners[first + i].fd;
-		struct ipc_listeners li = { .count = (uint32_t)nfds, .first = (uint32_t)first,
-					    .total = (uint32_t)cc->n_listeners };
-		rc = ipcq_send(&ch->q, ch->fd, IPC_LISTENERS, g, &li, sizeof li, fds, nfds);
-	}
-	if (rc == -1) {
-		snprintf(err, errlen, "sending configuration: %s", strerror(errno));
-		goto fail;
-	}
-	ev_io_init(&ch->rio, sup_chan_read_cb, ch->fd, EV_READ);
-	ch->rio.data = ch;
-	ev_io_init(&ch->wio, sup_chan_write_cb, ch->fd, EV_WRITE);
-	ch->wio.data = ch;
-	ev_io_start(io->loop, &ch->rio);
-	if (ipcq_pending(&ch->q))
-		ev_io_start(io->loop, &ch->wio);
-	p->chan = ch;
-	sup_spawn_queue(io, ch);
-	return 1;
-fail:
-	ipcq_clear(&ch->q);
-	if (ch->fd >= 0)
-		close(ch->fd);
-	if (ch->child_fd >= 0)
-		close(ch->child_fd);
-	if (ch->metrics_fd >= 0)
-		close(ch->metrics_fd);
-	if (ch->conns_fd >= 0)
-		close(ch->conns_fd);
-	if (p->metrics) {
-		metrics_unmap(p->metrics);
-		p->metrics = NULL;
-	}
-	conntab_unmap(p->conns, p->conns_rows);
-	p->conns = NULL;
-	free(ch);
-	return -1;
-}
 
 static int
 sup_io_send_fds(struct sup *s, struct sup_proc *p, enum ipc_type type, const void *payload,
@@ -701,12 +517,12 @@ sup_io_reload_end(struct sup *s, const struct sup_reload_record *rec)
 }
 
 static const struct sup_ops sup_io_ops = {
-	.spawn = sup_io_spawn,
+	.spawn = sup_spawn_prepare,
 	.send = sup_io_send,
 	.send_fds = sup_io_send_fds,
 	.kill = sup_io_kill,
 	.proc_free = sup_io_proc_free,
-	.gen_free = sup_io_gen_free,
+	.gen_free = sup_spawn_gen_free,
 	.bind = sup_io_bind,
 	.dup = sup_io_dup,
 	.close = sup_io_close,

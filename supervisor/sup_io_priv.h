@@ -1,7 +1,7 @@
 /*
  * sup_io_priv — what the I/O layer's files share: sup_io.c (the loop,
- * workers, signals, timers, the admin process), sup_spawn.c (paced worker
- * starts) and upgrade_io.c with successor_io.c (the upgrade channel to the
+ * workers' channels, signals, timers, the admin process), sup_spawn.c
+ * (worker starts, paced) and upgrade_io.c with successor_io.c (the upgrade channel to the
  * other ferryd, the successor's start). Nothing else includes it.
  */
 #ifndef FERRY_SUPERVISOR_SUP_IO_PRIV_H
@@ -70,20 +70,24 @@ struct sup_chan {
 	TAILQ_ENTRY(sup_chan) link;   /* in spawnq or cancelled */
 };
 
-/* sup_io.c, for the starts: stop watching ch's channel; a started
- * worker's exit. */
+/* sup_io.c, for the starts: the channel's read and write callbacks, stop
+ * watching it; a started worker's exit. */
+void sup_io_chan_read_cb(struct ev_loop *loop, ev_io *w, int revents);
+void sup_io_chan_write_cb(struct ev_loop *loop, ev_io *w, int revents);
 void sup_io_chan_stop(struct sup_chan *ch);
 void sup_io_child_cb(struct ev_loop *loop, ev_child *w, int revents);
 
-/* Paced starts (sup_spawn.c). init/free: the queues, the pace timer and
- * the start's stack. queue: ch is prepared, start it when its turn comes
- * (SUP_CHAN_QUEUED). cancel: a queued start will not happen; its exit
- * (wstatus) is reported from the loop. ready: a started worker is no
- * longer initialising (READY, or gone): another start may run. forget:
- * ch is being freed; it leaves every queue and count. */
+/* Worker starts (sup_spawn.c). prepare and gen_free: the engine's spawn
+ * and gen_free operations (struct sup_ops). init/free: the queues, the
+ * pace timer and the start's stack. cancel: a queued start will not
+ * happen; its exit (wstatus) is reported from the loop. ready: a started
+ * worker is no longer initialising (READY, or gone): another start may
+ * run. forget: ch is being freed; it leaves every queue and count. */
+int sup_spawn_prepare(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char *err,
+		      size_t errlen);
+void sup_spawn_gen_free(struct sup *s, struct sup_gen *g);
 void sup_spawn_init(struct sup_io *io);
 void sup_spawn_free(struct sup_io *io);
-void sup_spawn_queue(struct sup_io *io, struct sup_chan *ch);
 void sup_spawn_cancel(struct sup_io *io, struct sup_chan *ch, int wstatus);
 void sup_spawn_ready(struct sup_chan *ch);
 void sup_spawn_forget(struct sup_io *io, struct sup_chan *ch);
