@@ -184,6 +184,23 @@ Test(clusterlist, bad_parameters_are_refused_with_a_reason)
 	}
 }
 
+Test(clusterlist, name_patterns_fit_the_request)
+{
+	/* the globs travel in a fixed field: 1023 bytes fit, 1024 do not */
+	static char q[16 + ADMINPROTO_LIST_NAMES_MAX];
+	struct adminproto_list_query l;
+	char err[256] = "";
+
+	snprintf(q, sizeof q, "name=");
+	memset(q + 5, '*', ADMINPROTO_LIST_NAMES_MAX - 1);
+	q[5 + ADMINPROTO_LIST_NAMES_MAX - 1] = '\0';
+	cr_assert_eq(clusterquery_parse(q, &l, err, sizeof err), 0, "%s", err);
+	cr_expect_eq(strlen(l.names), ADMINPROTO_LIST_NAMES_MAX - 1);
+	strcat(q, "*");
+	cr_expect_eq(clusterquery_parse(q, &l, err, sizeof err), -1);
+	cr_expect(strstr(err, "name: 1024 bytes of patterns, at most 1023") != NULL, "%s", err);
+}
+
 Test(clusterlist, query_pairs_are_decoded)
 {
 	size_t pos = 0;
