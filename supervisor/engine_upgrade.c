@@ -30,6 +30,7 @@
 #include "supervisor/engine_priv.h"
 
 #include <stdarg.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -468,11 +469,14 @@ upg_out_actions(struct sup *s, struct sup_upgrade *u, unsigned a, const char *wh
 		/* from here requests to the admin API wait in its backlog for
 		 * the successor (nothing is refused) */
 		o->admin(s, SUP_UPG_ADMIN_PAUSE);
-		if (upg_send_counters(s) == -1 ||
+		if ((upg_send_counters(s) == -1 ||
 		    upgrade_send_json(s, UPG_COMMIT, json_pack("{s:b, s:s, s:I}",
 		    "hupPending", s->hup_pending, "source", u->source,
-		    "startedAt", (json_int_t)u->started_wall)) == -1)
+		    "startedAt", (json_int_t)u->started_wall)) == -1) &&
+		    errno != EPIPE && errno != ECONNRESET)
 			sup_post_upgrade(s, UPG_OE_FAILED, "cannot send COMMIT to the new ferryd");
+		/* (a successor that has gone: its exit is the news, with its
+		 * cause, and comes before the commit deadline) */
 	}
 	if (a & UPG_OA_ARM_COMMIT)
 		u->deadline = s->now_ms + SUP_UPGRADE_COMMIT_MS;
