@@ -2,10 +2,10 @@
  * sup_spawn — the I/O layer's worker starts (sup_io_priv.h): a spawn
  * prepares the worker's channel, shared blocks and setup messages at once
  * (sup_spawn_prepare, the engine's spawn operation), and the process itself
- * is started paced, from the loop (the
- * engine hears sup_on_spawned then, and counts init_timeout from there): at
- * most SUP_SPAWN_PER_TURN per loop turn, within SUP_SPAWN_SLICE_MS, and at
- * most SUP_SPAWN_INFLIGHT_PER_CPU per CPU started but not yet READY. So a
+ * is started paced, from the loop (the engine hears sup_on_spawned then,
+ * and counts init_timeout from there): at most SUP_SPAWN_PER_TURN per loop
+ * turn, within SUP_SPAWN_SLICE_MS, and at most SUP_SPAWN_INFLIGHT_PER_CPU
+ * per CPU started but not yet READY. So a
  * start or a reload of a thousand clusters never holds the loop (the admin
  * API answers between batches) and never has a thousand processes
  * initialising at once on a machine of a few cores. A queued start that is
