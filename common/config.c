@@ -297,6 +297,45 @@ cfgp_path(const char *v, char *out, char *err, size_t len)
 	return 0;
 }
 
+const char cfgp_empty[1] = "";
+
+/* The strings of a cluster that the config allocates (config.h). */
+#define CFGP_CLUSTER_STRS(X) X(tls_cert) X(tls_key) X(tls_client_ca) X(tls_ciphers) \
+	X(tls_ciphersuites) X(upstream_ca) X(upstream_cert) X(upstream_key) \
+	X(sni_bootstrap_host) X(sni_broker_pattern)
+
+static void
+cfgp_str_free(const char **s)
+{
+	if (*s != NULL && *s != cfgp_empty)
+		free((char *)*s);
+	*s = cfgp_empty;
+}
+
+int
+cfgp_str_set(const char **dst, const char *v, char *err, size_t len)
+{
+	char *d = strdup(v);
+
+	if (d == NULL) {
+		snprintf(err, len, CFG_ERR_OOM);
+		return -1;
+	}
+	cfgp_str_free(dst);
+	*dst = d;
+	return 0;
+}
+
+int
+cfgp_path_set(const char *v, const char **dst, char *err, size_t len)
+{
+	char buf[CFG_PATH_MAX];
+
+	if (cfgp_path(v, buf, err, len) != 0)
+		return -1;
+	return cfgp_str_set(dst, buf, err, len);
+}
+
 /* 1..max characters of [A-Za-z0-9._-]: cluster and user names. */
 int
 cfgp_name_ok(const char *s, size_t max)
@@ -322,6 +361,57 @@ cfg_cluster_name_ok(const char *name)
 }
 
 /* ---- sections ---- */
+
+/* The clusters read so far by name (a duplicate [cluster NAME] is found
+ * without comparing each header with every earlier one). */
+static size_t
+cfgp_name_hash(const char *name)
+{
+	size_t h = 1469598103934665603u;
+	for (; *name; name++)
+		h = (h ^ (unsigned char)*name) * 1099511628211u;
+	return h;
+}
+
+static const struct cfg_cluster *
+cfgp_find_name(const struct cfgp *p, const char *name)
+{
+	if (p->names_cap == 0)
+		return NULL;
+	for (size_t i = cfgp_name_hash(name) & (p->names_cap - 1);; i = (i + 1) & (p->names_cap - 1)) {
+		if (p->names[i] == 0)
+			return NULL;
+		const struct cfg_cluster *cl = &p->cfg->clusters[p->names[i] - 1];
+		if (strcmp(cl->name, name) == 0)
+			return cl;
+	}
+}
+
+/* Index cluster k (of p->cfg->clusters) by its name; -1 out of memory. */
+static int
+cfgp_index_name(struct cfgp *p, size_t k)
+{
+	if (2 * (k + 1) > p->names_cap) {
+		size_t ncap = p->names_cap ? 2 * p->names_cap : 16;
+		size_t *nn = calloc(ncap, sizeof *nn);
+		if (nn == NULL)
+			return -1;
+		for (size_t j = 0; j < k; j++) {
+			size_t i = cfgp_name_hash(p->cfg->clusters[j].name) & (ncap - 1);
+			while (nn[i] != 0)
+				i = (i + 1) & (ncap - 1);
+			nn[i] = j + 1;
+		}
+		free(p->names);
+		p->names = nn;
+		p->names_cap = ncap;
+	}
+	size_t i = cfgp_name_hash(p->cfg->clusters[k].name) & (p->names_cap - 1);
+	while (p->names[i] != 0)
+		i = (i + 1) & (p->names_cap - 1);
+	p->names[i] = k + 1;
+	return 0;
+}
 
 /* -1 when out of memory (nothing added). */
 static int
@@ -352,7 +442,7 @@ cfgp_add_cluster(struct cfgp *p, const char *name)
 	c->n_clusters++;
 	snprintf(cl->name, sizeof cl->name, "%s", name);
 	cl->line = p->lineno;
-	cl->max_connections = 10000;
+	cl->max_connections = 0;  /* auto: what the descriptor limit allows (config.h) */
 	cl->max_frame_bytes = 100ULL << 20;
 	cl->idle_timeout_ms = 10 * 60 * 1000;
 	cl->request_timeout_ms = 30 * 1000;
@@ -363,6 +453,9 @@ cfgp_add_cluster(struct cfgp *p, const char *name)
 	cl->sasl_max_frame_bytes = 512ULL << 10;  /* before SASL authentication */
 	cl->tls_min_version = CFG_TLS_1_2;
 	cl->upstream_tls_verify = true;
+#define CFGP_STR_INIT(f) cl->f = cfgp_empty;
+	CFGP_CLUSTER_STRS(CFGP_STR_INIT)
+#undef CFGP_STR_INIT
 	return 0;
 }
 
@@ -418,12 +511,17 @@ cfgp_section(struct cfgp *p, char *line)
 		    "characters of A-Z a-z 0-9 . _ -)", name, CFG_NAME_MAX - 1);
 		return;
 	}
-	if ((dup = cfg_find_cluster(p->cfg, name)) != NULL) {
+	if ((dup = cfgp_find_name(p, name)) != NULL) {
 		cfgp_err(p, p->lineno, "duplicate cluster '%s' (first defined "
 		    "at line %d)", name, dup->line);
 		return;
 	}
 	if (cfgp_add_cluster(p, name) != 0) {
+		cfgp_err(p, p->lineno, CFG_ERR_OOM);
+		return;
+	}
+	if (cfgp_index_name(p, p->cfg->n_clusters - 1) != 0) {
+		p->cfg->n_clusters--;  /* nothing added: it holds no allocation yet */
 		cfgp_err(p, p->lineno, CFG_ERR_OOM);
 		return;
 	}
@@ -629,6 +727,7 @@ cfgp_defaults(struct cfg *c, const char *path)
 	c->drain_spread_ms = 5 * 1000;
 	c->reload_upstream_check = true;
 	c->sandbox = true;
+	c->metrics_latency = CFG_LATENCY_API;
 	c->log_level = LOG_INFO;
 	c->log_format = CFG_LOG_LOGFMT;
 	c->control_socket_mode = 0600;
@@ -672,6 +771,7 @@ cfg_parse_string(const char *path, const char *text, size_t len,
 		cfgp_err(&p, p.lineno, "cannot parse (inih error %d)", rc);
 	cfgp_finish(&p);
 	free(p.meta);
+	free(p.names);
 	_Static_assert(FK_COUNT <= sizeof c.ferry_key_lines / sizeof c.ferry_key_lines[0],
 	    "ferry_key_lines too small");
 	for (int k = 0; k < FK_COUNT; k++)
@@ -718,15 +818,44 @@ cfg_free(struct cfg *c)
 
 	if (c == NULL)
 		return;
-	for (i = 0; i < c->n_clusters; i++) {
-		free(c->clusters[i].upstream);
-		free(c->clusters[i].node_ids);
-		free(c->clusters[i].dial_map);
-		cfg_tls_files_free(c->clusters[i].files);
-	}
+	for (i = 0; i < c->n_clusters; i++)
+		cfg_cluster_free(&c->clusters[i]);
 	free(c->clusters);
 	free(c->path);
 	memset(c, 0, sizeof *c);
+}
+
+void
+cfg_cluster_free(struct cfg_cluster *cl)
+{
+	if (cl == NULL)
+		return;
+	free(cl->upstream);
+	free(cl->node_ids);
+	free(cl->dial_map);
+	cfg_tls_files_free(cl->files);
+#define CFGP_STR_FREE(f) cfgp_str_free(&cl->f);
+	CFGP_CLUSTER_STRS(CFGP_STR_FREE)
+#undef CFGP_STR_FREE
+	memset(cl, 0, sizeof *cl);
+}
+
+void
+cfg_drop_clusters(struct cfg *c)
+{
+	for (size_t i = 0; i < c->n_clusters; i++)
+		cfg_cluster_free(&c->clusters[i]);
+	free(c->clusters);
+	c->clusters = NULL;
+	c->n_clusters = 0;
+}
+
+void
+cfg_cluster_take(struct cfg *c, size_t i, struct cfg_cluster *out)
+{
+	*out = c->clusters[i];
+	memmove(&c->clusters[i], &c->clusters[i + 1], (c->n_clusters - i - 1) * sizeof *c->clusters);
+	c->n_clusters--;
 }
 
 int

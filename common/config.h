@@ -23,6 +23,7 @@
 #define CFG_NAME_MAX 64    /* cluster names: [A-Za-z0-9._-]{1,63} */
 #define CFG_HOST_MAX 256   /* host names / literal addresses */
 #define CFG_MAX_WORKERS 64 /* worker processes per cluster */
+#define CFG_MAX_CONNECTIONS_AUTO 10000 /* max_connections = auto: at most this */
 /* The one size limit of a configuration: a config file read from disk
  * (startup, SIGHUP, `ferryd -t`, an empty validate/reload request) and a
  * config posted to the admin API (HTTP_MAX_BODY is defined as this) are
@@ -67,6 +68,10 @@ enum cfg_log_format { CFG_LOG_LOGFMT = 0, CFG_LOG_JSON };
  * the default) or one TLS port where the ClientHello server name says
  * which broker (sni_bootstrap_host, sni_broker_pattern; see common/sni.h). */
 enum cfg_gateway { CFG_GATEWAY_PORTS = 0, CFG_GATEWAY_SNI };
+/* Which labels the upstream latency histogram of /metrics carries
+ * (ferry_request_duration_seconds): the cluster and the API (the default,
+ * 0), the cluster, or none (not exposed). */
+enum cfg_metrics_latency { CFG_LATENCY_API = 0, CFG_LATENCY_CLUSTER, CFG_LATENCY_OFF };
 /* A PROXY protocol header (v1 or v2) before the client's first byte:
  * never read (off), read when one comes from a trusted source (optional),
  * or required of every client (required: from a trusted source only). */
@@ -126,7 +131,10 @@ struct cfg_cluster {
 	uint16_t broker_port_last;
 	int32_t *node_ids;               /* n_brokers entries; default 0..n-1 */
 	size_t n_brokers;                /* = last - first + 1 */
-	uint32_t max_connections;        /* default 10000 */
+	uint32_t max_connections;        /* 0 = auto (the default): the supervisor makes
+	                                    it what the workers' descriptor limit
+	                                    allows, at most CFG_MAX_CONNECTIONS_AUTO
+	                                    (a worker is only ever sent a number) */
 	uint64_t max_frame_bytes;        /* default 100 MiB */
 	uint64_t idle_timeout_ms;        /* default 10 min; 0 = never */
 	uint64_t request_timeout_ms;     /* a started request frame must complete
@@ -157,20 +165,25 @@ struct cfg_cluster {
 
 	/* ---- TLS: client-facing (tls) and upstream (upstream_tls). The
 	 * files are read by the supervisor only (IPC_TLS_MATERIAL carries their
-	 * bytes to the worker); paths are absolute, "" = unset. */
+	 * bytes to the worker); paths are absolute, "" = unset.
+	 * The strings of a cluster (paths, cipher lists, SNI names) are
+	 * allocated as long as their value (at most CFG_PATH_MAX,
+	 * CFG_TLS_CIPHERS_MAX, CFG_HOST_MAX), never NULL in a parsed config
+	 * (an unset one is ""), and freed by cfg_free / cfg_cluster_free: a
+	 * ferryd of thousands of clusters keeps each of them small. */
 	bool tls;                        /* tls_cert (and tls_key) set */
-	char tls_cert[CFG_PATH_MAX];     /* PEM: certificate, then its chain */
-	char tls_key[CFG_PATH_MAX];      /* PEM private key */
-	char tls_client_ca[CFG_PATH_MAX];/* PEM CA bundle for client certificates */
+	const char *tls_cert;            /* PEM: certificate, then its chain */
+	const char *tls_key;             /* PEM private key */
+	const char *tls_client_ca;       /* PEM CA bundle for client certificates */
 	int tls_min_version;             /* enum cfg_tls_version, default 1.2 */
-	char tls_ciphers[CFG_TLS_CIPHERS_MAX];      /* TLS <= 1.2 list; "" = OpenSSL's */
-	char tls_ciphersuites[CFG_TLS_CIPHERS_MAX]; /* TLS 1.3 suites; "" = OpenSSL's */
+	const char *tls_ciphers;         /* TLS <= 1.2 list; "" = OpenSSL's */
+	const char *tls_ciphersuites;    /* TLS 1.3 suites; "" = OpenSSL's */
 	enum cfg_tls_client_auth tls_client_auth;   /* default none; required when
 	                                                tls_client_ca is set */
 	bool upstream_tls;               /* TLS to the upstream brokers */
-	char upstream_ca[CFG_PATH_MAX];  /* "" = the system trust store */
-	char upstream_cert[CFG_PATH_MAX];/* client certificate for the upstream */
-	char upstream_key[CFG_PATH_MAX];
+	const char *upstream_ca;         /* "" = the system trust store */
+	const char *upstream_cert;       /* client certificate for the upstream */
+	const char *upstream_key;
 	bool upstream_tls_verify;        /* check the broker's name; default on */
 	/* ferry's own SASL towards the upstream, used only by the worker's
 	 * metadata fetch (its health probe too); clients authenticate
@@ -194,8 +207,8 @@ struct cfg_cluster {
 	 * upstream names is reached as sni_broker_pattern with the id, on the
 	 * bootstrap port. Requires client TLS (tls_cert). */
 	enum cfg_gateway gateway;
-	char sni_bootstrap_host[CFG_HOST_MAX];
-	char sni_broker_pattern[CFG_HOST_MAX];
+	const char *sni_bootstrap_host;
+	const char *sni_broker_pattern;
 };
 
 struct cfg {
@@ -227,6 +240,7 @@ struct cfg {
 	bool sandbox;                    /* workers lock themselves down after start
 	                                    (worker/lockdown.h); default on; a change
 	                                    applies to workers started after it */
+	enum cfg_metrics_latency metrics_latency; /* default api */
 
 	/* [ferry] admin access control (supervisor/adminauth.h says how they
 	 * are used). Paths are absolute; "" = unset. */
@@ -295,6 +309,15 @@ int cfg_parse_file(const char *path, struct cfg *out, struct cfg_errors *errs);
 
 void cfg_free(struct cfg *c);
 
+/* Move cluster i out of c into *out (c no longer has it); the caller frees
+ * it with cfg_cluster_free. */
+void cfg_cluster_take(struct cfg *c, size_t i, struct cfg_cluster *out);
+/* Free what a cluster holds (not the struct itself) and zero it. */
+void cfg_cluster_free(struct cfg_cluster *cl);
+/* Free c's clusters (n_clusters becomes 0), keeping the [ferry] settings:
+ * for a holder that keeps each cluster's configuration elsewhere. */
+void cfg_drop_clusters(struct cfg *c);
+
 /* Canonical text of one cluster: "[cluster NAME]\n" then every key, in a
  * fixed order, with normalised values ("key = value\n"), defaults written
  * out. Feeding it back to cfg_parse_string yields an equal cluster. Used for
@@ -346,6 +369,8 @@ const char *cfg_policy_startup_str(enum cfg_policy_startup p);
 const char *cfg_policy_reload_str(enum cfg_policy_reload p);
 /* "ports" / "sni" */
 const char *cfg_gateway_str(enum cfg_gateway g);
+/* "off" / "cluster" / "api" */
+const char *cfg_metrics_latency_str(enum cfg_metrics_latency m);
 /* "off" / "optional" / "required" */
 const char *cfg_proxy_protocol_str(enum cfg_proxy_protocol m);
 

@@ -111,8 +111,11 @@ cfg_cluster_canonical(const struct cfg_cluster *cl)
 		cfgp_fmt_ids(&b, cl->node_ids, cl->n_brokers);
 		cfgp_sb_printf(&b, "\n");
 	}
-	cfgp_sb_printf(&b, "max_connections = %lu\n",
-	    (unsigned long)cl->max_connections);
+	if (cl->max_connections == 0)
+		cfgp_sb_printf(&b, "max_connections = auto\n");
+	else
+		cfgp_sb_printf(&b, "max_connections = %lu\n",
+		    (unsigned long)cl->max_connections);
 	units_fmt_size(cl->max_frame_bytes, buf, sizeof buf);
 	cfgp_sb_printf(&b, "max_frame_bytes = %s\n", buf);
 	units_fmt_duration(cl->idle_timeout_ms, buf, sizeof buf);

@@ -325,6 +325,34 @@ cfgp_listener_desc(const struct cfgp *p, const struct cfgp_listener *l,
 	}
 }
 
+static int
+cfgp_listener_cmp(const void *x, const void *y, void *arg)
+{
+	const struct cfgp_listener *l = arg;
+	const size_t *a = x, *b = y;
+
+	if (l[*a].first != l[*b].first)
+		return l[*a].first < l[*b].first ? -1 : 1;
+	return *a < *b ? -1 : *a > *b;
+}
+
+/* Two listeners on one address: i listed before j. */
+struct cfgp_clash {
+	size_t i, j;
+};
+
+/* clashes in the order the pairwise check reported them: by the later
+ * listener, then the earlier */
+static int
+cfgp_clash_cmp(const void *x, const void *y)
+{
+	const struct cfgp_clash *a = x, *b = y;
+
+	if (a->j != b->j)
+		return a->j < b->j ? -1 : 1;
+	return a->i < b->i ? -1 : a->i > b->i;
+}
+
 /* Every listening port must be unique across the file. Ports inside one
  * cluster are checked by cfgp_finish_cluster. The admin listener is only
  * considered when the text has a [ferry] section: a worker parses the
@@ -361,27 +389,60 @@ cfgp_check_ports(struct cfgp *p)
 			    cl->broker_port_first, cl->broker_port_last, i,
 			    "broker_ports", m->line[CK_BROKER_PORTS] };
 	}
-	for (j = 1; j < n; j++) {
-		for (i = 0; i < j; i++) {
-			uint16_t lo, hi;
-
-			if (l[i].owner == l[j].owner)
+	/* Only listeners whose port ranges overlap can clash: sorted by their
+	 * first port, each is compared with those that start within its range
+	 * (a file of thousands of clusters on distinct ports costs a sort, not
+	 * every pair). The clashes are reported in file order. */
+	size_t *ord = calloc(n + 1, sizeof *ord), npairs = 0, cap = 0;
+	struct cfgp_clash *pairs = NULL;
+	if (ord == NULL) {
+		cfgp_err(p, 1, CFG_ERR_OOM);
+		free(l);
+		return;
+	}
+	for (i = 0; i < n; i++)
+		ord[i] = i;
+	qsort_r(ord, n, sizeof *ord, cfgp_listener_cmp, l);
+	for (size_t a = 0; a < n; a++) {
+		for (size_t b = a + 1; b < n && l[ord[b]].first <= l[ord[a]].last; b++) {
+			i = ord[a] < ord[b] ? ord[a] : ord[b];
+			j = ord[a] < ord[b] ? ord[b] : ord[a];
+			if (l[i].owner == l[j].owner || !cfgp_hosts_conflict(l[i].host, l[j].host))
 				continue;
-			lo = l[i].first > l[j].first ? l[i].first : l[j].first;
-			hi = l[i].last < l[j].last ? l[i].last : l[j].last;
-			if (lo > hi || !cfgp_hosts_conflict(l[i].host, l[j].host))
-				continue;
-			cfgp_listener_desc(p, &l[j], da, sizeof da);
-			cfgp_listener_desc(p, &l[i], db, sizeof db);
-			if (l[i].line != 0)
-				cfgp_err(p, l[j].line, "%s: port %u already "
-				    "used by %s (line %d)", da, (unsigned)lo,
-				    db, l[i].line);
-			else
-				cfgp_err(p, l[j].line, "%s: port %u already "
-				    "used by %s", da, (unsigned)lo, db);
+			if (npairs == cap) {
+				size_t ncap = cap ? 2 * cap : 8;
+				struct cfgp_clash *np = realloc(pairs, ncap * sizeof *np);
+				if (np == NULL) {
+					cfgp_err(p, 1, CFG_ERR_OOM);
+					goto out;
+				}
+				pairs = np;
+				cap = ncap;
+			}
+			pairs[npairs++] = (struct cfgp_clash){ i, j };
 		}
 	}
+	if (npairs > 1)
+		qsort(pairs, npairs, sizeof *pairs, cfgp_clash_cmp);
+	for (size_t k = 0; k < npairs; k++) {
+		uint16_t lo;
+
+		i = pairs[k].i;
+		j = pairs[k].j;
+		lo = l[i].first > l[j].first ? l[i].first : l[j].first;
+		cfgp_listener_desc(p, &l[j], da, sizeof da);
+		cfgp_listener_desc(p, &l[i], db, sizeof db);
+		if (l[i].line != 0)
+			cfgp_err(p, l[j].line, "%s: port %u already "
+			    "used by %s (line %d)", da, (unsigned)lo,
+			    db, l[i].line);
+		else
+			cfgp_err(p, l[j].line, "%s: port %u already "
+			    "used by %s", da, (unsigned)lo, db);
+	}
+out:
+	free(pairs);
+	free(ord);
 	free(l);
 }
 

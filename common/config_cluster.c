@@ -132,6 +132,10 @@ cfgp_set_max_connections(struct cfg_cluster *cl, const char *v, char *err,
 {
 	uint64_t n;
 
+	if (strcmp(v, "auto") == 0) {
+		cl->max_connections = 0;
+		return 0;
+	}
 	if (units_parse_u64(v, 1, 1000000, &n, err, len) != 0)
 		return -1;
 	cl->max_connections = (uint32_t)n;
@@ -241,37 +245,37 @@ static const char *const cfgp_tls_auth_names[] = { "none", "requested", "require
 static int
 cfgp_set_tls_cert(struct cfg_cluster *cl, const char *v, char *err, size_t len)
 {
-	return cfgp_path(v, cl->tls_cert, err, len);
+	return cfgp_path_set(v, &cl->tls_cert, err, len);
 }
 
 static int
 cfgp_set_tls_key(struct cfg_cluster *cl, const char *v, char *err, size_t len)
 {
-	return cfgp_path(v, cl->tls_key, err, len);
+	return cfgp_path_set(v, &cl->tls_key, err, len);
 }
 
 static int
 cfgp_set_tls_client_ca(struct cfg_cluster *cl, const char *v, char *err, size_t len)
 {
-	return cfgp_path(v, cl->tls_client_ca, err, len);
+	return cfgp_path_set(v, &cl->tls_client_ca, err, len);
 }
 
 static int
 cfgp_set_upstream_ca(struct cfg_cluster *cl, const char *v, char *err, size_t len)
 {
-	return cfgp_path(v, cl->upstream_ca, err, len);
+	return cfgp_path_set(v, &cl->upstream_ca, err, len);
 }
 
 static int
 cfgp_set_upstream_cert(struct cfg_cluster *cl, const char *v, char *err, size_t len)
 {
-	return cfgp_path(v, cl->upstream_cert, err, len);
+	return cfgp_path_set(v, &cl->upstream_cert, err, len);
 }
 
 static int
 cfgp_set_upstream_key(struct cfg_cluster *cl, const char *v, char *err, size_t len)
 {
-	return cfgp_path(v, cl->upstream_key, err, len);
+	return cfgp_path_set(v, &cl->upstream_key, err, len);
 }
 
 static int
@@ -292,7 +296,7 @@ cfgp_set_tls_min_version(struct cfg_cluster *cl, const char *v, char *err, size_
 /* An OpenSSL cipher list or TLS 1.3 suite list: its syntax only (the names
  * are checked by OpenSSL when the supervisor builds the context). */
 static int
-cfgp_cipher_list(const char *v, char *out, char *err, size_t len)
+cfgp_cipher_list(const char *v, const char **out, char *err, size_t len)
 {
 	size_t n = strlen(v);
 
@@ -309,20 +313,19 @@ cfgp_cipher_list(const char *v, char *out, char *err, size_t len)
 			return -1;
 		}
 	}
-	memcpy(out, v, n + 1);
-	return 0;
+	return cfgp_str_set(out, v, err, len);
 }
 
 static int
 cfgp_set_tls_ciphers(struct cfg_cluster *cl, const char *v, char *err, size_t len)
 {
-	return cfgp_cipher_list(v, cl->tls_ciphers, err, len);
+	return cfgp_cipher_list(v, &cl->tls_ciphers, err, len);
 }
 
 static int
 cfgp_set_tls_ciphersuites(struct cfg_cluster *cl, const char *v, char *err, size_t len)
 {
-	return cfgp_cipher_list(v, cl->tls_ciphersuites, err, len);
+	return cfgp_cipher_list(v, &cl->tls_ciphersuites, err, len);
 }
 
 static int
@@ -473,8 +476,11 @@ cfgp_set_sni_bootstrap_host(struct cfg_cluster *cl, const char *v, char *err, si
 		snprintf(err, len, "'%s': %s", v, why);
 		return -1;
 	}
-	snprintf(cl->sni_bootstrap_host, sizeof cl->sni_bootstrap_host, "%s", v);
-	return 0;
+	if (strlen(v) >= CFG_HOST_MAX) {
+		snprintf(err, len, "longer than %d characters", CFG_HOST_MAX - 1);
+		return -1;
+	}
+	return cfgp_str_set(&cl->sni_bootstrap_host, v, err, len);
 }
 
 static int
@@ -482,8 +488,11 @@ cfgp_set_sni_broker_pattern(struct cfg_cluster *cl, const char *v, char *err, si
 {
 	if (sni_pattern_check(v, err, len) != 0)
 		return -1;
-	snprintf(cl->sni_broker_pattern, sizeof cl->sni_broker_pattern, "%s", v);
-	return 0;
+	if (strlen(v) >= CFG_HOST_MAX) {
+		snprintf(err, len, "longer than %d characters", CFG_HOST_MAX - 1);
+		return -1;
+	}
+	return cfgp_str_set(&cl->sni_broker_pattern, v, err, len);
 }
 
 /* ---- behind a load balancer ---- */

@@ -23,6 +23,7 @@ static const char *const cfgp_level_names[] = {
 	"debug", "info", "warn", "error",
 };
 static const char *const cfgp_format_names[] = { "logfmt", "json" };
+static const char *const cfgp_latency_names[] = { "api", "cluster", "off" };
 
 static int
 cfgp_set_control_socket(struct cfg *c, const char *v, char *err, size_t len)
@@ -212,6 +213,17 @@ cfgp_set_reload_upstream_check(struct cfg *c, const char *v, char *err, size_t l
 	return cfgp_onoff(v, &c->reload_upstream_check, err, len);
 }
 
+/* metrics_latency: the labels of the latency histogram in /metrics */
+static int
+cfgp_set_metrics_latency(struct cfg *c, const char *v, char *err, size_t len)
+{
+	int i = cfgp_enum(v, cfgp_latency_names, 3, err, len, "off, cluster or api");
+
+	if (i >= 0)
+		c->metrics_latency = (enum cfg_metrics_latency)i;
+	return i < 0 ? -1 : 0;
+}
+
 /* ---- [ferry] admin access control (supervisor/adminauth.h) ---- */
 
 #define CFGP_OPEN_PATH_MAX 128   /* one entry of admin_open_paths */
@@ -368,6 +380,7 @@ const struct cfgp_fkeydef cfgp_fkeys[FK_COUNT] = {
 	[FK_TLS_TICKET_ROTATION] = { "tls_ticket_rotation", cfgp_set_tls_ticket_rotation },
 	[FK_DRAIN_SPREAD] = { "drain_spread", cfgp_set_drain_spread },
 	[FK_RELOAD_UPSTREAM_CHECK] = { "reload_upstream_check", cfgp_set_reload_upstream_check },
+	[FK_METRICS_LATENCY] = { "metrics_latency", cfgp_set_metrics_latency },
 	[FK_CONTROL_SOCKET_MODE] = { "control_socket_mode", cfgp_set_control_socket_mode },
 	[FK_CONTROL_SOCKET_GROUP] = { "control_socket_group", cfgp_set_control_socket_group },
 	[FK_ADMIN_TOKEN_FILE] = { "admin_token_file", cfgp_set_admin_token_file },
@@ -385,6 +398,14 @@ cfg_policy_startup_str(enum cfg_policy_startup p)
 	if ((unsigned)p >= 2)
 		return "unknown";
 	return cfgp_startup_names[p];
+}
+
+const char *
+cfg_metrics_latency_str(enum cfg_metrics_latency m)
+{
+	if ((unsigned)m >= 3)
+		return "unknown";
+	return cfgp_latency_names[m];
 }
 
 const char *

@@ -47,6 +47,7 @@ enum cfgp_fkey {
 	FK_ADMIN_INSECURE,
 	FK_TLS_TICKET_ROTATION,
 	FK_SANDBOX,
+	FK_METRICS_LATENCY,
 	FK_COUNT,
 };
 
@@ -92,6 +93,9 @@ struct cfgp {
 	size_t cap;
 	int n_cluster_headers;		/* including rejected ones */
 	size_t nerr;			/* errors reported by this parse */
+	size_t *names;			/* the clusters by name: index + 1, 0 empty
+					   (open addressing, a power of 2 long) */
+	size_t names_cap;
 };
 
 struct cfgp_fkeydef {
@@ -137,6 +141,14 @@ int cfgp_name_ok(const char *s, size_t max);
 /* ---- config_ferry.c, config_cluster.c ---- */
 
 extern const struct cfgp_fkeydef cfgp_fkeys[FK_COUNT];
+
+/* The value of a cluster's unset strings (config.h): shared, never freed. */
+extern const char cfgp_empty[1];
+/* Replace *dst (cfgp_empty or its own copy) with a copy of v: 0, or -1
+ * with "out of memory" in err. */
+int cfgp_str_set(const char **dst, const char *v, char *err, size_t len);
+/* cfgp_path into a string of the cluster. */
+int cfgp_path_set(const char *v, const char **dst, char *err, size_t len);
 extern const struct cfgp_ckeydef cfgp_ckeys[CK_COUNT];
 
 /* ---- config_check.c ---- */

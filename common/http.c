@@ -150,17 +150,48 @@ http_pct_decode_into(const char *s, size_t n, bool plus_space, char *out, size_t
 	return 0;
 }
 
-/* Percent-decode s[0..n) into a new string; NULL on bad escapes or %00. */
+/* Percent-decode s[0..n) into a new string (plus_space: a '+' is a space,
+ * as in a query); NULL on bad escapes, %00 or out of memory. */
 static char *
-http_pct_decode(const char *s, size_t n)
+http_pct_decode(const char *s, size_t n, bool plus_space)
 {
 	char *d = malloc(n + 1);
 
-	if (d != NULL && http_pct_decode_into(s, n, false, d, n + 1) == -1) {
+	if (d != NULL && http_pct_decode_into(s, n, plus_space, d, n + 1) == -1) {
 		free(d);
 		d = NULL;
 	}
 	return d;
+}
+
+int
+http_query_next(const char *query, size_t *pos, char **name, char **value)
+{
+	size_t n = query ? strlen(query) : 0;
+
+	*name = *value = NULL;
+	while (*pos < n) {
+		const char *p = query + *pos, *amp = memchr(p, '&', n - *pos);
+		size_t len = amp ? (size_t)(amp - p) : n - *pos;
+		const char *eq = memchr(p, '=', len);
+
+		*pos += len + (amp ? 1 : 0);
+		if (len == 0)
+			continue;
+		if (eq == p)
+			return -1;
+		*name = http_pct_decode(p, eq ? (size_t)(eq - p) : len, true);
+		*value = eq ? http_pct_decode(eq + 1, len - (size_t)(eq - p) - 1, true) :
+		    http_strndup("", 0);
+		if (*name == NULL || *value == NULL || (*name)[0] == '\0') {
+			free(*name);
+			free(*value);
+			*name = *value = NULL;
+			return -1;
+		}
+		return 1;
+	}
+	return 0;
 }
 
 static enum http_result
@@ -199,7 +230,7 @@ http_parse_target(struct http_parser *p, const char *t, size_t n)
 	}
 	if (path == end)
 		r->path = http_strndup("/", 1);
-	else if ((r->path = http_pct_decode(path, (size_t)(end - path))) == NULL)
+	else if ((r->path = http_pct_decode(path, (size_t)(end - path), false)) == NULL)
 		return http_fail(p, 400, "bad percent-encoding in request target");
 	if (r->path == NULL)
 		return http_fail(p, 500, "out of memory");

@@ -114,6 +114,13 @@ int http_pct_decode_into(const char *s, size_t n, bool plus_space, char *out, si
 const char *http_request_header(const struct http_request *r, const char *name);
 
 const char *http_status_reason(int status);
+
+/* The next name=value pair of a raw query string (r->query) from *pos:
+ * 1 with *name and *value (malloc'd, percent-decoded, '+' a space, the
+ * value "" when the pair has no '='), 0 when none is left, -1 when the
+ * pair is malformed (a bad escape or %00, an empty name) or out of memory.
+ * Empty pairs ("a=1&&b=2") are skipped. */
+int http_query_next(const char *query, size_t *pos, char **name, char **value);
 const char *http_parser_state_str(enum http_parser_state s);
 
 /* A whole response with "Connection: close": status line, Content-Type

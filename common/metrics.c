@@ -53,10 +53,22 @@ metrics_unmap(struct metrics *m)
 		munmap(m, sizeof(struct metrics));
 }
 
+struct metrics *
+metrics_totals_new(void)
+{
+	void *p = mmap(NULL, sizeof(struct metrics), PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	struct metrics *m = p;
+	m->magic = METRICS_MAGIC;
+	return m;
+}
+
 /* The block's first page: what every process that maps it holds anyway. */
 _Static_assert(offsetof(struct metrics, api) <= 4096, "metrics header beyond its first page");
 
-static void
+void
 metrics_mark_seen(struct metrics *m, unsigned slot)
 {
 	_Atomic uint64_t *w = &m->api_seen[slot / 64];
@@ -73,6 +85,14 @@ metrics_api_seen(const struct metrics *m, unsigned slot)
 	struct metrics *mm = (struct metrics *)m;  /* read with an atomic load only */
 	return (atomic_load_explicit(&mm->api_seen[slot / 64], memory_order_relaxed) >>
 	    (slot % 64)) & 1;
+}
+
+void
+metrics_api_seen_or(const struct metrics *m, uint64_t *seen)
+{
+	struct metrics *mm = (struct metrics *)m;  /* read with atomic loads only */
+	for (unsigned w = 0; w < METRICS_API_WORDS; w++)
+		seen[w] |= atomic_load_explicit(&mm->api_seen[w], memory_order_relaxed);
 }
 
 /* dst += v when v is not zero: an add of zero would still write (and

@@ -140,6 +140,11 @@ void metrics_observe(struct metrics *m, int api_key, uint64_t latency_us);
 /* Was anything counted in slot (metrics_api_slot) of m? Reads only the
  * first page. */
 bool metrics_api_seen(const struct metrics *m, unsigned slot);
+/* Mark slot (metrics_api_slot) of m seen: for a writer that fills slots
+ * other than by metrics_request / metrics_observe. */
+void metrics_mark_seen(struct metrics *m, unsigned slot);
+/* OR m's map of slots seen into seen[METRICS_API_WORDS] (bit s: slot s). */
+void metrics_api_seen_or(const struct metrics *m, uint64_t *seen);
 
 /* Seals every block carries: its size can never change (a mapping of a
  * truncated file faults with SIGBUS), nor can its seals. */
@@ -153,6 +158,11 @@ int metrics_create(uint64_t generation, struct metrics **out);
  * not a memfd carrying METRICS_SEALS, or has the wrong size or magic. */
 int metrics_map(int fd, struct metrics **out);
 void metrics_unmap(struct metrics *m);
+/* A private block of zeros for totals kept by one process (a cluster's
+ * counters of ended workers), with the cost of a shared one: anonymous
+ * pages, none held until written (metrics_retire writes only what was
+ * counted). NULL when out of memory. Freed with metrics_unmap. */
+struct metrics *metrics_totals_new(void);
 /* Add src's counters (the METRICS_FIELDS counters and every per-API
  * counter and bucket) into dst: what a process counted stays in its
  * cluster's totals after the process is gone. Gauges are not folded. Only

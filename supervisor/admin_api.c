@@ -22,6 +22,7 @@
 #include "common/tlsmat.h"
 #include "common/units.h"
 #include "supervisor/admincreds.h"
+#include "supervisor/clusterlist.h"
 #include "supervisor/connlist.h"
 #include "supervisor/sandboxstatus.h"
 #include "supervisor/status.h"
@@ -127,7 +128,9 @@ admin_h_ready(const struct admin_api_req *req, struct admin_answer *out)
 static enum admin_api_result
 admin_h_clusters(const struct admin_api_req *req, struct admin_answer *out)
 {
-	admin_answer_json(out, 200, status_clusters_json(req->s));
+	/* filtered, ordered and paged as the admin process read the query
+	 * (clusterquery.h); failed and unresponsive clusters first */
+	admin_answer_json(out, 200, clusterlist_json(req->s, &req->rq->list));
 	return ADMIN_API_ANSWERED;
 }
 

@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "common/tls.h"
+#include "supervisor/clusterquery.h"
 #include "supervisor/connquery.h"
 #include "supervisor/statuspage.h"
 
@@ -183,7 +184,7 @@ admin_dispatch(struct admin_conn *c, struct admin_response *resp)
 {
 	const struct http_request *hr = &c->parser.req;
 	const char *method = hr->method;
-	char allow[128] = "", err[200];
+	char allow[128] = "", err[256];
 	bool path_known = false;
 	size_t i;
 
@@ -210,6 +211,11 @@ admin_dispatch(struct admin_conn *c, struct admin_response *resp)
 			}
 			if ((r->flags & ADMINPROTO_RF_QUERY) &&
 			    connquery_parse(hr->query, &c->query, err, sizeof err) == -1) {
+				admin_response_error(resp, 400, "%s", err);
+				return false;
+			}
+			if ((r->flags & ADMINPROTO_RF_LIST) &&
+			    clusterquery_parse(hr->query, &c->list, err, sizeof err) == -1) {
 				admin_response_error(resp, 400, "%s", err);
 				return false;
 			}
@@ -455,6 +461,7 @@ admin_conn_submit(struct admin_conn *c)
 		.body_len = (c->route->flags & ADMINPROTO_RF_BODY) ? hr->body_len : 0,
 		.had_body = !(c->route->flags & ADMINPROTO_RF_BODY) && hr->body_len > 0,
 		.query = (c->route->flags & ADMINPROTO_RF_QUERY) ? &c->query : NULL,
+		.list = (c->route->flags & ADMINPROTO_RF_LIST) ? &c->list : NULL,
 		.caller = &c->caller,
 	};
 

@@ -75,6 +75,7 @@ struct admin_call {
 	size_t body_len;
 	bool had_body;                  /* another route was sent a body (not passed) */
 	const struct adminproto_conn_query *query; /* RF_QUERY routes; else NULL */
+	const struct adminproto_list_query *list;  /* RF_LIST routes; else NULL */
 	const struct adminproto_caller *caller;
 };
 

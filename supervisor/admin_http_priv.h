@@ -60,6 +60,7 @@ struct admin_conn {
 	const struct adminproto_route_def *route; /* the matched route, once complete */
 	char param[ADMIN_PARAM_MAX];    /* the '*' segment of the route */
 	struct adminproto_conn_query query; /* RF_QUERY routes: the query string, read */
+	struct adminproto_list_query list;  /* RF_LIST routes: the query string, read */
 	uint64_t id;                    /* names the call to the supervisor */
 	char *out;
 	size_t out_len, out_off;

@@ -185,6 +185,8 @@ admin_submit(void *ctx, const struct admin_call *call)
 		snprintf(rq.name, sizeof rq.name, "%s", call->name);
 	if (call->query != NULL)
 		rq.query = *call->query;
+	if (call->list != NULL)
+		rq.list = *call->list;
 	if (call->had_body)
 		rq.flags = ADMINPROTO_REQ_HAD_BODY;
 	if (call->body_len == 0)

@@ -20,7 +20,7 @@ _Static_assert(sizeof(struct adminproto_answer) + ADMINPROTO_INLINE_MAX <= IPC_M
 const struct adminproto_route_def adminproto_routes[] = {
 	{ ADMINPROTO_R_HEALTH, "GET", "/admin/health", 0 },
 	{ ADMINPROTO_R_READY, "GET", "/admin/ready", 0 },
-	{ ADMINPROTO_R_CLUSTERS, "GET", "/admin/clusters", 0 },
+	{ ADMINPROTO_R_CLUSTERS, "GET", "/admin/clusters", ADMINPROTO_RF_LIST },
 	{ ADMINPROTO_R_CLUSTER, "GET", "/admin/clusters/*", ADMINPROTO_RF_NAME },
 	{ ADMINPROTO_R_VALIDATE, "POST", "/admin/config/validate",
 	  ADMINPROTO_RF_BODY | ADMINPROTO_RF_MUTATES },
@@ -251,6 +251,52 @@ adminproto_query_check(const struct adminproto_conn_query *q, char *err, size_t 
 	return 0;
 }
 
+const char *
+adminproto_list_sort_str(enum adminproto_list_sort k)
+{
+	static const char *const names[ADMINPROTO_SORT_COUNT] = {
+		[ADMINPROTO_SORT_FILE] = "file", [ADMINPROTO_SORT_NAME] = "name",
+		[ADMINPROTO_SORT_CONNECTIONS] = "connections", [ADMINPROTO_SORT_STATE] = "state",
+		[ADMINPROTO_SORT_SINCE] = "since",
+	};
+
+	return (unsigned)k < ADMINPROTO_SORT_COUNT ? names[k] : "unknown";
+}
+
+const char *
+adminproto_list_state_str(unsigned i)
+{
+	if (i == ADMINPROTO_LIST_UNRESPONSIVE)
+		return "unresponsive";
+	return i < LC_STATE_COUNT ? lc_state_str((enum lc_state)i) : "unknown";
+}
+
+/* The cluster list's query: bounds, flags, the globs' text. */
+static int
+adminproto_list_check(const struct adminproto_list_query *q, char *err, size_t errlen)
+{
+	size_t n;
+
+	if (q->given == 0) {
+		if (!adminproto_zero(q, sizeof *q))
+			return adminproto_fail(err, errlen, "list: fields without given");
+		return 0;
+	}
+	if (q->given != 1 || q->pad != 0 || (q->states & ~ADMINPROTO_LIST_STATES_ALL) != 0 ||
+	    q->sort >= ADMINPROTO_SORT_COUNT || q->limit > ADMINPROTO_LIST_LIMIT_MAX ||
+	    q->offset > ADMINPROTO_LIST_OFFSET_MAX)
+		return adminproto_fail(err, errlen, "list: given %u, states %#x, sort %u, "
+		    "limit %u, offset %u", q->given, q->states, q->sort, q->limit, q->offset);
+	if (!adminproto_terminated(q->names, sizeof q->names))
+		return adminproto_fail(err, errlen, "list: unterminated names");
+	n = strlen(q->names);
+	if (!adminproto_zero(q->names + n, sizeof q->names - n))
+		return adminproto_fail(err, errlen, "list: bytes after the names");
+	if (n > 0 && (q->names[0] == ',' || q->names[n - 1] == ',' || strstr(q->names, ",,")))
+		return adminproto_fail(err, errlen, "list: an empty name pattern");
+	return 0;
+}
+
 int
 adminproto_request_check(const void *payload, size_t len, size_t nfds,
 			 struct adminproto_request_view *out, char *err, size_t errlen)
@@ -300,6 +346,13 @@ adminproto_request_check(const void *payload, size_t len, size_t nfds,
 			return -1;
 	} else if (!adminproto_zero(&rq->query, sizeof rq->query)) {
 		return adminproto_fail(err, errlen, "request: %s takes no query",
+		    adminproto_route_str(d->id));
+	}
+	if (d->flags & ADMINPROTO_RF_LIST) {
+		if (adminproto_list_check(&rq->list, err, errlen) == -1)
+			return -1;
+	} else if (!adminproto_zero(&rq->list, sizeof rq->list)) {
+		return adminproto_fail(err, errlen, "request: %s takes no list query",
 		    adminproto_route_str(d->id));
 	}
 	if (rq->flags & ADMINPROTO_REQ_BODY) {

@@ -31,6 +31,7 @@
 
 #include "common/config.h"
 #include "common/sandbox.h"
+#include "common/lifecycle.h"
 
 #define ADMINPROTO_VERSION      1
 /* Requests the admin process may have sent and not seen answered; the
@@ -72,6 +73,7 @@ enum adminproto_route {
 #define ADMINPROTO_RF_LOCAL   0x8u  /* answered by the admin process itself */
 #define ADMINPROTO_RF_WAITS   0x10u /* may be answered later (reload, restart, upgrade) */
 #define ADMINPROTO_RF_QUERY   0x20u /* takes the connections listing's query (connquery.h) */
+#define ADMINPROTO_RF_LIST    0x40u /* takes the cluster list's query (clusterquery.h) */
 
 struct adminproto_route_def {
 	enum adminproto_route id;
@@ -165,6 +167,41 @@ struct adminproto_conn_query {
 	char principal[ADMINPROTO_CONN_VALUE_MAX];
 };
 
+/* The cluster list's query (GET /admin/clusters), read from the query
+ * string by the admin process (clusterquery.h), applied by the supervisor
+ * (clusterlist.h). States are bits: 1 << enum lc_state (common/lifecycle.h)
+ * and ADMINPROTO_LIST_UNRESPONSIVE. */
+#define ADMINPROTO_LIST_UNRESPONSIVE LC_STATE_COUNT
+#define ADMINPROTO_LIST_STATES_ALL   ((1u << (ADMINPROTO_LIST_UNRESPONSIVE + 1)) - 1)
+#define ADMINPROTO_LIST_LIMIT_MAX    100000
+#define ADMINPROTO_LIST_OFFSET_MAX   100000000
+#define ADMINPROTO_LIST_NAMES_MAX    1024  /* name=GLOB[,GLOB...], NUL included */
+
+enum adminproto_list_sort {
+	ADMINPROTO_SORT_FILE = 0,       /* configuration order */
+	ADMINPROTO_SORT_NAME,
+	ADMINPROTO_SORT_CONNECTIONS,    /* most first */
+	ADMINPROTO_SORT_STATE,          /* failed and unresponsive first, accepting last */
+	ADMINPROTO_SORT_SINCE,          /* the most recent change first */
+	ADMINPROTO_SORT_COUNT,
+};
+
+const char *adminproto_list_sort_str(enum adminproto_list_sort k);
+/* The name of state bit i ("initializing" .. "stopped", "unresponsive"). */
+const char *adminproto_list_state_str(unsigned i);
+
+struct adminproto_list_query {
+	uint32_t given;                 /* 1: a parameter was given (the answer adds
+	                                   "matched" and "total"); 0: all else zero */
+	uint32_t states;                /* bits within ADMINPROTO_LIST_STATES_ALL; 0 = any */
+	uint32_t sort;                  /* enum adminproto_list_sort */
+	uint32_t limit;                 /* 0: no limit, else 1..ADMINPROTO_LIST_LIMIT_MAX */
+	uint32_t offset;                /* 0..ADMINPROTO_LIST_OFFSET_MAX */
+	uint32_t pad;                   /* 0 */
+	char names[ADMINPROTO_LIST_NAMES_MAX]; /* comma-separated non-empty globs,
+	                                          zero-padded; "" = any name */
+};
+
 /* IPC_ADMIN_REQUEST, admin -> supervisor. Request ids grow strictly. */
 struct adminproto_request {
 	uint64_t id;
@@ -176,6 +213,7 @@ struct adminproto_request {
 	char version[ADMINPROTO_VERSION_LEN]; /* REJECTED: "sha256:<hex>" of the body */
 	struct adminproto_caller caller;
 	struct adminproto_conn_query query; /* RF_QUERY routes; else all zero */
+	struct adminproto_list_query list;  /* RF_LIST routes; else all zero */
 };
 
 enum adminproto_ctype {

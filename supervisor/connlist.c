@@ -204,6 +204,11 @@ soft_cluster(FILE *f, const struct sup_cluster *c)
 		other += atomic_load_explicit(&t->soft_other, memory_order_relaxed);
 		unknown += atomic_load_explicit(&t->soft_unknown, memory_order_relaxed);
 		invalid += atomic_load_explicit(&t->soft_invalid, memory_order_relaxed);
+		/* no open connection: no slot counts any (and a read of the slots
+		 * would allocate the block's second page for an idle worker) */
+		if (!atomic_load_explicit(&t->used, memory_order_relaxed) &&
+		    !atomic_load_explicit(&t->unlisted, memory_order_relaxed))
+			continue;
 		for (unsigned s = 0; s < CONNTAB_SOFTWARE; s++) {
 			struct connlist_soft one;
 			size_t j;

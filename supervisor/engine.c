@@ -86,6 +86,8 @@ sup_post_item(struct sup *s, struct sup_reload_item *it, enum fsm_ievent e, cons
 	sup_post(s, SUP_EV_ITEM, it, NULL, (int)e, why);
 }
 
+static void sup_start_batch(struct sup *s);
+
 void
 sup_post_upgrade(struct sup *s, int e, const char *why)
 {
@@ -96,21 +98,52 @@ sup_post_upgrade(struct sup *s, int e, const char *why)
 /* ---- dispatch -------------------------------------------------------------------- */
 
 static void
+sup_sweep_one(struct sup *s, struct sup_cluster *c)
+{
+	if (c->st == FSM_C_LEAVING && !sup_cluster_alive(c))
+		sup_post_cluster(s, c, FSM_CE_ALL_EXITED, "all workers exited");
+}
+
+/* Clusters that are leaving and have nothing alive are gone. Only a
+ * cluster something happened to can have become so. */
+static void
 sup_sweep(struct sup *s)
 {
-	/* Clusters that are leaving and have nothing alive are gone. */
-	for (size_t i = 0; i < s->n_clusters; i++)
-		if (s->clusters[i]->st == FSM_C_LEAVING && !sup_cluster_alive(s->clusters[i]))
-			sup_post_cluster(s, s->clusters[i], FSM_CE_ALL_EXITED, "all workers exited");
-	for (size_t i = 0; i < s->n_limbo; i++)
-		if (s->limbo[i]->st == FSM_C_LEAVING && !sup_cluster_alive(s->limbo[i]))
-			sup_post_cluster(s, s->limbo[i], FSM_CE_ALL_EXITED, "all workers exited");
+	if (s->reap_all) {
+		for (size_t i = 0; i < s->n_clusters; i++)
+			sup_sweep_one(s, s->clusters[i]);
+		for (size_t i = 0; i < s->n_limbo; i++)
+			sup_sweep_one(s, s->limbo[i]);
+		return;
+	}
+	for (size_t i = 0; i < s->n_reap; i++)
+		sup_sweep_one(s, s->reap_list[i]);
+}
+
+void
+sup_reap_mark(struct sup *s, struct sup_cluster *c)
+{
+	s->reap_pending = true;
+	if (c->reap_dirty || s->reap_all)
+		return;
+	if (s->n_reap == s->cap_reap) {
+		size_t cap = s->cap_reap ? 2 * s->cap_reap : 64;
+		struct sup_cluster **l = realloc(s->reap_list, cap * sizeof *l);
+		if (!l) {
+			s->reap_all = true;  /* out of memory: the reaper looks at all */
+			return;
+		}
+		s->reap_list = l;
+		s->cap_reap = cap;
+	}
+	s->reap_list[s->n_reap++] = c;
+	c->reap_dirty = true;
 }
 
 static void
 sup_after_chain(struct sup *s)
 {
-	bool ready = sup_ready(s);
+	bool ready = sup_ready_cached(s);
 	if (ready && !s->ever_ready)
 		s->ever_ready = true;
 	if (ready != s->last_ready) {
@@ -269,6 +302,11 @@ sup_on_exit(struct sup *s, struct sup_proc *p, int st)
 		size_t n = strlen(how);
 		snprintf(how + n, sizeof how - n, " after: %s", g->end_note);
 	}
+	if (p->queued) {  /* its start was cancelled before it happened */
+		p->queued = false;
+		g->n_queued--;
+		sup_deadline_touch(g->cluster);
+	}
 	bool asked = g->st == FSM_G_DRAINING || fsm_gen_terminal(g->st);
 	log_msg(asked ? LOG_INFO : LOG_WARN, "worker exited", "cluster=%s gen=%llu pid=%d "
 	    "how=\"%s\" state=%s", g->cluster->name, (unsigned long long)g->generation,
@@ -276,6 +314,7 @@ sup_on_exit(struct sup *s, struct sup_proc *p, int st)
 	if (!asked)
 		sup_last_crash(g->cluster, p, how, s->now_wall_ms);
 	p->alive = false;
+	sup_reap_mark(s, g->cluster);
 	sup_relays_proc_gone(s, p);
 	if (WIFEXITED(st) && WEXITSTATUS(st) == WORKER_EXIT_CONFIG && !g->accepted)
 		sup_post_proc(s, p, FSM_GE_FAILED, how);
@@ -283,7 +322,6 @@ sup_on_exit(struct sup *s, struct sup_proc *p, int st)
 		sup_post_proc(s, p, FSM_GE_EXITED, how);
 	else
 		sup_post_proc(s, p, FSM_GE_PROC_EXITED, how);
-	s->reap_pending = true;
 	sup_dispatch(s);
 }
 
@@ -296,6 +334,9 @@ sup_on_pong(struct sup *s, struct sup_proc *p, uint64_t seq)
 		return;
 	}
 	p->last_answer_ms = s->now_ms;
+	/* an answer to the last PING answers every one before it; to an
+	 * older one, the last is still outstanding (since it was sent) */
+	p->unanswered_since_ms = seq == p->ping_seq ? 0 : p->last_ping_ms;
 	bool was = p->late;
 	p->late = p->dead = false;
 	if (was) {
@@ -336,6 +377,22 @@ sup_on_upstream(struct sup *s, struct sup_proc *p, const struct ipc_upstream *u)
 	    u->error);
 }
 
+int
+sup_unknown_nodes_alloc(struct sup_cluster *c)
+{
+	if (c->unknown_nodes)
+		return 0;
+	c->unknown_nodes = calloc(SUP_UNKNOWN_NODES, sizeof *c->unknown_nodes);
+	c->unknown_since_ms = calloc(SUP_UNKNOWN_NODES, sizeof *c->unknown_since_ms);
+	if (c->unknown_nodes && c->unknown_since_ms)
+		return 0;
+	free(c->unknown_nodes);
+	free(c->unknown_since_ms);
+	c->unknown_nodes = NULL;
+	c->unknown_since_ms = NULL;
+	return -1;
+}
+
 void
 sup_on_unknown_node(struct sup *s, struct sup_proc *p, const struct ipc_unknown_node *u)
 {
@@ -344,8 +401,10 @@ sup_on_unknown_node(struct sup *s, struct sup_proc *p, const struct ipc_unknown_
 	while (k < c->n_unknown_nodes && c->unknown_nodes[k].node_id != u->node_id)
 		k++;
 	if (k == c->n_unknown_nodes) {
-		if (k == sizeof c->unknown_nodes / sizeof c->unknown_nodes[0])
+		if (k == SUP_UNKNOWN_NODES)
 			return;
+		if (sup_unknown_nodes_alloc(c) == -1)
+			return;  /* out of memory: not shown, logged by the worker */
 		c->n_unknown_nodes++;
 		c->unknown_since_ms[k] = s->now_wall_ms;
 		log_warn("upstream node id has no broker port", "cluster=%s node_id=%d "
@@ -373,7 +432,8 @@ sup_cluster_deadline(const struct sup_cluster *c)
 	/* a crash restart waits while an upgrade prepares (engine_upgrade.c) */
 	uint64_t d = upgrade_frozen(c->sup) ? 0 : c->restart_at;
 	for (const struct sup_gen *g = c->gens; g; g = g->next) {
-		d = sup_min_deadline(d, g->init_at);
+		if (!g->n_queued)  /* counts from the last start (sup_on_spawned) */
+			d = sup_min_deadline(d, g->init_at);
 		d = sup_min_deadline(d, g->stop_at);
 		d = sup_min_deadline(d, g->watchdog_at);
 		for (size_t i = 0; i < g->n_procs; i++)
@@ -382,35 +442,190 @@ sup_cluster_deadline(const struct sup_cluster *c)
 	return d;
 }
 
-uint64_t
-sup_next_deadline(const struct sup *s)
+/* ---- the deadline heap ---- */
+
+static void
+sup_dl_set(struct sup *s, size_t i, struct sup_cluster *c)
 {
-	uint64_t d = sup_min_deadline(s->hup_at, upgrade_deadline(s));
+	s->dl_heap[i] = c;
+	c->dl_index = i;
+}
+
+static void
+sup_dl_up(struct sup *s, size_t i)
+{
+	struct sup_cluster *c = s->dl_heap[i];
+	while (i > 0) {
+		size_t parent = (i - 1) / 2;
+		if (s->dl_heap[parent]->deadline <= c->deadline)
+			break;
+		sup_dl_set(s, i, s->dl_heap[parent]);
+		i = parent;
+	}
+	sup_dl_set(s, i, c);
+}
+
+static void
+sup_dl_down(struct sup *s, size_t i)
+{
+	struct sup_cluster *c = s->dl_heap[i];
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+		uint64_t best = c->deadline;
+		if (l < s->n_dl_heap && s->dl_heap[l]->deadline < best)
+			best = s->dl_heap[m = l]->deadline;
+		if (l + 1 < s->n_dl_heap && s->dl_heap[l + 1]->deadline < best)
+			m = l + 1;
+		if (m == i)
+			break;
+		sup_dl_set(s, i, s->dl_heap[m]);
+		i = m;
+	}
+	sup_dl_set(s, i, c);
+}
+
+static void
+sup_dl_remove(struct sup *s, struct sup_cluster *c)
+{
+	size_t i = c->dl_index;
+	if (i == SIZE_MAX)
+		return;
+	c->dl_index = SIZE_MAX;
+	struct sup_cluster *last = s->dl_heap[--s->n_dl_heap];
+	if (last == c)
+		return;
+	sup_dl_set(s, i, last);
+	sup_dl_up(s, i);
+	sup_dl_down(s, last->dl_index);
+}
+
+/* c's earliest deadline computed again, its place in the heap with it */
+static void
+sup_dl_update(struct sup *s, struct sup_cluster *c)
+{
+	c->deadline = sup_cluster_deadline(c);
+	c->deadline_dirty = false;
+	if (!c->deadline) {
+		sup_dl_remove(s, c);
+	} else if (c->dl_index == SIZE_MAX) {
+		sup_dl_set(s, s->n_dl_heap++, c);  /* room was reserved */
+		sup_dl_up(s, c->dl_index);
+	} else {
+		sup_dl_up(s, c->dl_index);
+		sup_dl_down(s, c->dl_index);
+	}
+}
+
+static void
+sup_dl_flush(struct sup *s)
+{
+	/* crash restarts wait while an upgrade prepares: every cluster's
+	 * earliest changes when that starts or ends */
+	bool frozen = upgrade_frozen(s);
+	if (frozen != s->dl_frozen) {
+		s->dl_frozen = frozen;
+		sup_deadline_touch_all(s);
+	}
+	for (size_t i = 0; i < s->n_dl_dirty; i++)
+		sup_dl_update(s, s->dl_dirty[i]);
+	s->n_dl_dirty = 0;
+}
+
+void
+sup_deadline_touch(struct sup_cluster *c)
+{
+	struct sup *s = c->sup;
+	if (c->deadline_dirty)
+		return;
+	c->deadline_dirty = true;
+	s->dl_dirty[s->n_dl_dirty++] = c;  /* room was reserved */
+}
+
+void
+sup_deadline_touch_all(struct sup *s)
+{
+	for (size_t i = 0; i < s->n_clusters; i++)
+		sup_deadline_touch(s->clusters[i]);
+	for (size_t i = 0; i < s->n_limbo; i++)
+		sup_deadline_touch(s->limbo[i]);
+}
+
+int
+sup_deadline_reserve(struct sup *s, size_t n)
+{
+	if (n <= s->cap_dl)
+		return 0;
+	size_t cap = s->cap_dl ? s->cap_dl : 64;
+	while (cap < n)
+		cap *= 2;
+	struct sup_cluster **h = realloc(s->dl_heap, cap * sizeof *h);
+	if (!h)
+		return -1;
+	s->dl_heap = h;
+	struct sup_cluster **d = realloc(s->dl_dirty, cap * sizeof *d);
+	if (!d)
+		return -1;
+	s->dl_dirty = d;
+	struct sup_cluster **u = realloc(s->dl_due, cap * sizeof *u);
+	if (!u)
+		return -1;
+	s->dl_due = u;
+	s->cap_dl = cap;
+	return 0;
+}
+
+void
+sup_deadline_forget(struct sup *s, struct sup_cluster *c)
+{
+	sup_dl_remove(s, c);
+	if (!c->deadline_dirty)
+		return;
+	for (size_t i = 0; i < s->n_dl_dirty; i++)
+		if (s->dl_dirty[i] == c) {
+			s->dl_dirty[i] = s->dl_dirty[--s->n_dl_dirty];
+			break;
+		}
+	c->deadline_dirty = false;
+}
+
+uint64_t
+sup_next_deadline(struct sup *s)
+{
+	uint64_t d = sup_min_deadline(s->hup_at, reload_next_deadline(s));
+	d = sup_min_deadline(d, s->start_at);
+	d = sup_min_deadline(d, upgrade_deadline(s));
 	for (size_t i = 0; i < s->n_relays; i++)
 		d = sup_min_deadline(d, s->relays[i].deadline_ms);
-	for (size_t i = 0; i < s->n_clusters; i++)
-		d = sup_min_deadline(d, sup_cluster_deadline(s->clusters[i]));
-	for (size_t i = 0; i < s->n_limbo; i++)
-		d = sup_min_deadline(d, sup_cluster_deadline(s->limbo[i]));
+	sup_dl_flush(s);
+	if (s->n_dl_heap)
+		d = sup_min_deadline(d, s->dl_heap[0]->deadline);
 	return d;
 }
 
 void
 sup_tick(struct sup *s)
 {
-	for (size_t pass = 0; pass < 2; pass++) {
-		struct sup_cluster **arr = pass ? s->limbo : s->clusters;
-		size_t n = pass ? s->n_limbo : s->n_clusters;
-		for (size_t i = 0; i < n; i++) {
-			struct sup_cluster *c = arr[i];
-			for (struct sup_gen *g = c->gens; g; g = g->next)
-				sup_gen_tick(s, g);
-			if (c->restart_at && s->now_ms >= c->restart_at && !upgrade_frozen(s)) {
-				c->restart_at = 0;
-				sup_post_cluster(s, c, FSM_CE_RESTART_TIMER, "restart after crash");
-			}
+	/* the clusters with something due: taken out of the heap first (the
+	 * ticks touch them: they go back with their next deadline) */
+	size_t n_due = 0;
+	sup_dl_flush(s);
+	while (s->n_dl_heap && s->dl_heap[0]->deadline <= s->now_ms) {
+		struct sup_cluster *c = s->dl_heap[0];
+		sup_dl_remove(s, c);
+		s->dl_due[n_due++] = c;
+	}
+	for (size_t i = 0; i < n_due; i++) {
+		struct sup_cluster *c = s->dl_due[i];
+		sup_deadline_touch(c);
+		for (struct sup_gen *g = c->gens; g; g = g->next)
+			sup_gen_tick(s, g);
+		if (c->restart_at && s->now_ms >= c->restart_at && !upgrade_frozen(s)) {
+			c->restart_at = 0;
+			sup_post_cluster(s, c, FSM_CE_RESTART_TIMER, "restart after crash");
 		}
 	}
+	if (s->start_at && s->now_ms >= s->start_at)
+		sup_start_batch(s);
 	sup_relays_tick(s);
 	reload_tick(s);
 	upgrade_tick(s);
@@ -421,8 +636,6 @@ sup_tick(struct sup *s)
 
 static void sup_proc_reap(struct sup *s, struct sup_cluster *c, struct sup_proc *p);
 
-/* Counters of the processes fold into the cluster's retired totals (gauges
- * mean nothing once a process is gone). */
 static void
 sup_gen_free(struct sup *s, struct sup_cluster *c, struct sup_gen *g)
 {
@@ -430,29 +643,45 @@ sup_gen_free(struct sup *s, struct sup_cluster *c, struct sup_gen *g)
 		sup_proc_reap(s, c, &g->procs[i]);
 	if (s->ops->gen_free)
 		s->ops->gen_free(s, g);
+	free(g->procs);
 	free(g);
 }
 
+/* A process that ended keeps nothing: its counters fold into the
+ * cluster's retired totals (gauges mean nothing once it is gone), its
+ * channel and block are released. */
 static void
 sup_proc_reap(struct sup *s, struct sup_cluster *c, struct sup_proc *p)
 {
-	if (p->metrics)
-		metrics_retire(&c->retired, p->metrics);
+	if (p->metrics) {
+		if (!c->retired)
+			c->retired = metrics_totals_new();
+		if (c->retired)
+			metrics_retire(c->retired, p->metrics);
+		else
+			log_error("out of memory keeping the counters of an ended worker; they are "
+			    "lost", "cluster=%s pid=%d", c->name, (int)p->pid);
+	}
 	s->ops->proc_free(s, p);
 	p->metrics = NULL;
 	p->chan = NULL;
 }
 
+/* Free what ended: every dead process's channel and block (a generation
+ * whose workers are gone keeps only what its status shows), and the
+ * oldest of the ended generations beyond SUP_KEEP_ENDED. */
 static void
 sup_cluster_reap_gens(struct sup *s, struct sup_cluster *c, bool all)
 {
 	unsigned kept = 0;
-	/* dead processes of generations that live on (replaced siblings) */
-	for (struct sup_gen *g = c->gens; g; g = g->next)
-		if (sup_gen_alive(g))
-			for (size_t i = 0; i < g->n_procs; i++)
-				if (!g->procs[i].alive && (g->procs[i].chan || g->procs[i].metrics))
-					sup_proc_reap(s, c, &g->procs[i]);
+	bool freed = false;
+	for (struct sup_gen *g = c->gens; g; g = g->next) {
+		for (size_t i = 0; i < g->n_procs; i++)
+			if (!g->procs[i].alive && (g->procs[i].chan || g->procs[i].metrics))
+				sup_proc_reap(s, c, &g->procs[i]);
+		if (g->shared && fsm_gen_terminal(g->st) && !sup_gen_alive(g) && s->ops->gen_free)
+			s->ops->gen_free(s, g);
+	}
 	struct sup_gen **pp = &c->gens, *g;
 	while ((g = *pp)) {
 		bool ended = fsm_gen_terminal(g->st) && !sup_gen_alive(g);
@@ -460,10 +689,13 @@ sup_cluster_reap_gens(struct sup *s, struct sup_cluster *c, bool all)
 		    (all || (g != c->gens && ++kept > SUP_KEEP_ENDED))) {
 			*pp = g->next;
 			sup_gen_free(s, c, g);
+			freed = true;
 			continue;
 		}
 		pp = &g->next;
 	}
+	if (freed)
+		sup_ready_touch(s, c);  /* the serving generation may be another now */
 }
 
 static void
@@ -475,7 +707,12 @@ sup_cluster_free(struct sup *s, struct sup_cluster *c)
 		sup_gen_kill(s, g);
 		sup_gen_free(s, c, g);
 	}
+	sup_deadline_forget(s, c);
 	crash_free(&c->crash);
+	metrics_unmap(c->retired);
+	metrics_unmap(c->carried);
+	free(c->unknown_nodes);
+	free(c->unknown_since_ms);
 	sup_ccfg_free(s, c->ccfg);
 	sup_nodes_free(&c->nodes);
 	tickets_free(c);
@@ -498,6 +735,26 @@ sup_reap_array(struct sup *s, struct sup_cluster **arr, size_t *n)
 	}
 }
 
+/* One cluster something happened to: gone (out of its array, freed), or
+ * what ended of it freed. */
+static void
+sup_reap_one(struct sup *s, struct sup_cluster *c)
+{
+	if (c->st != FSM_C_GONE) {
+		sup_cluster_reap_gens(s, c, false);
+		return;
+	}
+	struct sup_cluster **arr = c->listed ? s->clusters : s->limbo;
+	size_t *n = c->listed ? &s->n_clusters : &s->n_limbo;
+	for (size_t i = 0; i < *n; i++)
+		if (arr[i] == c) {
+			memmove(&arr[i], &arr[i + 1], (*n - i - 1) * sizeof *arr);
+			(*n)--;
+			break;
+		}
+	sup_cluster_free(s, c);
+}
+
 void
 sup_reap(struct sup *s)
 {
@@ -506,8 +763,20 @@ sup_reap(struct sup *s)
 	s->reap_pending = false;
 	reload_reap(s);
 	upgrade_reap(s);
-	sup_reap_array(s, s->clusters, &s->n_clusters);
-	sup_reap_array(s, s->limbo, &s->n_limbo);
+	if (s->reap_all) {
+		for (size_t i = 0; i < s->n_reap; i++)
+			s->reap_list[i]->reap_dirty = false;  /* before any is freed */
+		sup_reap_array(s, s->clusters, &s->n_clusters);
+		sup_reap_array(s, s->limbo, &s->n_limbo);
+	} else {
+		for (size_t i = 0; i < s->n_reap; i++) {
+			struct sup_cluster *c = s->reap_list[i];
+			c->reap_dirty = false;
+			sup_reap_one(s, c);
+		}
+	}
+	s->n_reap = 0;
+	s->reap_all = false;
 	upgrade_reaped(s);
 	if (s->stopping)
 		sup_after_chain(s);
@@ -543,7 +812,7 @@ sup_start(struct sup *s)
 	bool any_bound = false;
 	for (size_t i = 0; i < s->cfg.n_clusters; i++) {
 		const struct cfg_cluster *cl = &s->cfg.clusters[i];
-		struct sup_ccfg *cc = sup_ccfg_new(cl, err, sizeof err);
+		struct sup_ccfg *cc = sup_ccfg_new(s, cl, err, sizeof err);
 		if (!cc) {
 			log_error("cannot prepare cluster", "cluster=%s error=\"%s\"", cl->name, err);
 			return -1;
@@ -553,7 +822,7 @@ sup_start(struct sup *s)
 			sup_ccfg_free(s, cc);
 			return -1;
 		}
-		if (sup_ccfg_listen(s, cc, NULL, 0, err, sizeof err) == -1) {
+		if (sup_ccfg_listen(s, cc, NULL, err, sizeof err) == -1) {
 			log_error("cannot bind cluster listener", "cluster=%s error=\"%s\"", cl->name, err);
 			sup_ccfg_release(s, cc);
 			if (s->cfg.startup_policy == CFG_STARTUP_FAIL_FAST)
@@ -567,14 +836,42 @@ sup_start(struct sup *s)
 			continue;
 		}
 		any_bound = true;
-		sup_gen_start(s, c, cc, SUP_OWNER_CLUSTER, NULL, s->cfg.init_timeout_ms, "start");
+		c->start_pending = true;
 	}
 	if (!any_bound && s->n_clusters) {
 		log_error("no cluster could bind its listeners", "%s", "");
 		return -1;
 	}
+	/* each cluster keeps its configuration in its ccfg: the running
+	 * config keeps the [ferry] settings only */
+	cfg_drop_clusters(&s->cfg);
+	sup_start_batch(s);
 	sup_dispatch(s);
 	return 0;
+}
+
+/* The first generations of the clusters sup_start bound, SUP_START_BATCH
+ * a turn (a thousand at once would hold the loop before it ever ran); a
+ * cluster that got a generation otherwise meanwhile (a reload, a restart)
+ * or is leaving is skipped. */
+static void
+sup_start_batch(struct sup *s)
+{
+	size_t done = 0;
+	s->start_at = 0;
+	for (size_t i = 0; i < s->n_clusters; i++) {
+		struct sup_cluster *c = s->clusters[i];
+		if (!c->start_pending)
+			continue;
+		if (done++ == SUP_START_BATCH) {
+			s->start_at = s->now_ms;  /* the next turn, after the loop's I/O */
+			return;
+		}
+		c->start_pending = false;
+		if (c->st == FSM_C_ACTIVE && !s->stopping)
+			sup_gen_start(s, c, c->ccfg, SUP_OWNER_CLUSTER, NULL, s->cfg.init_timeout_ms,
+			    "start");
+	}
 }
 
 void
@@ -633,6 +930,10 @@ sup_free(struct sup *s)
 	s->n_clusters = s->n_limbo = 0;
 	sup_record_clear(&s->last_reload);
 	free(s->relays);
+	free(s->reap_list);
+	free(s->dl_heap);
+	free(s->dl_dirty);
+	free(s->dl_due);
 	free(s->evq);
 	cfg_free(&s->cfg);
 	free(s->config_path);

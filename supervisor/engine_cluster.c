@@ -20,36 +20,45 @@
 /* ---- listeners and cluster configurations ------------------------------------ */
 
 struct sup_ccfg *
-sup_ccfg_new(const struct cfg_cluster *cl, char *err, size_t errlen)
+sup_ccfg_new(const struct sup *s, const struct cfg_cluster *cl, char *err, size_t errlen)
 {
 	struct sup_ccfg *cc = calloc(1, sizeof *cc);
 	if (!cc) {
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	cc->canonical = cfg_cluster_canonical(cl);
+	/* a worker is sent a number for max_connections = auto (a shallow
+	 * copy, only read) */
+	struct cfg_cluster sent = *cl;
+	sent.max_connections = sup_max_connections(s, cl);
+	cc->canonical = cfg_cluster_canonical(&sent);
 	struct cfg_errors errs;
+	struct cfg parsed;
 	cfg_errors_init(&errs);
+	memset(&parsed, 0, sizeof parsed);
 	if (!cc->canonical ||
-	    cfg_parse_string("<canonical>", cc->canonical, strlen(cc->canonical), &cc->own,
-	    &errs) == -1 || cc->own.n_clusters != 1 ||
+	    cfg_parse_string("<canonical>", cc->canonical, strlen(cc->canonical), &parsed,
+	    &errs) == -1 || parsed.n_clusters != 1 ||
 	    plan_cluster_version(cl, cc->version, sizeof cc->version) == -1) {
 		snprintf(err, errlen, "canonical config does not parse: %s",
 		    errs.n ? errs.msg[0] : "out of memory");
 		cfg_errors_free(&errs);
-		cfg_free(&cc->own);
+		cfg_free(&parsed);
 		free(cc->canonical);
 		free(cc);
 		return NULL;
 	}
 	cfg_errors_free(&errs);
-	cc->cl = &cc->own.clusters[0];
+	/* the cluster alone is kept, not the [ferry] defaults around it */
+	cfg_cluster_take(&parsed, 0, &cc->own);
+	cfg_free(&parsed);
+	cc->cl = &cc->own;
 	/* The TLS files read (and checked) with this configuration: what its
 	 * version covers and what every worker of it gets, also after a crash
 	 * restart. */
-	if (cl->files && !(cc->own.clusters[0].files = tlsmat_dup(cl->files))) {
+	if (cl->files && !(cc->own.files = tlsmat_dup(cl->files))) {
 		snprintf(err, errlen, "out of memory");
-		cfg_free(&cc->own);
+		cfg_cluster_free(&cc->own);
 		free(cc->canonical);
 		free(cc);
 		return NULL;
@@ -67,7 +76,7 @@ sup_ccfg_new(const struct cfg_cluster *cl, char *err, size_t errlen)
 	cc->listeners = calloc(cc->n_listeners, sizeof *cc->listeners);
 	if (!cc->listeners) {
 		snprintf(err, errlen, "out of memory");
-		cfg_free(&cc->own);
+		cfg_cluster_free(&cc->own);
 		free(cc->canonical);
 		free(cc);
 		return NULL;
@@ -88,9 +97,53 @@ sup_ccfg_new(const struct cfg_cluster *cl, char *err, size_t errlen)
 	return cc;
 }
 
+struct sup_listen_ref {
+	uint16_t port;
+	const char *host;
+	int fd;
+};
+
+static int
+sup_listen_ref_cmp(const void *x, const void *y)
+{
+	const struct sup_listen_ref *a = x, *b = y;
+	if (a->port != b->port)
+		return a->port < b->port ? -1 : 1;
+	return strcmp(a->host, b->host);
+}
+
 int
-sup_ccfg_listen(struct sup *s, struct sup_ccfg *cc, struct sup_ccfg *const *reuse,
-		size_t n_reuse, char *err, size_t errlen)
+sup_listen_index_build(struct sup *s, struct sup_listen_index *ix)
+{
+	size_t n = 0;
+	ix->v = NULL;
+	ix->n = 0;
+	for (size_t i = 0; i < s->n_clusters; i++)
+		n += s->clusters[i]->ccfg->n_listeners;
+	if ((ix->v = calloc(n + 1, sizeof *ix->v)) == NULL)
+		return -1;
+	for (size_t i = 0; i < s->n_clusters; i++) {
+		const struct sup_ccfg *cc = s->clusters[i]->ccfg;
+		for (size_t k = 0; k < cc->n_listeners; k++)
+			if (cc->listeners[k].fd >= 0)
+				ix->v[ix->n++] = (struct sup_listen_ref){ cc->listeners[k].addr.port,
+					cc->listeners[k].addr.host, cc->listeners[k].fd };
+	}
+	qsort(ix->v, ix->n, sizeof *ix->v, sup_listen_ref_cmp);
+	return 0;
+}
+
+void
+sup_listen_index_free(struct sup_listen_index *ix)
+{
+	free(ix->v);
+	ix->v = NULL;
+	ix->n = 0;
+}
+
+int
+sup_ccfg_listen(struct sup *s, struct sup_ccfg *cc, const struct sup_listen_index *reuse,
+		char *err, size_t errlen)
 {
 	for (size_t i = 0; i < cc->n_listeners; i++) {
 		struct sup_listener *l = &cc->listeners[i];
@@ -98,27 +151,20 @@ sup_ccfg_listen(struct sup *s, struct sup_ccfg *cc, struct sup_ccfg *const *reus
 			continue;
 		/* The same address in a configuration that is serving: share the
 		 * socket object, never bind it twice. */
-		for (size_t r = 0; r < n_reuse && l->fd < 0; r++) {
-			if (!reuse[r])
-				continue;
-			for (size_t k = 0; k < reuse[r]->n_listeners; k++) {
-				const struct sup_listener *o = &reuse[r]->listeners[k];
-				if (o->fd >= 0 && o->addr.port == l->addr.port &&
-				    strcmp(o->addr.host, l->addr.host) == 0) {
-					l->fd = s->ops->dup(s, o->fd);
-					if (l->fd == -1) {
-						snprintf(err, errlen, "dup listener: %s", strerror(errno));
-						return -1;
-					}
-					break;
-				}
-			}
-		}
-		if (l->fd < 0) {
-			l->fd = s->ops->bind(s, &l->addr, err, errlen);
-			if (l->fd == -1)
+		struct sup_listen_ref key = { l->addr.port, l->addr.host, -1 };
+		const struct sup_listen_ref *o = reuse && reuse->n ? bsearch(&key, reuse->v,
+		    reuse->n, sizeof *reuse->v, sup_listen_ref_cmp) : NULL;
+		if (o) {
+			l->fd = s->ops->dup(s, o->fd);
+			if (l->fd == -1) {
+				snprintf(err, errlen, "dup listener: %s", strerror(errno));
 				return -1;
+			}
+			continue;
 		}
+		l->fd = s->ops->bind(s, &l->addr, err, errlen);
+		if (l->fd == -1)
+			return -1;
 	}
 	return 0;
 }
@@ -143,7 +189,7 @@ sup_ccfg_free(struct sup *s, struct sup_ccfg *cc)
 	sup_ccfg_release(s, cc);
 	free(cc->listeners);
 	free(cc->canonical);
-	cfg_free(&cc->own);
+	cfg_cluster_free(&cc->own);
 	free(cc);
 }
 
@@ -151,7 +197,6 @@ void
 sup_cluster_set_ccfg(struct sup_cluster *c, struct sup_ccfg *cc)
 {
 	c->ccfg = cc;
-	c->cfg = *cc->cl;
 	snprintf(c->name, sizeof c->name, "%s", cc->cl->name);
 	snprintf(c->config_version, sizeof c->config_version, "%s", cc->version);
 	c->listeners = cc->listeners;
@@ -185,10 +230,13 @@ sup_array_del(struct sup_cluster **arr, size_t *n, struct sup_cluster *c)
 struct sup_cluster *
 sup_cluster_new(struct sup *s, struct sup_ccfg *cc, bool listed)
 {
+	if (sup_deadline_reserve(s, s->n_clusters + s->n_limbo + 1) == -1)
+		return NULL;
 	struct sup_cluster *c = calloc(1, sizeof *c);
 	if (!c)
 		return NULL;
 	c->sup = s;
+	c->dl_index = SIZE_MAX;
 	c->st = FSM_C_ACTIVE;
 	struct crash_policy cp = { s->cfg.crash_loop_limit, s->cfg.crash_loop_window_ms };
 	if (crash_init(&c->crash, &cp) == -1) {
@@ -203,6 +251,8 @@ sup_cluster_new(struct sup *s, struct sup_ccfg *cc, bool listed)
 		return NULL;
 	}
 	c->listed = listed;
+	sup_ready_touch(s, c);
+	sup_deadline_touch(c);
 	return c;
 }
 
@@ -216,6 +266,7 @@ sup_cluster_unlist(struct sup *s, struct sup_cluster *c)
 		return;
 	sup_array_del(s->clusters, &s->n_clusters, c);
 	c->listed = false;
+	sup_ready_touch(s, c);
 }
 
 void
@@ -227,6 +278,7 @@ sup_cluster_list(struct sup *s, struct sup_cluster *c)
 		return;
 	sup_array_del(s->limbo, &s->n_limbo, c);
 	c->listed = true;
+	sup_ready_touch(s, c);
 }
 
 /* ---- cluster machine --------------------------------------------------------------- */
@@ -264,8 +316,10 @@ sup_cluster_event(struct sup *s, struct sup_cluster *c, enum fsm_cevent e, const
 	}
 	if (a & FSM_CA_START_GEN)
 		sup_gen_start(s, c, c->ccfg, SUP_OWNER_CLUSTER, NULL, s->cfg.init_timeout_ms, why);
+	sup_ready_touch(s, c);
+	sup_deadline_touch(c);
 	/* REAP is the reaper's business (c->st == GONE). */
-	s->reap_pending = true;
+	sup_reap_mark(s, c);
 }
 
 static void
@@ -413,7 +467,7 @@ sup_cluster_restart(struct sup *s, const char *name, uint64_t waiter, struct sup
 	/* Sockets released by a drain, a failure or a failed bind: bind them
 	 * again (the ones still open stay). */
 	char err[256];
-	if (sup_ccfg_listen(s, c->ccfg, NULL, 0, err, sizeof err) == -1) {
+	if (sup_ccfg_listen(s, c->ccfg, NULL, err, sizeof err) == -1) {
 		if (c->st != FSM_C_ACTIVE)
 			sup_ccfg_release(s, c->ccfg);
 		a->result = SUP_FAILED;

@@ -46,9 +46,26 @@ sup_gen_fail_now(struct sup *s, struct sup_gen *g, const char *why)
 		sup_post_gen(s, g, FSM_GE_EXITED, why);
 }
 
+/* Process p runs now (started at once, or its queued start happened):
+ * its watchdog and crash-loop clocks start here. */
+static void
+sup_proc_started(struct sup *s, struct sup_proc *p)
+{
+	struct sup_gen *g = p->gen;
+	struct sup_cluster *c = g->cluster;
+	p->last_answer_ms = s->now_ms;
+	if (g->owner == SUP_OWNER_CLUSTER)
+		crash_started(&c->crash, s->now_ms);
+	log_info("worker started", "cluster=%s gen=%llu index=%u pid=%d why=\"%s\"%s", c->name,
+	    (unsigned long long)g->generation, p->index, (int)p->pid,
+	    p->starts > 1 ? "replaces a crashed worker" : g->start_why,
+	    g->owner == SUP_OWNER_RELOAD ? " held=true" : "");
+}
+
 /* Start process p of its generation with cc (a first start, or the
- * replacement of a crashed sibling in the same slot). 0, or -1 with the
- * reason in err. */
+ * replacement of a crashed sibling in the same slot): at once, or queued
+ * by the I/O layer (then sup_on_spawned says when it ran). 0, or -1 with
+ * the reason in err. */
 static int
 sup_proc_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char *err,
 	       size_t errlen)
@@ -57,20 +74,65 @@ sup_proc_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, cha
 	p->restart_at = 0;
 	p->ready = p->late = p->dead = false;
 	p->ping_seq = 0;
+	p->unanswered_since_ms = p->last_ping_ms = 0;
 	p->pid = 0;
 	p->last_answer_ms = s->now_ms;
 	p->starts++;
 	char perr[160];
-	if (s->ops->spawn(s, p, cc, perr, sizeof perr) == -1) {
+	int rc = s->ops->spawn(s, p, cc, perr, sizeof perr);
+	if (rc == -1) {
 		snprintf(err, errlen, "cannot start worker: %s", perr);
 		log_error("cannot start worker", "cluster=%s gen=%llu index=%u reason=\"%s\"", c->name,
 		    (unsigned long long)p->gen->generation, p->index, perr);
 		return -1;
 	}
 	p->alive = true;
-	if (p->gen->owner == SUP_OWNER_CLUSTER)
-		crash_started(&c->crash, s->now_ms);
+	if (rc == 1) {
+		p->queued = true;
+		p->gen->n_queued++;
+		return 0;
+	}
+	sup_proc_started(s, p);
 	return 0;
+}
+
+void
+sup_on_spawned(struct sup *s, struct sup_proc *p)
+{
+	struct sup_gen *g = p->gen;
+	if (!p->queued)
+		return;
+	p->queued = false;
+	g->n_queued--;
+	sup_proc_started(s, p);
+	/* init_timeout counts from the start of the last process, not from
+	 * when the start was asked for (a paced start may wait its turn) */
+	if (g->init_at && !g->n_queued)
+		g->init_at = s->now_ms + g->init_timeout_ms;
+	sup_deadline_touch(g->cluster);
+}
+
+void
+sup_on_spawn_failed(struct sup *s, struct sup_proc *p, const char *err)
+{
+	struct sup_gen *g = p->gen;
+	char why[256];
+	snprintf(why, sizeof why, "cannot start worker: %s", err);
+	log_error("cannot start worker", "cluster=%s gen=%llu index=%u reason=\"%s\"",
+	    g->cluster->name, (unsigned long long)g->generation, p->index, err);
+	if (p->queued) {
+		p->queued = false;
+		g->n_queued--;
+	}
+	sup_deadline_touch(g->cluster);
+	p->alive = false;
+	/* as if it had said FAILED and exited: a generation not yet accepting
+	 * fails, a replacement among serving siblings is one more crash */
+	if (!g->accepted)
+		sup_post_proc(s, p, FSM_GE_FAILED, why);
+	sup_post_proc(s, p, sup_gen_alive(g) ? FSM_GE_PROC_EXITED : FSM_GE_EXITED, why);
+	sup_reap_mark(s, g->cluster);
+	sup_dispatch(s);
 }
 
 /* A generation of c with cc, not started yet (its init deadline runs). */
@@ -83,6 +145,13 @@ sup_gen_new(struct sup *s, struct sup_cluster *c, const struct sup_ccfg *cc, enu
 		log_error("out of memory starting a generation", "cluster=%s", c->name);
 		return NULL;
 	}
+	g->n_procs = sup_workers_of(cc->cl);
+	g->procs = calloc(g->n_procs, sizeof *g->procs);
+	if (!g->procs) {
+		free(g);
+		log_error("out of memory starting a generation", "cluster=%s", c->name);
+		return NULL;
+	}
 	g->cluster = c;
 	g->generation = ++c->next_generation;
 	g->st = FSM_G_STARTING;
@@ -90,14 +159,17 @@ sup_gen_new(struct sup *s, struct sup_cluster *c, const struct sup_ccfg *cc, enu
 	g->item = it;
 	plan_upstream_key(cc->cl, g->upstream_key, sizeof g->upstream_key);
 	lc_init(&g->lc, s->now_wall_ms, why);
-	g->n_procs = sup_workers_of(cc->cl);
+	snprintf(g->start_why, sizeof g->start_why, "%s", why);
 	for (size_t i = 0; i < g->n_procs; i++) {
 		g->procs[i].gen = g;
 		g->procs[i].index = (unsigned)i;
 	}
+	g->init_timeout_ms = init_timeout_ms;
 	g->init_at = s->now_ms + init_timeout_ms;
 	g->next = c->gens;
 	c->gens = g;
+	sup_ready_touch(s, c);
+	sup_deadline_touch(c);
 	return g;
 }
 
@@ -109,6 +181,8 @@ sup_gen_start(struct sup *s, struct sup_cluster *c, const struct sup_ccfg *cc,
 	struct sup_gen *g = sup_gen_new(s, c, cc, owner, it, init_timeout_ms, why);
 	if (!g)
 		return NULL;
+	if (owner == SUP_OWNER_CLUSTER)
+		c->start_pending = false;  /* it has its generation */
 	char err[256];
 	for (size_t i = 0; i < cc->n_listeners; i++) {
 		if (cc->listeners[i].fd < 0) {
@@ -126,9 +200,6 @@ sup_gen_start(struct sup *s, struct sup_cluster *c, const struct sup_ccfg *cc,
 			sup_gen_fail_now(s, g, err);
 			return g;
 		}
-		log_info("worker started", "cluster=%s gen=%llu index=%u pid=%d why=\"%s\"%s", c->name,
-		    (unsigned long long)g->generation, p->index, (int)p->pid, why,
-		    owner == SUP_OWNER_RELOAD ? " held=true" : "");
 	}
 	return g;
 }
@@ -216,12 +287,8 @@ sup_proc_respawn(struct sup *s, struct sup_proc *p)
 {
 	struct sup_gen *g = p->gen;
 	char err[256];
-	if (sup_proc_spawn(s, p, g->cluster->ccfg, err, sizeof err) == -1) {
+	if (sup_proc_spawn(s, p, g->cluster->ccfg, err, sizeof err) == -1)
 		sup_post_proc(s, p, FSM_GE_PROC_EXITED, err);
-		return;
-	}
-	log_info("worker started", "cluster=%s gen=%llu index=%u pid=%d why=\"replaces a crashed "
-	    "worker\"", g->cluster->name, (unsigned long long)g->generation, p->index, (int)p->pid);
 }
 
 void
@@ -372,7 +439,9 @@ sup_gen_event(struct sup *s, struct sup_gen *g, struct sup_proc *ep, enum fsm_ge
 		else if (g->owner == SUP_OWNER_CLUSTER)
 			sup_cluster_gen_ended(s, g, (a & FSM_GA_CRASHED) != 0, why);
 	}
-	s->reap_pending = true;
+	sup_ready_touch(s, c);
+	sup_deadline_touch(c);
+	sup_reap_mark(s, c);
 }
 
 void
@@ -391,7 +460,7 @@ sup_gen_tick(struct sup *s, struct sup_gen *g)
 			continue;  /* its slot is freed by the reaper first */
 		sup_proc_respawn(s, p);
 	}
-	if (g->init_at && now >= g->init_at) {
+	if (g->init_at && now >= g->init_at && !g->n_queued) {
 		g->init_at = 0;
 		char why[320];
 		if (g->need_probe && !g->upstream_ok && g->st == FSM_G_HELD)
@@ -415,11 +484,18 @@ sup_gen_tick(struct sup *s, struct sup_gen *g)
 			g->watchdog_at = 0;  /* turned off by a reload */
 			return;
 		}
+		/* This check comes late: the supervisor's own loop was held (its
+		 * workers' answers may be waiting, unread, in their channels).
+		 * Nobody is judged on that: ping, read, judge a moment later. */
+		bool busy = now - g->watchdog_at > SUP_WD_LAG_MS;
 		for (size_t i = 0; i < g->n_procs; i++) {
 			struct sup_proc *p = &g->procs[i];
-			if (!p->alive)
+			if (!p->alive || p->queued)
 				continue;
-			uint64_t age = now - p->last_answer_ms;
+			/* a ready worker is late from its oldest unanswered PING; a
+			 * replacement still starting (no init deadline) from its start */
+			uint64_t since = p->ready ? p->unanswered_since_ms : p->last_answer_ms;
+			uint64_t age = since && !busy ? now - since : 0;
 			char why[128];
 			if (age >= 2 * w && !p->dead) {
 				p->dead = p->late = true;
@@ -438,15 +514,21 @@ sup_gen_tick(struct sup *s, struct sup_gen *g)
 			struct ipc_ping ping = { .seq = ++p->ping_seq };
 			if (s->ops->send(s, p, IPC_PING, &ping, sizeof ping) == -1)
 				sup_post_proc(s, p, FSM_GE_QUEUE_FULL, "control channel full");
+			p->last_ping_ms = now;
+			if (!p->unanswered_since_ms)
+				p->unanswered_since_ms = now;
 		}
 		/* next ping, or the moment a process becomes late or dead,
 		 * whichever comes first: the report is on time, not a period late */
-		uint64_t next = now + sup_watchdog_period(s);
+		uint64_t next = now + (busy ? SUP_WD_RECHECK_MS : sup_watchdog_period(s));
 		for (size_t i = 0; i < g->n_procs; i++) {
 			struct sup_proc *p = &g->procs[i];
-			if (!p->alive || !p->ready || p->dead)
+			if (!p->alive || p->queued || p->dead)
 				continue;
-			uint64_t due = p->last_answer_ms + (p->late ? 2 * w : w);
+			uint64_t since = p->ready ? p->unanswered_since_ms : p->last_answer_ms;
+			if (!since)
+				continue;
+			uint64_t due = since + (p->late ? 2 * w : w);
 			if (due > now && due < next)
 				next = due;
 		}

@@ -20,12 +20,46 @@ void sup_post_item(struct sup *s, struct sup_reload_item *it, enum fsm_ievent e,
 /* Run queued events until none is left (re-entrant calls return at once). */
 void sup_dispatch(struct sup *s);
 
+/* Something happened to c (an event of it or of one of its generations):
+ * the reaper looks at it after the chain. */
+void sup_reap_mark(struct sup *s, struct sup_cluster *c);
+
+/* One of c's deadlines (of the cluster, a generation or a process) may
+ * have changed: its earliest is computed again before the next wait.
+ * Every write of a deadline is followed by this (in the engine's event
+ * handlers and tick), so the loop's wait and sup_tick need not walk every
+ * generation of every cluster each time: the clusters with a deadline are
+ * a heap by their earliest. */
+void sup_deadline_touch(struct sup_cluster *c);
+/* Room in the deadline heap and lists for one more cluster (before it is
+ * made): 0, or -1 out of memory. Forget a cluster about to be freed. */
+int sup_deadline_reserve(struct sup *s, size_t n);
+void sup_deadline_forget(struct sup *s, struct sup_cluster *c);
+
+/* c's SUP_UNKNOWN_NODES slots of upstream node ids without a broker port,
+ * allocated at the first: 0, or -1 out of memory. */
+int sup_unknown_nodes_alloc(struct sup_cluster *c);
+
 /* Cluster configurations and their listening sockets (engine_cluster.c). */
-struct sup_ccfg *sup_ccfg_new(const struct cfg_cluster *cl, char *err, size_t errlen);
-/* Bind (or share a dup from `reuse`) every listener of cc that is not open.
- * 0, or -1 with err (what was opened stays open: release or free cc). */
-int sup_ccfg_listen(struct sup *s, struct sup_ccfg *cc, struct sup_ccfg *const *reuse,
-		    size_t n_reuse, char *err, size_t errlen);
+/* A configuration of cl for workers: its canonical text (max_connections =
+ * auto made a number: sup_max_connections), parsed back, its version (of
+ * cl as written), its listeners (not bound yet). */
+struct sup_ccfg *sup_ccfg_new(const struct sup *s, const struct cfg_cluster *cl, char *err,
+			      size_t errlen);
+/* The open listening sockets of every listed cluster's serving
+ * configuration, by address: what a reload's new configurations share. */
+struct sup_listen_ref;
+struct sup_listen_index {
+	struct sup_listen_ref *v;     /* sorted by port, then host */
+	size_t n;
+};
+int sup_listen_index_build(struct sup *s, struct sup_listen_index *ix);
+void sup_listen_index_free(struct sup_listen_index *ix);
+/* Bind (or share a dup of a socket of `reuse`, may be NULL) every listener
+ * of cc that is not open. 0, or -1 with err (what was opened stays open:
+ * release or free cc). */
+int sup_ccfg_listen(struct sup *s, struct sup_ccfg *cc, const struct sup_listen_index *reuse,
+		    char *err, size_t errlen);
 void sup_ccfg_release(struct sup *s, struct sup_ccfg *cc);
 void sup_ccfg_free(struct sup *s, struct sup_ccfg *cc);
 void sup_cluster_set_ccfg(struct sup_cluster *c, struct sup_ccfg *cc);
@@ -93,6 +127,8 @@ void reload_settle(struct sup *s);
 void reload_abort(struct sup *s, const char *why);
 void reload_reap(struct sup *s);
 void reload_tick(struct sup *s);
+/* When the reload in progress posts its next batch of commits (0 none). */
+uint64_t reload_next_deadline(const struct sup *s);
 
 /* Upgrades (engine_upgrade.c: the machines, actions and hooks;
  * engine_upgrade_msg.c: the channel's messages and relayed connections;

@@ -30,6 +30,7 @@
 #include "supervisor/engine_priv.h"
 
 #include <stdarg.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -460,18 +461,22 @@ upg_out_actions(struct sup *s, struct sup_upgrade *u, unsigned a, const char *wh
 		u->deadline = s->now_ms + s->cfg.init_timeout_ms;
 	if (a & UPG_OA_ARM_PREPARE) {
 		snprintf(u->phase, sizeof u->phase, "preparing");
-		u->deadline = s->now_ms + s->cfg.init_timeout_ms + SUP_STOP_GRACE_MS;
+		u->deadline = s->now_ms + s->cfg.init_timeout_ms + SUP_STOP_GRACE_MS +
+		    sup_start_pace_ms(s);  /* the successor starts every worker, paced */
 	}
 	if (a & UPG_OA_SEND_COMMIT) {
 		snprintf(u->phase, sizeof u->phase, "committing");
 		/* from here requests to the admin API wait in its backlog for
 		 * the successor (nothing is refused) */
 		o->admin(s, SUP_UPG_ADMIN_PAUSE);
-		if (upg_send_counters(s) == -1 ||
+		if ((upg_send_counters(s) == -1 ||
 		    upgrade_send_json(s, UPG_COMMIT, json_pack("{s:b, s:s, s:I}",
 		    "hupPending", s->hup_pending, "source", u->source,
-		    "startedAt", (json_int_t)u->started_wall)) == -1)
+		    "startedAt", (json_int_t)u->started_wall)) == -1) &&
+		    errno != EPIPE && errno != ECONNRESET)
 			sup_post_upgrade(s, UPG_OE_FAILED, "cannot send COMMIT to the new ferryd");
+		/* (a successor that has gone: its exit is the news, with its
+		 * cause, and comes before the commit deadline) */
 	}
 	if (a & UPG_OA_ARM_COMMIT)
 		u->deadline = s->now_ms + SUP_UPGRADE_COMMIT_MS;
@@ -552,8 +557,12 @@ upg_in_fold(struct sup *s, struct sup_upgrade *u)
 		size_t n = pass ? s->n_limbo : s->n_clusters;
 		for (size_t i = 0; i < n; i++) {
 			struct sup_cluster *c = arr[i];
-			metrics_retire(&c->retired, &c->carried);
-			memset(&c->carried, 0, sizeof c->carried);
+			if (c->carried && !c->retired)
+				c->retired = metrics_totals_new();
+			if (c->carried && c->retired)
+				metrics_retire(c->retired, c->carried);
+			metrics_unmap(c->carried);
+			c->carried = NULL;
 			c->carried_gauges = false;
 		}
 	}
@@ -579,7 +588,8 @@ upg_in_actions(struct sup *s, struct sup_upgrade *u, unsigned a, const char *why
 	if (a & UPG_IA_DISARM)
 		u->deadline = 0;
 	if (a & UPG_IA_ARM)
-		u->deadline = s->now_ms + s->cfg.init_timeout_ms + SUP_UPGRADE_COMMIT_MS;
+		u->deadline = s->now_ms + s->cfg.init_timeout_ms + SUP_UPGRADE_COMMIT_MS +
+		    sup_start_pace_ms(s);
 	if (a & UPG_IA_SEND_PREPARED) {
 		json_t *cl = json_array();
 		for (size_t i = 0; i < s->n_clusters; i++) {

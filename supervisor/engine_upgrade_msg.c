@@ -79,7 +79,12 @@ upg_on_counters(struct sup *s, const struct ipc_msg *msg)
 	struct sup_cluster *c = sup_find_cluster(s, name);
 	if (!c)
 		return;  /* a cluster this configuration does not have */
-	c->carried = m;
+	if (!c->carried && !(c->carried = metrics_totals_new())) {
+		log_warn("upgrade: counters of the old ferryd not kept: out of memory", "cluster=%s",
+		    c->name);
+		return;
+	}
+	memcpy(c->carried, &m, sizeof m);
 	c->carried_gauges = true;
 }
 

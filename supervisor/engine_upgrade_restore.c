@@ -69,6 +69,8 @@ upg_take_listeners(struct sup_ccfg *cc, const struct staterec *rec, const char *
 	return 0;
 }
 
+_Static_assert(STATEREC_UNKNOWN_NODES <= SUP_UNKNOWN_NODES, "a record's unknown nodes fit");
+
 static void
 upg_restore_cluster(struct sup *s, struct sup_cluster *c, struct staterec_cluster *rc)
 {
@@ -92,9 +94,12 @@ upg_restore_cluster(struct sup *s, struct sup_cluster *c, struct staterec_cluste
 	c->upstream = rc->upstream;
 	c->upstream_since_ms = rc->upstream_since_ms;
 	snprintf(c->upstream_error, sizeof c->upstream_error, "%s", rc->upstream_error);
-	c->n_unknown_nodes = rc->n_unknown;
-	memcpy(c->unknown_nodes, rc->unknown_nodes, sizeof c->unknown_nodes);
-	memcpy(c->unknown_since_ms, rc->unknown_since_ms, sizeof c->unknown_since_ms);
+	if (rc->n_unknown && sup_unknown_nodes_alloc(c) == 0) {
+		c->n_unknown_nodes = rc->n_unknown;
+		memcpy(c->unknown_nodes, rc->unknown_nodes, rc->n_unknown * sizeof *c->unknown_nodes);
+		memcpy(c->unknown_since_ms, rc->unknown_since_ms,
+		    rc->n_unknown * sizeof *c->unknown_since_ms);
+	}
 	sup_nodes_free(&c->nodes);
 	c->nodes = rc->nodes;
 	memset(&rc->nodes, 0, sizeof rc->nodes);
@@ -105,8 +110,13 @@ upg_restore_cluster(struct sup *s, struct sup_cluster *c, struct staterec_cluste
 	c->last_replacement.drained = rc->rep_drained;
 	c->last_replacement.forced = rc->rep_forced;
 	c->last_replacement.duration_ms = rc->rep_duration_ms;
-	c->carried = rc->counters;
+	if (!c->carried)
+		c->carried = metrics_totals_new();
+	if (c->carried)
+		metrics_retire(c->carried, &rc->counters);
 	c->carried_gauges = false;
+	sup_ready_touch(s, c);
+	sup_deadline_touch(c);
 }
 
 int
@@ -162,7 +172,11 @@ sup_upgrade_restore(struct sup *s, struct staterec *rec, int *fds, size_t nfds,
 	for (size_t i = 0; i < rec->n_clusters; i++) {
 		struct staterec_cluster *rc = &rec->clusters[i];
 		const struct cfg_cluster *cl = NULL;
-		for (size_t k = 0; k < s->cfg.n_clusters; k++)
+		/* the record lists the clusters in the file's order: the same
+		 * index, looked for by name only when that is not it */
+		if (strcmp(s->cfg.clusters[i].name, rc->name) == 0)
+			cl = &s->cfg.clusters[i];
+		for (size_t k = 0; !cl && k < s->cfg.n_clusters; k++)
 			if (strcmp(s->cfg.clusters[k].name, rc->name) == 0)
 				cl = &s->cfg.clusters[k];
 		if (!cl) {
@@ -170,7 +184,7 @@ sup_upgrade_restore(struct sup *s, struct staterec *rec, int *fds, size_t nfds,
 			    rc->name);
 			goto fail;
 		}
-		struct sup_ccfg *cc = sup_ccfg_new(cl, err, errlen);
+		struct sup_ccfg *cc = sup_ccfg_new(s, cl, err, errlen);
 		if (!cc)
 			goto fail;
 		if (upg_take_listeners(cc, rec, rc->name, fds, nfds, err, errlen) == -1) {
@@ -219,9 +233,13 @@ sup_upgrade_restore(struct sup *s, struct staterec *rec, int *fds, size_t nfds,
 			    "upgrade: taking over");
 		} else if (rc->serving_valid) {
 			upg_ghost_gen(s, c, rc);
+			sup_ready_touch(s, c);
 		}
 	}
-	u->deadline = s->now_ms + s->cfg.init_timeout_ms + SUP_UPGRADE_COMMIT_MS;
+	/* each cluster keeps its configuration in its ccfg (as sup_start) */
+	cfg_drop_clusters(&s->cfg);
+	u->deadline = s->now_ms + s->cfg.init_timeout_ms + SUP_UPGRADE_COMMIT_MS +
+	    sup_start_pace_ms(s);  /* its workers start paced */
 	log_info("upgrade: taking over", "from_pid=%d from_version=%s clusters=%zu preparing=%zu",
 	    (int)u->peer_pid, u->peer_version, s->n_clusters, u->to_hold);
 	if (u->to_hold == 0)

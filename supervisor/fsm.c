@@ -31,22 +31,22 @@
 /* Before ACCEPT (starting and held): a worker that fails, exits, breaks the
  * protocol or misses its init deadline is failed; asked to go, it is
  * draining until it has exited (docs/design.md §3: not `stopped` while it
- * lives)
- * and keeps its init deadline as the moment it is killed. */
+ * lives): while starting its init deadline is the moment it is killed,
+ * once held (prepared: the init deadline met) the stop deadline. */
 #define G_PREACCEPT_COMMON \
 	[FSM_GE_FAILED] = G(FAILED, DI | GRACE | END), \
 	[FSM_GE_EXITED] = G(FAILED, DI | END | CRASH), \
 	[FSM_GE_PROC_EXITED] = G(FAILED, DI | KALL | END | CRASH), \
 	[FSM_GE_MALFORMED] = G(FAILED, DI | KALL | END), \
 	[FSM_GE_QUEUE_FULL] = G(FAILED, DI | KALL | END), \
-	[FSM_GE_INIT_DEADLINE] = G(FAILED, KALL | END), \
-	[FSM_GE_DRAIN] = G(DRAINING, STP), \
-	[FSM_GE_HANDOVER] = G(DRAINING, STP), \
-	[FSM_GE_STOP] = G(DRAINING, STP)
+	[FSM_GE_INIT_DEADLINE] = G(FAILED, KALL | END)
 
 static const struct fsm_gstep fsm_gtable[FSM_G_COUNT][FSM_GE_COUNT] = {
 	[FSM_G_STARTING] = {
 		G_PREACCEPT_COMMON,
+		[FSM_GE_DRAIN] = G(DRAINING, STP),
+		[FSM_GE_HANDOVER] = G(DRAINING, STP),
+		[FSM_GE_STOP] = G(DRAINING, STP),
 		[FSM_GE_READY] = G(HELD, HELD),
 		/* the watchdog starts at ACCEPT; init_timeout covers the rest */
 		[FSM_GE_WD_LATE] = G(STARTING, 0),
@@ -55,6 +55,11 @@ static const struct fsm_gstep fsm_gtable[FSM_G_COUNT][FSM_GE_COUNT] = {
 	},
 	[FSM_G_HELD] = {
 		G_PREACCEPT_COMMON,
+		/* asked to go once prepared (a reload rolled back): its init
+		 * deadline was met, so the stop deadline bounds its exit */
+		[FSM_GE_DRAIN] = G(DRAINING, STP | ASTOP),
+		[FSM_GE_HANDOVER] = G(DRAINING, STP | ASTOP),
+		[FSM_GE_STOP] = G(DRAINING, STP | ASTOP),
 		/* READY twice is a protocol violation */
 		[FSM_GE_READY] = G(FAILED, DI | KALL | END),
 		[FSM_GE_WD_LATE] = G(HELD, 0),

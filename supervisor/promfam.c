@@ -4,6 +4,7 @@
 #include "supervisor/promfam.h"
 
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/kafka_api.h"
@@ -27,11 +28,11 @@ promfam_label(FILE *f, const char *v)
 uint64_t
 promfam_field_sum(const struct sup_cluster *c, size_t off, bool counter)
 {
-	uint64_t v = counter ? atomic_load_explicit(
-	    (_Atomic uint64_t *)((char *)&c->retired + off), memory_order_relaxed) : 0;
+	uint64_t v = counter && c->retired ? atomic_load_explicit(
+	    (_Atomic uint64_t *)((char *)c->retired + off), memory_order_relaxed) : 0;
 	/* an upgrade's predecessor: its counters, its gauges while it lives */
-	if (counter || c->carried_gauges)
-		v += atomic_load_explicit((_Atomic uint64_t *)((char *)&c->carried + off),
+	if (c->carried && (counter || c->carried_gauges))
+		v += atomic_load_explicit((_Atomic uint64_t *)((char *)c->carried + off),
 		    memory_order_relaxed);
 	for (const struct sup_gen *g = c->gens; g != NULL; g = g->next)
 		for (size_t k = 0; k < g->n_procs; k++) {
@@ -43,12 +44,50 @@ promfam_field_sum(const struct sup_cluster *c, size_t off, bool counter)
 	return v;
 }
 
-/* A per-API counter (off within struct metrics_api) of slot, cluster-wide. */
-static uint64_t
-promfam_api_sum(const struct sup_cluster *c, unsigned slot, size_t off)
+/* Every block that holds a cluster's counters: its retired totals, an
+ * upgrade's predecessor's, and the block of every process still mapped (a
+ * dead process's too, until it is folded). */
+#define PROMFAM_FOREACH_BLOCK(c, m, body) do { \
+	if ((c)->retired != NULL) { \
+		const struct metrics *m = (c)->retired; \
+		body; \
+	} \
+	if ((c)->carried != NULL) { \
+		const struct metrics *m = (c)->carried; \
+		body; \
+	} \
+	for (const struct sup_gen *g_ = (c)->gens; g_ != NULL; g_ = g_->next) \
+		for (size_t k_ = 0; k_ < g_->n_procs; k_++) \
+			if (g_->procs[k_].metrics != NULL) { \
+				const struct metrics *m = g_->procs[k_].metrics; \
+				body; \
+			} \
+} while (0)
+
+void
+promfam_api_seen(const struct sup_cluster *c, uint64_t *seen)
 {
-	return promfam_field_sum(c, offsetof(struct metrics, api) +
-	    slot * sizeof(struct metrics_api) + off, true);
+	memset(seen, 0, METRICS_API_WORDS * sizeof *seen);
+	PROMFAM_FOREACH_BLOCK(c, m, metrics_api_seen_or(m, seen));
+}
+
+static uint64_t
+promfam_get(const _Atomic uint64_t *v)
+{
+	return atomic_load_explicit((_Atomic uint64_t *)v, memory_order_relaxed);
+}
+
+void
+promfam_api_add(const struct sup_cluster *c, unsigned slot, struct promfam_api *t)
+{
+	PROMFAM_FOREACH_BLOCK(c, m, {
+		const struct metrics_api *a = &m->api[slot];
+		t->requests += promfam_get(&a->requests);
+		t->responses += promfam_get(&a->responses);
+		t->latency_sum_us += promfam_get(&a->latency_sum_us);
+		for (unsigned b = 0; b < METRICS_BUCKETS; b++)
+			t->bucket[b] += promfam_get(&a->bucket[b]);
+	});
 }
 
 static void
@@ -58,6 +97,12 @@ promfam_api_name(unsigned slot, char *buf, size_t len)
 		snprintf(buf, len, "other");
 	else
 		snprintf(buf, len, "%s", kafka_api_name((int16_t)slot));
+}
+
+static bool
+promfam_bit(const uint64_t *seen, unsigned slot)
+{
+	return (seen[slot / 64] >> (slot % 64)) & 1;
 }
 
 static void
@@ -87,45 +132,75 @@ promfam_write(FILE *f, struct sup *s)
 {
 	char api[64];
 
+	/* Per API: only the APIs a cluster has seen. The latency histogram
+	 * per cluster and API, per cluster, or not at all (metrics_latency). */
+	enum cfg_metrics_latency lat = s->cfg.metrics_latency;
+	uint64_t (*seen)[METRICS_API_WORDS] = calloc(s->n_clusters + 1, sizeof *seen);
+	if (seen == NULL) {
+		fputs("# out of memory\n", f);
+		return;
+	}
+	for (size_t i = 0; i < s->n_clusters; i++)
+		promfam_api_seen(s->clusters[i], seen[i]);
 	promfam_head(f, "ferry_requests_total", "counter", "Requests forwarded upstream, by API");
 	for (size_t i = 0; i < s->n_clusters; i++) {
 		const struct sup_cluster *c = s->clusters[i];
 		for (unsigned a = 0; a < METRICS_APIS; a++) {
-			uint64_t n = promfam_api_sum(c, a, offsetof(struct metrics_api, requests));
-			if (n == 0)
+			if (!promfam_bit(seen[i], a))
+				continue;
+			struct promfam_api t = { 0 };
+			promfam_api_add(c, a, &t);
+			if (t.requests == 0)
 				continue;
 			promfam_api_name(a, api, sizeof api);
 			promfam_cluster_label(f, "ferry_requests_total", c);
-			fprintf(f, ",api=\"%s\"} %llu\n", api, (unsigned long long)n);
+			fprintf(f, ",api=\"%s\"} %llu\n", api, (unsigned long long)t.requests);
 		}
 	}
 
-	promfam_head(f, "ferry_request_duration_seconds", "histogram",
-	    "Upstream latency seen by the proxy: from forwarding a request to its response");
-	for (size_t i = 0; i < s->n_clusters; i++) {
+	if (lat != CFG_LATENCY_OFF)
+		promfam_head(f, "ferry_request_duration_seconds", "histogram",
+		    lat == CFG_LATENCY_API ? "Upstream latency seen by the proxy: from forwarding a "
+		    "request to its response" : "Upstream latency seen by the proxy: from "
+		    "forwarding a request to its response (every API together)");
+	for (size_t i = 0; i < s->n_clusters && lat != CFG_LATENCY_OFF; i++) {
 		const struct sup_cluster *c = s->clusters[i];
-		for (unsigned a = 0; a < METRICS_APIS; a++) {
-			uint64_t count = promfam_api_sum(c, a, offsetof(struct metrics_api, responses));
-			if (count == 0)
+		struct promfam_api all = { 0 };
+		for (unsigned a = 0; a <= METRICS_APIS; a++) {
+			struct promfam_api one = { 0 }, *t = &one;
+			if (a == METRICS_APIS) {
+				if (lat != CFG_LATENCY_CLUSTER)
+					break;
+				t = &all;        /* the cluster's line: every API summed */
+				api[0] = '\0';
+			} else {
+				if (!promfam_bit(seen[i], a))
+					continue;
+				promfam_api_add(c, a, lat == CFG_LATENCY_API ? &one : &all);
+				if (lat != CFG_LATENCY_API)
+					continue;
+				snprintf(api, sizeof api, ",api=\"");
+				promfam_api_name(a, api + 6, sizeof api - 7);
+				strcat(api, "\"");
+			}
+			if (t->responses == 0)
 				continue;
-			promfam_api_name(a, api, sizeof api);
 			uint64_t cum = 0;
 			for (unsigned b = 0; b < METRICS_BUCKETS; b++) {
-				cum += promfam_api_sum(c, a, offsetof(struct metrics_api, bucket) +
-				    b * sizeof(uint64_t));
+				cum += t->bucket[b];
 				promfam_cluster_label(f, "ferry_request_duration_seconds_bucket", c);
-				fprintf(f, ",api=\"%s\",le=\"%g\"} %llu\n", api,
+				fprintf(f, "%s,le=\"%g\"} %llu\n", api,
 				    metrics_latency_bounds_us[b] / 1e6, (unsigned long long)cum);
 			}
 			promfam_cluster_label(f, "ferry_request_duration_seconds_bucket", c);
-			fprintf(f, ",api=\"%s\",le=\"+Inf\"} %llu\n", api, (unsigned long long)count);
-			uint64_t sum = promfam_api_sum(c, a, offsetof(struct metrics_api, latency_sum_us));
+			fprintf(f, "%s,le=\"+Inf\"} %llu\n", api, (unsigned long long)t->responses);
 			promfam_cluster_label(f, "ferry_request_duration_seconds_sum", c);
-			fprintf(f, ",api=\"%s\"} %.6f\n", api, sum / 1e6);
+			fprintf(f, "%s} %.6f\n", api, t->latency_sum_us / 1e6);
 			promfam_cluster_label(f, "ferry_request_duration_seconds_count", c);
-			fprintf(f, ",api=\"%s\"} %llu\n", api, (unsigned long long)count);
+			fprintf(f, "%s} %llu\n", api, (unsigned long long)t->responses);
 		}
 	}
+	free(seen);
 
 	/* Families that split a cluster's counters by one label: one line per
 	 * (cluster, label value), each summed from one shared-block field. */

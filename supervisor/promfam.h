@@ -26,6 +26,20 @@ void promfam_write(FILE *f, struct sup *s);
  * it hands over). */
 uint64_t promfam_field_sum(const struct sup_cluster *c, size_t off, bool counter);
 
+/* The API slots anything of c counted (bit s of seen[METRICS_API_WORDS]:
+ * slot s): only those are read (a read of a slot never written would
+ * allocate its page) and rendered. */
+void promfam_api_seen(const struct sup_cluster *c, uint64_t *seen);
+
+/* One API slot's counters, cluster-wide (the blocks promfam_field_sum
+ * reads for a counter). */
+struct promfam_api {
+	uint64_t requests, responses, latency_sum_us;
+	uint64_t bucket[METRICS_BUCKETS];
+};
+/* Add slot's counters of c into *t. */
+void promfam_api_add(const struct sup_cluster *c, unsigned slot, struct promfam_api *t);
+
 /* Write v as a Prometheus label value (backslash, quote, newline escaped). */
 void promfam_label(FILE *f, const char *v);
 

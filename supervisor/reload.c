@@ -31,6 +31,7 @@
 
 struct sup_reload_item {
 	struct plan_item *pi;
+	bool commit;                  /* resolved to commit (paced: reload_commit_batch) */
 	struct sup_cluster *cluster;  /* existing, or new (ADD: in limbo until commit) */
 	struct sup_ccfg *cc;          /* prepared configuration (MODIFY) */
 	struct sup_gen *gen;          /* the new generation */
@@ -51,10 +52,16 @@ struct sup_reload {
 	struct sup_reload_item *items;
 	uint64_t waiter;
 	bool resolved;                /* commit/rollback decided and queued */
+	size_t prepare_next;          /* items before it were prepared (or needed nothing) */
+	uint64_t prepare_at;          /* mono: prepare the next batch (0: none left) */
+	size_t commit_next;           /* items before it had their commit posted */
+	uint64_t commit_at;           /* mono: post the next batch (0: none left) */
 	bool aborted;
 	char resolve_error[256];
 	struct sup_reload *next_free; /* finished, freed by reload_reap() */
 };
+
+static void reload_prepare_batch(struct sup *s, struct sup_reload *r);
 
 /* ---- records ----------------------------------------------------------------------- */
 
@@ -110,12 +117,13 @@ reload_log_outcome(const struct sup_reload_record *rec)
 	for (char **p = rec->modified; p && *p; p++) nm++;
 	for (char **p = rec->removed; p && *p; p++) nr++;
 	for (char **p = rec->errors; p && *p; p++) ne++;
+	const char *first = rec->errors && rec->errors[0] ? rec->errors[0] : NULL;
 	log_msg(lvl, "reload finished",
-	    "status=%s source=%s version=%s duration_ms=%llu added=%zu modified=%zu removed=%zu "
-	    "errors=%zu first_error=\"%s\"",
+	    first ? "status=%s source=%s version=%s duration_ms=%llu added=%zu modified=%zu "
+	    "removed=%zu errors=%zu first_error=\"%s\"" : "status=%s source=%s version=%s "
+	    "duration_ms=%llu added=%zu modified=%zu removed=%zu errors=%zu%s",
 	    sup_reload_status_str(rec->status), rec->source, rec->requested_version,
-	    (unsigned long long)rec->duration_ms, na, nm, nr, ne,
-	    rec->errors && rec->errors[0] ? rec->errors[0] : "");
+	    (unsigned long long)rec->duration_ms, na, nm, nr, ne, first ? first : "");
 }
 
 /* [ferry] settings that change without a restart (plan_check_restart_keys
@@ -137,6 +145,7 @@ reload_apply_live(struct sup *s, const struct cfg *next)
 	s->cfg.drain_spread_ms = next->drain_spread_ms;
 	s->cfg.reload_upstream_check = next->reload_upstream_check;
 	s->cfg.sandbox = next->sandbox;  /* for workers started from now on */
+	s->cfg.metrics_latency = next->metrics_latency;
 	log_set_level((enum log_level)s->cfg.log_level);
 	if (!level_changed)
 		return;
@@ -177,6 +186,7 @@ reload_finish(struct sup *s, struct sup_reload *r, enum sup_reload_status st, bo
 		cfg_free(&s->cfg);
 		s->cfg = r->next;
 		r->have_next = false;
+		cfg_drop_clusters(&s->cfg);  /* kept by each cluster's ccfg */
 		snprintf(s->config_version, sizeof s->config_version, "%s", r->version);
 		s->applied_at_ms = s->now_wall_ms;
 		if (r->posted && s->cfg.persist) {
@@ -195,6 +205,8 @@ reload_finish(struct sup *s, struct sup_reload *r, enum sup_reload_status st, bo
 		s->config_len = r->len;
 		r->text = NULL;
 	}
+	if (s->ops->clock)
+		s->ops->clock(s);  /* the time of this turn's work (plan, commits) counts */
 	rec->duration_ms = s->now_ms - r->started_mono;
 	reload_stats_observe(&s->reload_stats, (unsigned)st, rec->duration_ms);
 	rec->changed = changed;
@@ -264,6 +276,12 @@ reload_gen_held(struct sup *s, struct sup_gen *g)
 		}
 		return;
 	}
+	/* Prepared: its init deadline is met. It waits for the other items
+	 * without one (their starts are paced: the last of a thousand may
+	 * start long after the first was ready), each of them bound by its
+	 * own deadline from its own start. */
+	g->init_at = 0;
+	sup_deadline_touch(g->cluster);
 	sup_post_item(s, g->item, FSM_IE_PREPARED, "ready");
 }
 
@@ -282,6 +300,7 @@ reload_commit_item(struct sup *s, struct sup_reload_item *it)
 	switch (it->pi->op) {
 	case PLAN_MODIFY: {
 		struct sup_ccfg *old = c->ccfg;
+		c->start_pending = false;  /* the reload's generation is its start */
 		sup_cluster_set_ccfg(c, it->cc);
 		it->cc = NULL;
 		c->n_unknown_nodes = 0;  /* node_ids may cover them now */
@@ -360,6 +379,45 @@ reload_item_event(struct sup *s, struct sup_reload_item *it, enum fsm_ievent e, 
 
 /* ---- settling ---------------------------------------------------------------------------- */
 
+/* The commits of a resolved reload, SUP_COMMIT_BATCH clusters a turn (a
+ * commit sends ACCEPT to the new generation and, once it accepts, HANDOVER
+ * to the old one: a thousand at once would hold the loop, and wake two
+ * thousand workers, in one turn). An item whose held generation ended
+ * before its turn rolls back with its error; after an abort (ferryd
+ * stopping) the rest roll back. */
+static void
+reload_commit_batch(struct sup *s, struct sup_reload *r)
+{
+	size_t done = 0;
+	r->commit_at = 0;
+	for (; r->commit_next < r->plan.n; r->commit_next++) {
+		struct sup_reload_item *it = &r->items[r->commit_next];
+		if (!it->commit)
+			continue;
+		if (done == SUP_COMMIT_BATCH && !r->aborted) {
+			r->commit_at = s->now_ms;  /* the next turn, after the loop's I/O */
+			return;
+		}
+		if (r->aborted || it->st != FSM_I_READY) {
+			sup_post_item(s, it, FSM_IE_ROLLBACK, it->error[0] ? it->error :
+			    "ferryd is stopping");
+			continue;
+		}
+		sup_post_item(s, it, FSM_IE_COMMIT, "reload committed");
+		if (it->pi->op != PLAN_KEEP)
+			done++;
+	}
+}
+
+uint64_t
+reload_next_deadline(const struct sup *s)
+{
+	if (!s->reload)
+		return 0;
+	uint64_t a = s->reload->commit_at, b = s->reload->prepare_at;
+	return !a ? b : !b ? a : a < b ? a : b;
+}
+
 static void
 reload_resolve(struct sup *s, struct sup_reload *r)
 {
@@ -406,7 +464,7 @@ reload_resolve(struct sup *s, struct sup_reload *r)
 	for (size_t i = 0; i < n; i++) {
 		struct sup_reload_item *it = &r->items[i];
 		if (commit && commit[i]) {
-			sup_post_item(s, it, FSM_IE_COMMIT, "reload committed");
+			it->commit = true;  /* posted in batches: reload_commit_batch */
 			continue;
 		}
 		char why[300];
@@ -429,6 +487,7 @@ reload_resolve(struct sup *s, struct sup_reload *r)
 	free(ok);
 	free(commit);
 	r->resolved = true;
+	reload_commit_batch(s, r);
 }
 
 void
@@ -450,6 +509,11 @@ reload_settle(struct sup *s)
 			return;  /* wait for the others */
 		reload_resolve(s, r);
 		return;  /* the queued commits and rollbacks run first */
+	}
+	if (r->commit_next < r->plan.n) {
+		if (r->aborted)
+			reload_commit_batch(s, r);  /* the rest roll back */
+		return;  /* commits still to post (reload_tick) */
 	}
 	/* Every item is committed or rolled back: record it once. */
 	sup_record_clear(&s->last_reload);
@@ -486,6 +550,11 @@ reload_abort(struct sup *s, const char *why)
 void
 reload_tick(struct sup *s)
 {
+	struct sup_reload *r = s->reload;
+	if (r && r->prepare_at && s->now_ms >= r->prepare_at)
+		reload_prepare_batch(s, r);
+	if (r && r->commit_at && s->now_ms >= r->commit_at)
+		reload_commit_batch(s, r);
 	if (!s->hup_at || s->now_ms < s->hup_at)
 		return;
 	s->hup_at = 0;
@@ -495,28 +564,73 @@ reload_tick(struct sup *s)
 	log_info("running the reload requested during the previous one", "%s", "");
 	sup_reload_signal(s);
 }
-/* Whether a cluster of next, running under the same name, names files
- * whose contents differ from those its running configuration was made
- * with (its version differs although the config text is the same). */
-static bool
-reload_files_changed(struct sup *s, const struct cfg *next)
+/* Prepare the next SUP_PREPARE_BATCH added or modified clusters of r: their
+ * configuration (canonical text, parsed back), their listening sockets
+ * (new addresses bound, unchanged ones shared: a dup of the listed
+ * configuration's socket), a new generation held in `initializing`. The
+ * rest wait for the next loop turn (a thousand at once would hold the
+ * loop); nothing more is prepared once the reload is resolved (a failure
+ * under all-or-nothing) or aborted. */
+static void
+reload_prepare_batch(struct sup *s, struct sup_reload *r)
 {
-	for (size_t j = 0; j < next->n_clusters; j++) {
-		const struct cfg_cluster *ncl = &next->clusters[j];
-		char v[PLAN_VERSION_LEN];
-		if (!ncl->files)
-			continue;
-		for (size_t i = 0; i < s->n_clusters; i++) {
-			if (strcmp(s->clusters[i]->ccfg->cl->name, ncl->name) != 0)
-				continue;
-			if (plan_cluster_version(ncl, v, sizeof v) == -1 ||
-			    strcmp(v, s->clusters[i]->ccfg->version) != 0)
-				return true;
-		}
+	char err[512];
+	size_t done = 0;
+	r->prepare_at = 0;
+	if (r->resolved || r->aborted) {
+		r->prepare_next = r->plan.n;
+		return;
 	}
-	return false;
+	/* Sockets of every listed configuration are candidates for sharing
+	 * (out of memory for the index: none are, and the binds of the same
+	 * addresses fail). Built per batch: a cluster may have released its
+	 * sockets meanwhile. */
+	struct sup_listen_index reuse;
+	sup_listen_index_build(s, &reuse);
+	for (; r->prepare_next < r->plan.n; r->prepare_next++) {
+		struct sup_reload_item *it = &r->items[r->prepare_next];
+		if (it->pi->op != PLAN_ADD && it->pi->op != PLAN_MODIFY)
+			continue;
+		if (done++ == SUP_PREPARE_BATCH) {
+			r->prepare_at = s->now_ms;  /* the next turn, after the loop's I/O */
+			break;
+		}
+		const struct cfg_cluster *ncl = &r->next.clusters[it->pi->new_index];
+		struct sup_ccfg *cc = sup_ccfg_new(s, ncl, err, sizeof err);
+		if (cc && sup_ccfg_listen(s, cc, &reuse, err, sizeof err) == -1) {
+			sup_ccfg_free(s, cc);
+			cc = NULL;
+		}
+		if (!cc) {
+			sup_post_item(s, it, FSM_IE_FAILED, err);
+			continue;
+		}
+		if (it->pi->op == PLAN_ADD) {
+			it->cluster = sup_cluster_new(s, cc, false);
+			if (!it->cluster) {
+				sup_ccfg_free(s, cc);
+				sup_post_item(s, it, FSM_IE_FAILED, "out of memory");
+				continue;
+			}
+		} else {
+			it->cc = cc;
+		}
+		it->gen = sup_gen_start(s, it->cluster, cc, SUP_OWNER_RELOAD, it,
+		    r->next.init_timeout_ms, it->pi->op == PLAN_ADD ? "reload: added" :
+		    "reload: modified");
+		if (!it->gen) {
+			sup_post_item(s, it, FSM_IE_FAILED, "out of memory");
+			continue;
+		}
+		/* A modified cluster whose upstream changed commits only once the
+		 * new upstream answered (reload_upstream_check). */
+		struct sup_gen *serving = sup_cluster_serving(it->cluster);
+		if (it->pi->op == PLAN_MODIFY && r->next.reload_upstream_check && serving &&
+		    serving != it->gen && strcmp(serving->upstream_key, it->gen->upstream_key) != 0)
+			it->gen->need_probe = true;
+	}
+	sup_listen_index_free(&reuse);
 }
-
 
 /* ---- starting ---------------------------------------------------------------------------- */
 
@@ -644,10 +758,31 @@ sup_reload_start(struct sup *s, const char *text, size_t len, const char *source
 		cfg_errors_free(&errs);
 		return reload_end_now(s, r, SUP_RELOAD_REJECTED, rec);
 	}
-	/* 3. Same bytes as running, and the same contents of the files they
-	 * name (a renewed certificate under the same path is a change):
-	 * nothing to do. */
-	if (strcmp(r->version, s->config_version) == 0 && !reload_files_changed(s, &r->next)) {
+	/* 3. Diff against what is listed (removed clusters still draining are
+	 * in limbo and do not count: their names are free). */
+	struct plan_running *run = calloc(s->n_clusters + 1, sizeof *run);
+	if (!run) {
+		cfg_errors_free(&errs);
+		reload_add_error(s, "out of memory");
+		return reload_end_now(s, r, SUP_RELOAD_FAILED, rec);
+	}
+	for (size_t i = 0; i < s->n_clusters; i++) {
+		run[i].cl = s->clusters[i]->ccfg->cl;
+		run[i].version = s->clusters[i]->ccfg->version;
+	}
+	if (plan_make(run, s->n_clusters, &r->next, &r->plan) == -1 ||
+	    !(r->items = calloc(r->plan.n + 1, sizeof *r->items))) {
+		free(run);
+		cfg_errors_free(&errs);
+		reload_add_error(s, "out of memory");
+		return reload_end_now(s, r, SUP_RELOAD_FAILED, rec);
+	}
+	free(run);
+	/* 4. Same bytes as running, and the same contents of the files they
+	 * name (a renewed certificate under the same path is a change: its
+	 * cluster's version differs): nothing to do. */
+	if (strcmp(r->version, s->config_version) == 0 &&
+	    r->plan.n_add + r->plan.n_modify + r->plan.n_remove == 0) {
 		cfg_errors_free(&errs);
 		return reload_end_now(s, r, SUP_RELOAD_UNCHANGED, rec);
 	}
@@ -659,79 +794,27 @@ sup_reload_start(struct sup *s, const char *text, size_t len, const char *source
 	}
 	cfg_errors_free(&errs);
 
-	/* 4. Diff against what is listed (removed clusters still draining are
-	 * in limbo and do not count: their names are free). */
-	struct plan_running *run = calloc(s->n_clusters + 1, sizeof *run);
-	if (!run) {
-		reload_add_error(s, "out of memory");
-		return reload_end_now(s, r, SUP_RELOAD_FAILED, rec);
-	}
-	for (size_t i = 0; i < s->n_clusters; i++) {
-		run[i].cl = s->clusters[i]->ccfg->cl;
-		run[i].version = s->clusters[i]->ccfg->version;
-	}
-	if (plan_make(run, s->n_clusters, &r->next, &r->plan) == -1 ||
-	    !(r->items = calloc(r->plan.n + 1, sizeof *r->items))) {
-		free(run);
-		reload_add_error(s, "out of memory");
-		return reload_end_now(s, r, SUP_RELOAD_FAILED, rec);
-	}
-	free(run);
 	for (size_t i = 0; i < r->plan.n; i++) {
 		struct sup_reload_item *it = &r->items[i];
 		it->pi = &r->plan.items[i];
 		it->st = FSM_I_READY;  /* keep and remove need no preparation */
 		if (it->pi->old_index >= 0)
 			it->cluster = s->clusters[it->pi->old_index];
-		log_info("reload plan", "cluster=%s op=%s", it->pi->name, plan_op_str(it->pi->op));
+		if (it->pi->op != PLAN_KEEP)
+			log_info("reload plan", "cluster=%s op=%s", it->pi->name,
+			    plan_op_str(it->pi->op));
 	}
+	/* one line for the whole plan: kept clusters are not listed one by one */
+	log_info("reload plan", "keep=%zu add=%zu modify=%zu remove=%zu", r->plan.n_keep,
+	    r->plan.n_add, r->plan.n_modify, r->plan.n_remove);
 
-	/* 5. Prepare: bind new addresses, start held generations. Sockets of
-	 * every listed configuration are candidates for sharing. */
-	struct sup_ccfg **reuse = calloc(s->n_clusters + 1, sizeof *reuse);
-	size_t n_reuse = 0;
-	for (size_t i = 0; reuse && i < s->n_clusters; i++)
-		reuse[n_reuse++] = s->clusters[i]->ccfg;
-	for (size_t i = 0; i < r->plan.n; i++) {
-		struct sup_reload_item *it = &r->items[i];
-		if (it->pi->op != PLAN_ADD && it->pi->op != PLAN_MODIFY)
-			continue;
-		it->st = FSM_I_PENDING;
-		const struct cfg_cluster *ncl = &r->next.clusters[it->pi->new_index];
-		struct sup_ccfg *cc = sup_ccfg_new(ncl, err, sizeof err);
-		if (cc && sup_ccfg_listen(s, cc, reuse, n_reuse, err, sizeof err) == -1) {
-			sup_ccfg_free(s, cc);
-			cc = NULL;
-		}
-		if (!cc) {
-			sup_post_item(s, it, FSM_IE_FAILED, err);
-			continue;
-		}
-		if (it->pi->op == PLAN_ADD) {
-			it->cluster = sup_cluster_new(s, cc, false);
-			if (!it->cluster) {
-				sup_ccfg_free(s, cc);
-				sup_post_item(s, it, FSM_IE_FAILED, "out of memory");
-				continue;
-			}
-		} else {
-			it->cc = cc;
-		}
-		it->gen = sup_gen_start(s, it->cluster, cc, SUP_OWNER_RELOAD, it,
-		    r->next.init_timeout_ms, it->pi->op == PLAN_ADD ? "reload: added" :
-		    "reload: modified");
-		if (!it->gen) {
-			sup_post_item(s, it, FSM_IE_FAILED, "out of memory");
-			continue;
-		}
-		/* A modified cluster whose upstream changed commits only once the
-		 * new upstream answered (reload_upstream_check). */
-		struct sup_gen *serving = sup_cluster_serving(it->cluster);
-		if (it->pi->op == PLAN_MODIFY && r->next.reload_upstream_check && serving &&
-		    serving != it->gen && strcmp(serving->upstream_key, it->gen->upstream_key) != 0)
-			it->gen->need_probe = true;
-	}
-	free(reuse);
+	/* 5. Prepare: bind new addresses, start held generations, in batches
+	 * (reload_prepare_batch); every cluster to prepare is pending until
+	 * its turn. */
+	for (size_t i = 0; i < r->plan.n; i++)
+		if (r->items[i].pi->op == PLAN_ADD || r->items[i].pi->op == PLAN_MODIFY)
+			r->items[i].st = FSM_I_PENDING;
+	reload_prepare_batch(s, r);
 	sup_dispatch(s);
 	if (s->reload == r) {
 		r->waiter = waiter;   /* answered when it settles */

@@ -65,24 +65,24 @@ staterec_counters_json(const struct sup_cluster *c, bool gauges)
 	}
 	METRICS_FIELDS(SR_FIELD)
 #undef SR_FIELD
+	uint64_t seen[METRICS_API_WORDS];
+	promfam_api_seen(c, seen);
 	for (unsigned slot = 0; slot < METRICS_APIS; slot++) {
-		size_t base = offsetof(struct metrics, api) + slot * sizeof(struct metrics_api);
-		uint64_t req = promfam_field_sum(c, base + offsetof(struct metrics_api, requests), true);
-		uint64_t resp = promfam_field_sum(c, base + offsetof(struct metrics_api, responses), true);
-		if (!req && !resp)
+		if (!((seen[slot / 64] >> (slot % 64)) & 1))
+			continue;  /* never counted (reading it would allocate its pages) */
+		struct promfam_api t = { 0 };
+		promfam_api_add(c, slot, &t);
+		if (!t.requests && !t.responses)
 			continue;
 		json_t *a = json_object(), *b = json_object();
-		json_object_set_new(a, "requests", wr_u64(req));
-		json_object_set_new(a, "responses", wr_u64(resp));
-		json_object_set_new(a, "latencySumUs", wr_u64(promfam_field_sum(c,
-		    base + offsetof(struct metrics_api, latency_sum_us), true)));
+		json_object_set_new(a, "requests", wr_u64(t.requests));
+		json_object_set_new(a, "responses", wr_u64(t.responses));
+		json_object_set_new(a, "latencySumUs", wr_u64(t.latency_sum_us));
 		for (unsigned k = 0; k < METRICS_BUCKETS; k++) {
-			uint64_t v = promfam_field_sum(c, base + offsetof(struct metrics_api, bucket) +
-			    k * sizeof(uint64_t), true);
 			char bound[16];
 			snprintf(bound, sizeof bound, "%u", metrics_latency_bounds_us[k]);
-			if (v)
-				json_object_set_new(b, bound, wr_u64(v));
+			if (t.bucket[k])
+				json_object_set_new(b, bound, wr_u64(t.bucket[k]));
 		}
 		json_object_set_new(a, "buckets", b);
 		char key[16];
@@ -570,6 +570,7 @@ staterec_counters_read(const json_t *j, struct metrics *m, char *err, size_t err
 			continue;  /* a key this build does not know: dropped */
 		struct metrics_api *x = &m->api[slot];
 		json_t *n;
+		metrics_mark_seen(m, slot);
 		if (json_is_integer(n = json_object_get(a, "requests")) && json_integer_value(n) > 0)
 			METRIC_ADD(x, requests, (uint64_t)json_integer_value(n));
 		if (json_is_integer(n = json_object_get(a, "responses")) && json_integer_value(n) > 0)

@@ -147,11 +147,13 @@ status_cluster_json(struct sup_cluster *c)
 		json_array_append_new(ls, status_listener_json(&c->listeners[i]));
 	json_object_set_new(o, "listeners", ls);
 	/* how clients reach the brokers: a port per broker, or SNI names */
-	json_object_set_new(o, "gateway", json_string(cfg_gateway_str(c->cfg.gateway)));
-	if (c->cfg.gateway == CFG_GATEWAY_SNI)
+	const struct cfg_cluster *cl = c->ccfg ? c->ccfg->cl : NULL;
+	enum cfg_gateway gw = cl ? cl->gateway : CFG_GATEWAY_PORTS;
+	json_object_set_new(o, "gateway", json_string(cfg_gateway_str(gw)));
+	if (gw == CFG_GATEWAY_SNI)
 		json_object_set_new(o, "sni", json_pack("{s:s, s:s}",
-		    "bootstrapHost", c->cfg.sni_bootstrap_host,
-		    "brokerPattern", c->cfg.sni_broker_pattern));
+		    "bootstrapHost", cl->sni_bootstrap_host,
+		    "brokerPattern", cl->sni_broker_pattern));
 
 	/* Upstream brokers whose node id has no broker port: clients cannot
 	 * reach them through ferry until node_ids/broker_ports cover them. */
@@ -582,7 +584,7 @@ status_config_json(const struct sup *s)
 		json_object_set_new(o, "inProgressSince", status_time(sup_reload_since(s)));
 	/* how long a reload can take: ferryctl waits that long */
 	json_object_set_new(o, "reloadTimeoutMs", json_integer((json_int_t)
-	    (s->cfg.init_timeout_ms + SUP_STOP_GRACE_MS)));
+	    sup_reload_timeout_ms(s)));
 	/* upgrades of ferryd itself: the one running, the last outcome, how
 	 * long one may take to commit or roll back (ferryctl waits that long)
 	 * and to finish (the old process's connections: drain_timeout) */
@@ -594,7 +596,8 @@ status_config_json(const struct sup *s)
 		    sup_upgrade_is_successor(s) ? "predecessorPid" : "successorPid",
 		    sup_upgrade_peer(s) ? json_integer(sup_upgrade_peer(s)) : json_null()));
 	json_object_set_new(o, "upgradeTimeoutMs", json_integer((json_int_t)
-	    (3 * s->cfg.init_timeout_ms + SUP_STOP_GRACE_MS + SUP_UPGRADE_COMMIT_MS)));
+	    (3 * s->cfg.init_timeout_ms + SUP_STOP_GRACE_MS + SUP_UPGRADE_COMMIT_MS +
+	    2 * sup_start_pace_ms(s))));
 	json_object_set_new(o, "upgradeTailTimeoutMs", json_integer((json_int_t)
 	    (s->cfg.drain_timeout_ms + SUP_STOP_GRACE_MS + SUP_UPGRADE_RELAY_MS)));
 	json_object_set_new(o, "lastUpgradeAttempt", status_upgrade_record_json(&s->last_upgrade));

@@ -15,11 +15,12 @@
  *
  * Why nothing here blocks the loop: control channels are non-blocking and
  * queued (ipcq.h); waitpid runs inside libev's SIGCHLD handling for exited
- * children only (WNOHANG); fork+exec of a worker costs a fork of a small
- * process; binds use numeric addresses (no DNS: the config parser requires
- * IP literals for listeners); config files are read with file_read_all()
- * (common/file.h: regular files only, bounded); persisting a posted config
- * runs in a child process that the loop waits for at most
+ * children only (WNOHANG); workers are started paced (sup_spawn.c) and each
+ * start is a clone(CLONE_VM|CLONE_VFORK) that copies no page table, whatever
+ * the supervisor's size; binds use numeric addresses (no DNS: the config parser
+ * requires IP literals for listeners); config files are read with
+ * file_read_all() (common/file.h: regular files only, bounded); persisting a
+ * posted config runs in a child process that the loop waits for at most
  * SUP_PERSIST_TIMEOUT_MS.
  */
 #include "supervisor/sup_io.h"
@@ -33,25 +34,22 @@
 #include <pwd.h>
 #include <signal.h>
 #include <sodium.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/buildinfo.h"
 #include "common/conntab.h"
-#include "common/genshm.h"
 #include "common/ipc.h"
 #include "common/ipcq.h"
 #include "common/log.h"
-#include "common/tlsmat.h"
 #include "supervisor/adminproc.h"
 #include "supervisor/certs.h"
-#include "supervisor/childproc.h"
 #include "supervisor/listeners.h"
 #include "supervisor/nodes.h"
 #include "supervisor/notify.h"
@@ -62,19 +60,6 @@
 
 #define SUP_PERSIST_TIMEOUT_MS 5000
 #define SUP_BACKSTOP_S 10.0     /* beyond drain_timeout + grace: leave anyway */
-
-/* One worker process's control channel and exit watcher. */
-struct sup_chan {
-	struct sup_io *io;
-	struct sup_proc *p;
-	int fd;
-	ev_io rio, wio;
-	ev_child child;
-	struct ipcq q;
-	int metrics_fd;
-	int conns_fd;
-};
-
 void
 sup_io_clock(struct sup *s)
 {
@@ -84,8 +69,8 @@ sup_io_clock(struct sup *s)
 
 /* ---- control channels -------------------------------------------------------------- */
 
-static void
-sup_chan_stop(struct sup_chan *ch)
+void
+sup_io_chan_stop(struct sup_chan *ch)
 {
 	ev_io_stop(ch->io->loop, &ch->rio);
 	ev_io_stop(ch->io->loop, &ch->wio);
@@ -116,27 +101,28 @@ sup_chan_read(struct sup_chan *ch)
 		if (r == 0 || (r == -1 && errno == ECONNRESET)) {
 			/* The worker closed its end (exiting, possibly right after a
 			 * FAILED report): the exit arrives through ev_child. */
-			sup_chan_stop(ch);
+			sup_io_chan_stop(ch);
 			return false;
 		}
 		if (r == -1 || msg.hdr.generation != p->gen->generation ||
 		    (msg.nfds && msg.hdr.type != IPC_CONN_OUT)) {
 			if (r == 1)
 				ipc_close_fds(&msg);
-			sup_chan_stop(ch);
+			sup_io_chan_stop(ch);
 			sup_on_malformed(s, p, r == -1 ? (err[0] ? err : strerror(errno)) :
 			    "wrong generation or unexpected file descriptors");
 			return false;
 		}
 		switch (msg.hdr.type) {
 		case IPC_READY: {
+			sup_spawn_ready(ch);
 			struct ipc_ready rd;
 			memcpy(&rd, msg.payload, sizeof rd);
 			if (rd.ipc_version != IPC_PROTOCOL_VERSION) {
 				char what[96];
 				snprintf(what, sizeof what, "speaks IPC protocol %u, not %d",
 				    rd.ipc_version, IPC_PROTOCOL_VERSION);
-				sup_chan_stop(ch);
+				sup_io_chan_stop(ch);
 				sup_on_malformed(s, p, what);
 				return false;
 			}
@@ -193,7 +179,7 @@ sup_chan_read(struct sup_chan *ch)
 		default: {
 			char what[64];
 			snprintf(what, sizeof what, "unexpected message %s", ipc_type_str(msg.hdr.type));
-			sup_chan_stop(ch);
+			sup_io_chan_stop(ch);
 			sup_on_malformed(s, p, what);
 			return false;
 		}
@@ -201,16 +187,16 @@ sup_chan_read(struct sup_chan *ch)
 	}
 }
 
-static void
-sup_chan_read_cb(struct ev_loop *loop, ev_io *w, int revents)
+void
+sup_io_chan_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	(void)loop;
 	(void)revents;
 	sup_chan_read(w->data);
 }
 
-static void
-sup_chan_write_cb(struct ev_loop *loop, ev_io *w, int revents)
+void
+sup_io_chan_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	(void)revents;
 	struct sup_chan *ch = w->data;
@@ -219,220 +205,24 @@ sup_chan_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 		ev_io_stop(loop, w);  /* empty, or broken: the exit follows */
 }
 
-static void
-sup_child_cb(struct ev_loop *loop, ev_child *w, int revents)
+void
+sup_io_child_cb(struct ev_loop *loop, ev_child *w, int revents)
 {
 	(void)revents;
 	struct sup_chan *ch = w->data;
 	struct sup *s = ch->io->s;
 	ev_child_stop(loop, w);
+	sup_spawn_ready(ch);
 	/* What it said before it died still counts (a FAILED report). */
 	if (ev_is_active(&ch->rio))
 		sup_chan_read(ch);
-	sup_chan_stop(ch);
+	sup_io_chan_stop(ch);
 	ipcq_clear(&ch->q);
 	sup_io_clock(s);
 	sup_on_exit(s, ch->p, w->rstatus);
 }
 
 /* ---- ops ----------------------------------------------------------------------------- */
-
-static void
-sup_child_exec(struct sup_io *io, struct sup_proc *p, int fd, pid_t ppid)
-{
-	struct sup *s = io->s;
-	childproc_prepare(fd, &io->creds);
-	char gen[24], pp[24], idx[16], ipc[16];
-	snprintf(ipc, sizeof ipc, "%d", IPC_PROTOCOL_VERSION);
-	snprintf(gen, sizeof gen, "%llu", (unsigned long long)p->gen->generation);
-	snprintf(pp, sizeof pp, "%d", (int)ppid);
-	snprintf(idx, sizeof idx, "%u", p->index);
-	char *argv[] = {
-		"ferryd", "--worker", "--cluster", p->gen->cluster->name, "--generation", gen,
-		"--ppid", pp, "--index", idx, "--ipc", ipc,
-		"--log-level", (char *)log_level_str((enum log_level)s->cfg.log_level),
-		"--sandbox", s->cfg.sandbox ? "on" : "off",
-		s->cfg.log_format == CFG_LOG_JSON ? "--log-json" : NULL, NULL,
-	};
-	execv(io->self_exe, argv);
-	_exit(CHILDPROC_EXIT_EXEC);
-}
-
-/* What the I/O layer keeps per generation: its shared block (genshm.h),
- * passed to every worker of the generation. */
-struct sup_genio {
-	int fd;
-	struct genshm *map;
-};
-
-static struct sup_genio *
-sup_genio(struct sup_gen *g, char *err, size_t errlen)
-{
-	if (g->shared)
-		return g->shared;
-	struct sup_genio *gi = calloc(1, sizeof *gi);
-	if (!gi) {
-		snprintf(err, errlen, "out of memory");
-		return NULL;
-	}
-	gi->fd = genshm_create((uint32_t)g->n_procs, &gi->map);
-	if (gi->fd == -1) {
-		snprintf(err, errlen, "generation block: %s", strerror(errno));
-		free(gi);
-		return NULL;
-	}
-	g->shared = gi;
-	return gi;
-}
-
-static void
-sup_io_gen_free(struct sup *s, struct sup_gen *g)
-{
-	(void)s;
-	struct sup_genio *gi = g->shared;
-	if (!gi)
-		return;
-	close(gi->fd);
-	genshm_unmap(gi->map);
-	free(gi);
-	g->shared = NULL;
-}
-
-static int
-sup_io_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char *err,
-	     size_t errlen)
-{
-	struct sup_io *io = s->io;
-	struct sup_genio *gi = sup_genio(p->gen, err, errlen);
-	if (!gi)
-		return -1;
-	struct sup_chan *ch = calloc(1, sizeof *ch);
-	if (!ch) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	ch->io = io;
-	ch->p = p;
-	ch->fd = -1;
-	ch->conns_fd = -1;
-	ipcq_init(&ch->q, 0, 0);
-	int sv[2] = { -1, -1 };
-	ch->metrics_fd = metrics_create(p->gen->generation, &p->metrics);
-	if (ch->metrics_fd == -1) {
-		snprintf(err, errlen, "metrics block: %s", strerror(errno));
-		goto fail;
-	}
-	p->conns_rows = conntab_rows(cc->cl->max_connections);
-	ch->conns_fd = conntab_create(p->conns_rows, &p->conns);
-	if (ch->conns_fd == -1) {
-		snprintf(err, errlen, "connection table: %s", strerror(errno));
-		goto fail;
-	}
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1) {
-		snprintf(err, errlen, "socketpair: %s", strerror(errno));
-		goto fail;
-	}
-	int bufsz = 2 * (int)(sizeof(struct ipc_hdr) + IPC_MAX_PAYLOAD);
-	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &bufsz, sizeof bufsz);
-	setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof bufsz);
-	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
-
-	pid_t ppid = getpid();
-	pid_t pid = fork();
-	if (pid == -1) {
-		snprintf(err, errlen, "fork: %s", strerror(errno));
-		goto fail;
-	}
-	if (pid == 0)
-		sup_child_exec(io, p, sv[1], ppid);
-	close(sv[1]);
-	sv[1] = -1;
-	p->pid = pid;
-	p->chan = ch;
-	ch->fd = sv[0];
-	ev_child_init(&ch->child, sup_child_cb, pid, 0);
-	ch->child.data = ch;
-	ev_child_start(io->loop, &ch->child);
-	ev_io_init(&ch->rio, sup_chan_read_cb, ch->fd, EV_READ);
-	ch->rio.data = ch;
-	ev_io_init(&ch->wio, sup_chan_write_cb, ch->fd, EV_WRITE);
-	ch->wio.data = ch;
-	ev_io_start(io->loop, &ch->rio);
-
-	/* Config text + metrics block, then the listening sockets, queued in
-	 * order like every other message. */
-	uint64_t g = p->gen->generation;
-	int cfds[3] = { ch->metrics_fd, gi->fd, ch->conns_fd };
-	int rc = ipcq_send(&ch->q, ch->fd, IPC_CONFIG, g, cc->canonical, strlen(cc->canonical),
-	    cfds, 3);
-	close(ch->metrics_fd);  /* the mapping keeps the block; the worker gets its fd */
-	ch->metrics_fd = -1;
-	close(ch->conns_fd);
-	ch->conns_fd = -1;
-	/* The TLS files' bytes (the worker never opens them), wiped here once
-	 * sent or queued (a queued copy is wiped when it leaves the queue). */
-	if (rc == 0 && cc->cl->files) {
-		uint8_t *tm = NULL;
-		size_t tmlen = 0;
-		rc = tlsmat_encode(cc->cl->files, &tm, &tmlen);
-		if (rc == 0) {
-			rc = ipcq_send(&ch->q, ch->fd, IPC_TLS_MATERIAL, g, tm, tmlen, NULL, 0);
-			sodium_memzero(tm, tmlen);
-			free(tm);
-		}
-	}
-	/* learned brokers: what earlier generations learned (nodes.h) */
-	for (size_t from = 0; rc == 0;) {
-		size_t n = sup_nodes_payload(p->gen->cluster, p->gen, cc->cl, &from,
-		    io->nodes_buf, sizeof io->nodes_buf);
-		if (!n)
-			break;
-		rc = ipcq_send(&ch->q, ch->fd, IPC_NODES, g, io->nodes_buf, n, NULL, 0);
-	}
-	/* TLS clusters: the session-ticket keys (tickets.h) */
-	if (rc == 0 && cc->cl->tls) {
-		const struct tlskeys *k = tickets_of(p->gen->cluster);
-		if (k)
-			rc = ipcq_send(&ch->q, ch->fd, IPC_TICKET_KEYS, g, k, sizeof *k, NULL, 0);
-	}
-	for (size_t first = 0; rc == 0 && first < cc->n_listeners; first += IPC_MAX_FDS) {
-		int fds[IPC_MAX_FDS];
-		size_t nfds = cc->n_listeners - first;
-		if (nfds > IPC_MAX_FDS)
-			nfds = IPC_MAX_FDS;
-		for (size_t i = 0; i < nfds; i++)
-			fds[i] = cc->listeners[first + i].fd;
-		struct ipc_listeners li = { .count = (uint32_t)nfds, .first = (uint32_t)first,
-					    .total = (uint32_t)cc->n_listeners };
-		rc = ipcq_send(&ch->q, ch->fd, IPC_LISTENERS, g, &li, sizeof li, fds, nfds);
-	}
-	if (ipcq_pending(&ch->q))
-		ev_io_start(io->loop, &ch->wio);
-	if (rc == -1) {
-		/* The process runs; it will never get its configuration. */
-		snprintf(err, errlen, "sending configuration: %s", strerror(errno));
-		kill(pid, SIGKILL);  /* its exit is reported like any other */
-		return 0;
-	}
-	return 0;
-fail:
-	if (sv[0] >= 0)
-		close(sv[0]);
-	if (sv[1] >= 0)
-		close(sv[1]);
-	if (ch->metrics_fd >= 0)
-		close(ch->metrics_fd);
-	if (ch->conns_fd >= 0)
-		close(ch->conns_fd);
-	if (p->metrics) {
-		metrics_unmap(p->metrics);
-		p->metrics = NULL;
-	}
-	conntab_unmap(p->conns, p->conns_rows);
-	p->conns = NULL;
-	free(ch);
-	return -1;
-}
 
 static int
 sup_io_send_fds(struct sup *s, struct sup_proc *p, enum ipc_type type, const void *payload,
@@ -444,6 +234,13 @@ sup_io_send_fds(struct sup *s, struct sup_proc *p, enum ipc_type type, const voi
 		errno = EBADF;
 		return -1;
 	}
+	if (ch->st == SUP_CHAN_QUEUED &&
+	    (type == IPC_STOP || type == IPC_DRAIN || type == IPC_HANDOVER)) {
+		sup_spawn_cancel(io, ch, 0);  /* asked to go before it ran: it never runs */
+		return 0;
+	}
+	if (ch->st == SUP_CHAN_CANCELLED || ch->st == SUP_CHAN_NEVER)
+		return 0;
 	if (ipcq_send(&ch->q, ch->fd, type, p->gen->generation, payload, len, fds, nfds) == -1)
 		return -1;
 	if (ipcq_pending(&ch->q))
@@ -464,8 +261,10 @@ sup_io_send(struct sup *s, struct sup_proc *p, enum ipc_type type, const void *p
 static void
 sup_io_kill(struct sup *s, struct sup_proc *p, int sig)
 {
-	(void)s;
-	if (p->alive && p->pid > 0)
+	struct sup_chan *ch = p->chan;
+	if (ch && ch->st == SUP_CHAN_QUEUED)
+		sup_spawn_cancel(s->io, ch, sig);  /* reported as killed by sig */
+	else if (p->alive && p->pid > 0)
 		kill(p->pid, sig);
 }
 
@@ -475,12 +274,16 @@ sup_io_proc_free(struct sup *s, struct sup_proc *p)
 	struct sup_io *io = s->io;
 	struct sup_chan *ch = p->chan;
 	if (ch) {
+		sup_spawn_forget(io, ch);
 		ev_io_stop(io->loop, &ch->rio);
 		ev_io_stop(io->loop, &ch->wio);
-		ev_child_stop(io->loop, &ch->child);
+		if (ch->st == SUP_CHAN_STARTED)
+			ev_child_stop(io->loop, &ch->child);
 		ipcq_clear(&ch->q);
 		if (ch->fd >= 0)
 			close(ch->fd);
+		if (ch->child_fd >= 0)
+			close(ch->child_fd);
 		free(ch);
 		p->chan = NULL;
 	}
@@ -702,6 +505,7 @@ sup_io_reload_end(struct sup *s, const struct sup_reload_record *rec)
 	double period = (double)s->cfg.tls_ticket_rotation_ms / 1000.0;
 	if (period != io->tickets.repeat)
 		sup_io_tickets_arm(io, period);
+	io->trim_pending = true;
 	char buf[sizeof io->last_status];
 	adminproc_reload_end(io->admin, rec->status == SUP_RELOAD_SUCCESS ||
 	    rec->status == SUP_RELOAD_UNCHANGED, s->cfg.log_level);
@@ -714,12 +518,12 @@ sup_io_reload_end(struct sup *s, const struct sup_reload_record *rec)
 }
 
 static const struct sup_ops sup_io_ops = {
-	.spawn = sup_io_spawn,
+	.spawn = sup_spawn_prepare,
 	.send = sup_io_send,
 	.send_fds = sup_io_send_fds,
 	.kill = sup_io_kill,
 	.proc_free = sup_io_proc_free,
-	.gen_free = sup_io_gen_free,
+	.gen_free = sup_spawn_gen_free,
 	.bind = sup_io_bind,
 	.dup = sup_io_dup,
 	.close = sup_io_close,
@@ -732,6 +536,7 @@ static const struct sup_ops sup_io_ops = {
 	.admin_prepare = sup_io_admin_prepare,
 	.reload_end = sup_io_reload_end,
 	.ready_changed = sup_io_ready_changed,
+	.clock = sup_io_clock,
 	.upgrade = &upgrade_io_ops,
 };
 
@@ -756,6 +561,13 @@ sup_prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 	struct sup *s = io->s;
 	sup_io_clock(s);
 	sup_reap(s);
+	if (io->trim_pending && !s->reload) {
+		/* A reload parsed and prepared a whole configuration and freed
+		 * the old one: return the freed heap to the system rather than
+		 * keep it resident until the next reload reuses it. */
+		io->trim_pending = false;
+		malloc_trim(0);
+	}
 	sup_io_status_update(s);
 	upgrade_io_prepare(io);
 	ev_timer_stop(loop, &io->deadline);
@@ -838,7 +650,9 @@ sup_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 /* ---- run ----------------------------------------------------------------------------- */
 
 /* Workers inherit the limit: 2 descriptors per proxied connection. Raise
- * the soft limit to the hard one and say what max_connections it allows. */
+ * the soft limit to the hard one; max_connections = auto (the default)
+ * becomes what it allows (sup_max_connections); an explicit
+ * max_connections beyond it is warned about. */
 static void
 sup_raise_nofile(struct sup *s)
 {
@@ -851,16 +665,27 @@ sup_raise_nofile(struct sup *s)
 		if (setrlimit(RLIMIT_NOFILE, &rl) == -1)
 			rl.rlim_cur = was;
 	}
+	s->fd_limit = rl.rlim_cur == RLIM_INFINITY ? 0 : (uint64_t)rl.rlim_cur;
+	size_t n_auto = 0;
+	uint32_t auto_min = 0;
 	for (size_t i = 0; i < s->cfg.n_clusters; i++) {
 		const struct cfg_cluster *cl = &s->cfg.clusters[i];
+		if (!cl->max_connections) {
+			uint32_t m = sup_max_connections(s, cl);
+			auto_min = n_auto++ == 0 || m < auto_min ? m : auto_min;
+			continue;
+		}
 		uint64_t need = 2ull * cl->max_connections + cl->n_brokers + 64;
-		if (rl.rlim_cur != RLIM_INFINITY && need > rl.rlim_cur)
+		if (s->fd_limit && need > s->fd_limit)
 			log_warn("file descriptor limit below max_connections", "cluster=%s "
 			    "max_connections=%u needs=%llu limit=%llu hint=\"raise LimitNOFILE "
 			    "(ulimit -n) or lower max_connections; beyond the limit accepting pauses\"",
 			    cl->name, cl->max_connections, (unsigned long long)need,
-			    (unsigned long long)rl.rlim_cur);
+			    (unsigned long long)s->fd_limit);
 	}
+	if (n_auto)
+		log_info("max_connections = auto", "clusters=%zu max_connections=%u "
+		    "descriptor_limit=%llu", n_auto, auto_min, (unsigned long long)s->fd_limit);
 }
 
 static int
@@ -911,6 +736,7 @@ sup_io_new(void)
 	io->s = s;
 	s->io = io;
 	io->loop = ev_default_loop(EVFLAG_AUTO);
+	sup_spawn_init(io);
 	signal(SIGPIPE, SIG_IGN);
 	return io;
 }
@@ -975,6 +801,7 @@ sup_io_finish(struct sup_io *io, int rc)
 	ev_timer_stop(io->loop, &io->backstop);
 	ev_timer_stop(io->loop, &io->tickets);
 	ev_timer_stop(io->loop, &io->certs);
+	sup_spawn_free(io);
 	free(io->self_exe);
 	free(io);
 	free(s);
@@ -1014,5 +841,6 @@ sup_run(struct cfg *cfg, const char *config_path, const char *config_bytes,
 	if (sup_start(s) == -1)
 		return sup_io_finish(io, 1);
 	certs_update(s, "start");
+	malloc_trim(0);  /* the parse of the whole file is freed (each cluster has its copy) */
 	return sup_io_run(io);
 }

@@ -180,6 +180,22 @@ sup_cluster_state(const struct sup_cluster *c)
 	return g ? g->lc.state : LC_INITIALIZING;
 }
 
+/* What a listed cluster counts for in readiness: clusters drained on
+ * purpose by an operator, or leaving, do not make ferryd unready. */
+static enum sup_ready_class
+sup_ready_class(const struct sup_cluster *c)
+{
+	if (c->st == FSM_C_PARKED || c->st == FSM_C_LEAVING || c->st == FSM_C_GONE)
+		return SUP_READY_NONE;
+	const struct sup_gen *g = sup_cluster_serving(c);
+	enum lc_state st = sup_cluster_state(c);
+	if (st == LC_INITIALIZING || c->st == FSM_C_BACKOFF)
+		return SUP_READY_INIT;
+	if (st == LC_ACCEPTING && g != NULL && !g->unresponsive)
+		return SUP_READY_ACCEPTING;
+	return SUP_READY_OTHER;
+}
+
 /*
  * fail-fast: every cluster's serving generation is accepting and answers
  * its watchdog.
@@ -187,33 +203,77 @@ sup_cluster_state(const struct sup_cluster *c)
  * cluster does not hold readiness back once the others are up).
  * A supervisor that is stopping is not ready; one without clusters is.
  */
-bool
-sup_ready(const struct sup *s)
+static bool
+sup_ready_of(const struct sup *s, const size_t *count)
 {
-	size_t i, accepting = 0, initializing = 0, counted = 0;
-
+	size_t counted = count[SUP_READY_OTHER] + count[SUP_READY_INIT] +
+	    count[SUP_READY_ACCEPTING];
 	if (s->stopping)
 		return false;
-	for (i = 0; i < s->n_clusters; i++) {
-		const struct sup_cluster *c = s->clusters[i];
-		const struct sup_gen *g = sup_cluster_serving(c);
-		enum lc_state st = sup_cluster_state(c);
-
-		/* Clusters drained on purpose by an operator, or leaving, do not
-		 * make ferryd unready. */
-		if (c->st == FSM_C_PARKED || c->st == FSM_C_LEAVING || c->st == FSM_C_GONE)
-			continue;
-		counted++;
-		if (st == LC_INITIALIZING || c->st == FSM_C_BACKOFF)
-			initializing++;
-		else if (st == LC_ACCEPTING && g != NULL && !g->unresponsive)
-			accepting++;
-	}
 	if (counted == 0)
 		return true;
 	if (s->cfg.startup_policy == CFG_STARTUP_BEST_EFFORT)
-		return accepting > 0 && initializing == 0;
-	return accepting == counted;
+		return count[SUP_READY_ACCEPTING] > 0 && count[SUP_READY_INIT] == 0;
+	return count[SUP_READY_ACCEPTING] == counted;
+}
+
+bool
+sup_ready(const struct sup *s)
+{
+	size_t count[4] = { 0 };
+	for (size_t i = 0; i < s->n_clusters; i++)
+		count[sup_ready_class(s->clusters[i])]++;
+	return sup_ready_of(s, count);
+}
+
+bool
+sup_ready_cached(const struct sup *s)
+{
+	return sup_ready_of(s, s->ready_count);
+}
+
+void
+sup_ready_touch(struct sup *s, struct sup_cluster *c)
+{
+	/* only listed clusters count (limbo holds additions not committed
+	 * and removals still draining) */
+	enum sup_ready_class k = c->listed ? sup_ready_class(c) : SUP_READY_NONE;
+	if (k == c->ready_class)
+		return;
+	if (c->ready_class != SUP_READY_NONE)
+		s->ready_count[c->ready_class]--;
+	if (k != SUP_READY_NONE)
+		s->ready_count[k]++;
+	c->ready_class = (uint8_t)k;
+}
+
+uint32_t
+sup_max_connections(const struct sup *s, const struct cfg_cluster *cl)
+{
+	if (cl->max_connections)
+		return cl->max_connections;
+	uint64_t reserve = 64 + cl->n_brokers;
+	if (!s->fd_limit)
+		return CFG_MAX_CONNECTIONS_AUTO;
+	uint64_t n = s->fd_limit > reserve + 2 ? (s->fd_limit - reserve) / 2 : 1;
+	return n > CFG_MAX_CONNECTIONS_AUTO ? CFG_MAX_CONNECTIONS_AUTO : (uint32_t)n;
+}
+
+uint64_t
+sup_start_pace_ms(const struct sup *s)
+{
+	uint64_t workers = 0;
+	for (size_t i = 0; i < s->n_clusters; i++) {
+		const struct sup_gen *g = sup_cluster_serving(s->clusters[i]);
+		workers += g ? g->n_procs : 1;
+	}
+	return workers * SUP_START_PACE_MS;
+}
+
+uint64_t
+sup_reload_timeout_ms(const struct sup *s)
+{
+	return s->cfg.init_timeout_ms + SUP_STOP_GRACE_MS + sup_start_pace_ms(s);
 }
 
 struct sup_cluster *

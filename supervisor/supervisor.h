@@ -50,6 +50,13 @@ struct sup_upgrade;
 #define SUP_KILL_GRACE_MS 1000    /* a worker that said FAILED must be gone by then */
 #define SUP_KEEP_ENDED 3          /* ended generations kept for status */
 #define SUP_RELAY_TIMEOUT_MS 2000 /* a handed-over connection not adopted by then is closed */
+#define SUP_COMMIT_BATCH 32       /* clusters a reload commits per loop turn */
+#define SUP_PREPARE_BATCH 64      /* clusters a reload prepares per loop turn */
+#define SUP_START_BATCH 64        /* clusters whose first generation starts per turn */
+#define SUP_UNKNOWN_NODES 16      /* node ids without a broker port shown per cluster */
+#define SUP_START_PACE_MS 20      /* what one paced worker start may add to a reload */
+#define SUP_WD_LAG_MS 250         /* a watchdog check this late: ferryd itself was busy */
+#define SUP_WD_RECHECK_MS 100     /* ... then it judges this much later, answers read */
 
 enum sup_listener_role { SUP_LISTENER_BOOTSTRAP = 0, SUP_LISTENER_BROKER };
 const char *sup_listener_role_str(enum sup_listener_role r);
@@ -68,8 +75,8 @@ struct sup_listener {
  * same socket object, so it is never closed while any configuration uses it.
  */
 struct sup_ccfg {
-	struct cfg own;               /* parsed from canonical: own.clusters[0] */
-	struct cfg_cluster *cl;
+	struct cfg_cluster own;       /* parsed from canonical (the cluster alone) */
+	struct cfg_cluster *cl;       /* &own */
 	char *canonical;              /* cfg_cluster_canonical(), sent to workers */
 	char version[PLAN_VERSION_LEN];
 	struct sup_listener *listeners; /* [0] bootstrap, then brokers in node order */
@@ -90,6 +97,8 @@ struct sup_proc {
 	unsigned index;
 	pid_t pid;                    /* 0 when not started or reaped */
 	bool alive;                   /* started and not yet reaped */
+	bool queued;                  /* its start is queued by the I/O layer (spawn
+	                                 returned 1): alive, no pid yet */
 	bool ready;                   /* sent READY */
 	void *chan;                   /* the I/O layer's control channel */
 	struct metrics *metrics;      /* shared block; kept after exit */
@@ -98,6 +107,9 @@ struct sup_proc {
 	                                 from the block, which the worker can write) */
 	uint64_t ping_seq;            /* last PING sent */
 	uint64_t last_answer_ms;      /* mono: last PONG (or start) */
+	uint64_t unanswered_since_ms; /* mono: when the oldest PING not answered
+	                                 yet was sent; 0 = none outstanding */
+	uint64_t last_ping_ms;        /* mono: when the last PING was sent */
 	bool late, dead;              /* watchdog stages reported */
 	uint64_t restart_at;          /* mono: replace it (one of several crashed) */
 	uint64_t starts;              /* times this slot was started */
@@ -122,6 +134,7 @@ struct sup_gen {
 	bool unresponsive;
 	uint64_t unresponsive_since_ms; /* wall */
 	char end_note[96];            /* why we killed it, for the exit reason */
+	char start_why[48];           /* why it was started, for the log */
 	char upstream_key[PLAN_VERSION_LEN]; /* what its upstream connections depend on */
 	bool handover_keep;           /* replaced: its connections may move (same upstream) */
 	bool replaced;                /* drained or handed over for a newer generation */
@@ -131,9 +144,12 @@ struct sup_gen {
 	char probe_error[192];
 	/* deadlines, monotonic ms; 0 = not armed */
 	uint64_t init_at, stop_at, watchdog_at;
+	uint64_t init_timeout_ms;     /* init_at is this after the last start */
 	size_t n_procs;               /* workers = N of its configuration */
+	size_t n_queued;              /* of them queued for their start (init_at
+	                                 does not run out while any is) */
 	void *shared;                 /* the I/O layer's per-generation block */
-	struct sup_proc procs[SUP_MAX_PROCS];
+	struct sup_proc *procs;       /* n_procs of them */
 	struct sup_gen *next;         /* older */
 };
 
@@ -159,7 +175,6 @@ struct sup_cluster {
 	char name[CFG_NAME_MAX];
 	struct sup_ccfg *ccfg;        /* serving configuration */
 	/* Mirrors of ccfg for readers (status.c): */
-	struct cfg_cluster cfg;       /* shallow copy of *ccfg->cl */
 	char config_version[PLAN_VERSION_LEN];
 	struct sup_listener *listeners;
 	size_t n_listeners;
@@ -174,22 +189,34 @@ struct sup_cluster {
 	uint64_t restart_waiter;      /* deferred POST .../restart; 0 none */
 	uint64_t restart_gen;         /* the generation that waiter waits for */
 	uint64_t unresponsive_total;  /* watchdog reports */
-	struct metrics retired;       /* counters of generations already freed (plain
-	                                 copy, never shared), so totals stay monotonic */
+	struct metrics *retired;      /* counters of processes that ended (private,
+	                                 never shared; metrics_totals_new at the
+	                                 first), so totals stay monotonic; NULL: none */
 	/* after an upgrade: the predecessor's totals for this cluster (its
 	 * counters by name, staterec.h), updated while it hands over, folded
-	 * into retired when it is gone; its gauges count while it lives */
-	struct metrics carried;
+	 * into retired when it is gone; its gauges count while it lives.
+	 * Allocated like retired when an upgrade carries any; NULL: none */
+	struct metrics *carried;
 	bool carried_gauges;
-	/* upstream node ids without a broker port, as reported by workers */
-	struct ipc_unknown_node unknown_nodes[16];
-	uint64_t unknown_since_ms[16];
+	/* upstream node ids without a broker port, as reported by workers:
+	 * SUP_UNKNOWN_NODES slots allocated at the first report */
+	struct ipc_unknown_node *unknown_nodes;
+	uint64_t *unknown_since_ms;
 	size_t n_unknown_nodes;
 	/* upstream condition reported by the serving generation */
 	enum sup_upstream_state upstream;
 	uint64_t upstream_since_ms;
 	char upstream_error[192];
 	bool listed;                  /* in sup->clusters (else limbo) */
+	uint8_t ready_class;          /* what it counts for sup_ready_cached()
+	                                 (enum sup_ready_class), kept by the engine */
+	bool reap_dirty;              /* in sup->reap_list */
+	bool start_pending;           /* its first generation starts in a later turn */
+	uint64_t deadline;            /* the earliest of its deadlines (0 none), its
+	                                 key in sup->dl_heap ... */
+	bool deadline_dirty;          /* ... unless something may have changed one
+	                                 (then it is in sup->dl_dirty) */
+	size_t dl_index;              /* in sup->dl_heap; SIZE_MAX: not in it */
 	/* kept across generations */
 	struct sup_nodes nodes;       /* learned upstream brokers (nodes.h) */
 	struct tlskeys *tickets;      /* TLS clusters: session-ticket keys (tickets.h);
@@ -328,9 +355,12 @@ struct sup_upgrade_ops {
 /* I/O the engine asks for. Every function reports failure instead of
  * deciding anything. */
 struct sup_ops {
-	/* Start process p of g with configuration cc: fork/exec, queue CONFIG
-	 * (with its sealed metrics block, p->metrics set) and LISTENERS on its
-	 * channel (p->chan set), p->pid set. 0, or -1 with err. */
+	/* Start process p of g with configuration cc: queue CONFIG (with its
+	 * sealed metrics block, p->metrics set) and LISTENERS on its channel
+	 * (p->chan set) and fork/exec. 0: started (p->pid set); 1: queued: the
+	 * process starts later, reported by sup_on_spawned() (p->pid set then)
+	 * or sup_on_spawn_failed(), and a STOP, DRAIN, HANDOVER or kill before
+	 * that cancels it (reported as an exit); -1 with err. */
 	int (*spawn)(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc,
 		     char *err, size_t errlen);
 	/* Queue a message on p's channel. -1: queue full or channel gone. */
@@ -369,6 +399,10 @@ struct sup_ops {
 	int (*admin_prepare)(struct sup *s, const struct cfg *next, char *err, size_t errlen);
 	void (*reload_end)(struct sup *s, const struct sup_reload_record *rec);
 	void (*ready_changed)(struct sup *s, bool ready);
+	/* Read the clocks again into s->now_ms / now_wall_ms (the work of the
+	 * current turn counts), for durations the engine reports. May be NULL
+	 * (the clock set by the caller stands). */
+	void (*clock)(struct sup *s);
 	/* Upgrades of ferryd itself; NULL where there are none (tests). */
 	const struct sup_upgrade_ops *upgrade;
 };
@@ -388,7 +422,8 @@ struct sup {
 	void *io;                     /* the I/O layer's own state */
 	uint64_t now_ms;              /* monotonic, set by the I/O layer per event */
 	uint64_t now_wall_ms;
-	struct cfg cfg;               /* running config */
+	struct cfg cfg;               /* running config: its [ferry] settings (each
+	                                 cluster's configuration is its ccfg) */
 	char *config_path;
 	char *config_text;            /* the running configuration's bytes (a posted
 	                                 one too): what an upgrade validates */
@@ -397,6 +432,9 @@ struct sup {
 	uint64_t applied_at_ms;
 	uint64_t started_at_ms;
 	struct sandbox_kernel sandbox_kernel; /* probed once at start (sandboxstatus.h) */
+	uint64_t fd_limit;            /* the workers' descriptor limit (RLIMIT_NOFILE);
+	                                 0 = none known: max_connections = auto is
+	                                 CFG_MAX_CONNECTIONS_AUTO */
 	struct sup_cluster **clusters; /* listed, in file order */
 	size_t n_clusters;
 	struct sup_cluster **limbo;   /* added but not committed, or removed and
@@ -405,8 +443,10 @@ struct sup {
 	bool stopping;
 	bool stopped_reported;
 	bool ever_ready;              /* sup_ready() was true at least once */
+	size_t ready_count[4];        /* clusters per enum sup_ready_class */
 	bool last_ready;
 	int exit_code;                /* of the daemon once it stopped */
+	uint64_t start_at;            /* mono: start the next clusters (0: none left) */
 
 	struct sup_reload *reload;    /* in progress, or NULL */
 	struct sup_reload *reload_dead; /* finished, freed by sup_reap() */
@@ -435,6 +475,18 @@ struct sup {
 	size_t evq_head, evq_len, evq_cap;
 	bool dispatching;
 	bool reap_pending;
+	/* clusters something happened to since the last reap: the reaper and
+	 * the sweep for clusters that are gone look at these only */
+	struct sup_cluster **reap_list;
+	size_t n_reap, cap_reap;
+	bool reap_all;                /* the list could not grow: look at every one */
+	/* deadlines: the clusters that have one, a min-heap by their earliest
+	 * (sup_next_deadline is its top), and those whose earliest may have
+	 * changed since (computed again before the next wait); both have room
+	 * for every cluster (reserved when a cluster is made) */
+	struct sup_cluster **dl_heap, **dl_dirty, **dl_due;
+	size_t n_dl_heap, n_dl_dirty, cap_dl;
+	bool dl_frozen;               /* upgrade_frozen() when they were computed */
 	uint64_t violations;          /* forbidden pairs met (programming errors) */
 	/* live handover: connections passed from an old worker to a new one */
 	struct sup_relay {
@@ -467,7 +519,25 @@ bool sup_gen_alive(const struct sup_gen *g);
  * and responsive; best-effort — at least one accepting and none still
  * initializing. */
 bool sup_ready(const struct sup *s);
+/* The same answer from counts the engine keeps current (sup_ready_touch
+ * after anything that may change what a cluster counts for): O(1), asked
+ * after every event chain. */
+enum sup_ready_class { SUP_READY_NONE = 0, SUP_READY_OTHER, SUP_READY_INIT, SUP_READY_ACCEPTING };
+bool sup_ready_cached(const struct sup *s);
+void sup_ready_touch(struct sup *s, struct sup_cluster *c);
 struct sup_cluster *sup_find_cluster(struct sup *s, const char *name);
+/* How long a reload can take (reloadTimeoutMs, what ferryctl waits for):
+ * init_timeout and the stop grace, plus SUP_START_PACE_MS for every worker
+ * process a reload of everything would start (starts are paced). */
+uint64_t sup_reload_timeout_ms(const struct sup *s);
+/* What the paced starts of every cluster's workers may add to a reload or
+ * an upgrade: SUP_START_PACE_MS per worker process. */
+uint64_t sup_start_pace_ms(const struct sup *s);
+/* The max_connections a worker of cl gets: its own, or for auto (0)
+ * min(CFG_MAX_CONNECTIONS_AUTO, (fd_limit - 64 - brokers) / 2): two
+ * descriptors per connection (client and upstream), its listeners, and
+ * some for the worker itself. */
+uint32_t sup_max_connections(const struct sup *s, const struct cfg_cluster *cl);
 /* A configuration's version: "sha256:<hex>" of data, into out. */
 void sup_hash_hex(const void *data, size_t len, char *out, size_t outlen);
 
@@ -482,6 +552,12 @@ int sup_start(struct sup *s);
 void sup_free(struct sup *s);
 
 /* Events from the I/O layer. `p` stays valid until sup_reap(). */
+/* A queued start (spawn returned 1) happened now: p->pid is set; its
+ * generation's init deadline counts from here. */
+void sup_on_spawned(struct sup *s, struct sup_proc *p);
+/* ... or could not happen (err says why): as if the process had reported
+ * FAILED and exited. */
+void sup_on_spawn_failed(struct sup *s, struct sup_proc *p, const char *err);
 void sup_on_ready(struct sup *s, struct sup_proc *p);
 void sup_on_failed(struct sup *s, struct sup_proc *p, const char *reason);
 void sup_on_exit(struct sup *s, struct sup_proc *p, int wstatus);
@@ -497,7 +573,10 @@ void sup_on_conn_out(struct sup *s, struct sup_proc *p, const void *payload, siz
 		     const int *fds, size_t nfds);
 void sup_on_conn_taken(struct sup *s, struct sup_proc *p, const struct ipc_conn_ack *ack);
 /* Deadlines: the earliest armed one (mono ms, 0 = none), and firing. */
-uint64_t sup_next_deadline(const struct sup *s);
+uint64_t sup_next_deadline(struct sup *s);
+/* Every cluster's earliest deadline is computed again before the next
+ * wait (for the unit tests' check that the kept answer is right). */
+void sup_deadline_touch_all(struct sup *s);
 void sup_tick(struct sup *s);
 /* Free what ended; after every event chain. */
 void sup_reap(struct sup *s);

@@ -360,8 +360,7 @@ frame_req_step(struct frame *f, double now, bool may_start, uint64_t *started)
 	    frame_fifo_push(f, h.correlation_id, h.api_key, h.api_version, false, now) == -1)
 		return frame_no_memory(f, "out of memory for the in-flight queue");
 	METRIC_ADD(f->m, requests, 1);
-	atomic_fetch_add_explicit(&f->m->api[metrics_api_slot(h.api_key)].requests, 1,
-	    memory_order_relaxed);
+	metrics_request(f->m, h.api_key);
 	d->frame_left = 4 + (uint64_t)h.size;
 	d->frames++;
 	*started = d->frame_left;

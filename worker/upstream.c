@@ -530,7 +530,7 @@ upstream_report(struct worker *w, bool reachable, const char *error)
 	if (w->upstream_reachable != now)
 		log_msg(reachable ? LOG_INFO : LOG_WARN,
 		    reachable ? "upstream reachable" : "upstream unreachable",
-		    "error=\"%s\"", error ? error : "");
+		    error && *error ? "error=\"%s\"" : "%s", error && *error ? error : "");
 	w->upstream_reachable = now;
 	struct ipc_upstream u = { .reachable = (uint32_t)now };
 	snprintf(u.error, sizeof u.error, "%s", error ? error : "");

@@ -141,12 +141,20 @@ ctl_conn_page(const struct ctl_opts *o, const char *path, struct ctl_reply *repl
 		ctl_err("%s", err);
 		return CTL_EXIT_FAILED;
 	}
-	if (o->json)
-		return 0;
-	if (reply->status != 200)
+	/* --json prints ferryd's answer as it is, an error too */
+	if (reply->status != 200 && !o->json)
 		return ctl_http_failure(reply);
 	if ((*j = ctl_body_json(reply)) == NULL)
 		return CTL_EXIT_UNREACHABLE;
+	if (!json_is_object(*j) ||
+	    (reply->status == 200 && !json_is_array(json_object_get(*j, "connections")))) {
+		/* every page of ferryd's listing has its array, empty or not */
+		ctl_err("garbled reply from ferryd (HTTP %d): not a page of connections",
+		    reply->status);
+		json_decref(*j);
+		*j = NULL;
+		return CTL_EXIT_UNREACHABLE;
+	}
 	return 0;
 }
 
@@ -173,6 +181,7 @@ ctl_connections(const struct ctl_opts *o, const char *name)
 			rc = ctl_exit_for(reply.status);
 		}
 		free(reply.raw);
+		json_decref(page);
 		json_decref(all);
 		return rc;
 	}

@@ -45,6 +45,8 @@ struct ctl_opts {
 	long timeout_ms;                /* for the whole request; 0 = CTL_TIMEOUT_MS */
 	bool watch;                     /* status -w: refresh every second */
 	long count;                     /* -n: refreshes of -w / top; 0 = until quit */
+	const char *state;              /* status --state S[,S]: filter */
+	const char *sort;               /* status --sort KEY */
 	bool wait;                      /* upgrade --wait: until the old ferryd is gone */
 	/* connections: filters and paging */
 	const char *conn_client_id;     /* --client-id, or NULL */
@@ -60,6 +62,7 @@ struct ctl_reply {
 	const char *body;               /* inside raw */
 	size_t body_len;
 	bool sent;                      /* the request reached ferryd */
+	bool timed_out;                 /* ... and no reply came in time */
 };
 
 /* --- request.c ---------------------------------------------------------- */
@@ -79,8 +82,13 @@ int ctl_request(const struct ctl_opts *o, const char *method, const char *path,
 json_t *ctl_body_json(const struct ctl_reply *r);
 
 /* A 4xx/5xx with no command-specific meaning: prints the API's message;
- * returns CTL_EXIT_FAILED. */
+ * returns CTL_EXIT_FAILED, or CTL_EXIT_UNREACHABLE when the body is not
+ * ferryd's JSON error (something else answered). */
 int ctl_http_failure(const struct ctl_reply *r);
+
+/* Whether a /metrics body is ferryd's exposition (lines of comments and
+ * samples, ferry_up among them); reported when not. */
+bool ctl_metrics_ok(const char *body, size_t len);
 
 /* A 401 from admin_listen, explained into err: what ferryd said and what to
  * do. */
@@ -117,6 +125,15 @@ void ctl_fmt_age(long long secs, char *buf, size_t len);
 /* `status [NAME]` from a reply of GET /admin/clusters[/NAME] (one: a single
  * cluster object). Returns the exit code. */
 int ctl_cmd_status(const struct ctl_reply *r, bool one);
+
+/* The API path of `status [NAME|GLOB] [--state S] [--sort KEY]`: one
+ * cluster (*one set) for a plain NAME without filters, else the list with
+ * its query (name=GLOB, state, sort). */
+void ctl_status_path(const struct ctl_opts *o, const char *name, char *path, size_t len,
+		     bool *one);
+
+/* --state / --sort values ferryd knows: 0, or -1 (reported; usage). */
+int ctl_status_check(const struct ctl_opts *o);
 
 /* --- connections.c ------------------------------------------------------ */
 

@@ -39,7 +39,7 @@ ctl_usage(FILE *f)
 	    "usage: ferryctl [-s SOCKET | -a [https://]HOST:PORT] [--json] COMMAND [ARGS]\n"
 	    "\n"
 	    "commands:\n"
-	    "  status [NAME]      table of clusters (NAME STATE SINCE GEN PID CONNS REASON)\n"
+	    "  status [NAME|GLOB] table of clusters, failed and unresponsive first ('team-*')\n"
 	    "  health             is ferryd running\n"
 	    "  ready              is ferryd serving per its startup_policy (exit 1 if not)\n"
 	    "  validate [FILE]    validate FILE, or ferryd's own config file without FILE\n"
@@ -65,6 +65,9 @@ ctl_usage(FILE *f)
 	    "  -j, --json                print the API's JSON response unchanged (with -w\n"
 	    "                            and top: one JSON document per line and refresh)\n"
 	    "  -w, --watch               status: refresh every second until q or Ctrl-C\n"
+	    "      --state S[,S...]      status: only clusters in these states (initializing,\n"
+	    "                            accepting, draining, failed, stopped, unresponsive)\n"
+	    "      --sort KEY            status: file (default), name, connections, state, since\n"
 	    "      --wait                upgrade: wait until the old ferryd's connections moved\n"
 	    "  -n, --count N             -w and top: stop after N refreshes\n"
 	    "      --client-id ID        connections: only those with this client id\n"
@@ -93,6 +96,11 @@ ctl_cmd_health(const struct ctl_reply *r)
 		return ctl_http_failure(r);
 	if ((j = ctl_body_json(r)) == NULL)
 		return CTL_EXIT_UNREACHABLE;
+	if (!json_is_string(json_object_get(j, "status"))) {
+		ctl_err("garbled reply from ferryd: no status");
+		json_decref(j);
+		return CTL_EXIT_UNREACHABLE;
+	}
 	ctl_fmt_age(json_integer_value(json_object_get(j, "uptimeSeconds")), up, sizeof up);
 	printf("%s (version %s, build %.12s, pid %lld, uptime %s, %lld clusters)\n",
 	    json_string_value(json_object_get(j, "status")) ?
@@ -117,6 +125,11 @@ ctl_cmd_ready(const struct ctl_reply *r)
 		return ctl_http_failure(r);
 	if ((j = ctl_body_json(r)) == NULL)
 		return CTL_EXIT_UNREACHABLE;
+	if (!json_is_boolean(json_object_get(j, "ready"))) {
+		ctl_err("garbled reply from ferryd: no ready");
+		json_decref(j);
+		return CTL_EXIT_UNREACHABLE;
+	}
 	ready = json_is_true(json_object_get(j, "ready"));
 	policy = json_string_value(json_object_get(j, "startupPolicy"));
 	printf("%s (startup_policy %s)\n", ready ? "ready" : "not ready",
@@ -174,8 +187,9 @@ ctl_cmd_validate(const struct ctl_reply *r, const char *file)
 	if ((j = ctl_body_json(r)) == NULL)
 		return CTL_EXIT_UNREACHABLE;
 	if (!json_is_boolean(json_object_get(j, "valid"))) {
+		ctl_err("garbled reply from ferryd: no valid");
 		json_decref(j);
-		return ctl_http_failure(r);
+		return CTL_EXIT_UNREACHABLE;
 	}
 	if (json_is_true(json_object_get(j, "valid"))) {
 		version = json_string_value(json_object_get(j, "configVersion"));
@@ -211,7 +225,9 @@ ctl_cmd_reload(const struct ctl_reply *r, const char *file)
 	}
 	if (status == NULL) {
 		json_decref(j);
-		return ctl_http_failure(r);
+		/* a plain API error (503 stopping), or garbage */
+		return r->status >= 400 ? ctl_http_failure(r) :
+		    (ctl_err("garbled reply from ferryd: no status"), CTL_EXIT_UNREACHABLE);
 	}
 	printf("reload %s: %s (%lld ms)\n", status, version ? version : "?",
 	    (long long)json_integer_value(json_object_get(j, "durationMs")));
@@ -239,6 +255,11 @@ ctl_cmd_config(const struct ctl_reply *r)
 		return ctl_http_failure(r);
 	if ((j = ctl_body_json(r)) == NULL)
 		return CTL_EXIT_UNREACHABLE;
+	if (!json_is_string(json_object_get(j, "currentConfigVersion"))) {
+		ctl_err("garbled reply from ferryd: no currentConfigVersion");
+		json_decref(j);
+		return CTL_EXIT_UNREACHABLE;
+	}
 	printf("current version:  %s\n", json_string_value(json_object_get(j,
 	    "currentConfigVersion")) ?: "?");
 	printf("applied at:       %s\n", json_string_value(json_object_get(j, "appliedAt")) ?: "-");
@@ -294,6 +315,16 @@ ctl_cmd_cluster_op(const struct ctl_reply *r, const char *op, const char *name)
 	json_t *j = json_loadb(r->body, r->body_len, 0, NULL);
 	const char *err = json_string_value(json_object_get(j, "error"));
 
+	if (r->status >= 200 && r->status < 300 &&
+	    !json_is_string(json_object_get(j, "name"))) {
+		ctl_err("garbled reply from ferryd (HTTP %d): no cluster named", r->status);
+		json_decref(j);
+		return CTL_EXIT_UNREACHABLE;
+	}
+	if (r->status >= 300 && err == NULL) {
+		json_decref(j);
+		return ctl_http_failure(r);
+	}
 	if (r->status >= 200 && r->status < 300) {
 		printf("%s %s: %s, generation %lld\n", op, name,
 		    json_string_value(json_object_get(j, "state")) ?: "started",
@@ -326,7 +357,8 @@ ctl_cmd_upgrade(const struct ctl_reply *r)
 
 	if ((j = ctl_body_json(r)) == NULL)
 		return CTL_EXIT_UNREACHABLE;
-	if (r->status == 409 || r->status == 400 || r->status == 503) {
+	if ((r->status == 409 || r->status == 400 || r->status == 503) &&
+	    json_is_string(json_object_get(j, "error"))) {
 		printf("upgrade refused: %s\n", ctl_jstr(j, "error"));
 		json_decref(j);
 		return CTL_EXIT_FAILED;
@@ -545,13 +577,16 @@ static int
 ctl_run(const struct ctl_opts *o, const struct ctl_command_def *def, const char *arg)
 {
 	struct ctl_reply reply;
-	char path[1024], enc[768], err[512];
+	char path[2400], enc[768], err[512];
 	const char *method = def->method;
 	char *body = NULL;
 	size_t body_len = 0;
+	bool one = arg != NULL;
 	int rc;
 
-	if (def->arg_prefix != NULL && arg != NULL) {
+	if (def->cmd == CTL_CMD_STATUS) {
+		ctl_status_path(o, arg, path, sizeof path, &one);
+	} else if (def->arg_prefix != NULL && arg != NULL) {
 		ctl_pct_encode(arg, enc, sizeof enc);
 		snprintf(path, sizeof path, "%s%s%s", def->arg_prefix, enc, def->arg_suffix);
 	} else {
@@ -568,7 +603,8 @@ ctl_run(const struct ctl_opts *o, const struct ctl_command_def *def, const char 
 		ro.timeout_ms = ctl_status_ms(o, "upgradeTimeoutMs", CTL_TIMEOUT_MS);
 	rc = ctl_request(&ro, method, path, body, body_len, &reply, err, sizeof err);
 	free(body);
-	if (rc == -1 && (def->cmd == CTL_CMD_RELOAD || def->cmd == CTL_CMD_UPGRADE) && reply.sent) {
+	if (rc == -1 && (def->cmd == CTL_CMD_RELOAD || def->cmd == CTL_CMD_UPGRADE) && reply.sent &&
+	    reply.timed_out) {
 		/* ferryd took the request but has not answered in the time a
 		 * reload can take: it is not unreachable, the reload runs on */
 		ctl_err("%s still in progress after %lds (%s); `ferryctl config` shows its "
@@ -592,12 +628,25 @@ ctl_run(const struct ctl_opts *o, const struct ctl_command_def *def, const char 
 	if (o->json || def->cmd == CTL_CMD_METRICS) {
 		fwrite(reply.body, 1, reply.body_len, stdout);
 		rc = ctl_exit_for(reply.status);
-		if (def->cmd == CTL_CMD_METRICS && !o->json && rc != CTL_EXIT_OK)
-			ctl_err("ferryd answered HTTP %d", reply.status);
+		if (def->cmd == CTL_CMD_METRICS) {
+			if (rc != CTL_EXIT_OK)
+				rc = ctl_http_failure(&reply);
+			else if (!ctl_metrics_ok(reply.body, reply.body_len))
+				rc = CTL_EXIT_UNREACHABLE;
+		} else {
+			/* every answer of ferryd's API is a JSON object */
+			json_t *j = json_loadb(reply.body, reply.body_len, 0, NULL);
+			if (!json_is_object(j)) {
+				ctl_err("garbled reply from ferryd (HTTP %d): not a JSON object",
+				    reply.status);
+				rc = CTL_EXIT_UNREACHABLE;
+			}
+			json_decref(j);
+		}
 	} else {
 		switch (def->cmd) {
 		case CTL_CMD_STATUS:
-			rc = ctl_cmd_status(&reply, arg != NULL);
+			rc = ctl_cmd_status(&reply, one);
 			break;
 		case CTL_CMD_HEALTH:
 			rc = ctl_cmd_health(&reply);
@@ -654,6 +703,8 @@ main(int argc, char **argv)
 		{ "cacert", required_argument, NULL, 'C' },
 		{ "cert", required_argument, NULL, 'E' },
 		{ "key", required_argument, NULL, 'K' },
+		{ "state", required_argument, NULL, 256 },
+		{ "sort", required_argument, NULL, 257 },
 		{ "wait", no_argument, NULL, 'W' },
 		/* connections */
 		{ "client-id", required_argument, NULL, 'I' },
@@ -703,6 +754,12 @@ main(int argc, char **argv)
 			break;
 		case 'j':
 			o.json = true;
+			break;
+		case 256:
+			o.state = optarg;
+			break;
+		case 257:
+			o.sort = optarg;
 			break;
 		case 'w':
 			o.watch = true;
@@ -821,6 +878,12 @@ main(int argc, char **argv)
 		ctl_err("-w only applies to status");
 		return CTL_EXIT_USAGE;
 	}
+	if ((o.state || o.sort) && def->cmd != CTL_CMD_STATUS) {
+		ctl_err("--state and --sort only apply to status");
+		return CTL_EXIT_USAGE;
+	}
+	if (ctl_status_check(&o) == -1)
+		return CTL_EXIT_USAGE;
 	if (o.count && !o.watch && def->cmd != CTL_CMD_TOP) {
 		ctl_err("-n only applies to status -w and top");
 		return CTL_EXIT_USAGE;

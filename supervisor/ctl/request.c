@@ -104,6 +104,8 @@ ctl_request(const struct ctl_opts *o, const char *method, const char *path,
 			/* a reset after a complete response still counts */
 			if (errno == ECONNRESET && reply->raw_len > 0)
 				break;
+			reply->timed_out = errno == EAGAIN || errno == EWOULDBLOCK ||
+			    errno == ETIMEDOUT;
 			if (rerr[0] != '\0')
 				snprintf(err, errlen, "no reply from ferryd: TLS: %s%s", rerr,
 				    strstr(rerr, "certificate") ? " (ferryd wants a client "
@@ -133,9 +135,10 @@ ctl_request(const struct ctl_opts *o, const char *method, const char *path,
 fail:
 	ctlconn_close(&c);
 	free(reply->raw);
-	bool sent = reply->sent;
+	bool sent = reply->sent, timed_out = reply->timed_out;
 	memset(reply, 0, sizeof *reply);
 	reply->sent = sent;
+	reply->timed_out = timed_out;
 	return -1;
 }
 
@@ -158,12 +161,40 @@ ctl_http_failure(const struct ctl_reply *r)
 	json_t *j = json_loadb(r->body, r->body_len, 0, NULL);
 	const char *msg = json_string_value(json_object_get(j, "error"));
 
-	if (msg != NULL)
-		ctl_err("%s", msg);
-	else
-		ctl_err("ferryd answered HTTP %d %s", r->status, http_status_reason(r->status));
+	if (msg == NULL) {
+		/* ferryd's errors are JSON: this is something else answering */
+		ctl_err("garbled reply (HTTP %d %s, not ferryd's JSON error)", r->status,
+		    http_status_reason(r->status));
+		json_decref(j);
+		return CTL_EXIT_UNREACHABLE;
+	}
+	ctl_err("%s", msg);
 	json_decref(j);
 	return CTL_EXIT_FAILED;
+}
+
+bool
+ctl_metrics_ok(const char *body, size_t len)
+{
+	bool up = false;
+
+	for (size_t at = 0; at < len;) {
+		const char *l = body + at, *nl = memchr(l, '\n', len - at);
+		size_t n = nl ? (size_t)(nl - l) : len - at;
+		char c = n ? l[0] : '#';
+
+		if (!(c == '#' || c == '_' || c == ':' || (c >= 'a' && c <= 'z') ||
+		    (c >= 'A' && c <= 'Z')) || memchr(l, '\0', n) != NULL) {
+			ctl_err("garbled reply from ferryd: not a Prometheus exposition");
+			return false;
+		}
+		if (n >= 9 && strncmp(l, "ferry_up ", 9) == 0)
+			up = true;
+		at += n + 1;
+	}
+	if (!up)
+		ctl_err("garbled reply from ferryd: no ferry_up in /metrics");
+	return up;
 }
 
 /* A 401 from admin_listen, explained: what ferryd said and what to do. */

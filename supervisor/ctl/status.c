@@ -354,6 +354,64 @@ ctl_crash_line(const char *name, const json_t *lc)
 	    (long long)json_integer_value(json_object_get(lc, "pid")));
 }
 
+void
+ctl_status_path(const struct ctl_opts *o, const char *name, char *path, size_t len, bool *one)
+{
+	char enc[768];
+	size_t at;
+
+	*one = name != NULL && strpbrk(name, "*?[,") == NULL && o->state == NULL &&
+	    o->sort == NULL;
+	if (*one) {
+		ctl_pct_encode(name, enc, sizeof enc);
+		snprintf(path, len, "/admin/clusters/%s", enc);
+		return;
+	}
+	at = (size_t)snprintf(path, len, "/admin/clusters");
+	const char *keys[3] = { "name", "state", "sort" };
+	const char *vals[3] = { name, o->state, o->sort };
+	for (int k = 0; k < 3 && at < len; k++) {
+		if (vals[k] == NULL)
+			continue;
+		ctl_pct_encode(vals[k], enc, sizeof enc);
+		at += (size_t)snprintf(path + at, len - at, "%c%s=%s", strchr(path, '?') ? '&' : '?',
+		    keys[k], enc);
+	}
+}
+
+int
+ctl_status_check(const struct ctl_opts *o)
+{
+	static const char *const states[] = { "initializing", "accepting", "draining", "failed",
+		"stopped", "unresponsive" };
+	static const char *const sorts[] = { "file", "name", "connections", "state", "since" };
+
+	if (o->sort != NULL) {
+		size_t k = 0;
+		while (k < sizeof sorts / sizeof sorts[0] && strcmp(o->sort, sorts[k]) != 0)
+			k++;
+		if (k == sizeof sorts / sizeof sorts[0]) {
+			ctl_err("bad --sort '%s' (file, name, connections, state or since)", o->sort);
+			return -1;
+		}
+	}
+	for (const char *p = o->state; p != NULL;) {
+		const char *comma = strchr(p, ',');
+		size_t n = comma ? (size_t)(comma - p) : strlen(p), k = 0;
+
+		while (k < sizeof states / sizeof states[0] &&
+		    (strlen(states[k]) != n || strncmp(p, states[k], n) != 0))
+			k++;
+		if (k == sizeof states / sizeof states[0]) {
+			ctl_err("bad --state '%s' (initializing, accepting, draining, failed, stopped, "
+			    "unresponsive; comma-separated)", o->state);
+			return -1;
+		}
+		p = comma ? comma + 1 : NULL;
+	}
+	return 0;
+}
+
 int
 ctl_cmd_status(const struct ctl_reply *r, bool one)
 {
@@ -369,8 +427,8 @@ ctl_cmd_status(const struct ctl_reply *r, bool one)
 		json_array_append(list, j);
 	} else
 		list = json_incref(json_object_get(j, "clusters"));
-	if (!json_is_array(list)) {
-		ctl_err("garbled reply from ferryd: no cluster list");
+	if (!json_is_array(list) || (one && !json_is_string(json_object_get(j, "name")))) {
+		ctl_err("garbled reply from ferryd: %s", one ? "no cluster" : "no cluster list");
 		rc = CTL_EXIT_UNREACHABLE;
 	} else if (ctl_print_table(list) == -1)
 		rc = CTL_EXIT_FAILED;
@@ -379,6 +437,11 @@ ctl_cmd_status(const struct ctl_reply *r, bool one)
 			ctl_print_gateway(j);
 		ctl_print_below(list, "tls", ctl_tls_line);
 		ctl_print_below(list, "lastCrash", ctl_crash_line);
+		/* a filtered list says how much of the whole it is */
+		const json_t *matched = json_object_get(j, "matched");
+		if (!one && json_is_integer(matched))
+			printf("(%lld of %lld clusters)\n", (long long)json_integer_value(matched),
+			    (long long)json_integer_value(json_object_get(j, "total")));
 	}
 	json_decref(list);
 	json_decref(j);

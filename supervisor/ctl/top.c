@@ -435,14 +435,18 @@ ctl_get_json(const struct ctl_opts *o, const char *path, struct ctl_reply *r, in
 		json_t *e = json_loadb(r->body, r->body_len, 0, NULL);
 		const char *msg = json_string_value(json_object_get(e, "error"));
 
-		snprintf(err, errlen, "%s", msg ? msg : http_status_reason(r->status));
+		snprintf(err, errlen, "%s%s", msg ? "" : "garbled reply from ferryd: HTTP ",
+		    msg ? msg : http_status_reason(r->status));
 		json_decref(e);
-		*rc = CTL_EXIT_FAILED;
+		*rc = msg ? CTL_EXIT_FAILED : CTL_EXIT_UNREACHABLE;
 		return NULL;
 	}
-	if ((j = json_loadb(r->body, r->body_len, 0, NULL)) == NULL) {
+	if ((j = json_loadb(r->body, r->body_len, 0, NULL)) == NULL ||
+	    !json_is_array(json_object_get(j, "clusters"))) {
 		snprintf(err, errlen, "garbled reply from ferryd");
 		*rc = CTL_EXIT_UNREACHABLE;
+		json_decref(j);
+		return NULL;
 	}
 	return j;
 }
@@ -461,17 +465,13 @@ ctl_live(const struct ctl_opts *opts, bool top, const char *name)
 	struct sigaction sa;
 	struct ctl_tty tty;
 	bool clear = isatty(STDOUT_FILENO) == 1 && !o.json;
-	char path[1024], enc[768];
+	char path[2400];
 	long frame = 0, start = ctlconn_now_ms();
 	int rc = CTL_EXIT_OK;
+	bool one;
 
 	o.timeout_ms = 5000;
-	if (name != NULL) {
-		ctl_pct_encode(name, enc, sizeof enc);
-		snprintf(path, sizeof path, "/admin/clusters/%s", enc);
-	} else {
-		snprintf(path, sizeof path, "/admin/clusters");
-	}
+	ctl_status_path(&o, name, path, sizeof path, &one);
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = ctl_on_signal;
 	sigemptyset(&sa.sa_mask);
@@ -504,6 +504,8 @@ ctl_live(const struct ctl_opts *opts, bool top, const char *name)
 					rc = ctl_exit_for(r.status);
 					if (rc != CTL_EXIT_OK)
 						snprintf(err, sizeof err, "/metrics: HTTP %d", r.status);
+					else if (!ctl_metrics_ok(r.body, r.body_len))
+						rc = CTL_EXIT_UNREACHABLE;
 				}
 				free(r.raw);
 			}
@@ -531,16 +533,20 @@ ctl_live(const struct ctl_opts *opts, bool top, const char *name)
 				json_t *j = json_loadb(r.body, r.body_len, 0, NULL);
 				char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 
-				if (text != NULL)
+				if (text != NULL) {
 					printf("%s\n", text);
-				else
+					rc = ctl_exit_for(r.status);
+				} else {
 					fwrite(r.body, 1, r.body_len, stdout);
+					snprintf(err, sizeof err, "garbled reply from ferryd (HTTP %d): "
+					    "not JSON", r.status);
+					rc = CTL_EXIT_UNREACHABLE;
+				}
 				free(text);
 				json_decref(j);
-				rc = ctl_exit_for(r.status);
 			} else {
 				fflush(stdout);
-				rc = ctl_cmd_status(&r, name != NULL);
+				rc = ctl_cmd_status(&r, one);
 				if (clear)
 					printf("\nevery 1s  %s  q or Ctrl-C quits\n", clock);
 			}

@@ -55,6 +55,20 @@ fuzz_admin(const struct ipc_msg *msg)
 			FUZZ_CHECK(adminproto_auth_allowed((enum adminproto_auth)v.rq.caller.auth) &&
 			    (v.rq.caller.listener == ADMINPROTO_L_CONTROL) ==
 			    (v.rq.caller.auth == ADMINPROTO_AUTH_LOCAL), "caller decision");
+			/* the cluster list's query: only on its route, within bounds,
+			 * its globs a terminated text without an empty one */
+			const struct adminproto_list_query *lq = &v.rq.list;
+			size_t nl = strnlen(lq->names, sizeof lq->names);
+
+			FUZZ_CHECK((d->flags & ADMINPROTO_RF_LIST) || (lq->given == 0 &&
+			    lq->states == 0 && lq->sort == 0 && lq->limit == 0 && lq->offset == 0 &&
+			    nl == 0), "list query on route %u", v.rq.route);
+			FUZZ_CHECK(lq->given <= 1 && (lq->given || nl == 0) &&
+			    (lq->states & ~ADMINPROTO_LIST_STATES_ALL) == 0 &&
+			    lq->sort < ADMINPROTO_SORT_COUNT && lq->limit <= ADMINPROTO_LIST_LIMIT_MAX &&
+			    lq->offset <= ADMINPROTO_LIST_OFFSET_MAX && nl < sizeof lq->names &&
+			    (nl == 0 || (lq->names[0] != ',' && lq->names[nl - 1] != ',' &&
+			    strstr(lq->names, ",,") == NULL)), "list query bounds");
 			FUZZ_CHECK(((v.rq.flags & ADMINPROTO_REQ_BODY) != 0) == (nfds == 1) &&
 			    (!(v.rq.flags & ADMINPROTO_REQ_BODY) || (v.rq.body_len > 0 &&
 			    v.rq.body_len <= CFG_MAX_FILE_BYTES)), "body and fds");

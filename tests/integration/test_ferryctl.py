@@ -17,12 +17,14 @@ import os
 import re
 import shlex
 import shutil
+import signal
+import socket
 import subprocess
 import time
 
 import pytest
 
-from conftest import FERRYCTL, kafka_metadata, register_log, wait_for
+from conftest import FERRYCTL, http_request, kafka_metadata, register_log, wait_for
 
 TMUX = shutil.which("tmux")
 HEADER = ["NAME", "STATE", "SINCE", "GEN", "PID", "CONNS", "REASON"]
@@ -291,3 +293,141 @@ def test_top_and_watch_json(two_clusters):
     r = f.ctl("status", "-w", "-n", "2", timeout=30)
     assert "\x1b" not in r.stdout
     assert r.stdout.count("NAME  ") == 2
+
+
+# ---- a server that is not ferryd: every command exits 3 ---------------------------
+
+class Garbler:
+    """A Unix socket server answering every request with one kind of
+    garbage, in a thread: what ferryctl meets when something else listens on
+    the socket, a proxy in front of admin_listen fails, or a reply is cut."""
+
+    MODES = {
+        # bytes that are not HTTP at all
+        "junk": lambda: b"\x00\xff garbage \x1b[31m not a status line\r\n\r\n",
+        # the request is read, the connection closed without a word
+        "close": lambda: b"",
+        # HTTP, but not ferryd's: a proxy's error page
+        "html502": lambda: Garbler.http(502, b"<html><body>Bad Gateway</body></html>",
+                                        "text/html"),
+        # HTTP 200, a body that is not JSON
+        "text200": lambda: Garbler.http(200, b"hello, this is not ferryd\n", "text/plain"),
+        # HTTP 200, JSON without anything a command needs
+        "empty200": lambda: Garbler.http(200, b"{}", "application/json"),
+        # a body cut short of its Content-Length
+        "truncated": lambda: (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                              b"Content-Length: 500\r\nConnection: close\r\n\r\n{\"clus"),
+    }
+
+    @staticmethod
+    def http(status, body, ctype):
+        return (f"HTTP/1.1 {status} X\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+                f"Connection: close\r\n\r\n").encode() + body
+
+    def __init__(self, path):
+        import threading
+        self.path = str(path)
+        self.mode = "junk"
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(self.path)
+        self.sock.listen(64)
+        self.sock.settimeout(0.2)
+        self.stop = False
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        while not self.stop:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                continue
+            with c:
+                c.settimeout(2)
+                data = b""
+                try:
+                    while b"\r\n\r\n" not in data:
+                        chunk = c.recv(65536)
+                        if not chunk:
+                            break
+                        data += chunk
+                    m = re.search(rb"Content-Length: *(\d+)", data, re.I)
+                    if m:   # the body of a POST too, then answer
+                        need = data.index(b"\r\n\r\n") + 4 + int(m.group(1))
+                        while len(data) < need:
+                            chunk = c.recv(65536)
+                            if not chunk:
+                                break
+                            data += chunk
+                    c.sendall(self.MODES[self.mode]())
+                except OSError:
+                    pass
+
+    def close(self):
+        self.stop = True
+        self.thread.join(5)
+        self.sock.close()
+
+
+def test_every_command_exits_3_against_a_server_that_is_not_ferryd(workdir):
+    g = Garbler(workdir / "garble.sock")
+    cfg = workdir / "x.ini"
+    cfg.write_text("[ferry]\n[cluster x]\nupstream = 127.0.0.1:9092\nbootstrap = 127.0.0.1:9\n"
+                   "broker_ports = 10\n")
+    commands = [["status"], ["status", "A"], ["status", "team-*"], ["status", "--state", "failed"],
+                ["health"], ["ready"], ["validate"], ["validate", str(cfg)], ["reload"],
+                ["reload", str(cfg)], ["config"], ["drain", "A"], ["restart", "A"], ["metrics"],
+                ["top", "-n", "1"], ["status", "-w", "-n", "1"], ["--json", "status"],
+                ["--json", "health"], ["--json", "reload"], ["--json", "drain", "A"],
+                ["--json", "status", "-w", "-n", "1"], ["--json", "top", "-n", "1"],
+                ["upgrade"], ["upgrade", "--wait"], ["connections", "A"],
+                ["connections", "A", "--limit", "5"], ["--json", "connections", "A"],
+                ["--json", "upgrade"]]
+    try:
+        failures = []
+        for mode in Garbler.MODES:
+            g.mode = mode
+            for args in commands:
+                if mode == "empty200" and args[0] == "--json" and "top" not in args:
+                    continue  # --json prints ferryd's object as is: {} is one
+                r = subprocess.run([str(FERRYCTL), "-s", g.path, *args], capture_output=True,
+                                   text=True, timeout=60, stdin=subprocess.DEVNULL)
+                if r.returncode != 3 or not r.stderr.strip():
+                    failures.append((mode, args, r.returncode, r.stderr.strip()[-200:]))
+        assert not failures, "\n".join(map(str, failures))
+    finally:
+        g.close()
+
+
+def test_status_filters_sorts_and_puts_trouble_first(mock_factory, reload_ferry_factory):
+    mocks = {n: mock_factory(n, 1, ["t:1"]) for n in ("team-a", "team-b", "ops-c")}
+    # one crash fails a cluster: a failed one is easy to make
+    f = reload_ferry_factory(mocks, ferry_extra={"crash_loop_limit": "1",
+                                                 "startup_policy": "best-effort"})
+    names = lambda out: [ln.split()[0] for ln in table(out)[1:] if not ln.startswith("(")]
+    assert names(f.ctl("status").stdout) == ["team-a", "team-b", "ops-c"]
+    out = f.ctl("status", "team-*").stdout
+    assert names(out) == ["team-a", "team-b"] and "(2 of 3 clusters)" in out, out
+    assert names(f.ctl("status", "--sort", "name").stdout) == ["ops-c", "team-a", "team-b"]
+    assert names(f.ctl("status", "--state", "failed").stdout) == []
+    doc = json.loads(f.ctl("--json", "status", "--state", "accepting", "*-c").stdout)
+    assert [c["name"] for c in doc["clusters"]] == ["ops-c"] and doc["matched"] == 1
+    assert doc["total"] == 3
+    # a failed cluster comes first, whatever the order asked for
+    pid = f.cluster("team-b")["workers"][0]["pid"]
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: f.cluster("team-b")["state"] == "failed", 20, what="team-b failed")
+    assert names(f.ctl("status").stdout) == ["team-b", "team-a", "ops-c"]
+    assert names(f.ctl("status", "--sort", "name").stdout) == ["team-b", "ops-c", "team-a"]
+    assert names(f.ctl("status", "--state", "failed").stdout) == ["team-b"]
+    assert [c["name"] for c in f.status()["clusters"]][0] == "team-b"
+    # bad values: usage for ferryctl, 400 with a JSON error from the API
+    r = f.ctl("status", "--sort", "size", check=False)
+    assert r.returncode == 2 and "--sort" in r.stderr
+    r = f.ctl("status", "--state", "dead", check=False)
+    assert r.returncode == 2
+    r = f.ctl("drain", "--sort", "name", "team-a", check=False)
+    assert r.returncode == 2
+    for q in ("sort=size", "state=dead", "limit=0", "color=red", "name=%zz"):
+        code, _, body = http_request("GET", "/admin/clusters?" + q, unix_socket=f.sock)
+        assert code == 400 and "error" in json.loads(body), (q, code, body)

@@ -212,3 +212,8 @@ def test_bash_completion(installed):
     assert got == [str(REPO / "conf" / "ferry.ini")]
     # only one argument per command
     assert _complete(["ferryctl", "drain", "a", ""], comp) == []
+    # status's filters
+    assert _complete(["ferryctl", "status", "--state", "fa"], comp) == ["failed"]
+    assert _complete(["ferryctl", "status", "--state", "failed,un"], comp) == ["failed,unresponsive"]
+    assert _complete(["ferryctl", "status", "--sort", "con"], comp) == ["connections"]
+    assert "--state" in _complete(["ferryctl", "status", "--s"], comp)

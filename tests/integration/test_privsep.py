@@ -589,10 +589,11 @@ def _enum_values(rel, name):
 REQUEST_FIELDS = [("uint64_t", "id"), ("uint32_t", "route"), ("uint32_t", "flags"),
                   ("uint32_t", "body_len"), ("uint32_t", "n_errors"), ("char", "name"),
                   ("char", "version"), ("struct adminproto_caller", "caller"),
-                  ("struct adminproto_conn_query", "query")]
+                  ("struct adminproto_conn_query", "query"),
+                  ("struct adminproto_list_query", "list")]
 
 
-def admin_request(req_id, route, name=b"", flags=0, body_len=0, limit=0):
+def admin_request(req_id, route, name=b"", flags=0, body_len=0, limit=0, list_sort=0):
     """struct adminproto_request (supervisor/adminproto.h) from the control
     socket, caller uid/gid/pid 0/0/1. The layout is checked against the
     header so that a change fails here."""
@@ -603,8 +604,10 @@ def admin_request(req_id, route, name=b"", flags=0, body_len=0, limit=0):
     caller = struct.pack("=IIIIIi64s256s", 0, 0, 1, 0, 0, 1, b"", b"")
     # the connections listing's query: limit, offset, two filters (none)
     query = struct.pack("=IIII256s256s", limit, 0, 0, 0, b"", b"")
+    # the cluster list's query: given, states, sort, limit, offset, pad, names
+    listq = struct.pack("=IIIIII1024s", 1 if list_sort else 0, 0, list_sort, 0, 0, 0, b"")
     return (struct.pack("=QIIII64s72s", req_id, route, flags, body_len, 0, name, b"") +
-            caller + query)
+            caller + query + listq)
 
 
 def test_malformed_admin_messages_kill_the_admin_process(mock_factory, ferry_factory):
@@ -636,6 +639,11 @@ def test_malformed_admin_messages_kill_the_admin_process(mock_factory, ferry_fac
         ("query on another route", [msg(req, admin_request(10 ** 12, r["ADMINPROTO_R_HEALTH"],
                                                            limit=5))],
          "health takes no query"),
+        ("list query out of range", [msg(req, admin_request(10 ** 12, r["ADMINPROTO_R_CLUSTERS"],
+                                                            list_sort=99))],
+         "list: given 1, states 0, sort 99"),
+        ("list query on another route", [msg(req, admin_request(
+            10 ** 12, r["ADMINPROTO_R_READY"], list_sort=1))], "ready takes no list query"),
         ("worker message", [msg(t["IPC_CONFIG"], b"[ferry]\n")], "unexpected message config"),
         ("length lies", [ipc_header(req, 9999, 0) + good], "does not match datagram"),
     ]

@@ -79,6 +79,23 @@ def test_promtool_clean(mock_factory, reload_ferry_factory):
     assert f'ferry_config_version_info{{version="{f.config_status()["currentConfigVersion"]}"}} 1' in text
     gen = f.cluster_doc("A")["generation"]
     assert f'ferry_cluster_generation{{cluster="A"}} {gen}' in text
+    assert 'ferry_request_duration_seconds_count{cluster="A",api="Metadata"}' in text
+    # metrics_latency: one histogram per cluster, then none; clean either way
+    for mode, want in (("cluster", 'ferry_request_duration_seconds_count{cluster="A"} '),
+                       ("off", None)):
+        f.ferry_keys["metrics_latency"] = mode
+        f.write()
+        r = f.reload_ctl(json_out=True)
+        assert r.returncode == 0 and json.loads(r.stdout)["status"] == "SUCCESS", r.stdout
+        code, _, body = f.http("/metrics", via="tcp")
+        rc, out = promtool_check(body)
+        assert rc == 0 and out.strip() == "", (mode, out)
+        text = body.decode()
+        if want:
+            assert want in text and ',api="Metadata",le=' not in text, text[-3000:]
+        else:
+            assert "ferry_request_duration_seconds" not in text
+        assert 'ferry_requests_total{cluster="A",api="Metadata"}' in text
     # promtool does complain about a bad exposition (the check can fail)
     rc, out = promtool_check(b"# TYPE ferry_bad counter\nferry_bad 1\n")
     assert rc != 0 or out.strip(), "promtool accepted a counter without _total"

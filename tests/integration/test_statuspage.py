@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -52,10 +53,17 @@ class Rows(html.parser.HTMLParser):
         super().__init__()
         self.rows, self.cur, self.cls, self.ids = {}, None, None, {}
         self.id_now = None
+        self.order = []        # cluster rows, top to bottom
+        self.states = {}       # the summary's counts: {state: text}
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
+        if tag == "a" and "data-state" in a:
+            self.states[a["data-state"]] = ""
+            self.id_now = "state:" + a["data-state"]
+            self.ids[self.id_now] = ""
         if tag == "tr" and "data-cluster" in a:
+            self.order.append(a["data-cluster"])
             self.cur = self.rows.setdefault(a["data-cluster"], {"_class": a.get("class", "")})
         elif tag == "td" and self.cur is not None:
             self.cls = (a.get("class") or "").split()
@@ -144,3 +152,39 @@ def test_chromium_renders_every_cluster(two_clusters, workdir, path):
                  "--hide-scrollbars")
         assert shot.exists() and shot.stat().st_size > 5000
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_many_clusters_are_paged_filtered_and_trouble_comes_first(mock_factory, ferry_factory,
+                                                                   workdir):
+    """55 clusters: a page of 50, the rest on page 2; a failed cluster is
+    the first row; the fragment of the URL filters (state, name) and the
+    summary counts every cluster by state."""
+    mock = mock_factory("up", 3, ["t:3"])
+    names = [f"c{i:02d}" for i in range(55)]
+    f = ferry_factory({n: mock for n in names},
+                      extra_ferry="crash_loop_limit = 1")
+    victim = "c37"
+    os.kill(f.cluster(victim)["workers"][0]["pid"], 9)
+    deadline = time.monotonic() + 20
+    while f.cluster(victim)["state"] != "failed" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert f.cluster(victim)["state"] == "failed"
+    base = f"http://127.0.0.1:{f.admin_port}/"
+
+    def page(fragment=""):
+        p = Rows()
+        p.feed(chromium(workdir, base + fragment, "--dump-dom"))
+        return p
+
+    p = page()
+    assert len(p.order) == 50, p.order
+    assert p.order[0] == victim, p.order[:3]
+    assert p.order[1:] == [n for n in names if n != victim][:49]
+    assert p.ids["page-info"].split() == ["1\u201350", "of", "55"], p.ids["page-info"]
+    assert p.ids["state:failed"] == "1 failed" and p.ids["state:accepting"] == "54 accepting", p.ids
+    p = page("#page=2")
+    assert p.order == [n for n in names if n != victim][49:], p.order
+    p = page("#state=failed")
+    assert p.order == [victim]
+    p = page("#name=c1*&sort=name")
+    assert p.order == [f"c1{i}" for i in range(10)]

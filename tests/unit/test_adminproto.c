@@ -3,7 +3,7 @@
  * (supervisor/adminproto.c): the route table, every check the supervisor
  * applies to a request (routes, flags, cluster names, the caller, bodies,
  * the texts of a rejected config, the connections listing's query, the
- * upgrade's body flag) and the admin process to an answer, a setup,
+ * cluster list's query, the upgrade's body flag) and the admin process to an answer, a setup,
  * credentials and what to do with its listening sockets, the session's id
  * order and bound, the caller's log fields, the counters as an upgrade
  * carries them, and the sealed memfd that carries large bodies
@@ -477,6 +477,69 @@ Test(adminproto, request_connections_query)
 	h.query.offset = 1;
 	cr_expect_eq(check(&h, 0), -1);
 	cr_expect(strstr(err, "takes no query") != NULL, "%s", err);
+}
+
+Test(adminproto, request_cluster_list_query)
+{
+	struct adminproto_request rq = req(ADMINPROTO_R_CLUSTERS);
+
+	/* no parameter: all zero */
+	cr_assert_eq(check(&rq, 0), 0, "%s", err);
+	rq.list.sort = ADMINPROTO_SORT_NAME;
+	cr_expect_eq(check(&rq, 0), -1);
+	cr_expect(strstr(err, "without given") != NULL, "%s", err);
+	rq.list.given = 1;
+	cr_expect_eq(check(&rq, 0), 0, "%s", err);
+	rq.list.given = 2;
+	cr_expect_eq(check(&rq, 0), -1);
+	rq.list.given = 1;
+	/* bounds: states, sort, limit, offset, pad */
+	rq.list.states = ADMINPROTO_LIST_STATES_ALL;
+	cr_expect_eq(check(&rq, 0), 0, "%s", err);
+	rq.list.states = ADMINPROTO_LIST_STATES_ALL + 1;
+	cr_expect_eq(check(&rq, 0), -1);
+	rq.list.states = 1u << ADMINPROTO_LIST_UNRESPONSIVE;
+	rq.list.sort = ADMINPROTO_SORT_COUNT;
+	cr_expect_eq(check(&rq, 0), -1);
+	rq.list.sort = ADMINPROTO_SORT_SINCE;
+	rq.list.limit = ADMINPROTO_LIST_LIMIT_MAX;
+	rq.list.offset = ADMINPROTO_LIST_OFFSET_MAX;
+	cr_expect_eq(check(&rq, 0), 0, "%s", err);
+	rq.list.limit = ADMINPROTO_LIST_LIMIT_MAX + 1;
+	cr_expect_eq(check(&rq, 0), -1);
+	rq.list.limit = 0;
+	rq.list.offset = ADMINPROTO_LIST_OFFSET_MAX + 1;
+	cr_expect_eq(check(&rq, 0), -1);
+	rq.list.offset = 0;
+	rq.list.pad = 1;
+	cr_expect_eq(check(&rq, 0), -1);
+	rq.list.pad = 0;
+	/* the globs: terminated, nothing after the NUL, no empty pattern */
+	snprintf(rq.list.names, sizeof rq.list.names, "team-*,ops-[ab]");
+	cr_expect_eq(check(&rq, 0), 0, "%s", err);
+	rq.list.names[sizeof rq.list.names - 1] = 'x';
+	cr_expect_eq(check(&rq, 0), -1);
+	cr_expect(strstr(err, "bytes after the names") != NULL, "%s", err);
+	memset(rq.list.names, 'a', sizeof rq.list.names);
+	cr_expect_eq(check(&rq, 0), -1);
+	cr_expect(strstr(err, "unterminated names") != NULL, "%s", err);
+	static const char *const empty[] = { ",a", "a,", "a,,b", "," };
+	for (size_t i = 0; i < sizeof empty / sizeof empty[0]; i++) {
+		memset(rq.list.names, 0, sizeof rq.list.names);
+		snprintf(rq.list.names, sizeof rq.list.names, "%s", empty[i]);
+		cr_expect_eq(check(&rq, 0), -1, "%s", empty[i]);
+		cr_expect(strstr(err, "empty name pattern") != NULL, "%s: %s", empty[i], err);
+	}
+	/* any other route: the list query is all zero */
+	struct adminproto_request h = req(ADMINPROTO_R_HEALTH);
+
+	h.list.limit = 5;
+	cr_expect_eq(check(&h, 0), -1);
+	cr_expect(strstr(err, "takes no list query") != NULL, "%s", err);
+	/* the names the admin process and ferryd share */
+	cr_expect_str_eq(adminproto_list_state_str(LC_FAILED), "failed");
+	cr_expect_str_eq(adminproto_list_state_str(ADMINPROTO_LIST_UNRESPONSIVE), "unresponsive");
+	cr_expect_str_eq(adminproto_list_sort_str(ADMINPROTO_SORT_CONNECTIONS), "connections");
 }
 
 Test(adminproto, request_had_body)

@@ -188,7 +188,7 @@ Test(config, full_file_every_key)
 	cr_assert_eq(s->broker_port_last, 9293);
 	cr_assert_eq(s->n_brokers, 1);
 	cr_assert_eq(s->node_ids[0], 0);
-	cr_assert_eq(s->max_connections, 10000);
+	cr_assert_eq(s->max_connections, 0, "auto");
 	cr_assert_eq(s->max_frame_bytes, 100ULL << 20);
 	cr_assert_eq(s->idle_timeout_ms, 600000);
 
@@ -215,13 +215,14 @@ Test(config, defaults)
 	cr_assert_eq(r.c.init_timeout_ms, 10000);
 	cr_assert_eq(r.c.log_level, LOG_INFO);
 	cr_assert_eq(r.c.log_format, CFG_LOG_LOGFMT);
+	cr_assert_eq(r.c.metrics_latency, CFG_LATENCY_API);
 	a = &r.c.clusters[0];
 	cr_assert_str_eq(a->advertised_host, "127.0.0.1");
 	cr_assert_eq(a->n_brokers, 3);
 	cr_assert_eq(a->node_ids[0], 0);
 	cr_assert_eq(a->node_ids[1], 1);
 	cr_assert_eq(a->node_ids[2], 2);
-	cr_assert_eq(a->max_connections, 10000);
+	cr_assert_eq(a->max_connections, 0, "auto");
 	cr_assert_eq(a->max_frame_bytes, 100ULL << 20);
 	cr_assert_eq(a->idle_timeout_ms, 600000);
 	done(&r);
@@ -388,6 +389,12 @@ Test(config, size_and_connection_bounds)
 {
 	struct res r;
 
+	expect_ok(&r, CLUSTER_A "max_connections = auto\n");
+	cr_assert_eq(r.c.clusters[0].max_connections, 0);
+	char *canon = cfg_cluster_canonical(&r.c.clusters[0]);
+	cr_assert_not_null(strstr(canon, "\nmax_connections = auto\n"), "%s", canon);
+	free(canon);
+	done(&r);
 	expect_ok(&r, CLUSTER_A "max_frame_bytes = 1KiB\nmax_connections = 1\n");
 	cr_assert_eq(r.c.clusters[0].max_frame_bytes, 1024);
 	cr_assert_eq(r.c.clusters[0].max_connections, 1);
@@ -728,6 +735,7 @@ Test(config_errors, ferry_values)
 	    "log_level = verbose\n"
 	    "log_format = text\n"
 	    "user = \n"
+	    "metrics_latency = per-api\n"
 	    CLUSTER_A,
 	    "t.ini:2: control_socket: 'run/ferry.sock' is not an absolute path\n"
 	    "t.ini:3: startup_policy: invalid value 'fast' (use fail-fast or "
@@ -737,7 +745,26 @@ Test(config_errors, ferry_values)
 	    "t.ini:5: log_level: invalid value 'verbose' (use debug, info, "
 	    "warn or error)\n"
 	    "t.ini:6: log_format: invalid value 'text' (use logfmt or json)\n"
-	    "t.ini:7: user: invalid user name ''\n");
+	    "t.ini:7: user: invalid user name ''\n"
+	    "t.ini:8: metrics_latency: invalid value 'per-api' (use off, cluster or api)\n");
+}
+
+Test(config, metrics_latency)
+{
+	static const struct { const char *v; enum cfg_metrics_latency want; } cases[] = {
+		{ "api", CFG_LATENCY_API }, { "cluster", CFG_LATENCY_CLUSTER },
+		{ "off", CFG_LATENCY_OFF },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char text[1024];
+		struct res r;
+		snprintf(text, sizeof text, "[ferry]\nmetrics_latency = %s\n" CLUSTER_A, cases[i].v);
+		expect_ok(&r, text);
+		cr_assert_eq(r.c.metrics_latency, cases[i].want, "%s", cases[i].v);
+		cr_assert_str_eq(cfg_metrics_latency_str(r.c.metrics_latency), cases[i].v);
+		cr_assert_eq(cfg_ferry_key_line(&r.c, "metrics_latency"), 2);
+		done(&r);
+	}
 }
 
 Test(config_errors, many_errors_at_once)
@@ -885,7 +912,7 @@ Test(config_canonical, exact_text)
 	    "advertised_host = 127.0.0.2\n"
 	    "broker_ports = 9293\n"
 	    "node_ids = 0\n"
-	    "max_connections = 10000\n"
+	    "max_connections = auto\n"
 	    "max_frame_bytes = 100MiB\n"
 	    "idle_timeout = 10m\n"
 	    "request_timeout = 30s\n"

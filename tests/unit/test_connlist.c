@@ -203,6 +203,10 @@ setup(void)
 	fx.g[0]->next = fx.g[1];
 	fx.g[1]->generation = 1;
 	fx.g[1]->n_procs = 1;
+	for (int i = 0; i < 2; i++) {
+		fx.g[i]->procs = calloc(fx.g[i]->n_procs, sizeof *fx.g[i]->procs);
+		cr_assert_not_null(fx.g[i]->procs);
+	}
 	fx.c->gens = fx.g[0];
 	struct sup_proc *procs[3] = { &fx.g[0]->procs[0], &fx.g[0]->procs[1], &fx.g[1]->procs[0] };
 	pid_t pids[3] = { 200, 201, 100 };
@@ -242,8 +246,10 @@ teardown(void)
 		conntab_unmap(procs[i]->conns, procs[i]->conns_rows);
 		close(fx.fds[i]);
 	}
-	free(fx.g[0]);
-	free(fx.g[1]);
+	for (int i = 0; i < 2; i++) {
+		free(fx.g[i]->procs);
+		free(fx.g[i]);
+	}
 	free(fx.c);
 }
 

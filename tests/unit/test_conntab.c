@@ -4,7 +4,10 @@
  * high-water mark readers stop at, a full table counting unlisted
  * connections, software slots (found, renamed when free, other when full,
  * unknown and invalid buckets), and readers that sanitise whatever a
- * writer left in a row (the supervisor trusts no byte of it).
+ * writer left in a row (the supervisor trusts no byte of it), and the
+ * block's cost: a new table of 10,000 rows holds its first page only, an
+ * idle worker's table stays so however often it is read, and a connection
+ * adds the pages of its row.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -15,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/conntab.h"
+#include "shm_pages.h"
 
 /* (the tests know what they created; the block says it too) */
 #define ROWS_OF(t) ((t)->rows)
@@ -52,6 +56,48 @@ Test(conntab, sizes_and_capacity)
 	struct conntab *t;
 	cr_expect_eq(conntab_create(0, &t), -1);
 	cr_expect_eq(conntab_create(CONNTAB_MAX_ROWS + 1, &t), -1);
+}
+
+Test(conntab, a_new_table_holds_its_first_page_only)
+{
+	int fd;
+	struct conntab *sup = make(10000, &fd), *wk = NULL;
+	size_t size = conntab_size(10000);
+	cr_assert_gt(size / shm_page_size(), 1000, "a table of 10,000 rows spans many pages");
+	cr_assert_eq(shm_pages_resident(sup, size), 1, "created: the header written, nothing else");
+
+	/* the worker maps it and sets up its writer; the supervisor reads
+	 * what /metrics and the listing read of an idle table */
+	cr_assert_eq(conntab_map(fd, 10000, &wk), 0);
+	struct conntab_writer w;
+	cr_assert_eq(conntab_writer_init(&w, wk, 10000), 0);
+	for (int k = 0; k < 3; k++) {
+		cr_assert_eq(conntab_hwm(sup, 10000), 0);
+		cr_assert_eq(atomic_load(&sup->used), 0);
+		cr_assert_eq(atomic_load(&sup->unlisted), 0);
+		cr_assert_eq(atomic_load(&sup->soft_unknown) + atomic_load(&sup->soft_other) +
+		    atomic_load(&sup->soft_invalid), 0);
+	}
+	cr_assert_eq(shm_pages_resident(sup, size), 1, "reading an idle table allocated pages");
+
+	/* a connection: its row's pages (and the header's counters) */
+	int r = conntab_take(&w);
+	cr_assert_eq(r, 0);
+	struct conntab_entry e = entry(1, "10.0.0.1:5", "app");
+	conntab_put(&w, r, &e);
+	conntab_soft_add(&w, CONNTAB_B_UNKNOWN);
+	size_t off = offsetof(struct conntab, row);
+	size_t last = shm_page_of(off + sizeof(struct conntab_row) - 1);
+	cr_assert_leq(shm_pages_resident(sup, size), last + 1,
+	    "one connection allocated pages beyond its row");
+	struct conntab_entry got;
+	cr_assert(conntab_read(sup, 10000, 0, &got));
+	cr_assert_str_eq(got.client_id, "app");
+	cr_assert_leq(shm_pages_resident(sup, size), last + 1);
+	conntab_writer_free(&w);
+	conntab_unmap(wk, 10000);
+	conntab_unmap(sup, 10000);
+	close(fd);
 }
 
 Test(conntab, worker_maps_the_supervisors_block)

@@ -53,6 +53,7 @@ struct w_proc {
 	unsigned got_tickets;     /* IPC_TICKET_KEYS received */
 	uint64_t tickets_serial;  /* ... the last one's serial */
 	bool auto_ready;
+	bool queued;              /* spawn returned 1: not started yet */
 };
 
 static struct {
@@ -69,6 +70,8 @@ static struct {
 	size_t reload_ends, reload_answers, op_answers;
 	bool stopped;
 	bool auto_ready;
+	bool queue_spawn;         /* spawns are queued (as the real I/O layer's) */
+	bool hold_queue;          /* ... and do not start until this is false */
 } W;
 
 static struct w_proc *
@@ -96,8 +99,12 @@ w_spawn(struct sup *s, struct sup_proc *p, const struct sup_ccfg *cc, char *err,
 	wp->pid = ++W.next_pid;
 	wp->alive = true;
 	wp->auto_ready = W.auto_ready;
-	p->pid = wp->pid;
 	p->chan = wp;
+	if (W.queue_spawn) {
+		wp->queued = true;
+		return 1;
+	}
+	p->pid = wp->pid;
 	return 0;
 }
 
@@ -108,6 +115,9 @@ w_send(struct sup *s, struct sup_proc *p, enum ipc_type type, const void *payloa
 	struct w_proc *wp = p->chan;
 	cr_assert_not_null(wp, "send to a process without a channel");
 	cr_assert(wp->alive || wp->reported == false, "send to a reaped process");
+	cr_assert(!wp->queued || type == IPC_STOP || type == IPC_DRAIN || type == IPC_HANDOVER ||
+	    type == IPC_LOG_LEVEL || type == IPC_TICKET_KEYS, "%s sent to a process not started",
+	    ipc_type_str(type));
 	if (type == IPC_ACCEPT)
 		wp->got_accept = true;
 	if (type == IPC_DRAIN || type == IPC_HANDOVER)
@@ -269,6 +279,17 @@ w_cluster(char *buf, size_t len, const char *name, int port, const char *upstrea
 	return buf;
 }
 
+/* A configuration of two clusters, n1 and n2 (ports 20000 and 20010, one
+ * upstream), with `ferry` added to the [ferry] section. */
+static void
+w_two_clusters(char *text, size_t len, const char *ferry, const char *n1, const char *n2)
+{
+	char a[512], b[512];
+	snprintf(text, len, FERRY_HDR "%s%s%s", ferry,
+	    w_cluster(a, sizeof a, n1, 20000, "127.0.0.1:9092"),
+	    w_cluster(b, sizeof b, n2, 20010, "127.0.0.1:9092"));
+}
+
 static void
 w_parse(const char *text, struct cfg *out)
 {
@@ -295,6 +316,12 @@ w_check(const char *where)
 {
 	struct sup *s = &W.s;
 	cr_assert_eq(s->violations, 0, "%s: a forbidden pair was met", where);
+	/* the engine's kept counts say what the rule says from scratch */
+	cr_assert_eq(sup_ready_cached(s), sup_ready(s), "%s: readiness counts drifted", where);
+	/* ... and so do its cached deadlines */
+	uint64_t cached = sup_next_deadline(s);
+	sup_deadline_touch_all(s);
+	cr_assert_eq(sup_next_deadline(s), cached, "%s: a deadline changed unseen", where);
 	/* lifecycle view matches, live processes match the world */
 	struct sup_cluster **arrs[2] = { s->clusters, s->limbo };
 	size_t ns[2] = { s->n_clusters, s->n_limbo };
@@ -308,13 +335,22 @@ w_check(const char *where)
 				if (fsm_gen_terminal(g->st))
 					cr_assert(g->init_at == 0 && g->watchdog_at == 0, "%s: deadline "
 					    "armed on an ended generation", where);
+				size_t queued = 0;
 				for (size_t k = 0; k < g->n_procs; k++) {
 					struct sup_proc *p = &g->procs[k];
 					struct w_proc *wp = p->chan;
 					if (p->alive)
 						cr_assert(wp && !wp->reported, "%s: alive in the model, "
 						    "gone in the world", where);
+					if (p->queued) {
+						queued++;
+						cr_assert(p->alive && wp && wp->queued && p->pid == 0,
+						    "%s: queued in the model, not in the world", where);
+					}
 				}
+				cr_assert_eq(queued, g->n_queued, "%s: %s gen %llu counts %zu queued, "
+				    "has %zu", where, c->name, (unsigned long long)g->generation,
+				    g->n_queued, queued);
 			}
 		}
 	/* no socket object in two listed clusters, no address twice */
@@ -354,6 +390,7 @@ w_exit(struct w_proc *wp, int status)
 {
 	wp->alive = false;
 	wp->reported = true;
+	wp->queued = false;
 	if (wp->p)
 		sup_on_exit(&W.s, wp->p, status);
 }
@@ -367,6 +404,16 @@ w_react(void)
 		struct w_proc *wp = &W.procs[i];
 		if (!wp->alive || !wp->p)
 			continue;
+		if (wp->queued && !wp->killed && !wp->got_stop && !wp->got_drain) {
+			if (W.hold_queue)
+				continue;
+			/* the I/O layer's paced start: one per round */
+			wp->queued = false;
+			wp->p->pid = wp->pid;
+			sup_on_spawned(&W.s, wp->p);
+			sup_reap(&W.s);
+			return true;
+		}
 		if (wp->killed) {
 			w_exit(wp, SIGKILL);
 			any = true;
@@ -408,18 +455,27 @@ w_settle(uint64_t ms, const char *where, uint64_t keep_gen, pid_t keep_pid)
 	}
 }
 
+/* A fresh world running text, started (held_starts: every start queued by
+ * the fake I/O layer until W.hold_queue is cleared), nothing settled yet. */
 static void
-w_start(const char *text)
+w_begin(const char *text, bool held_starts)
 {
 	memset(&W, 0, sizeof W);
 	W.now = 1000;  /* a monotonic clock is never 0 (0 = "not armed") */
 	W.auto_ready = true;
+	W.queue_spawn = W.hold_queue = held_starts;
 	log_init("test", NULL, LOG_ERROR, false);
 	struct cfg cfg;
 	w_parse(text, &cfg);
 	sup_set_clock(&W.s, W.now, 1700000000000ULL + W.now);
 	cr_assert_eq(sup_init(&W.s, &w_ops, &cfg, "test.ini", text, strlen(text)), 0);
 	cr_assert_eq(sup_start(&W.s), 0);
+}
+
+static void
+w_start(const char *text)
+{
+	w_begin(text, false);
 	w_settle(200, "start", 0, 0);
 }
 
@@ -441,10 +497,8 @@ w_finish(void)
 
 Test(engine, start_serves_and_stop_reaps_everything)
 {
-	char a[512], b[512], text[2048];
-	snprintf(text, sizeof text, FERRY_HDR "%s%s",
-	    w_cluster(a, sizeof a, "keep", 20000, "127.0.0.1:9092"),
-	    w_cluster(b, sizeof b, "other", 20010, "127.0.0.1:9092"));
+	char text[2048];
+	w_two_clusters(text, sizeof text, "", "keep", "other");
 	w_start(text);
 	cr_assert_eq(W.s.n_clusters, 2);
 	for (size_t i = 0; i < 2; i++)
@@ -487,10 +541,8 @@ Test(engine, crash_restarts_with_backoff_and_crash_loop_fails)
 
 Test(engine, stopped_worker_is_unresponsive_then_killed_and_restarted)
 {
-	char a[512], b[512], text[2048];
-	snprintf(text, sizeof text, FERRY_HDR "%s%s",
-	    w_cluster(a, sizeof a, "keep", 20000, "127.0.0.1:9092"),
-	    w_cluster(b, sizeof b, "hung", 20010, "127.0.0.1:9092"));
+	char text[2048];
+	w_two_clusters(text, sizeof text, "", "keep", "hung");
 	w_start(text);
 	struct sup_cluster *k = sup_find_cluster(&W.s, "keep");
 	uint64_t kg = sup_cluster_serving(k)->generation;
@@ -508,6 +560,188 @@ Test(engine, stopped_worker_is_unresponsive_then_killed_and_restarted)
 	cr_assert_gt(n->generation, gen, "not restarted");
 	cr_assert_eq(n->st, FSM_G_ACCEPTING);
 	cr_assert(sup_ready(&W.s));
+	w_finish();
+}
+
+/* A reload of more clusters than SUP_PREPARE_BATCH prepares them over
+ * several loop turns, and of more than SUP_COMMIT_BATCH commits them over
+ * several; a held generation that ends before its commit's turn rolls its
+ * cluster back (named in the record), the others commit. */
+static size_t
+w_held_count(size_t n)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		k += W.s.clusters[i]->gens->owner == SUP_OWNER_RELOAD;
+	return k;
+}
+
+Test(engine, commits_are_paced_and_a_late_failure_is_recorded)
+{
+	enum { NCL = 70 };
+	static char text[NCL * 200 + 512], text2[NCL * 240 + 512];
+	char one[512];
+	size_t at = (size_t)snprintf(text, sizeof text, FERRY_HDR);
+	size_t at2 = (size_t)snprintf(text2, sizeof text2, FERRY_HDR);
+	for (int i = 0; i < NCL; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "c%02d", i);
+		w_cluster(one, sizeof one, name, 20000 + 10 * i, "127.0.0.1:9092");
+		at += (size_t)snprintf(text + at, sizeof text - at, "%s", one);
+		at2 += (size_t)snprintf(text2 + at2, sizeof text2 - at2, "%sidle_timeout = 9m\n", one);
+	}
+	w_start(text);
+	W.auto_ready = false;
+	const struct sup_reload_record *rec;
+	cr_assert_eq(sup_reload_start(&W.s, text2, strlen(text2), "api", 1, &rec), SUP_DEFERRED);
+	cr_assert_eq(w_held_count(NCL), SUP_PREPARE_BATCH, "prepared in the first turn");
+	for (int k = 0; k < 5 && w_held_count(NCL) < NCL; k++)
+		w_tick(1);
+	cr_assert_eq(w_held_count(NCL), NCL, "the rest not prepared in the next turn");
+	struct sup_gen *held[NCL];
+	for (int i = 0; i < NCL; i++)
+		held[i] = W.s.clusters[i]->gens;
+	for (int i = 0; i < NCL; i++)
+		sup_on_ready(&W.s, &held[i]->procs[0]);   /* the last one resolves */
+	size_t committed = 0;
+	for (int i = 0; i < NCL; i++)
+		committed += sup_cluster_serving(W.s.clusters[i]) == held[i];
+	cr_assert_eq(committed, SUP_COMMIT_BATCH, "%zu committed in the first turn", committed);
+	cr_assert_not_null(W.s.reload, "the reload ended before its last commits");
+	cr_assert_neq(sup_next_deadline(&W.s), 0, "no turn asked for the next batch");
+	/* the last cluster's held worker dies before its turn */
+	w_exit(w_find(&held[NCL - 1]->procs[0]), SIGKILL);
+	sup_reap(&W.s);
+	for (size_t i = 0; i < W.n_procs; i++)
+		W.procs[i].auto_ready = true;
+	W.auto_ready = true;
+	w_settle(300, "paced commits", 0, 0);
+	cr_assert_null(W.s.reload);
+	cr_assert_eq(W.s.last_reload.status, SUP_RELOAD_FAILED);
+	size_t nmod = 0;
+	for (char **m = W.s.last_reload.modified; m && *m; m++)
+		nmod++;
+	cr_assert_eq(nmod, NCL - 1);
+	cr_assert_not_null(W.s.last_reload.errors);
+	cr_assert_not_null(strstr(W.s.last_reload.errors[0], "c69"), "%s", W.s.last_reload.errors[0]);
+	for (int i = 0; i < NCL - 1; i++)
+		cr_assert_eq(sup_cluster_serving(W.s.clusters[i]), held[i], "c%02d not committed", i);
+	cr_assert_neq(sup_cluster_serving(W.s.clusters[NCL - 1]), held[NCL - 1]);
+	cr_assert_eq(sup_cluster_serving(W.s.clusters[NCL - 1])->st, FSM_G_ACCEPTING,
+	    "the rolled-back cluster does not serve its old generation");
+	w_finish();
+}
+
+/* Thousands of clusters start over several loop turns: SUP_START_BATCH
+ * first generations per turn; a stop before a cluster's turn starts
+ * nothing for it. */
+static size_t
+w_started(void)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < W.s.n_clusters; i++)
+		k += W.s.clusters[i]->gens != NULL;
+	return k;
+}
+
+Test(engine, start_is_paced_and_a_stop_before_a_turn_starts_nothing)
+{
+	enum { NCL = 150 };
+	static char text[NCL * 200 + 512];
+	char one[512];
+	size_t at = (size_t)snprintf(text, sizeof text, FERRY_HDR);
+	for (int i = 0; i < NCL; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "c%03d", i);
+		w_cluster(one, sizeof one, name, 20000 + 10 * i, "127.0.0.1:9092");
+		at += (size_t)snprintf(text + at, sizeof text - at, "%s", one);
+	}
+	memset(&W, 0, sizeof W);
+	W.now = 1000;
+	W.auto_ready = true;
+	log_init("test", NULL, LOG_ERROR, false);
+	struct cfg cfg;
+	w_parse(text, &cfg);
+	sup_set_clock(&W.s, W.now, 1700000000000ULL + W.now);
+	cr_assert_eq(sup_init(&W.s, &w_ops, &cfg, "test.ini", text, strlen(text)), 0);
+	cr_assert_eq(sup_start(&W.s), 0);
+	cr_assert_eq(w_started(), SUP_START_BATCH, "%zu started in the first turn", w_started());
+	cr_assert_eq(sup_next_deadline(&W.s), W.now, "the next batch is not due at once");
+	w_tick(1);
+	cr_assert_eq(w_started(), 2 * SUP_START_BATCH);
+	cr_assert_not(sup_ready(&W.s), "ready with clusters not started");
+	sup_stop(&W.s, "test over");   /* before the last ones' turn */
+	for (size_t i = 0; i < 200 && !W.stopped; i++)
+		w_settle(50, "stop", 0, 0);
+	cr_assert(W.stopped);
+	cr_assert_eq(W.n_procs, 2 * SUP_START_BATCH, "a worker started after the stop");
+	sup_free(&W.s);
+}
+
+/* max_connections = auto (the default) reaches a worker as the number the
+ * descriptor limit allows; an explicit value as written. */
+Test(engine, max_connections_auto_is_a_number_for_the_worker)
+{
+	char a[512], b[600], text[2048];
+	w_cluster(a, sizeof a, "auto", 20000, "127.0.0.1:9092");
+	w_cluster(b, sizeof b, "set", 20010, "127.0.0.1:9092");
+	strncat(b, "max_connections = 700\n", sizeof b - strlen(b) - 1);
+	snprintf(text, sizeof text, FERRY_HDR "%s%s", a, b);
+	memset(&W, 0, sizeof W);
+	W.now = 1000;
+	W.auto_ready = true;
+	log_init("test", NULL, LOG_ERROR, false);
+	struct cfg cfg;
+	w_parse(text, &cfg);
+	sup_set_clock(&W.s, W.now, 1700000000000ULL + W.now);
+	cr_assert_eq(sup_init(&W.s, &w_ops, &cfg, "test.ini", text, strlen(text)), 0);
+	W.s.fd_limit = 2000;
+	cr_assert_eq(sup_start(&W.s), 0);
+	struct sup_cluster *ca = sup_find_cluster(&W.s, "auto"), *cs = sup_find_cluster(&W.s, "set");
+	/* (2000 - 64 - 2 brokers) / 2 */
+	cr_assert_eq(ca->ccfg->cl->max_connections, 967);
+	cr_assert_not_null(strstr(ca->ccfg->canonical, "\nmax_connections = 967\n"));
+	cr_assert_eq(cs->ccfg->cl->max_connections, 700);
+	/* no limit known: the default's ceiling */
+	struct cfg_cluster one = *ca->ccfg->cl;
+	one.max_connections = 0;
+	W.s.fd_limit = 0;
+	cr_assert_eq(sup_max_connections(&W.s, &one), CFG_MAX_CONNECTIONS_AUTO);
+	W.s.fd_limit = 1u << 20;
+	cr_assert_eq(sup_max_connections(&W.s, &one), CFG_MAX_CONNECTIONS_AUTO);
+	W.s.fd_limit = 50;
+	cr_assert_eq(sup_max_connections(&W.s, &one), 1, "never 0 (a worker would refuse all)");
+	w_finish();
+}
+
+/* The supervisor's own loop is held for longer than worker_watchdog (its
+ * workers' answers wait unread): nobody is marked late for it; a worker
+ * that really stopped answering still is. */
+Test(engine, a_busy_supervisor_does_not_blame_its_workers)
+{
+	char text[2048];
+	w_two_clusters(text, sizeof text, "", "keep", "hung");
+	w_start(text);
+	struct sup_cluster *k = sup_find_cluster(&W.s, "keep"), *h = sup_find_cluster(&W.s, "hung");
+	struct sup_gen *gk = sup_cluster_serving(k), *gh = sup_cluster_serving(h);
+	w_settle(600, "pinging", 0, 0);
+	w_find(&gh->procs[0])->frozen = true;
+	/* a PING goes out, its answer comes but is not read: the loop is held
+	 * 3 s (worker_watchdog 1 s) */
+	for (int i = 0; i < 40 && !gk->procs[0].unanswered_since_ms; i++)
+		w_tick(25);
+	cr_assert_neq(gk->procs[0].unanswered_since_ms, 0, "no PING went out");
+	w_tick(3000);
+	cr_assert(!gk->procs[0].late && !gk->procs[0].dead && !gk->unresponsive,
+	    "blamed for the supervisor's own stall");
+	cr_assert(!gh->procs[0].late && !gh->procs[0].dead, "judged before the answers were read");
+	w_settle(400, "after the stall", 0, 0);
+	cr_assert_eq(sup_cluster_serving(k), gk, "a worker that answered was replaced");
+	cr_assert(!gk->procs[0].late && !gk->unresponsive, "a worker that answered is late");
+	cr_assert_eq(k->unresponsive_total, 0);
+	/* the hung one did not answer the PING sent before the stall: dead */
+	cr_assert(gh->procs[0].dead || gh->unresponsive, "a worker that stopped answering "
+	    "is not reported");
 	w_finish();
 }
 
@@ -633,7 +867,7 @@ w_deliver(struct w_proc *wp, enum w_event e)
 }
 
 static void
-w_generated(bool per_cluster, enum w_phase ph, enum w_event ev, int target_new)
+w_generated(bool per_cluster, enum w_phase ph, enum w_event ev, int target_new, bool queued)
 {
 	char keep[512], mod[512], del[512], add[512], text[4096], text2[4096];
 	char where[160];
@@ -649,6 +883,7 @@ w_generated(bool per_cluster, enum w_phase ph, enum w_event ev, int target_new)
 	snprintf(text, sizeof text, "%sreload_policy = %s\n%s%s%s", hdr,
 	    per_cluster ? "per-cluster" : "all-or-nothing", keep, mod, del);
 	w_start(text);
+	W.queue_spawn = queued;
 	struct sup_gen *kg = sup_cluster_serving(sup_find_cluster(&W.s, "keep"));
 	uint64_t keep_gen = kg->generation;
 	pid_t keep_pid = kg->procs[0].pid;
@@ -666,6 +901,8 @@ w_generated(bool per_cluster, enum w_phase ph, enum w_event ev, int target_new)
 	enum sup_result r = sup_reload_start(&W.s, text2, strlen(text2), "api", 1, &rec);
 	cr_assert_eq(r, SUP_DEFERRED, "%s: reload did not wait for workers", where);
 	w_check(where);
+	while (queued && w_react())  /* the paced starts happen */
+		w_check(where);
 	/* the new generations: mod's and add's */
 	struct sup_gen *new_mod = sup_find_cluster(&W.s, "mod")->gens;
 	cr_assert_neq(new_mod, old_mod);
@@ -721,12 +958,12 @@ w_generated(bool per_cluster, enum w_phase ph, enum w_event ev, int target_new)
 	if (out->status == SUP_RELOAD_SUCCESS) {
 		cr_assert_not_null(sup_find_cluster(&W.s, "add"), "%s", where);
 		cr_assert_null(sup_find_cluster(&W.s, "del"), "%s", where);
-		cr_assert_str_eq(m->cfg.upstream[0].host, "127.0.0.1");
-		cr_assert_eq(m->cfg.max_connections, 999, "%s", where);
+		cr_assert_str_eq(m->ccfg->cl->upstream[0].host, "127.0.0.1");
+		cr_assert_eq(m->ccfg->cl->max_connections, 999, "%s", where);
 	} else if (!per_cluster) {
 		cr_assert_null(sup_find_cluster(&W.s, "add"), "%s: rolled back yet added", where);
 		cr_assert_not_null(sup_find_cluster(&W.s, "del"), "%s: rolled back yet removed", where);
-		cr_assert_neq(m->cfg.max_connections, 999, "%s", where);
+		cr_assert_neq(m->ccfg->cl->max_connections, 999, "%s", where);
 	}
 	/* no process hangs around: frozen ones were killed by a deadline (an
 	 * accepting one without a watchdog has none: ferryd's stop ends it) */
@@ -748,8 +985,85 @@ Test(engine, generated_events_at_every_reload_phase, .timeout = 120)
 					/* the old generation is only involved once it drains */
 					if (!tn && ph != PH_DRAINING && ph != PH_PREPARE)
 						continue;
-					w_generated(pc, ph, ev, tn);
+					w_generated(pc, ph, ev, tn, false);
 				}
+}
+
+/* The same with every start queued by the I/O layer (as ferryd's paced
+ * starts are): started one by one, reported by sup_on_spawned. */
+Test(engine, generated_events_with_queued_starts, .timeout = 120)
+{
+	for (int pc = 0; pc < 2; pc++)
+		for (int ph = 0; ph < PH_COUNT; ph++)
+			for (int ev = 0; ev < EV_COUNT; ev++)
+				for (int tn = 0; tn < 2; tn++) {
+					if (!tn && ph != PH_DRAINING && ph != PH_PREPARE)
+						continue;
+					w_generated(pc, ph, ev, tn, true);
+				}
+}
+
+/* A start that waits its turn longer than init_timeout is not late: the
+ * deadline counts from the start itself. */
+Test(engine, init_timeout_counts_from_the_start_not_the_request)
+{
+	char text[2048];
+	w_two_clusters(text, sizeof text, "startup_policy = best-effort\n", "a", "b");
+	w_begin(text, true);
+	struct sup_gen *ga = W.s.clusters[0]->gens, *gb = W.s.clusters[1]->gens;
+	cr_assert_eq(ga->n_queued, 1);
+	cr_assert_eq(ga->procs[0].pid, 0);
+	cr_assert_eq(sup_next_deadline(&W.s), 0, "a deadline runs for queued starts");
+	w_settle(3000, "queued", 0, 0);  /* init_timeout is 1s */
+	cr_assert_eq(ga->st, FSM_G_STARTING, "failed while its start was queued: %s",
+	    fsm_gstate_str(ga->st));
+	/* a starts now; b stays queued */
+	ga->procs[0].pid = 4242;
+	w_find(&ga->procs[0])->queued = false;
+	sup_on_spawned(&W.s, &ga->procs[0]);
+	cr_assert_eq(ga->init_at, W.now + 1000, "init_timeout from the start");
+	w_find(&ga->procs[0])->auto_ready = false;   /* a never answers */
+	w_settle(900, "a starting", 0, 0);
+	cr_assert_eq(ga->st, FSM_G_STARTING);
+	w_settle(200, "a late", 0, 0);
+	cr_assert_eq(ga->st, FSM_G_FAILED, "not failed at init_timeout after its start");
+	cr_assert_eq(gb->st, FSM_G_STARTING);
+	W.hold_queue = false;
+	w_settle(300, "b", 0, 0);
+	cr_assert_eq(gb->st, FSM_G_ACCEPTING);
+	w_finish();
+}
+
+/* A queued start that cannot happen fails its generation like a worker
+ * that said FAILED; a queued start stopped (ferryd stopping) never runs. */
+Test(engine, queued_start_fails_or_is_cancelled)
+{
+	char text[2048];
+	w_two_clusters(text, sizeof text, "startup_policy = best-effort\n", "a", "b");
+	w_begin(text, true);
+	struct sup_cluster *ca = W.s.clusters[0];
+	struct sup_gen *ga = ca->gens;
+	struct w_proc *wa = w_find(&ga->procs[0]);
+	wa->alive = false;
+	wa->reported = true;
+	wa->queued = false;
+	sup_on_spawn_failed(&W.s, &ga->procs[0], "clone: Resource temporarily unavailable");
+	sup_reap(&W.s);
+	w_check("spawn failed");
+	cr_assert_eq(ga->st, FSM_G_FAILED);
+	cr_assert_not_null(strstr(ga->lc.reason, "clone"), "%s", ga->lc.reason);
+	cr_assert_eq(ga->n_queued, 0);
+	/* b is still queued when ferryd stops: cancelled, never started */
+	struct sup_proc *pb = &W.s.clusters[1]->gens->procs[0];
+	struct w_proc *wb = w_find(pb);
+	cr_assert(wb->queued);
+	cr_assert_eq(pb->pid, 0);
+	sup_stop(&W.s, "test over");
+	for (size_t i = 0; i < 50 && !W.stopped; i++)
+		w_settle(50, "stop", 0, 0);
+	cr_assert(W.stopped);
+	cr_assert(!wb->alive && wb->reported, "a cancelled start was never reported");
+	sup_free(&W.s);
 }
 
 /* The serving generation of a cluster crashes while a reload prepares a
@@ -792,7 +1106,7 @@ Test(engine, crash_restart_during_a_reload_does_not_win_over_the_commit)
 	    W.s.last_reload.errors ? W.s.last_reload.errors[0] : "?");
 	cr_assert_eq(sup_cluster_serving(ca), new_a, "a serves the restarted old configuration");
 	cr_assert_eq(new_a->st, FSM_G_ACCEPTING);
-	cr_assert_eq(ca->cfg.max_connections, 999);
+	cr_assert_eq(ca->ccfg->cl->max_connections, 999);
 	cr_assert(restarted->st == FSM_G_DRAINING || restarted->st == FSM_G_STOPPED);
 	cr_assert_eq(W.s.violations, 0);
 	w_finish();
@@ -826,12 +1140,12 @@ Test(engine, changed_upstream_must_answer_before_commit)
 	cr_assert_not_null(strstr(W.s.last_reload.errors[0], "new upstream"), "%s",
 	    W.s.last_reload.errors[0]);
 	cr_assert_eq(sup_cluster_serving(ca), old);
-	cr_assert_eq(ca->cfg.upstream[0].port, 9001);
+	cr_assert_eq(ca->ccfg->cl->upstream[0].port, 9001);
 	/* 2: it answers: committed */
 	cr_assert_eq(sup_reload_start(&W.s, text2, strlen(text2), "api", 2, &rec), SUP_DEFERRED);
 	w_settle(300, "probe ok", 0, 0);
 	cr_assert_eq(W.s.last_reload.status, SUP_RELOAD_SUCCESS);
-	cr_assert_eq(ca->cfg.upstream[0].port, 9011);
+	cr_assert_eq(ca->ccfg->cl->upstream[0].port, 9011);
 	cr_assert_neq(sup_cluster_serving(ca), old);
 	w_finish();
 }

@@ -475,7 +475,10 @@ Test(engine_upgrade, commit_carries_everything_and_the_old_side_drains_out)
 	w_settle(1000);
 	w_crash_loop_f();
 	uint64_t next = a->next_generation, restarts = a->restarts;
-	METRIC_ADD(&a->retired, connections_accepted, 500);
+	if (!a->retired)
+		a->retired = metrics_totals_new();
+	cr_assert_not_null(a->retired);
+	METRIC_ADD(a->retired, connections_accepted, 500);
 	uint64_t accepted = promfam_field_sum(a, offsetof(struct metrics, connections_accepted),
 	    true);
 	struct nodemap_entry e = { 1, 9092, "b1.kafka" };

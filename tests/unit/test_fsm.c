@@ -66,7 +66,9 @@ static const struct gexp gen_expect[] = {
 	{ FSM_G_STARTING, FSM_GE_STOP, FSM_G_DRAINING, STP },
 	{ FSM_G_STARTING, FSM_GE_HANDOVER, FSM_G_DRAINING, STP },   /* nothing to hand over */
 
-	/* held: READY, waiting for COMMIT; keeps its init deadline */
+	/* held: READY, waiting for COMMIT; keeps its init deadline until a reload
+	 * says it is prepared (the engine disarms it then): asked to go, the
+	 * stop deadline bounds its exit */
 	{ FSM_G_HELD, FSM_GE_READY, FSM_G_FAILED, DI | KALL | END },   /* READY twice: protocol violation */
 	{ FSM_G_HELD, FSM_GE_FAILED, FSM_G_FAILED, DI | GRACE | END },
 	{ FSM_G_HELD, FSM_GE_EXITED, FSM_G_FAILED, DI | END | CRASH },
@@ -78,9 +80,9 @@ static const struct gexp gen_expect[] = {
 	{ FSM_G_HELD, FSM_GE_WD_DEAD, FSM_G_HELD, 0 },
 	{ FSM_G_HELD, FSM_GE_WD_OK, FSM_G_HELD, 0 },
 	{ FSM_G_HELD, FSM_GE_COMMIT, FSM_G_ACCEPTING, DI | ACC | AWD },
-	{ FSM_G_HELD, FSM_GE_DRAIN, FSM_G_DRAINING, STP },
-	{ FSM_G_HELD, FSM_GE_STOP, FSM_G_DRAINING, STP },
-	{ FSM_G_HELD, FSM_GE_HANDOVER, FSM_G_DRAINING, STP },
+	{ FSM_G_HELD, FSM_GE_DRAIN, FSM_G_DRAINING, STP | ASTOP },
+	{ FSM_G_HELD, FSM_GE_STOP, FSM_G_DRAINING, STP | ASTOP },
+	{ FSM_G_HELD, FSM_GE_HANDOVER, FSM_G_DRAINING, STP | ASTOP },
 
 	/* accepting: every fault kills; the exit that follows is the crash */
 	{ FSM_G_ACCEPTING, FSM_GE_READY, FSM_G_ACCEPTING, KILL },     /* protocol violation */

@@ -279,3 +279,25 @@ Test(metrics, retiring_a_block_touches_only_what_was_counted)
 	metrics_unmap(totals);
 	close(tfd);
 }
+
+/* A cluster's totals of ended workers (metrics_totals_new): private, and
+ * like a shared block they hold a page only where something was counted. */
+Test(metrics, totals_hold_pages_only_for_what_was_counted)
+{
+	struct metrics *totals = metrics_totals_new(), *gone = NULL;
+	int gfd = metrics_create(2, &gone);
+	int k = far_api();
+
+	cr_assert_not_null(totals);
+	cr_assert_geq(gfd, 0);
+	cr_assert_eq(shm_pages_resident(totals, sizeof *totals), 1, "the first page only");
+	metrics_retire(totals, gone);     /* nothing counted */
+	cr_assert_eq(shm_pages_resident(totals, sizeof *totals), 1);
+	metrics_request(gone, k);
+	metrics_retire(totals, gone);
+	cr_assert_eq(METRIC_GET(&totals->api[k], requests), 1);
+	cr_assert_eq(shm_pages_resident(totals, sizeof *totals), 2, "the far slot's page");
+	metrics_unmap(gone);
+	close(gfd);
+	metrics_unmap(totals);
+}

@@ -951,3 +951,66 @@ Test(resolve, randomized_small_configs_keep_the_invariant, .timeout = 60)
 	cr_log_info("randomized: %u configs, %u moves (%u onto another's addresses), %u held "
 	    "back, %u through a chain", iterations, moves, taken, blocked, deep);
 }
+
+/* A reload of thousands of clusters: a chain in which every cluster takes
+ * over the addresses of the next one. When the last link fails, per-cluster
+ * rolls every link back (each one waited for the next); when it prepares,
+ * all commit. plan_resolve looks addresses up by port, so this costs the
+ * links, not their pairs. */
+static char *
+chain_text(size_t n, bool moved)
+{
+	size_t cap = 64 + n * 160, len = 0;
+	char *t = malloc(cap);
+	cr_assert_not_null(t);
+	len += (size_t)snprintf(t, cap, "%s", FERRY_HDR);
+	for (size_t i = 0; i < n; i++) {
+		unsigned base = 30000 + 2 * (unsigned)(moved ? i + 1 : i);
+		len += (size_t)snprintf(t + len, cap - len, "[cluster c%zu]\nupstream = 127.0.0.1:9092\n"
+		    "bootstrap = 127.0.0.1:%u\nbroker_ports = %u\n", i, base, base + 1);
+	}
+	return t;
+}
+
+Test(resolve, chain_of_thousands)
+{
+	const size_t n = 3000;
+	char *run_text = chain_text(n, false), *next_text = chain_text(n, true);
+	struct cfg rc = parse(run_text), nx = parse(next_text);
+	struct plan_running *run = calloc(n, sizeof *run);
+	char (*ver)[PLAN_VERSION_LEN] = calloc(n, sizeof *ver);
+	cr_assert(run && ver);
+	for (size_t i = 0; i < n; i++) {
+		cr_assert_eq(plan_cluster_version(&rc.clusters[i], ver[i], sizeof ver[i]), 0);
+		run[i].cl = &rc.clusters[i];
+		run[i].version = ver[i];
+	}
+	struct plan p;
+	cr_assert_eq(plan_make(run, n, &nx, &p), 0);
+	cr_assert_eq(p.n_modify, n);
+	bool *ok = calloc(n, sizeof *ok), *commit = calloc(n, sizeof *commit);
+	char err[256] = "";
+	for (size_t i = 0; i < n; i++)
+		ok[i] = true;
+	cr_assert_eq(plan_resolve(&p, run, &nx, ok, true, commit, err, sizeof err), 0, "%s", err);
+	for (size_t i = 0; i < n; i++)
+		cr_assert(commit[i], "c%zu does not commit", i);
+	ok[n - 1] = false;  /* the last link (to free ports) fails: nothing can move */
+	cr_assert_eq(plan_resolve(&p, run, &nx, ok, true, commit, err, sizeof err), 0, "%s", err);
+	for (size_t i = 0; i < n; i++)
+		cr_assert(!commit[i], "c%zu commits over a cluster that stays", i);
+	ok[n - 1] = true;
+	ok[0] = false;      /* the first link fails: the others still move */
+	cr_assert_eq(plan_resolve(&p, run, &nx, ok, true, commit, err, sizeof err), 0, "%s", err);
+	for (size_t i = 1; i < n; i++)
+		cr_assert(commit[i], "c%zu held back by c0", i);
+	free(ok);
+	free(commit);
+	plan_free(&p);
+	cfg_free(&nx);
+	cfg_free(&rc);
+	free(run);
+	free(ver);
+	free(run_text);
+	free(next_text);
+}

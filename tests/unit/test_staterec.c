@@ -28,6 +28,9 @@ static struct sup_gen fx_g[2];
 static uint64_t fx_times[8];
 static struct nodemap_entry fx_nodes[2];
 static struct tlskeys fx_keys;
+static struct metrics *fx_retired;
+static struct ipc_unknown_node fx_unknown[SUP_UNKNOWN_NODES];
+static uint64_t fx_unknown_since[SUP_UNKNOWN_NODES];
 static char fx_text[] = "[ferry]\ncontrol_socket = /run/x.sock\n\n[cluster a]\n...\n";
 
 static void
@@ -105,12 +108,16 @@ fx_setup(void)
 	a->last_replacement.from_generation = 5;
 	a->last_replacement.to_generation = 6;
 	a->last_replacement.handed_over = 21;
-	METRIC_ADD(&a->retired, connections_accepted, 1000);
-	METRIC_ADD(&a->retired, requests, 77);
-	atomic_fetch_add(&a->retired.api[3].requests, 77);
-	atomic_fetch_add(&a->retired.api[3].responses, 76);
-	atomic_fetch_add(&a->retired.api[3].bucket[2], 70);
-	METRIC_ADD(&a->retired, connections_active, 9);     /* a gauge: never carried */
+	metrics_unmap(fx_retired);
+	a->retired = fx_retired = metrics_totals_new();
+	cr_assert_not_null(a->retired);
+	METRIC_ADD(a->retired, connections_accepted, 1000);
+	METRIC_ADD(a->retired, requests, 77);
+	metrics_mark_seen(a->retired, 3);
+	atomic_fetch_add(&a->retired->api[3].requests, 77);
+	atomic_fetch_add(&a->retired->api[3].responses, 76);
+	atomic_fetch_add(&a->retired->api[3].bucket[2], 70);
+	METRIC_ADD(a->retired, connections_active, 9);     /* a gauge: never carried */
 	fx_g[0].cluster = a;
 	fx_g[0].generation = 6;
 	fx_g[0].st = FSM_G_ACCEPTING;
@@ -121,6 +128,8 @@ fx_setup(void)
 	snprintf(b->fail_reason, sizeof b->fail_reason, "crash loop: 5 crashes");
 	for (int k = 0; k < 3; k++)
 		fx_l[1][k].fd = -1;
+	b->unknown_nodes = fx_unknown;
+	b->unknown_since_ms = fx_unknown_since;
 	b->unknown_nodes[0] = (struct ipc_unknown_node){ 9, 9099, "x.kafka" };
 	b->unknown_since_ms[0] = T0 + 4;
 	b->n_unknown_nodes = 1;
@@ -380,16 +389,21 @@ Test(staterec, carried_counters_stay_monotonic)
 	free(t);
 	struct sup_cluster s2;
 	memset(&s2, 0, sizeof s2);
-	s2.carried = m;
-	METRIC_ADD(&s2.retired, connections_accepted, 5);   /* its own, since */
+	s2.carried = metrics_totals_new();
+	s2.retired = metrics_totals_new();
+	cr_assert(s2.carried && s2.retired);
+	memcpy(s2.carried, &m, sizeof m);
+	METRIC_ADD(s2.retired, connections_accepted, 5);   /* its own, since */
 	json_t *j = staterec_counters_json(&s2, false);
 	cr_assert_eq(json_integer_value(json_object_get(json_object_get(j, "counters"),
 	    "connections_accepted")), 1005);
 	json_decref(j);
-	metrics_retire(&s2.retired, &s2.carried);
-	memset(&s2.carried, 0, sizeof s2.carried);
+	metrics_retire(s2.retired, s2.carried);
+	metrics_unmap(s2.carried);
+	s2.carried = NULL;
 	j = staterec_counters_json(&s2, false);
 	cr_assert_eq(json_integer_value(json_object_get(json_object_get(j, "counters"),
 	    "connections_accepted")), 1005);
 	json_decref(j);
+	metrics_unmap(s2.retired);
 }

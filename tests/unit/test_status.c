@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "supervisor/sandboxstatus.h"
+#include "shm_pages.h"
 #include "supervisor/status.h"
 #include "supervisor/supervisor.h"
 
@@ -21,6 +22,7 @@ static struct sup fx_sup;
 static struct sup_cluster fx_clusters[2];
 static struct sup_cluster *fx_cluster_ptrs[2];
 static struct sup_gen fx_workers[5];
+static struct sup_proc fx_procs[5][1];
 static struct sup_listener fx_listeners[3];
 
 static void
@@ -28,6 +30,8 @@ fx_worker(struct sup_gen *w, struct sup_cluster *c, uint64_t gen, pid_t pid,
 	  enum lc_state st, const char *reason, bool with_metrics)
 {
 	memset(w, 0, sizeof *w);
+	w->procs = fx_procs[w - fx_workers];
+	memset(w->procs, 0, sizeof fx_procs[0]);
 	w->cluster = c;
 	w->generation = gen;
 	w->n_procs = 1;
@@ -91,8 +95,10 @@ fx_setup(void)
 	fx_worker(&fx_workers[1], a, 1, 100, LC_ACCEPTING, NULL, true);
 	fx_workers[0].next = &fx_workers[1];
 	a->gens = &fx_workers[0];
-	fx_requests(&a->retired, 0, 100);
-	METRIC_ADD(&a->retired, connections_active, 50);   /* gauges of the dead never count */
+	a->retired = metrics_totals_new();
+	cr_assert_not_null(a->retired);
+	fx_requests(a->retired, 0, 100);
+	METRIC_ADD(a->retired, connections_active, 50);   /* gauges of the dead never count */
 	fx_requests(fx_workers[1].procs[0].metrics, 0, 10);
 	METRIC_ADD(fx_workers[1].procs[0].metrics, connections_active, 5);
 	METRIC_ADD(fx_workers[1].procs[0].metrics, in_flight, 2);
@@ -118,7 +124,9 @@ fx_teardown(void)
 	size_t i;
 
 	for (i = 0; i < sizeof fx_workers / sizeof fx_workers[0]; i++)
-		metrics_unmap(fx_workers[i].procs[0].metrics);
+		if (fx_workers[i].procs)
+			metrics_unmap(fx_workers[i].procs[0].metrics);
+	metrics_unmap(fx_clusters[0].retired);
 }
 
 TestSuite(status, .init = fx_setup, .fini = fx_teardown);
@@ -561,9 +569,13 @@ Test(status, metrics_label_escaping)
 Test(status, unknown_nodes_listed)
 {
 	struct sup_cluster *a = &fx_clusters[0];
-	a->unknown_nodes[0] = (struct ipc_unknown_node){ .node_id = 7, .port = 9092 };
-	snprintf(a->unknown_nodes[0].host, sizeof a->unknown_nodes[0].host, "kafka-7");
-	a->unknown_since_ms[0] = T0;
+	static struct ipc_unknown_node nodes[1];
+	static uint64_t since[1];
+	nodes[0] = (struct ipc_unknown_node){ .node_id = 7, .port = 9092 };
+	snprintf(nodes[0].host, sizeof nodes[0].host, "kafka-7");
+	since[0] = T0;
+	a->unknown_nodes = nodes;
+	a->unknown_since_ms = since;
 	a->n_unknown_nodes = 1;
 	json_t *o = status_cluster_json(a);
 	json_t *un = json_object_get(o, "unknownNodes");
@@ -651,6 +663,53 @@ Test(status, latency_histogram)
 	free(t);
 }
 
+/* metrics_latency: the histogram per cluster and API (default), per cluster
+ * (every API summed into one), or not at all */
+Test(status, latency_histogram_labels_follow_metrics_latency)
+{
+	size_t len;
+	struct metrics *m = fx_workers[1].procs[0].metrics;
+
+	metrics_observe(m, 3, 200);       /* Metadata */
+	metrics_observe(m, 0, 3000);      /* Produce */
+	fx_sup.cfg.metrics_latency = CFG_LATENCY_CLUSTER;
+	char *t = status_metrics_text(&fx_sup, &len);
+	cr_assert(has_line(t, "# TYPE ferry_request_duration_seconds histogram"));
+	cr_assert(has_line(t, "ferry_request_duration_seconds_bucket{cluster=\"alpha\",le=\"0.00025\"} 1"), "%s", t);
+	cr_assert(has_line(t, "ferry_request_duration_seconds_bucket{cluster=\"alpha\",le=\"0.005\"} 2"));
+	cr_assert(has_line(t, "ferry_request_duration_seconds_count{cluster=\"alpha\"} 2"));
+	cr_assert(has_line(t, "ferry_request_duration_seconds_sum{cluster=\"alpha\"} 0.003200"));
+	cr_assert_null(strstr(t, "ferry_request_duration_seconds_count{cluster=\"alpha\",api"));
+	/* requests keep their API label whatever the histogram does */
+	cr_assert(has_line(t, "ferry_requests_total{cluster=\"alpha\",api=\"Produce\"} 113"));
+	free(t);
+	fx_sup.cfg.metrics_latency = CFG_LATENCY_OFF;
+	t = status_metrics_text(&fx_sup, &len);
+	cr_assert_null(strstr(t, "ferry_request_duration_seconds"), "%s", t);
+	cr_assert(has_line(t, "ferry_requests_total{cluster=\"alpha\",api=\"Produce\"} 113"));
+	free(t);
+	fx_sup.cfg.metrics_latency = CFG_LATENCY_API;
+	t = status_metrics_text(&fx_sup, &len);
+	cr_assert(has_line(t, "ferry_request_duration_seconds_count{cluster=\"alpha\",api=\"Produce\"} 1"));
+	cr_assert(has_line(t, "ferry_request_duration_seconds_count{cluster=\"alpha\",api=\"Metadata\"} 1"));
+	free(t);
+}
+
+/* A scrape reads only the API slots a worker has seen: rendering
+ * /metrics adds no page to any block (a read of an unwritten page of a
+ * memfd would allocate it), and no line for an API nobody used. */
+Test(status, metrics_text_reads_only_seen_api_slots)
+{
+	size_t len;
+	struct metrics *m = fx_workers[1].procs[0].metrics;
+	size_t before = shm_pages_resident(m, sizeof *m);
+
+	char *t = status_metrics_text(&fx_sup, &len);
+	cr_assert_eq(shm_pages_resident(m, sizeof *m), before, "a scrape touched unseen slots");
+	cr_assert_null(strstr(t, "api=\"Fetch\""), "a line for an API never seen");
+	free(t);
+}
+
 /* the gateway mode, and the names of an SNI gateway */
 Test(status, cluster_json_gateway)
 {
@@ -661,13 +720,17 @@ Test(status, cluster_json_gateway)
 	cr_assert_null(json_object_get(o, "sni"));
 	json_decref(o);
 
-	struct cfg_cluster saved = c->cfg;
-	c->cfg.gateway = CFG_GATEWAY_SNI;
-	snprintf(c->cfg.sni_bootstrap_host, sizeof c->cfg.sni_bootstrap_host, "kafka.example.com");
-	snprintf(c->cfg.sni_broker_pattern, sizeof c->cfg.sni_broker_pattern,
-	    "broker-$(nodeId).kafka.example.com");
+	static struct cfg_cluster cl;
+	static struct sup_ccfg cc;
+	memset(&cl, 0, sizeof cl);
+	memset(&cc, 0, sizeof cc);
+	cc.cl = &cl;
+	cl.gateway = CFG_GATEWAY_SNI;
+	cl.sni_bootstrap_host = "kafka.example.com";
+	cl.sni_broker_pattern = "broker-$(nodeId).kafka.example.com";
+	c->ccfg = &cc;
 	o = status_cluster_json(c);
-	c->cfg = saved;
+	c->ccfg = NULL;
 	cr_assert_str_eq(sget(o, "gateway"), "sni");
 	const json_t *sni = json_object_get(o, "sni");
 	static const char *const sni_keys[] = { "bootstrapHost", "brokerPattern", NULL };

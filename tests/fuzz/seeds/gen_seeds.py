@@ -491,7 +491,9 @@ def gen_ipc():
     # the admin channel: type numbers read from common/ipc.h, layouts of
     # supervisor/adminproto.h (request: id, route, flags, body_len, n_errors,
     # name[64], version[72], caller: listener, auth, have_cred, uid, gid, pid,
-    # addr[64], subject[256])
+    # addr[64], subject[256], connections query: limit, offset, by_client_id,
+    # by_principal, client_id[256], principal[256], cluster list query: given,
+    # states, sort, limit, offset, pad, names[1024])
     text = open(os.path.join(root, "common", "ipc.h")).read()
     body = re.sub(r"/\*.*?\*/", "", re.search(r"enum\s+ipc_type\s*\{(.*?)\};", text, re.S).group(1),
                   flags=re.S)
@@ -501,14 +503,21 @@ def gen_ipc():
         return struct.pack("=IIIIIi64s256s", 0, 0, 1, 1000, 1000, 4242, b"", b"")
 
     def request(rid, route, flags=0, body_len=0, n_errors=0, name=b"", version=b"",
-                caller=None):
-        return struct.pack("=QIIII64s72s", rid, route, flags, body_len, n_errors, name,
-                           version) + (caller or caller_control())
+                caller=None, query=None, listq=None):
+        return (struct.pack("=QIIII64s72s", rid, route, flags, body_len, n_errors, name,
+                            version) + (caller or caller_control()) +
+                (query or struct.pack("=IIII256s256s", 0, 0, 0, 0, b"", b"")) +
+                (listq or struct.pack("=IIIIII1024s", 0, 0, 0, 0, 0, 0, b"")))
     req = types["IPC_ADMIN_REQUEST"]
     put("fuzz_ipc", "admin-request-health", msg(req, 0, request(1, 1)))
     put("fuzz_ipc", "admin-request-drain", msg(req, 0, request(2, 8, name=b"prod-a")))
     put("fuzz_ipc", "admin-request-tcp", msg(req, 0, request(3, 3, caller=struct.pack(
         "=IIIIIi64s256s", 1, 3, 0, 0, 0, 0, b"127.0.0.1:5555", b"CN=op"))))
+    put("fuzz_ipc", "admin-request-connections", msg(req, 0, request(
+        6, 12, name=b"prod-a", query=struct.pack("=IIII256s256s", 100, 5, 1, 0, b"rdkafka", b""))))
+    put("fuzz_ipc", "admin-request-clusters-query", msg(req, 0, request(
+        7, 3, listq=struct.pack("=IIIIII1024s", 1, (1 << 3) | (1 << 5), 2, 50, 100, 0,
+                                b"team-*,ops-[ab]"))))
     put("fuzz_ipc", "admin-request-body", msg(req, 0, request(4, 6, flags=1, body_len=100)))
     put("fuzz_ipc", "admin-request-rejected", msg(req, 0, request(
         5, 5, flags=2, n_errors=2, version=b"sha256:" + b"0" * 64)
