@@ -54,17 +54,19 @@ static const struct sandbox_syscall lockdown_allow[] = {
 	/* a message with descriptors that waits for a full control channel
 	 * keeps duplicates of them (common/ipcq.c): a handover under load */
 	{ "fcntl", 1, SANDBOX_EQ, F_DUPFD_CLOEXEC },
-	/* zero copy (worker/splice.c): pipes made on demand, sized, and the
-	 * bytes of pass-through frames moved through them */
-	ANY("pipe2"), ANY("splice"),
-	{ "fcntl", 1, SANDBOX_EQ, F_SETPIPE_SZ }, { "fcntl", 1, SANDBOX_EQ, F_GETPIPE_SZ },
 	/* signals, to this process only */
 	ANY("rt_sigaction"), ANY("rt_sigprocmask"), ANY("rt_sigreturn"),
 	ANY("restart_syscall"),
 	{ "tgkill", 0, SANDBOX_SELF, 0 },
 	/* the process itself */
 	ANY("getpid"), ANY("gettid"), ANY("exit"), ANY("exit_group"),
+	/* last, and only with splice = on (lockdown_policy): zero copy
+	 * (worker/splice.c), pipes made on demand and sized, and the bytes of
+	 * pass-through frames moved through them */
+	ANY("pipe2"), ANY("splice"),
+	{ "fcntl", 1, SANDBOX_EQ, F_SETPIPE_SZ }, { "fcntl", 1, SANDBOX_EQ, F_GETPIPE_SZ },
 };
+#define LOCKDOWN_SPLICE_CALLS 4
 
 /* c-ares opens it at every lookup (the others it reads once, at start) */
 static const char *const lockdown_files[] = { "/etc/hosts", NULL };
@@ -108,8 +110,10 @@ lockdown_trust_dirs(void)
 const struct sandbox_policy *
 lockdown_policy(const struct cfg_cluster *cl)
 {
+	size_t n = sizeof lockdown_allow / sizeof lockdown_allow[0];
+	lockdown_pol.n_allow = cl->splice ? n : n - LOCKDOWN_SPLICE_CALLS;
 	lockdown_dirs[0] = NULL;
-	if (cl->upstream_tls && cl->upstream_tls_verify && !cl->upstream_ca[0])
+	if (cl->upstream_tls && cl->upstream_tls_verify && (!cl->upstream_ca || !cl->upstream_ca[0]))
 		lockdown_trust_dirs();
 	return &lockdown_pol;
 }

@@ -33,6 +33,19 @@ allows(const struct sandbox_policy *p, const char *name)
 	return false;
 }
 
+Test(lockdown, splice_only_when_on)
+{
+	struct cfg_cluster cl;
+	memset(&cl, 0, sizeof cl);
+	cl.splice = true;
+	const struct sandbox_policy *p = lockdown_policy(&cl);
+	cr_expect(allows(p, "splice") && allows(p, "pipe2"));
+	cr_expect_not(allows(p, "vmsplice") || allows(p, "sendfile") || allows(p, "execve"));
+	cl.splice = false;
+	p = lockdown_policy(&cl);
+	cr_expect_not(allows(p, "splice") || allows(p, "pipe2"));
+}
+
 Test(lockdown, never_allowed)
 {
 	struct cfg_cluster cl;
@@ -51,6 +64,7 @@ Test(lockdown, never_allowed)
 	};
 	for (size_t i = 0; i < sizeof never / sizeof never[0]; i++)
 		cr_expect_not(allows(p, never[i]), "%s is allowed", never[i]);
+	cr_expect_not(allows(p, "pipe2"), "pipe2 is allowed with splice = off");
 	cr_assert(p->deny_tcp_bind && p->scope);
 	/* what is allowed is bounded by arguments where it matters */
 	for (size_t i = 0; i < p->n_allow; i++) {
@@ -77,12 +91,12 @@ Test(lockdown, files)
 
 	cl.upstream_tls = true;
 	cl.upstream_tls_verify = true;
-	snprintf(cl.upstream_ca, sizeof cl.upstream_ca, "/etc/ferry/kafka-ca.pem");
+	cl.upstream_ca = "/etc/ferry/kafka-ca.pem";
 	p = lockdown_policy(&cl);
 	cr_assert_null(p->read_dirs[0], "upstream_ca given: its bytes came over IPC");
 
 	cl.upstream_tls_verify = false;
-	cl.upstream_ca[0] = '\0';
+	cl.upstream_ca = "";
 	p = lockdown_policy(&cl);
 	cr_assert_null(p->read_dirs[0], "nothing verified, nothing looked up");
 
