@@ -22,7 +22,10 @@ needs the ASan build scripts/test makes and those tests skip otherwise.
 Every test runs twice: with one worker per cluster (id w1, the default) and
 with `workers = 2` in every cluster (id w2): a generation is then two
 processes, and each assertion about "the serving worker" is about all of
-the generation's workers (serving_set).
+the generation's workers (serving_set). The slowest ones, whose steps do not
+depend on how many workers a generation has beyond "all of them", run with
+two only (TWO_WORKERS_ONLY): the w2 run asserts everything the w1 run would,
+for each worker of the set.
 """
 
 import collections
@@ -43,6 +46,9 @@ from conftest import (FERRYD, RFC3339_UTC, allocate_ports, apiversions_v0, fetch
                       kafka_metadata, kreq, pid_alive, port_refuses, proc_starttime,
                       recv_kframe, serving_pids, tail_file, wait_closed, wait_for,
                       workers_keys)
+
+# overrides conftest's workers_n fixture for one test: w2 alone
+TWO_WORKERS_ONLY = pytest.mark.parametrize("workers_n", [2], ids=["w2"])
 
 TOPIC = "reload"
 EMPTY = "reload-empty"
@@ -330,6 +336,7 @@ class PidWatcher(threading.Thread):
 # 1. thirty modifying reloads under load
 # --------------------------------------------------------------------------
 
+@TWO_WORKERS_ONLY
 @pytest.mark.timeout(150)
 def test_30_reloads_under_load(renv):
     """30 consecutive reloads that modify cluster A (idle_timeout toggled),
@@ -542,6 +549,7 @@ def test_reload_fails_bind_port_held(renv, workdir):
     _good_reload_after(f)
 
 
+@TWO_WORKERS_ONLY
 def test_reload_fails_in_worker(slow_env):
     """A reload whose new generation dies in the worker before it is READY.
 
@@ -588,6 +596,7 @@ def test_reload_fails_in_worker(slow_env):
     _good_reload_after(f)
 
 
+@TWO_WORKERS_ONLY
 def test_reload_fails_init_timeout(slow_env):
     """A new generation that is not ready within init_timeout is rolled
     back. Every worker of this ferryd takes 1 s to start (sleep_after_init,
@@ -714,6 +723,7 @@ def _concurrent_reloads(f, senders):
     return results
 
 
+@TWO_WORKERS_ONLY
 def test_concurrent_reload_conflict(slow_env):
     """Two reloads at once: one proceeds, the other gets 409 with
     inProgressSince (RFC 3339); ferryctl exits 1 on the 409. The workers of
@@ -811,6 +821,7 @@ def test_add_remove_move_clusters_live(renv):
 # 5. SIGHUP
 # --------------------------------------------------------------------------
 
+@TWO_WORKERS_ONLY
 def test_sighup_rereads_file_and_coalesces(slow_env):
     """SIGHUP reloads the file. SIGHUPs that arrive while a reload is in
     progress (workers take 1 s to start here) coalesce into exactly one more
@@ -915,6 +926,7 @@ def test_drain_delivers_long_poll_then_closes(renv):
     assert_serves(f, "A")
 
 
+@TWO_WORKERS_ONLY
 def test_drain_forces_late_response_at_deadline(renv):
     """A response later than drain_timeout (mock broker RTT 8 s, drain_timeout
     5 s): the connection is force-closed at the deadline without it, counted
@@ -956,6 +968,7 @@ def test_drain_forces_late_response_at_deadline(renv):
 # 7. per-cluster drain and restart
 # --------------------------------------------------------------------------
 
+@TWO_WORKERS_ONLY
 def test_cluster_drain_and_restart(renv):
     """POST .../drain and ferryctl drain: the cluster goes draining ->
     stopped and its sockets refuse; ferryctl restart (and POST .../restart)
