@@ -144,6 +144,22 @@ void conn_dir_release(struct worker *w, struct frame_dir *d);
 /* Give both directions' pipes back (empty ones to the worker's pool; one
  * still holding bytes is closed: its connection closes). */
 void conn_pipes_release(struct conn *c);
+
+/* conn_io.c: one direction moving its bytes. */
+/* Whether d can take bytes from its source now: room in its pipe when its
+ * frame is spliced, none while its buffer must be written before a splice,
+ * else room in its buffer. */
+bool conn_dir_room(const struct conn *c, const struct frame_dir *d);
+/* Read what t has for d, the way splice_decide says: spliced into its pipe
+ * or into its buffer. 0 (*moved: bytes were read; *filled: the read filled
+ * the room; nothing on EAGAIN, no room, or EOF: cli_eof / up_eof set), or
+ * -1 to close (why set). */
+int conn_dir_in(struct conn *c, struct frame_dir *d, struct transport *t, bool from_client,
+		bool *moved, bool *filled);
+/* Write the parsed pass-through bytes of d to t, then a rewritten frame.
+ * 0 (*moved: anything was written), or -1 to close (why set). */
+int conn_dir_flush(struct conn *c, struct frame_dir *d, struct transport *t, bool to_upstream,
+		   bool *moved);
 /* Draining, and requests received in time remain to be served. */
 bool conn_drain_pending(const struct conn *c);
 

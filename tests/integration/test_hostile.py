@@ -604,7 +604,9 @@ def test_descriptor_exhaustion(keeper, workdir, request):
     keeper.spawn = spawn_limited
     mock = MockCluster(keeper, workdir, "E", 3, [f"{TOPIC}:1"])
     register_log(request, "mock E", mock.log_path)
-    f = Ferry(keeper, workdir, {"X": mock})
+    # a connection cap above what the descriptors allow: max_connections =
+    # auto would derive it from this limit and refuse before the table fills
+    f = Ferry(keeper, workdir, {"X": mock}, cluster_keys={"max_connections": "1000"})
     register_log(request, "ferryd", f.log_path)
     f.start()
     keeper.spawn = spawn
