@@ -948,3 +948,13 @@ cfg_node_index(const struct cfg_cluster *cl, int32_t node_id)
 			return (int)i;
 	return -1;
 }
+
+uint32_t
+cfg_max_connections_auto(uint64_t fd_limit, size_t n_brokers)
+{
+	uint64_t reserve = 64 + (uint64_t)n_brokers;
+	if (!fd_limit)
+		return CFG_MAX_CONNECTIONS_AUTO;
+	uint64_t n = fd_limit > reserve + 2 ? (fd_limit - reserve) / 2 : 1;
+	return n > CFG_MAX_CONNECTIONS_AUTO ? CFG_MAX_CONNECTIONS_AUTO : (uint32_t)n;
+}

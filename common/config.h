@@ -307,6 +307,13 @@ int cfg_parse_string(const char *path, const char *text, size_t len,
  * "path: cannot read: strerror". */
 int cfg_parse_file(const char *path, struct cfg *out, struct cfg_errors *errs);
 
+/* What max_connections = auto (0) becomes for a cluster with n_brokers
+ * broker ports under a descriptor limit of fd_limit (0: none known):
+ * min(CFG_MAX_CONNECTIONS_AUTO, (fd_limit - 64 - n_brokers) / 2), at least
+ * 1: two descriptors per connection (client and upstream), its listeners,
+ * and some for the worker itself. */
+uint32_t cfg_max_connections_auto(uint64_t fd_limit, size_t n_brokers);
+
 void cfg_free(struct cfg *c);
 
 /* Move cluster i out of c into *out (c no longer has it); the caller frees

@@ -252,11 +252,7 @@ sup_max_connections(const struct sup *s, const struct cfg_cluster *cl)
 {
 	if (cl->max_connections)
 		return cl->max_connections;
-	uint64_t reserve = 64 + cl->n_brokers;
-	if (!s->fd_limit)
-		return CFG_MAX_CONNECTIONS_AUTO;
-	uint64_t n = s->fd_limit > reserve + 2 ? (s->fd_limit - reserve) / 2 : 1;
-	return n > CFG_MAX_CONNECTIONS_AUTO ? CFG_MAX_CONNECTIONS_AUTO : (uint32_t)n;
+	return cfg_max_connections_auto(s->fd_limit, cl->n_brokers);
 }
 
 uint64_t

@@ -533,10 +533,8 @@ uint64_t sup_reload_timeout_ms(const struct sup *s);
 /* What the paced starts of every cluster's workers may add to a reload or
  * an upgrade: SUP_START_PACE_MS per worker process. */
 uint64_t sup_start_pace_ms(const struct sup *s);
-/* The max_connections a worker of cl gets: its own, or for auto (0)
- * min(CFG_MAX_CONNECTIONS_AUTO, (fd_limit - 64 - brokers) / 2): two
- * descriptors per connection (client and upstream), its listeners, and
- * some for the worker itself. */
+/* The max_connections a worker of cl gets: its own, or for auto (0) what
+ * the workers' descriptor limit allows (cfg_max_connections_auto). */
 uint32_t sup_max_connections(const struct sup *s, const struct cfg_cluster *cl);
 /* A configuration's version: "sha256:<hex>" of data, into out. */
 void sup_hash_hex(const void *data, size_t len, char *out, size_t outlen);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -567,6 +568,15 @@ worker_setup(struct worker *w)
 	}
 	cfg_errors_free(&errs);
 	w->cl = &w->cfg.clusters[0];
+	/* ferryd sends auto resolved; a configuration that still says auto
+	 * gets the same rule over this process's own descriptor limit (never
+	 * 0: that would refuse every client) */
+	if (!w->cl->max_connections) {
+		struct rlimit rl;
+		uint64_t lim = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ?
+		    (uint64_t)rl.rlim_cur : 0;
+		w->cfg.clusters[0].max_connections = cfg_max_connections_auto(lim, w->cl->n_brokers);
+	}
 	/* the connection table is sized by the configuration just read */
 	struct conntab *ct = NULL;
 	uint32_t rows = conntab_rows(w->cl->max_connections);

@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -308,6 +309,13 @@ main(int argc, char **argv)
 	for (size_t i = 0; i < cfg.n_clusters; i++)
 		if (strcmp(cfg.clusters[i].name, argv[3]) == 0)
 			cl = &cfg.clusters[i];
+	/* like ferryd: max_connections = auto becomes a number before the
+	 * worker and its connection table get it */
+	if (cl && !cl->max_connections) {
+		struct rlimit rl;
+		cl->max_connections = cfg_max_connections_auto(getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+		    rl.rlim_cur != RLIM_INFINITY ? (uint64_t)rl.rlim_cur : 0, cl->n_brokers);
+	}
 	if (!cl || !(canonical = cfg_cluster_canonical(cl))) {
 		fprintf(stderr, "handover_relay: no cluster %s\n", argv[3]);
 		return 1;

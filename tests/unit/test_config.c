@@ -1422,3 +1422,12 @@ Test(config_sasl, upstream_sasl_errors)
 	    "upstream_sasl_password_file = /p\n",
 	    "t.ini:6: upstream_sasl_username: control character in the user name\n");
 }
+
+Test(config, max_connections_auto_follows_the_descriptor_limit)
+{
+	/* two descriptors per connection, 64 + brokers kept for the worker */
+	cr_assert_eq(cfg_max_connections_auto(20000, 3), (20000 - 67) / 2);
+	cr_assert_eq(cfg_max_connections_auto(1u << 20, 3), CFG_MAX_CONNECTIONS_AUTO);
+	cr_assert_eq(cfg_max_connections_auto(0, 3), CFG_MAX_CONNECTIONS_AUTO, "no limit known");
+	cr_assert_eq(cfg_max_connections_auto(64, 3), 1, "never 0: that would refuse everyone");
+}
