@@ -306,6 +306,19 @@ class ProcessKeeper:
 _used_ports = set()
 
 
+@pytest.fixture(autouse=True)
+def _ports_of_one_test():
+    """Ports a test allocated are given back when it ends (its processes are
+    gone by then; anything still bound is skipped by _port_free). Without
+    it the session's allocations fragment the range until a late test that
+    needs a long run (hundreds of clusters) finds none. Ports of wider
+    fixtures (a package's Kafka cluster) are taken before this snapshot and
+    stay reserved."""
+    before = set(_used_ports)
+    yield
+    _used_ports.intersection_update(before)
+
+
 def _port_free(port):
     for fam, addr in ((socket.AF_INET, "127.0.0.1"),):
         s = socket.socket(fam, socket.SOCK_STREAM)
