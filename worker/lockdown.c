@@ -118,17 +118,25 @@ lockdown_policy(const struct cfg_cluster *cl)
 	return &lockdown_pol;
 }
 
-int
-lockdown_preload(char *err, size_t errlen)
+bool
+lockdown_needs_openssl(const struct cfg_cluster *cl)
 {
-	return tlsctx_preload(err, errlen);
+	return cl->tls || cl->upstream_tls || cl->gateway == CFG_GATEWAY_SNI ||
+	    cl->upstream_sasl_mechanism == CFG_SASL_SCRAM_SHA_256 ||
+	    cl->upstream_sasl_mechanism == CFG_SASL_SCRAM_SHA_512;
+}
+
+int
+lockdown_preload(const struct cfg_cluster *cl, char *err, size_t errlen)
+{
+	return lockdown_needs_openssl(cl) ? tlsctx_preload(err, errlen) : 0;
 }
 
 int
 lockdown_worker(struct worker *w, bool on, char *err, size_t errlen)
 {
 	const struct sandbox_policy *p = lockdown_policy(w->cl);
-	if (on && lockdown_preload(err, errlen) == -1)
+	if (on && lockdown_preload(w->cl, err, errlen) == -1)
 		return -1;
 	if (sandbox_lock(p, on, &w->m->sandbox, err, errlen) == -1)
 		return -1;

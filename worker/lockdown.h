@@ -31,11 +31,19 @@ struct worker;
  * consults it for the life of the process). */
 const struct sandbox_policy *lockdown_policy(const struct cfg_cluster *cl);
 
+/* Whether cluster cl uses OpenSSL at all once running: TLS towards clients
+ * or the upstream, or a SCRAM exchange of ferry's own metadata fetch. A
+ * cluster that does not never initialises it: OpenSSL's start (its
+ * configuration, the default provider's tables) is most of an idle worker's
+ * resident memory. */
+bool lockdown_needs_openssl(const struct cfg_cluster *cl);
+
 /* Read now what the worker would otherwise read lazily once locked down:
  * OpenSSL's configuration file, which OpenSSL loads at its first use of an
  * algorithm (a plaintext cluster's first SCRAM exchange of its own metadata
- * fetch, long after the lock). 0, or -1 with err. */
-int lockdown_preload(char *err, size_t errlen);
+ * fetch, long after the lock). Nothing for a cluster that does not use
+ * OpenSSL (lockdown_needs_openssl). 0, or -1 with err. */
+int lockdown_preload(const struct cfg_cluster *cl, char *err, size_t errlen);
 
 /* Lock the worker down (on = false: sandbox = off, only recorded), and
  * record what is in force in its shared block. 0, or -1 with err. */

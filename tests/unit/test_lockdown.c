@@ -140,11 +140,12 @@ Test(lockdown, scram_after_the_lock)
 		cr_skip_test("no seccomp in this kernel");
 	struct cfg_cluster cl;
 	memset(&cl, 0, sizeof cl);
+	cl.upstream_sasl_mechanism = CFG_SASL_SCRAM_SHA_512;  /* a plaintext cluster's own SCRAM */
 	pid_t pid = fork();
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
 		char err[256];
-		if (sandbox_not_dumpable() == -1 || lockdown_preload(err, sizeof err) == -1 ||
+		if (sandbox_not_dumpable() == -1 || lockdown_preload(&cl, err, sizeof err) == -1 ||
 		    sandbox_lock(lockdown_policy(&cl), true, NULL, err, sizeof err) == -1)
 			_exit(100);
 		_exit(t_scram());
@@ -200,4 +201,29 @@ Test(lockdown, handover_queued_behind_a_full_channel)
 	cr_assert(!WIFSIGNALED(st) || WTERMSIG(st) != SIGSYS,
 	    "killed by the sandbox: a queued handover needs a call it forbids");
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x", st);
+}
+
+/* Only a cluster that uses OpenSSL starts it: TLS on either side, the SNI
+ * gateway, or ferry's own SCRAM; a plaintext cluster (PLAIN included) keeps
+ * OpenSSL's tables out of its memory. */
+Test(lockdown, openssl_only_where_used)
+{
+	struct cfg_cluster cl;
+	memset(&cl, 0, sizeof cl);
+	cr_assert_not(lockdown_needs_openssl(&cl));
+	cl.upstream_sasl_mechanism = CFG_SASL_PLAIN;
+	cr_assert_not(lockdown_needs_openssl(&cl));
+	cl.upstream_sasl_mechanism = CFG_SASL_SCRAM_SHA_256;
+	cr_assert(lockdown_needs_openssl(&cl));
+	cl.upstream_sasl_mechanism = CFG_SASL_SCRAM_SHA_512;
+	cr_assert(lockdown_needs_openssl(&cl));
+	memset(&cl, 0, sizeof cl);
+	cl.tls = true;
+	cr_assert(lockdown_needs_openssl(&cl));
+	memset(&cl, 0, sizeof cl);
+	cl.upstream_tls = true;
+	cr_assert(lockdown_needs_openssl(&cl));
+	memset(&cl, 0, sizeof cl);
+	cl.gateway = CFG_GATEWAY_SNI;
+	cr_assert(lockdown_needs_openssl(&cl));
 }
