@@ -379,10 +379,12 @@ reload_item_event(struct sup *s, struct sup_reload_item *it, enum fsm_ievent e, 
 
 /* ---- settling ---------------------------------------------------------------------------- */
 
-/* The commits of a resolved reload, SUP_COMMIT_BATCH clusters a turn (a
- * commit sends ACCEPT to the new generation and, once it accepts, HANDOVER
- * to the old one: a thousand at once would hold the loop, and wake two
- * thousand workers, in one turn). An item whose held generation ended
+/* The commits of a resolved reload, SUP_COMMIT_BATCH clusters a turn and
+ * a turn every SUP_COMMIT_PACE_MS at most (a commit sends ACCEPT to the new
+ * generation and, once it accepts, HANDOVER to the old one, which drains
+ * and exits: a thousand at once would hold the loop, and wake two thousand
+ * workers and end a thousand, on a machine whose admin API must still
+ * answer). An item whose held generation ended
  * before its turn rolls back with its error; after an abort (ferryd
  * stopping) the rest roll back. */
 static void
@@ -395,7 +397,7 @@ reload_commit_batch(struct sup *s, struct sup_reload *r)
 		if (!it->commit)
 			continue;
 		if (done == SUP_COMMIT_BATCH && !r->aborted) {
-			r->commit_at = s->now_ms;  /* the next turn, after the loop's I/O */
+			r->commit_at = s->now_ms + SUP_COMMIT_PACE_MS;
 			return;
 		}
 		if (r->aborted || it->st != FSM_I_READY) {

@@ -50,8 +50,9 @@ struct sup_upgrade;
 #define SUP_KILL_GRACE_MS 1000    /* a worker that said FAILED must be gone by then */
 #define SUP_KEEP_ENDED 3          /* ended generations kept for status */
 #define SUP_RELAY_TIMEOUT_MS 2000 /* a handed-over connection not adopted by then is closed */
-#define SUP_COMMIT_BATCH 32       /* clusters a reload commits per loop turn */
-#define SUP_PREPARE_BATCH 64      /* clusters a reload prepares per loop turn */
+#define SUP_COMMIT_BATCH 16       /* clusters a reload commits per loop turn */
+#define SUP_COMMIT_PACE_MS 10     /* ... and per this long at most */
+#define SUP_PREPARE_BATCH 32      /* clusters a reload prepares per loop turn */
 #define SUP_START_BATCH 64        /* clusters whose first generation starts per turn */
 #define SUP_UNKNOWN_NODES 16      /* node ids without a broker port shown per cluster */
 #define SUP_START_PACE_MS 20      /* what one paced worker start may add to a reload */

@@ -565,7 +565,7 @@ Test(engine, stopped_worker_is_unresponsive_then_killed_and_restarted)
 
 /* A reload of more clusters than SUP_PREPARE_BATCH prepares them over
  * several loop turns, and of more than SUP_COMMIT_BATCH commits them over
- * several; a held generation that ends before its commit's turn rolls its
+ * several, SUP_COMMIT_PACE_MS apart; a held generation that ends before its commit's turn rolls its
  * cluster back (named in the record), the others commit. */
 static size_t
 w_held_count(size_t n)
@@ -609,6 +609,17 @@ Test(engine, commits_are_paced_and_a_late_failure_is_recorded)
 	cr_assert_eq(committed, SUP_COMMIT_BATCH, "%zu committed in the first turn", committed);
 	cr_assert_not_null(W.s.reload, "the reload ended before its last commits");
 	cr_assert_neq(sup_next_deadline(&W.s), 0, "no turn asked for the next batch");
+	/* the next batch waits for its pace, then comes */
+	w_tick(SUP_COMMIT_PACE_MS - 1);
+	committed = 0;
+	for (int i = 0; i < NCL; i++)
+		committed += sup_cluster_serving(W.s.clusters[i]) == held[i];
+	cr_assert_eq(committed, SUP_COMMIT_BATCH, "%zu committed before the pace", committed);
+	w_tick(1);
+	committed = 0;
+	for (int i = 0; i < NCL; i++)
+		committed += sup_cluster_serving(W.s.clusters[i]) == held[i];
+	cr_assert_eq(committed, 2 * SUP_COMMIT_BATCH, "%zu committed after the pace", committed);
 	/* the last cluster's held worker dies before its turn */
 	w_exit(w_find(&held[NCL - 1]->procs[0]), SIGKILL);
 	sup_reap(&W.s);
