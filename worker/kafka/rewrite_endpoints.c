@@ -20,7 +20,9 @@
  * the section is re-emitted with tag 0 rebuilt (its size varint recomputed)
  * and every other tag copied byte for byte, in the order received.  A
  * response without NodeEndpoints comes out byte-identical (up to the end of
- * the message: trailing bytes are dropped there too).
+ * the message: trailing bytes are dropped there too).  A Fetch response too
+ * large to collect is streamed instead (fetchwalk.h): only its section is
+ * held, and kc_ne_scan / kc_ne_fields below serve its rewrite too.
  *
  * Entries the map rejects are dropped (the array count is re-encoded);
  * entries with a negative node id are dropped without calling the map (an
