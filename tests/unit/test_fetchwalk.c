@@ -4,7 +4,8 @@
  * tagged fields. The responses come from kafka_fixtures.h's build_fe
  * (written from the schema, independently of the code under test): two
  * topics, three partitions with null, empty and large record sets, null
- * and non-empty aborted transactions, a partition's DivergingEpoch,
+ * and non-empty aborted transactions (and 1-byte and empty sets built
+ * here), a partition's DivergingEpoch,
  * CurrentLeader, SnapshotId and an unknown tag, NodeEndpoints and an
  * unknown top-level tag.
  *
@@ -181,6 +182,46 @@ Test(fetchwalk, no_topics_and_no_tags)
 	cr_assert_eq(w.status, KC_MALFORMED);
 	bb_free(&w.out);
 	bb_free(&in);
+}
+
+/* Record sets of 1 byte and of 0 (empty, not null), v13+ topic ids. */
+Test(fetchwalk, one_byte_and_empty_record_sets)
+{
+	struct bb in;
+	struct walked w;
+
+	for (size_t rn = 0; rn <= 1; rn++) {
+		bb_init(&in);
+		bb_head(&in, true);
+		bb_i32(&in, 0);
+		bb_i16(&in, 0);
+		bb_i32(&in, 7);
+		bb_arr(&in, true, 1);
+		bb_raw(&in, "0123456789abcdef", 16);
+		bb_arr(&in, true, 1);
+		bb_i32(&in, 0);
+		bb_i16(&in, 0);
+		bb_i64(&in, 1);
+		bb_i64(&in, 1);
+		bb_i64(&in, 0);
+		bb_arr(&in, true, 0);			/* AbortedTransactions: empty */
+		bb_i32(&in, -1);
+		bb_bytes(&in, true, (const uint8_t *)"\x80", rn);
+		bb_u8(&in, 0);
+		bb_u8(&in, 0);
+		bb_u8(&in, 0);				/* top-level tags: none */
+		bb_fix(&in);
+		for (size_t chunk = 1; chunk <= 3; chunk++) {
+			walk(18, in.b, in.n, chunk, &w);
+			cr_assert_eq(w.status, KC_OK, "%zu record bytes: %s", rn, w.err);
+			assert_bytes(w.out.b, w.out.n, in.b, in.n, "walked response");
+			cr_assert_eq(w.opaque_bytes, rn);
+			cr_assert_eq(w.opaque_spans, rn);
+			cr_assert_eq(w.tail_len, 1);
+			bb_free(&w.out);
+		}
+		bb_free(&in);
+	}
 }
 
 Test(fetchwalk, every_strict_prefix_is_refused)
