@@ -30,7 +30,7 @@
 #include "common/sandbox.h"
 #include "common/shmblock.h"
 
-#define METRICS_MAGIC 0x66657272790008ULL /* "ferry" v8: PROXY protocol, max-age, sandbox report, splice */
+#define METRICS_MAGIC 0x66657272790009ULL /* "ferry" v9: PROXY protocol, max-age, sandbox report, splice, leader hints */
 
 /* X-macro: name, type ("counter"/"gauge"), help. Order is ABI. */
 #define METRICS_FIELDS(X) \
@@ -85,7 +85,9 @@
 	/* zero copy: frame bodies spliced socket -> pipe -> socket (worker/splice.h) */ \
 	X(bytes_spliced, counter, "Bytes forwarded (either direction, part of ferry_bytes_total) with splice(2), never copied through the worker's memory") \
 	X(splice_pipes, gauge, "Pipes the workers hold open for splice(2), two file descriptors each") \
-	X(splice_fallbacks, counter, "Frame rests above the splice threshold copied through a buffer because no pipe could be had (limit of open pipes, descriptors, pipe-user-pages-soft)")
+	X(splice_fallbacks, counter, "Frame rests above the splice threshold copied through a buffer because no pipe could be had (limit of open pipes, descriptors, pipe-user-pages-soft)") \
+	/* streamed Fetch v16+ responses (worker/kafka/fetchwalk.h) */ \
+	X(leader_hints_dropped, counter, "KIP-951 leader hints (NodeEndpoints) of streamed Fetch responses replaced by padding because, rewritten, they did not fit the response's length: the client refreshes its metadata instead")
 
 /* Per Kafka API key (0..METRICS_APIS-2; the last slot takes any other):
  * requests forwarded and the upstream latency of their responses, from the

@@ -512,7 +512,8 @@ conn_pump(struct conn *c, bool cli_readable, bool up_readable)
 			return conn_end(c, "upstream closed the connection instead of answering "
 			    "a %s token (legacy raw SASL): authentication refused",
 			    c->fr.sasl.mech_name);
-		if (c->fr.fifo_len == 0 && !c->fr.resp.frame_left && !c->fr.resp.acc)
+		if (c->fr.fifo_len == 0 && !c->fr.resp.frame_left && !c->fr.resp.acc &&
+		    !c->fr.resp.walking)
 			return conn_end(c, "upstream closed the connection");
 		const struct frame_inflight *head = frame_fifo_head(&c->fr);
 		if (!c->fr.seen_response && head && !head->synthetic &&

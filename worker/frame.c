@@ -42,6 +42,8 @@ frame_dir_free(struct frame_dir *d)
 {
 	free(d->acc);
 	d->acc = NULL;
+	d->acc_tail = false;
+	d->walking = false;
 	if (d->out_owned)
 		free(d->out);
 	d->out = NULL;
@@ -412,6 +414,99 @@ resp_finish_rewrite(struct frame *f)
 	return FRAME_OK;
 }
 
+/* The collected tail of a streamed Fetch response, rewritten to the same
+ * length (the size prefix has gone out): into out. */
+static int
+resp_finish_tail(struct frame *f)
+{
+	struct frame_dir *d = &f->resp;
+	struct kc_broker_map map = f->map;
+	enum kc_fw_tail how = KC_FW_TAIL_SAME;
+	uint8_t *out = NULL;
+	char err[128];
+	int r = kc_rw_fetch_tail(d->acc_ver, d->acc, d->acc_len, &map, &out, &how, err,
+	    sizeof err);
+	d->acc_tail = false;
+	if (r != KC_OK) {
+		free(d->acc);
+		d->acc = NULL;
+		METRIC_ADD(f->m, malformed_responses, 1);
+		return frame_upstream(f, "malformed Fetch v%d response: %s", d->acc_ver, err);
+	}
+	if (how == KC_FW_TAIL_SAME) {
+		out = d->acc;   /* forwarded as it is */
+	} else {
+		free(d->acc);
+		METRIC_ADD(f->m, responses_rewritten, 1);
+	}
+	d->acc = NULL;
+	d->out = out;
+	d->out_len = d->acc_len;
+	d->out_off = 0;
+	d->out_owned = true;
+	if (how == KC_FW_TAIL_DROPPED) {
+		METRIC_ADD(f->m, leader_hints_dropped, 1);
+		log_debug("leader hints dropped from a streamed Fetch response: rewritten, they "
+		    "do not fit its length (the client refreshes its metadata)",
+		    "version=%d tail_bytes=%zu", d->acc_ver, d->acc_len);
+	}
+	return FRAME_OK;
+}
+
+/* The next piece of a streamed Fetch response (frame.h). */
+static int
+resp_walk(struct frame *f)
+{
+	static const uint8_t none;
+	struct frame_dir *d = &f->resp;
+	size_t at = d->start + d->fwd;
+	size_t avail = d->buf ? d->end - at : 0;
+	enum kc_fw_what what = KC_FW_FORWARD;
+	uint64_t n = 0;
+	char err[128];
+	int r = kc_fw_step(&d->fw, avail ? d->buf + at : &none, avail, &what, &n, err,
+	    sizeof err);
+	if (r == KC_NEED_MORE) {
+		if (at == 0 && d->end == f->lim.buf_size) {
+			METRIC_ADD(f->m, malformed_responses, 1);
+			return frame_upstream(f, "Fetch v%d response: a field section larger "
+			    "than %zu bytes", d->fw.ver, f->lim.buf_size);
+		}
+		return FRAME_NEED_MORE;
+	}
+	if (r != KC_OK) {
+		METRIC_ADD(f->m, malformed_responses, 1);
+		return frame_upstream(f, "malformed Fetch v%d response: %s", d->fw.ver, err);
+	}
+	switch (what) {
+	case KC_FW_FORWARD:
+		d->fwd += (size_t)n;
+		return FRAME_OK;
+	case KC_FW_OPAQUE:
+		d->frame_left = n;
+		d->frames++;
+		return FRAME_OK;
+	case KC_FW_TAIL:
+		break;
+	}
+	d->walking = false;
+	if (n > FRAME_TAIL_MAX) {
+		METRIC_ADD(f->m, malformed_responses, 1);
+		return frame_upstream(f, "Fetch v%d response: %llu bytes of top-level tagged "
+		    "fields, above %d", d->fw.ver, (unsigned long long)n, FRAME_TAIL_MAX);
+	}
+	d->acc = malloc((size_t)n);
+	if (!d->acc)
+		return frame_no_memory(f, "out of memory for a %llu byte Fetch tail",
+		    (unsigned long long)n);
+	d->acc_need = (size_t)n;
+	d->acc_len = 0;
+	d->acc_key = KC_API_FETCH;
+	d->acc_ver = d->fw.ver;
+	d->acc_tail = true;
+	return FRAME_OK;
+}
+
 int
 frame_resp_step(struct frame *f, double now)
 {
@@ -426,8 +521,9 @@ frame_resp_step(struct frame *f, double now)
 		return take > 0 ? FRAME_OK : FRAME_NEED_MORE;
 	}
 	if (d->acc) {
-		if (avail == 0)
-			return FRAME_NEED_MORE;   /* (d->buf may be NULL) */
+		if (avail == 0 || d->fwd)
+			return FRAME_NEED_MORE;   /* (d->buf may be NULL; a streamed
+			                             response's parts go first) */
 		size_t take = d->acc_need - d->acc_len;
 		if (take > avail)
 			take = avail;
@@ -435,9 +531,11 @@ frame_resp_step(struct frame *f, double now)
 		d->acc_len += take;
 		d->start += take;
 		if (d->acc_len == d->acc_need)
-			return resp_finish_rewrite(f);
+			return d->acc_tail ? resp_finish_tail(f) : resp_finish_rewrite(f);
 		return take > 0 ? FRAME_OK : FRAME_NEED_MORE;
 	}
+	if (d->walking)
+		return resp_walk(f);
 	if (f->sasl.phase == SASL_RAW_SERVER) {
 		/* The broker's token of a legacy raw SASL exchange. */
 		if (avail == 0)
@@ -527,7 +625,12 @@ frame_resp_step(struct frame *f, double now)
 			return frame_upstream(f, "%s", err);
 		}
 	}
-	if (kc_response_needs_rewrite(head->key, head->ver)) {
+	if (kc_response_needs_rewrite(head->key, head->ver) && head->key == KC_API_FETCH &&
+	    4 + (uint64_t)size > f->lim.buf_size) {
+		/* streamed: only its tagged fields are held (frame.h) */
+		kc_fw_init(&d->fw, head->ver, 4 + (uint64_t)size);
+		d->walking = true;
+	} else if (kc_response_needs_rewrite(head->key, head->ver)) {
 		if (d->fwd)
 			return FRAME_NEED_MORE;  /* flush what precedes it first */
 		d->acc_need = 4 + (size_t)size;
@@ -578,7 +681,7 @@ frame_owes_nothing(const struct frame *f)
 	return f->fifo_len == 0 && f->req.frame_left == 0 && f->req.fwd == 0 &&
 	       f->req.skip_left == 0 && f->resp.fwd == 0 && f->resp.frame_left == 0 &&
 	       f->req.piped == 0 && f->resp.piped == 0 &&
-	       !f->resp.acc && !f->resp.out &&
+	       !f->resp.acc && !f->resp.out && !f->resp.walking &&
 	       f->sasl.phase != SASL_RAW_SERVER;  /* the broker's raw token is owed */
 }
 

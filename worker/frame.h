@@ -44,6 +44,15 @@
  * DescribeCluster, ApiVersions and KIP-951 NodeEndpoints responses are
  * rewritten through the broker map the caller gives (worker/kafka/rewrite.h).
  *
+ * A Fetch v16+ response larger than the buffer is streamed, not collected
+ * (worker/kafka/fetchwalk.h): its parsed parts join fwd as they are, its
+ * record sets pass as frame_left spans (one `frames` each, so the caller
+ * may splice them), and only its top-level tagged fields (at most
+ * FRAME_TAIL_MAX bytes, else the response is malformed) are collected in
+ * acc and rewritten to the same length: a NodeEndpoints that cannot be is
+ * replaced by padding, counted leader_hints_dropped. A piece of it that
+ * does not fit the buffer closes the connection (FRAME_UPSTREAM).
+ *
  * SASL pass-through (worker/kafka/sasl.h holds the state and the rules):
  * SaslHandshake and SaslAuthenticate go through the FIFO like any request;
  * their responses' error codes are read on the way (never rewritten). A
@@ -73,6 +82,7 @@
 #include "common/metrics.h"
 #include "worker/kafka/clientinfo.h"
 #include "worker/kafka/codec.h"
+#include "worker/kafka/fetchwalk.h"
 #include "worker/kafka/rewrite.h"
 #include "worker/kafka/sasl.h"
 
@@ -103,14 +113,22 @@ struct frame_dir {
 	                          one frame_left from the next */
 	size_t piped;          /* bytes of this direction in its splice pipe,
 	                          to be written before buf (the caller's) */
-	uint8_t *acc;          /* whole frame being collected for rewrite */
+	uint8_t *acc;          /* whole frame being collected for rewrite, or
+	                          the tail of a streamed Fetch response */
 	size_t acc_len, acc_need;
 	int16_t acc_key, acc_ver;
+	bool acc_tail;         /* acc holds a streamed Fetch response's tail */
+	bool walking;          /* a large Fetch v16+ response is streamed: fw
+	                          says what its next bytes are */
+	struct kc_fw fw;
 	uint8_t *out;          /* rewritten/synthetic frame being written */
 	size_t out_len, out_off;
 	bool out_owned;        /* out is malloc'd (else points to small[]) */
 	uint8_t small[64];
 };
+
+/* The top-level tagged fields of a streamed Fetch response, at most. */
+#define FRAME_TAIL_MAX (64 * 1024)
 
 struct frame_limits {
 	uint64_t max_frame_bytes;

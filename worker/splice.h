@@ -5,7 +5,8 @@
  * (docs/design.md §5, "Zero copy").
  *
  * Only the bytes frame.c streams unchanged (frame_left of a pass-through
- * frame: Produce requests, Fetch responses without NodeEndpoints, ...) ever
+ * frame: Produce requests, Fetch responses below v16, the record sets of
+ * larger Fetch v16+ responses, ...) ever
  * take this way, and only the rest of a frame that is still large once the
  * bytes already read into the direction's buffer are written: a frame's
  * header and everything rewritten or read for the client's identity go

@@ -79,6 +79,79 @@ def apiversions_v0(corr):
     return kreq(18, 0, corr, "ferry-it")
 
 
+def uvarint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append(v & 0x7F | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def read_uvarint(b, off):
+    v = shift = 0
+    while True:
+        c = b[off]
+        off += 1
+        v |= (c & 0x7F) << shift
+        shift += 7
+        if not c & 0x80:
+            return v, off
+
+
+def fetch_v16(corr, cid):
+    """A Fetch v16 request (header v2); ferry reads its header only."""
+    return kreq(1, 16, corr, cid, b"\x00" + struct.pack(">iii", 500, 1, 1 << 20) + b"\x00" * 12)
+
+
+def node_endpoints(entries):
+    """Top-level tag section holding NodeEndpoints [(node, host, port)]."""
+    v = uvarint(len(entries) + 1)
+    for node, host, port in entries:
+        h = host.encode()
+        v += struct.pack(">i", node) + uvarint(len(h) + 1) + h + struct.pack(">i", port)
+        v += b"\x00\x00"                        # rack null, no tags
+    return uvarint(1) + uvarint(0) + uvarint(len(v)) + v
+
+
+def fetch_v16_response(corr, n, tail):
+    """Size, correlation id, header tags, throttle, error, session, one
+    topic (id) with one partition of n record bytes, then tail."""
+    b = struct.pack(">i", corr) + b"\x00" + struct.pack(">ihi", 0, 0, 0x1234)
+    b += uvarint(2) + bytes(range(16)) + uvarint(2)
+    b += struct.pack(">ihqqq", 0, 0, 100, 100, 0) + uvarint(0) + struct.pack(">i", -1)
+    b += uvarint(n + 1) + pattern(corr, n) + b"\x00" + b"\x00" + tail
+    return struct.pack(">i", len(b)) + b
+
+
+def tag_fields(sec):
+    """[(tag, value)] of a tag section that must fill sec exactly."""
+    nf, off = read_uvarint(sec, 0)
+    out = []
+    for _ in range(nf):
+        tag, off = read_uvarint(sec, off)
+        size, off = read_uvarint(sec, off)
+        out.append((tag, sec[off:off + size]))
+        off += size
+    assert off == len(sec), f"{len(sec) - off} bytes after the tag section"
+    return out
+
+
+def endpoints(v):
+    n, off = read_uvarint(v, 0)
+    out = []
+    for _ in range(n - 1):
+        (node,) = struct.unpack_from(">i", v, off)
+        hl, off = read_uvarint(v, off + 4)
+        host = v[off:off + hl - 1].decode()
+        off += hl - 1
+        (port,) = struct.unpack_from(">i", v, off)
+        off += 4 + 2
+        out.append((node, host, port))
+    assert off == len(v)
+    return out
+
+
 def read_exact(s, n, deadline):
     buf = bytearray(n)
     view = memoryview(buf)
@@ -129,10 +202,14 @@ class SpliceRelay(ScriptedUpstream):
       splice-R         a response of R bytes after the correlation id
       splice-hold-R    the same, but only its first half until
                        self.release is set
+      splice-f16-R     a Fetch v16 response (fetch_v16_response) of R
+                       record bytes whose top-level tagged fields are
+                       self.tails[corr] (default none)
     """
 
     def __init__(self, target):
         self.seen = {}              # corr -> (length, sha256) of request frames
+        self.tails = {}             # corr -> top-level tags of a splice-f16 response
         self.sent = 0               # response bytes written to ferry
         self.holding = threading.Event()   # a splice-hold response is half out
         self.release = threading.Event()
@@ -191,7 +268,10 @@ class SpliceRelay(ScriptedUpstream):
                 with self.lock:
                     self.seen[corr] = (len(frame), hashlib.sha256(frame).digest())
                 n = int(cid.rsplit("-", 1)[1])
-                resp = struct.pack(">ii", 4 + n, corr) + pattern(corr, n)
+                if cid.startswith("splice-f16-"):
+                    resp = fetch_v16_response(corr, n, self.tails.get(corr, b"\x00"))
+                else:
+                    resp = struct.pack(">ii", 4 + n, corr) + pattern(corr, n)
                 if cid.startswith("splice-hold-"):
                     half = len(resp) // 2
                     self._send(down, resp[:half])
@@ -541,3 +621,61 @@ def test_tls_clients_fall_back_to_the_copy(mock_factory, reload_ferry_factory, w
              pipelined=False)
     assert metric(f, "ferry_bytes_spliced_total", "T") == 0
     assert metric(f, "ferry_splice_pipes", "T") == 0
+
+
+def test_fetch_v16_streamed_and_its_leader_hints(senv):
+    """Fetch v16 responses (what modern consumers use) above the buffer are
+    streamed: their records spliced, only their top-level tagged fields
+    held. Without NodeEndpoints they arrive byte for byte; with it, the
+    hints name ferry's address, in a frame of the same length (padded), or
+    are dropped when they cannot fit it (counted). A small one is still
+    collected and rewritten whole."""
+    f, relay = senv
+    node = f.clusters["S"]["node_ids"][0]
+    ports = dict((nid, port) for nid, (_, port) in f.broker_addresses("S").items())
+    mhost, mport = relay.target
+    c = Conn(f.clusters["S"]["bootstrap"])
+    try:
+        c.s.sendall(apiversions_v0(1))
+        read_frame(c.s)
+        big = 4 * MIB + 3
+        cases = [
+            # corr, records, tags, what the client must get
+            (10, big, b"\x00", "same"),
+            (11, PIPE + 1, b"\x02\x05\x03abc" + b"\x07\x01z", "same"),
+            (12, big, node_endpoints([(node, mhost, mport),
+                                      (99, "broker-99.upstream.invalid", 9092)]), "padded"),
+            (13, 100, node_endpoints([(node, mhost, mport)]), "small"),
+            (14, big, node_endpoints([(node, "127.1", mport)]), "dropped"),
+        ]
+        for corr, n, tail, want in cases:
+            relay.tails[corr] = tail
+            spliced0 = metric(f, "ferry_bytes_spliced_total", "S")
+            sent = fetch_v16_response(corr, n, tail)
+            c.s.sendall(fetch_v16(corr, f"splice-f16-{n}"))
+            body = read_frame(c.s, 60)
+            head = sent[4:len(sent) - len(tail)]
+            if want == "same":
+                assert body == sent[4:], f"Fetch v16 {corr}: altered"
+            elif want == "small":
+                assert body[:len(head)] == head
+                fields = tag_fields(body[len(head):])
+                assert [t for t, _ in fields] == [0], fields
+                assert endpoints(fields[0][1]) == [(node, "127.0.0.1", ports[node])]
+            else:
+                assert len(body) == len(sent) - 4, f"Fetch v16 {corr}: length changed"
+                assert body[:len(head)] == head, f"Fetch v16 {corr}: parts before the tags"
+                fields = tag_fields(body[len(head):])
+                tags = [t for t, _ in fields]
+                assert tags == sorted(tags) and tags[-1] == 127, fields
+                if want == "padded":
+                    assert tags == [0, 127], fields
+                    assert endpoints(fields[0][1]) == [(node, "127.0.0.1", ports[node])]
+                else:
+                    assert tags == [127], f"a hint that cannot fit is dropped: {fields}"
+            if n >= THRESHOLD:
+                assert metric(f, "ferry_bytes_spliced_total", "S") - spliced0 >= n - 64 * 1024
+        assert metric(f, "ferry_leader_hints_dropped_total", "S") == 1
+        assert metric(f, "ferry_malformed_responses_total", "S") == 0
+    finally:
+        c.close()

@@ -10,7 +10,9 @@
  * the drain boundary; a Metadata response rewritten whole; SASL v0 raw
  * token framing and the pre-authentication limit; who the client says it
  * is (client_id, software, asserted SASL name) read on the way, whole or
- * split, never a password, never a reason to close.
+ * split, never a password, never a reason to close; a Fetch v16+ response
+ * above the buffer streamed (its record sets bypassable) with only its
+ * top-level tags rewritten, to the same length.
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -556,6 +558,207 @@ Test(frame, malformed_rewritten_response_is_the_upstreams, .init = setup, .fini 
 	cr_expect_eq(tm.calls, 0, "nothing mapped from a bad frame");
 	cr_expect(!f.upstream_answered);
 	bb_free(&r); bb_free(&s);
+}
+
+/* ---- Fetch v16+ streamed ---- */
+
+/* Frames up to 1 MiB through the 1 KiB buffer. */
+static void
+setup_big(void)
+{
+	setup_with(1024, 1 << 20, 1 << 20, 8);
+}
+
+/* A Fetch v16 request with correlation id 7 (build_fe's) in the FIFO. */
+static void
+fetch_requested(int16_t ver)
+{
+	struct bb r, up;
+	req_head(&r, KC_API_FETCH, ver, 7);
+	bb_raw(&r, "fetch request body", 18);
+	bb_fix(&r);
+	feed(&f.req, r.b, r.n);
+	cr_assert_eq(req_run(true), FRAME_NEED_MORE, "%s", f.why);
+	bb_init(&up);
+	flush(&f.req, &up);
+	bb_free(&up);
+	bb_free(&r);
+}
+
+/*
+ * Delivers s to the response side in chunks of `chunk` bytes; with
+ * `bypass`, the rest of every pass-through span not in the buffer is moved
+ * by the caller (spliced) instead. What the client gets goes to cli.
+ * Returns the last status.
+ */
+static int
+resp_deliver(const struct bb *s, size_t chunk, bool bypass, struct bb *cli)
+{
+	size_t pos = 0;
+	int r;
+	bb_init(cli);
+	for (;;) {
+		r = resp_run();
+		if (r != FRAME_NEED_MORE)
+			return r;
+		size_t had = cli->n;
+		flush(&f.resp, cli);
+		if (cli->n > had)
+			continue;   /* written: parse again (conn.c's pump does) */
+		if (bypass && f.resp.frame_left && frame_resp_unparsed(&f) == 0 && pos < s->n) {
+			size_t n = f.resp.frame_left < 777 ? (size_t)f.resp.frame_left : 777;
+			bb_raw(cli, s->b + pos, n);
+			frame_dir_bypass(&f, &f.resp, n);
+			pos += n;
+			continue;
+		}
+		if (pos == s->n)
+			return r;
+		size_t c = chunk < s->n - pos ? chunk : s->n - pos;
+		size_t took = feed(&f.resp, s->b + pos, c);
+		cr_assert_gt(took, 0, "the buffer must take bytes (pos %zu)", pos);
+		pos += took;
+	}
+}
+
+/* A valid Fetch response of s's length, no upstream host; the number of
+ * NodeEndpoints entries it carries. */
+static int
+fetch_check(int16_t v, const struct bb *s, const struct bb *cli)
+{
+	struct tmap t2;
+	struct kc_broker_map bm = mk_map(&t2, NULL, 0);
+	uint8_t *o = NULL;
+	size_t on;
+	char err[128];
+	cr_assert_eq(cli->n, s->n, "the length is kept");
+	cr_assert_null(memmem(cli->b, cli->n, "internal.example", 16), "an upstream host left");
+	cr_assert_eq(kc_rewrite_response(KC_API_FETCH, v, cli->b, cli->n, &bm, &o, &on, err,
+	    sizeof err), KC_OK, "%s", err);
+	free(o);
+	return t2.calls;
+}
+
+Test(frame, fetch_v16_streamed_not_collected, .init = setup_big, .fini = teardown)
+{
+	static const size_t chunks[] = { 1, 13, 1000, 4096 };
+	struct fe_opts none = { NULL, 0, false, true, 20000 };
+	struct fe_opts ne = { UP, 3, true, true, 20000 };
+	struct bb s, cli;
+	uint64_t rewritten = 0;
+	for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
+		for (int bypass = 0; bypass < 2; bypass++) {
+			/* without NodeEndpoints: byte for byte */
+			fetch_requested(16);
+			build_fe(&s, 16, &none);
+			uint32_t frames = f.resp.frames;
+			cr_assert_eq(resp_deliver(&s, chunks[c], bypass, &cli), FRAME_NEED_MORE,
+			    "%s", f.why);
+			assert_bytes(cli.b, cli.n, s.b, s.n, "streamed Fetch v16");
+			cr_expect_eq(f.resp.frames - frames, 2, "two opaque spans");
+			cr_expect(frame_owes_nothing(&f));
+			cr_expect_eq(m->responses_rewritten, rewritten);
+			bb_free(&s); bb_free(&cli);
+			/* with NodeEndpoints: rewritten, same length */
+			fetch_requested(17);
+			build_fe(&s, 17, &ne);
+			tm.calls = 0;
+			cr_assert_eq(resp_deliver(&s, chunks[c], bypass, &cli), FRAME_NEED_MORE,
+			    "%s", f.why);
+			cr_expect_eq(fetch_check(17, &s, &cli), 3, "the leader hints are kept");
+			cr_expect_eq(tm.calls, 3);
+			cr_expect_eq(m->responses_rewritten, ++rewritten);
+			cr_expect(frame_owes_nothing(&f));
+			bb_free(&s); bb_free(&cli);
+		}
+	}
+	cr_expect_eq(m->leader_hints_dropped, 0);
+	cr_expect_eq(m->responses, 2 * 2 * 4);
+}
+
+Test(frame, fetch_v16_hint_that_cannot_fit_is_dropped_and_counted, .init = setup_big,
+     .fini = teardown)
+{
+	static const struct tmap_ent longer[] = {
+		{ 1, "a-much-longer-proxy-host-name-1.example.com", 19001 },
+		{ 2, "a-much-longer-proxy-host-name-2.example.com", 19002 },
+		{ 3, "a-much-longer-proxy-host-name-3.example.com", 19003 },
+	};
+	struct fe_opts ne = { UP, 3, true, false, 5000 };
+	struct bb s, cli;
+	f.map = mk_map(&tm, longer, 3);
+	fetch_requested(18);
+	build_fe(&s, 18, &ne);
+	cr_assert_eq(resp_deliver(&s, 500, true, &cli), FRAME_NEED_MORE, "%s", f.why);
+	cr_expect_eq(fetch_check(18, &s, &cli), 0, "no leader hint");
+	cr_expect_eq(m->leader_hints_dropped, 1);
+	bb_free(&s); bb_free(&cli);
+}
+
+Test(frame, fetch_v16_below_the_buffer_is_collected_whole, .init = setup, .fini = teardown)
+{
+	struct fe_opts ne = { UP, 3, true, false, 0 };
+	struct bb s, cli;
+	fetch_requested(16);
+	build_fe(&s, 16, &ne);
+	cr_assert_lt(s.n, f.lim.buf_size);
+	cr_assert_eq(resp_deliver(&s, 1, false, &cli), FRAME_NEED_MORE, "%s", f.why);
+	/* collected: the rewritten frame is shorter (proxy.local), no padding */
+	cr_expect_eq(cli.n, s.n - 3 * 13);
+	cr_expect_eq(m->responses_rewritten, 1);
+	bb_free(&s); bb_free(&cli);
+}
+
+Test(frame, fetch_v16_streamed_malformed_is_the_upstreams)
+{
+	struct fe_opts ne = { UP, 3, true, false, 5000 };
+	struct bb s, cli;
+	/* a records length past the frame's end */
+	setup_big();
+	fetch_requested(16);
+	build_fe(&s, 16, &ne);
+	s.n = 3000;
+	bb_fix(&s);
+	cr_assert_eq(resp_deliver(&s, 100, false, &cli), FRAME_UPSTREAM);
+	cr_expect(strstr(f.why, "malformed Fetch v16 response") != NULL, "%s", f.why);
+	cr_expect_eq(m->malformed_responses, 1);
+	bb_free(&s); bb_free(&cli);
+	teardown();
+	/* a header tag section larger than the buffer */
+	setup_big();
+	fetch_requested(16);
+	bb_init(&s);
+	bb_i32(&s, 0);
+	bb_i32(&s, 7);
+	bb_uv(&s, 1);
+	bb_uv(&s, 5);
+	bb_uv(&s, 1500);
+	for (int i = 0; i < 1500; i++)
+		bb_u8(&s, 0);
+	bb_fix(&s);
+	cr_assert_eq(resp_deliver(&s, 4096, false, &cli), FRAME_UPSTREAM);
+	cr_expect(strstr(f.why, "larger than 1024 bytes") != NULL, "%s", f.why);
+	bb_free(&s); bb_free(&cli);
+	teardown();
+	/* top-level tagged fields above FRAME_TAIL_MAX */
+	setup_big();
+	fetch_requested(16);
+	bb_init(&s);
+	bb_head(&s, true);
+	bb_i32(&s, 0);
+	bb_i16(&s, 0);
+	bb_i32(&s, 0);
+	bb_arr(&s, true, 0);
+	bb_uv(&s, 1);
+	bb_uv(&s, 9);
+	bb_uv(&s, FRAME_TAIL_MAX);
+	for (int i = 0; i < FRAME_TAIL_MAX; i++)
+		bb_u8(&s, 0);
+	bb_fix(&s);
+	cr_assert_eq(resp_deliver(&s, 4096, false, &cli), FRAME_UPSTREAM);
+	cr_expect(strstr(f.why, "top-level tagged fields") != NULL, "%s", f.why);
+	bb_free(&s); bb_free(&cli);
+	teardown();
 }
 
 /* ---- SASL ---- */

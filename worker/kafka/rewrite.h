@@ -56,7 +56,8 @@ struct kc_broker_map {
  * Produce 10-13, Fetch 16-18, Metadata 0-13, FindCoordinator 0-6,
  * ApiVersions 0-5, DescribeCluster 0-2, ShareFetch 1-2, ShareAcknowledge
  * 1-2.  The worker must accumulate these
- * whole and pass them to kc_rewrite_response.  Versions above these never
+ * whole and pass them to kc_rewrite_response (or, for a Fetch v16+ response,
+ * stream it with worker/kafka/fetchwalk.h and rewrite only its tail).  Versions above these never
  * reach the worker's response path: kc_request_allowed refuses them.
  */
 bool kc_response_needs_rewrite(int16_t api_key, int16_t api_version);

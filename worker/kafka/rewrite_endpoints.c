@@ -20,7 +20,9 @@
  * the section is re-emitted with tag 0 rebuilt (its size varint recomputed)
  * and every other tag copied byte for byte, in the order received.  A
  * response without NodeEndpoints comes out byte-identical (up to the end of
- * the message: trailing bytes are dropped there too).
+ * the message: trailing bytes are dropped there too).  A Fetch response too
+ * large to collect is streamed instead (fetchwalk.h): only its section is
+ * held, and kc_ne_scan / kc_ne_fields below serve its rewrite too.
  *
  * Entries the map rejects are dropped (the array count is re-encoded);
  * entries with a negative node id are dropped without calling the map (an
@@ -152,8 +154,8 @@ pr_partition_tag(struct kc_reader *val, uint32_t tag, void *ctx)
 		kc_rd_skip(val, kc_rd_left(val));
 }
 
-static void
-fe_partition_tag(struct kc_reader *val, uint32_t tag, void *ctx)
+void
+kc_fe_partition_tag(struct kc_reader *val, uint32_t tag, void *ctx)
 {
 	(void)ctx;
 	switch (tag) {
@@ -291,6 +293,81 @@ ne_top_tag(struct kc_reader *val, uint32_t tag, void *ctx)
 		kc_ep_node(val, false, &e);
 }
 
+bool
+kc_ne_scan(struct kc_reader *r, bool known, int *found)
+{
+	struct ne_scan sc = { known, 0 };
+
+	ep_tags(r, ne_top_tag, &sc);
+	*found = sc.found;
+	return kc_rd_ok(r);
+}
+
+int
+kc_ne_fields(const uint8_t *sec, size_t len, const struct kc_broker_map *map, bool drop,
+    struct rw_out *t, uint32_t *nfields, uint32_t *max_tag, const char **why)
+{
+	struct rw_out v = { NULL, 0, 0 };
+	struct kc_reader r, val;
+	struct kc_ep_node e;
+	const uint8_t *field;
+	uint32_t nf, i, tag, size, kept, vsize;
+	int32_t j, n;
+	int rc;
+
+	*why = "out of memory";
+	*nfields = 0;
+	*max_tag = 0;
+	kc_rd_init(&r, sec, len);
+	nf = kc_rd_uvarint(&r);
+	for (i = 0; i < nf; i++) {
+		field = r.p;
+		tag = kc_rd_uvarint(&r);
+		size = kc_rd_uvarint(&r);
+		if (tag != 0) {
+			kc_rd_skip(&r, size);
+			if (!rw_reserve(t, t->len + (size_t)(r.p - field)))
+				goto fail;
+			rw_put(t, field, (size_t)(r.p - field));
+		} else {
+			kc_rd_init(&val, r.p, size);
+			r.p += size;
+			if (drop)
+				continue;
+			n = kc_rd_array(&val, true, false, KC_EP_NODE_MIN);
+			v.len = 0;
+			kept = 0;
+			for (j = 0; j < n; j++) {
+				kc_ep_node(&val, false, &e);
+				rc = ep_emit(&v, map, &e, 0, why);
+				if (rc < 0)
+					goto fail;
+				kept += (uint32_t)rc;
+			}
+			if (v.len > UINT32_MAX - 5) {
+				*why = "rewritten frame too large";
+				goto fail;
+			}
+			vsize = (uint32_t)(kc_uvarint_size(kept + 1) + v.len);
+			if (!rw_reserve(t, t->len + 15 + vsize))
+				goto fail;
+			rw_uvarint(t, 0);
+			rw_uvarint(t, vsize);
+			rw_uvarint(t, kept + 1);
+			rw_put(t, v.b, v.len);
+		}
+		(*nfields)++;
+		if (tag > *max_tag)
+			*max_tag = tag;
+	}
+	free(v.b);
+	return KC_OK;
+
+fail:
+	free(v.b);
+	return KC_MALFORMED;
+}
+
 /*
  * The validated frame's (len = the end of the message) top-level tag
  * section starts at tags_off and runs to the end.  Emits the frame with
@@ -300,69 +377,25 @@ static int
 ne_rewrite(const uint8_t *frame, size_t len, size_t tags_off, const struct kc_broker_map *map,
     uint8_t **out, size_t *out_len, char *err, size_t errlen)
 {
-	struct rw_out t = { NULL, 0, 0 }, v = { NULL, 0, 0 }, o = { NULL, 0, 0 };
-	struct kc_reader r, val;
-	struct kc_ep_node e;
-	const uint8_t *field;
+	struct rw_out t = { NULL, 0, 0 }, o = { NULL, 0, 0 };
 	const char *why = "out of memory";
-	uint32_t nf, i, tag, size, kept, vsize;
-	int32_t j, n;
-	int rc;
+	uint32_t nf, max_tag;
 
-	/* pass over the (small) section: the new section goes to t */
-	kc_rd_init(&r, frame, len);
-	r.p += tags_off;
-	nf = kc_rd_uvarint(&r);
-	if (!rw_reserve(&t, len - tags_off + 16))
+	/* pass over the (small) section: its fields go to t */
+	if (kc_ne_fields(frame + tags_off, len - tags_off, map, false, &t, &nf, &max_tag,
+	    &why) != KC_OK)
 		goto fail;
-	rw_uvarint(&t, nf);
-	for (i = 0; i < nf; i++) {
-		field = r.p;
-		tag = kc_rd_uvarint(&r);
-		size = kc_rd_uvarint(&r);
-		if (tag != 0) {
-			kc_rd_skip(&r, size);
-			if (!rw_reserve(&t, t.len + (size_t)(r.p - field)))
-				goto fail;
-			rw_put(&t, field, (size_t)(r.p - field));
-			continue;
-		}
-		kc_rd_init(&val, r.p, size);
-		r.p += size;
-		n = kc_rd_array(&val, true, false, KC_EP_NODE_MIN);
-		v.len = 0;
-		kept = 0;
-		for (j = 0; j < n; j++) {
-			kc_ep_node(&val, false, &e);
-			rc = ep_emit(&v, map, &e, 0, &why);
-			if (rc < 0)
-				goto fail;
-			kept += (uint32_t)rc;
-		}
-		if (v.len > UINT32_MAX - 5) {
-			why = "rewritten frame too large";
-			goto fail;
-		}
-		vsize = (uint32_t)(kc_uvarint_size(kept + 1) + v.len);
-		if (!rw_reserve(&t, t.len + 15 + vsize))
-			goto fail;
-		rw_uvarint(&t, 0);
-		rw_uvarint(&t, vsize);
-		rw_uvarint(&t, kept + 1);
-		rw_put(&t, v.b, v.len);
-	}
 	/* one copy of everything before the section */
-	if (!rw_reserve(&o, tags_off + t.len))
+	if (!rw_reserve(&o, tags_off + 5 + t.len))
 		goto fail;
 	rw_put(&o, frame, tags_off);
+	rw_uvarint(&o, nf);
 	rw_put(&o, t.b, t.len);
 	free(t.b);
-	free(v.b);
 	return kc_rw_finish(&o, out, out_len, err, errlen);
 
 fail:
 	free(t.b);
-	free(v.b);
 	return kc_rw_fail(&o, err, errlen, why);
 }
 
@@ -389,16 +422,16 @@ ne_finish(struct kc_reader *r, const uint8_t *frame, size_t len, bool flex, bool
     const struct kc_broker_map *map, uint8_t **out, size_t *out_len, size_t *trailing,
     char *err, size_t errlen)
 {
-	struct ne_scan sc = { known, 0 };
 	size_t tags_off = (size_t)(r->p - frame), end;
+	int found = 0;
 
 	if (flex)
-		ep_tags(r, ne_top_tag, &sc);
+		(void)kc_ne_scan(r, known, &found);
 	if (kc_rw_end(r, frame, &end, err, errlen) != KC_OK)
 		return KC_MALFORMED;
 	*trailing = len - end;
 	len = end;
-	if (sc.found == 0)
+	if (found == 0)
 		return ep_copy(frame, len, out, out_len, err, errlen);
 	return ne_rewrite(frame, len, tags_off, map, out, out_len, err, errlen);
 }
@@ -498,7 +531,7 @@ fe_partition(struct kc_reader *r, int v)
 		(void)kc_rd_i32(r);			/* PreferredReadReplica */
 	(void)kc_rd_bytes(r, flex, true, NULL);		/* Records: opaque */
 	if (flex)
-		ep_tags(r, fe_partition_tag, NULL);
+		ep_tags(r, kc_fe_partition_tag, NULL);
 }
 
 static void

@@ -186,6 +186,25 @@ int kc_ep_rebuild(const uint8_t *frame, size_t len, size_t count_off, size_t ent
 		  const struct kc_broker_map *map, uint8_t **out, size_t *out_len, char *err,
 		  size_t errlen);
 
+/* A Fetch partition's tagged field (DivergingEpoch, CurrentLeader,
+ * SnapshotId validated; others skipped): val spans exactly its value. */
+void kc_fe_partition_tag(struct kc_reader *val, uint32_t tag, void *ctx);
+/*
+ * A Produce/Fetch top-level tag section at r, validated (known: the
+ * version defines tag 0 as NodeEndpoints, whose entries are checked);
+ * *found gets the number of NodeEndpoints fields. false when r failed.
+ */
+bool kc_ne_scan(struct kc_reader *r, bool known, int *found);
+/*
+ * The fields of a validated top-level tag section (sec: its count first,
+ * len bytes) appended to t, without the count: NodeEndpoints rebuilt
+ * through map (or left out when drop), the other fields copied byte for
+ * byte in their order. *nfields gets the fields emitted, *max_tag the
+ * highest tag among them (0 when none). KC_OK, or KC_MALFORMED with *why.
+ */
+int kc_ne_fields(const uint8_t *sec, size_t len, const struct kc_broker_map *map, bool drop,
+		 struct rw_out *t, uint32_t *nfields, uint32_t *max_tag, const char **why);
+
 /*
  * rewrite_share.c: ShareFetch (78) or ShareAcknowledge (79) responses,
  * v SH_MIN_VERSION..SH_MAX_VERSION (already range-checked), map non-NULL.

@@ -4,17 +4,20 @@
  * integration tests.
  *
  *   node rdkafka-client.js produce  -b BOOTSTRAP -t TOPIC -n COUNT [-k PREFIX]
- *                                   [--follow] [--debug CONTEXTS]
+ *                                   [--follow] [--value-bytes N] [--debug CONTEXTS]
  *   node rdkafka-client.js consume  -b BOOTSTRAP -t TOPIC -n COUNT -g GROUP
- *                                   [--timeout-ms MS] [--debug CONTEXTS]
+ *                                   [--timeout-ms MS] [--value-bytes N] [--debug CONTEXTS]
  *   node rdkafka-client.js metadata -b BOOTSTRAP [--debug CONTEXTS]
  *
  * produce: an idempotent producer sends COUNT messages, key PREFIX-i, value
- *   "value i", and waits for every delivery report. With --follow it keeps
+ *   "value i" (padded with dots to N bytes with --value-bytes N), and waits
+ *   for every delivery report. With --follow it keeps
  *   producing (about one message per ms) until stdin reaches EOF and prints
  *   "PROGRESS delivered=N errors=N" lines on stdout as it goes.
  * consume: a consumer in group GROUP reads from the earliest offset until it
- *   has COUNT messages (or the timeout), committing as it goes.
+ *   has COUNT messages (or the timeout), committing as it goes. With
+ *   --value-bytes the values are reported as "<value without its trailing
+ *   dots>|<length>".
  * Every mode ends with one line "RESULT {json}" on stdout: counts, errors,
  *   keys/values where relevant, and the brokers of the client's last
  *   metadata (id, host, port). Exit status 0 unless the client itself could
@@ -28,7 +31,7 @@ const Kafka = require('node-rdkafka');
 
 function parseArgs(argv) {
   const o = { mode: argv[0], count: 0, prefix: 'm', follow: false, debug: '',
-              timeoutMs: 60000 };
+              timeoutMs: 60000, valueBytes: 0 };
   for (let i = 1; i < argv.length; i++) {
     const a = argv[i];
     const next = () => {
@@ -43,6 +46,7 @@ function parseArgs(argv) {
     else if (a === '--follow') o.follow = true;
     else if (a === '--debug') o.debug = next();
     else if (a === '--timeout-ms') o.timeoutMs = Number(next());
+    else if (a === '--value-bytes') o.valueBytes = Number(next());
     else usage();
   }
   if (!['produce', 'consume', 'metadata'].includes(o.mode) || !o.bootstrap) usage();
@@ -54,7 +58,7 @@ function parseArgs(argv) {
 function usage() {
   process.stderr.write('usage: rdkafka-client.js produce|consume|metadata -b BOOTSTRAP ' +
                        '[-t TOPIC] [-n COUNT] [-k PREFIX] [-g GROUP] [--follow] ' +
-                       '[--debug CONTEXTS] [--timeout-ms MS]\n');
+                       '[--debug CONTEXTS] [--timeout-ms MS] [--value-bytes N]\n');
   process.exit(2);
 }
 
@@ -121,7 +125,7 @@ async function produce() {
   let produced = 0;
   const send = () => {
     const k = `${opts.prefix}-${produced}`;
-    p.produce(opts.topic, null, Buffer.from(`value ${produced}`), k);
+    p.produce(opts.topic, null, Buffer.from(`value ${produced}`.padEnd(opts.valueBytes, '.')), k);
     produced++;
   };
   const t0 = Date.now();
@@ -186,7 +190,10 @@ async function consume() {
       resolve(msgs);
     }));
     for (const m of batch) {
-      records.push([m.key ? m.key.toString() : null, m.value ? m.value.toString() : null]);
+      let v = m.value ? m.value.toString() : null;
+      if (v !== null && opts.valueBytes)   /* "value i|LENGTH": the RESULT line stays small */
+        v = `${v.replace(/\.+$/, '')}|${v.length}`;
+      records.push([m.key ? m.key.toString() : null, v]);
       partitions[m.partition] = (partitions[m.partition] || 0) + 1;
     }
     if (batch.length === 0) await sleep(20);
