@@ -781,6 +781,11 @@ sandbox_lock(const struct sandbox_policy *p, bool on, struct sandbox_report *rep
 			sb.exe[len] = '\0';
 			sb.extra_dirs[sb.n_extra++] = sb.exe;
 		}
+		/* the executable once more through the link: a worker user that
+		 * may not search a directory above it (a checkout under a 0700
+		 * directory) cannot open it by name, so Landlock gets no rule
+		 * from that name, and the symbolizer reads it through this link */
+		sb.extra_dirs[sb.n_extra++] = "/proc/self/exe";
 		/* what the symbolizer reads: the directories of the modules */
 		dl_iterate_phdr(sb_module, NULL);
 		flags |= SANDBOX_F_SANITIZER;
