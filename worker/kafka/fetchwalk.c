@@ -16,7 +16,7 @@
  *   TAGS      a tag section's count (a partition's, then a topic's)
  *   TAG_HDR   a field's tag and size (an unknown value is then opaque)
  *   TAG_VAL   a known partition struct (DivergingEpoch, CurrentLeader,
- *             SnapshotId), validated by kc_fe_partition_tag
+ *             SnapshotId), read by kc_ep_tag_value with kc_fe_partition_tag
  *   TOP       the top-level section: the tail
  */
 #include "worker/kafka/fetchwalk.h"
@@ -108,7 +108,6 @@ fw_tag_done(struct kc_fw *w)
 static void
 fw_piece(struct kc_fw *w, struct kc_reader *r)
 {
-	struct kc_reader val;
 	uint32_t u, tag, size;
 	int32_t n;
 
@@ -202,19 +201,8 @@ fw_piece(struct kc_fw *w, struct kc_reader *r)
 		fw_tag_done(w);
 		return;
 	case FW_TAG_VAL:
-		if (!kc_rd_need(r, w->tag_size))
-			return;
-		kc_rd_init(&val, r->p, w->tag_size);
-		kc_fe_partition_tag(&val, w->tag, NULL);
-		if (val.status == KC_OK && val.p != val.end)
-			kc_rd_fail(&val, KC_MALFORMED, "tagged field longer than its value");
-		if (val.status != KC_OK) {
-			/* inside a whole value, running out of it is malformed */
-			kc_rd_fail(r, KC_MALFORMED, val.err);
-			return;
-		}
-		r->p += w->tag_size;
-		fw_tag_done(w);
+		if (kc_ep_tag_value(r, w->tag, w->tag_size, kc_fe_partition_tag, NULL))
+			fw_tag_done(w);
 		return;
 	case FW_TOP:
 	case FW_DONE:

@@ -95,17 +95,30 @@
 
 /* ---- tagged fields ---- */
 
-/*
- * Called for every field of a tag section with a reader spanning exactly
- * its value; must consume all of it (a known struct) or skip it (unknown).
- */
-typedef void (*ep_tag_fn)(struct kc_reader *val, uint32_t tag, void *ctx);
+bool
+kc_ep_tag_value(struct kc_reader *r, uint32_t tag, uint32_t size, kc_ep_tag_fn fn, void *ctx)
+{
+	struct kc_reader val;
+
+	if (!kc_rd_need(r, size))
+		return false;
+	kc_rd_init(&val, r->p, size);
+	fn(&val, tag, ctx);
+	if (val.status == KC_OK && val.p != val.end)
+		kc_rd_fail(&val, KC_MALFORMED, "tagged field longer than its value");
+	if (val.status != KC_OK) {
+		/* inside a whole value, running out of it is malformed */
+		kc_rd_fail(r, KC_MALFORMED, val.err);
+		return false;
+	}
+	r->p += size;
+	return true;
+}
 
 /* A tag section; fn NULL = every field is opaque. */
 static void
-ep_tags(struct kc_reader *r, ep_tag_fn fn, void *ctx)
+ep_tags(struct kc_reader *r, kc_ep_tag_fn fn, void *ctx)
 {
-	struct kc_reader val;
 	uint32_t n, i, tag, size;
 
 	n = kc_rd_uvarint(r);
@@ -118,20 +131,14 @@ ep_tags(struct kc_reader *r, ep_tag_fn fn, void *ctx)
 			kc_rd_fail(r, KC_MALFORMED, "tagged field past end of frame");
 			return;
 		}
-		if (!kc_rd_need(r, size))
-			return;
 		if (fn != NULL) {
-			kc_rd_init(&val, r->p, size);
-			fn(&val, tag, ctx);
-			if (val.status == KC_OK && val.p != val.end)
-				kc_rd_fail(&val, KC_MALFORMED, "tagged field longer than its value");
-			if (val.status != KC_OK) {
-				/* inside a whole frame, running out of a value is malformed */
-				kc_rd_fail(r, KC_MALFORMED, val.err);
+			if (!kc_ep_tag_value(r, tag, size, fn, ctx))
 				return;
-			}
+		} else {
+			if (!kc_rd_need(r, size))
+				return;
+			r->p += size;
 		}
-		r->p += size;
 	}
 }
 

@@ -186,6 +186,20 @@ int kc_ep_rebuild(const uint8_t *frame, size_t len, size_t count_off, size_t ent
 		  const struct kc_broker_map *map, uint8_t **out, size_t *out_len, char *err,
 		  size_t errlen);
 
+/*
+ * Called for every field of a tag section with a reader spanning exactly
+ * its value; must consume all of it (a known struct) or skip it (unknown).
+ */
+typedef void (*kc_ep_tag_fn)(struct kc_reader *val, uint32_t tag, void *ctx);
+/*
+ * The value of one tagged field (tag, size bytes, which the caller checked
+ * fit the rest of r) read by fn from a reader spanning exactly it; r moves
+ * past it. false when r failed: need more (the value not all there), or
+ * malformed (fn failed inside it, or left bytes of it unread).
+ */
+bool kc_ep_tag_value(struct kc_reader *r, uint32_t tag, uint32_t size, kc_ep_tag_fn fn,
+		     void *ctx);
+
 /* A Fetch partition's tagged field (DivergingEpoch, CurrentLeader,
  * SnapshotId validated; others skipped): val spans exactly its value. */
 void kc_fe_partition_tag(struct kc_reader *val, uint32_t tag, void *ctx);
