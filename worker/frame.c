@@ -625,12 +625,12 @@ frame_resp_step(struct frame *f, double now)
 			return frame_upstream(f, "%s", err);
 		}
 	}
-	if (kc_response_needs_rewrite(head->key, head->ver) && head->key == KC_API_FETCH &&
-	    4 + (uint64_t)size > f->lim.buf_size) {
+	bool rewrite = kc_response_needs_rewrite(head->key, head->ver);
+	if (rewrite && head->key == KC_API_FETCH && 4 + (uint64_t)size > f->lim.buf_size) {
 		/* streamed: only its tagged fields are held (frame.h) */
 		kc_fw_init(&d->fw, head->ver, 4 + (uint64_t)size);
 		d->walking = true;
-	} else if (kc_response_needs_rewrite(head->key, head->ver)) {
+	} else if (rewrite) {
 		if (d->fwd)
 			return FRAME_NEED_MORE;  /* flush what precedes it first */
 		d->acc_need = 4 + (size_t)size;
