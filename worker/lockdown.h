@@ -34,8 +34,8 @@ const struct sandbox_policy *lockdown_policy(const struct cfg_cluster *cl);
 /* Whether cluster cl uses OpenSSL at all once running: TLS towards clients
  * or the upstream, or a SCRAM exchange of ferry's own metadata fetch. A
  * cluster that does not never initialises it: OpenSSL's start (its
- * configuration, the default provider's tables) is most of an idle worker's
- * resident memory. */
+ * configuration, the default provider's tables) was 2.7 of an idle plaintext
+ * worker's 7.3 MiB RSS. */
 bool lockdown_needs_openssl(const struct cfg_cluster *cl);
 
 /* Read now what the worker would otherwise read lazily once locked down:
